@@ -1,0 +1,3 @@
+from tailbudget.cli import main
+
+main()

@@ -1,0 +1,49 @@
+"""Plan layer: the budget file model, percentile composition and plan checks."""
+
+from tailbudget.budget.compose import Composed, additive, compose, monte_carlo
+from tailbudget.budget.distributions import (
+    Constant,
+    Exponential,
+    Lognormal,
+    Normal,
+    fit_lognormal,
+)
+from tailbudget.budget.load import load_budget, parse_budget
+from tailbudget.budget.model import (
+    GATES,
+    SLO,
+    Budget,
+    LLMSpec,
+    LogMapping,
+    Parallel,
+    Percentiles,
+    Sequence,
+    Stage,
+)
+from tailbudget.budget.plan import Plan, Problem, make_plan
+
+__all__ = [
+    "GATES",
+    "SLO",
+    "Budget",
+    "Composed",
+    "Constant",
+    "Exponential",
+    "LLMSpec",
+    "LogMapping",
+    "Lognormal",
+    "Normal",
+    "Parallel",
+    "Percentiles",
+    "Plan",
+    "Problem",
+    "Sequence",
+    "Stage",
+    "additive",
+    "compose",
+    "fit_lognormal",
+    "load_budget",
+    "make_plan",
+    "monte_carlo",
+    "parse_budget",
+]

@@ -1,0 +1,167 @@
+"""Composition of stage percentiles: the seed arithmetic and a Monte Carlo.
+
+Percentiles do not add: the p99 of a sum of independent stages is below the
+sum of their p99s, and the p99 of a parallel group's max is above the max of
+their p99s. `additive` is the spreadsheet arithmetic the slices are written
+against; `composed` is what the end-to-end distribution would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget.budget import model as m
+from tailbudget.budget.distributions import Distribution, FloatArray, fit_lognormal
+
+Node = tuple[str, Any]
+"""('stage', Distribution) | ('seq', [Node]) | ('par', [Node])."""
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """End-to-end percentiles from the Monte Carlo."""
+
+    percentiles: dict[str, float]
+    samples: int
+    method: str
+    correlation: float
+
+
+def stage_points(stage: m.Stage, gated: Sequence[str]) -> dict[str, float]:
+    """The percentile points a stage is budgeted at.
+
+    A stage with only an `llm:` block takes its computed total (TTFT + decode +
+    tail, the tail allowance already inside) as its slice at every percentile,
+    the gated ones included; its fitted distribution is then nearly constant.
+    """
+    if stage.budget is not None:
+        return stage.budget.given()
+    assert stage.llm is not None
+    return dict.fromkeys(PERCENTILES, stage.llm.total_ms)
+
+
+def stage_distribution(
+    stage: m.Stage, gated: Sequence[str], *, default_sigma: float
+) -> Distribution:
+    """The fitted distribution of a stage (lognormal in log space)."""
+    return fit_lognormal(stage_points(stage, gated), default_sigma=default_sigma)
+
+
+def budget_tree(budget: m.Budget) -> tuple[Node, dict[str, Distribution]]:
+    """The pipeline as a tree of fitted distributions, and the fits by stage name."""
+    fits: dict[str, Distribution] = {}
+
+    def build(item: Any) -> Node:
+        if isinstance(item, m.Stage):
+            dist = stage_distribution(
+                item, budget.gated, default_sigma=budget.composition.default_sigma
+            )
+            fits[item.name] = dist
+            return ("stage", dist)
+        if isinstance(item, m.Parallel):
+            return ("par", [build(i) for i in item.parallel])
+        return ("seq", [build(i) for i in item.sequence])
+
+    return ("seq", [build(i) for i in budget.pipeline]), fits
+
+
+def additive(budget: m.Budget) -> dict[str, float]:
+    """Seed arithmetic per percentile: sequences sum, parallel groups take the max, + overhead.
+
+    A stage that does not give a percentile contributes its fitted quantile there.
+    """
+    _, fits = budget_tree(budget)
+
+    def value(item: Any, p: str) -> float:
+        if isinstance(item, m.Stage):
+            points = stage_points(item, budget.gated)
+            return points[p] if p in points else fits[item.name].ppf(quantile_of(p))
+        if isinstance(item, m.Parallel):
+            return max(value(i, p) for i in item.parallel)
+        return sum(value(i, p) for i in item.sequence)
+
+    return {p: sum(value(i, p) for i in budget.pipeline) + budget.overhead_ms for p in PERCENTILES}
+
+
+def monte_carlo(
+    tree: Node,
+    *,
+    samples: int,
+    seed: int = 0,
+    correlation: float = 0.0,
+    overhead_ms: float = 0.0,
+    quantiles: Sequence[float] = (0.5, 0.95, 0.99),
+    progress: Callable[[int], None] | None = None,
+) -> FloatArray:
+    """Quantiles of the end-to-end time of `tree`, estimated from `samples` draws.
+
+    With correlation rho > 0, each stage's normal is sqrt(rho)*common + sqrt(1-rho)*own
+    (a Gaussian copula with equal pairwise correlation).
+    """
+    rng = np.random.default_rng(seed)
+    common = rng.standard_normal(samples) if correlation > 0 else None
+    own = float(np.sqrt(1.0 - correlation))
+    shared = float(np.sqrt(correlation))
+
+    def draw(dist: Distribution) -> FloatArray:
+        z = rng.standard_normal(samples)
+        if common is not None:
+            z *= own
+            z += shared * common
+        out = dist.from_normal(z)
+        if progress is not None:
+            progress(1)
+        return out
+
+    def run(node: Node) -> FloatArray:
+        kind, body = node
+        if kind == "stage":
+            return draw(body)
+        children = iter(body)
+        acc = run(next(children))
+        for child in children:
+            x = run(child)
+            if kind == "seq":
+                acc += x
+            else:
+                np.maximum(acc, x, out=acc)
+        return acc
+
+    total = run(tree)
+    if overhead_ms:
+        total += overhead_ms
+    return np.quantile(total, list(quantiles))
+
+
+def compose(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Composed:
+    """Monte Carlo composition of the budget's fitted stage distributions."""
+    tree, _ = budget_tree(budget)
+    n = samples if samples is not None else budget.composition.samples
+    s = seed if seed is not None else budget.composition.seed
+    rho = budget.composition.correlation
+    qs = monte_carlo(
+        tree,
+        samples=n,
+        seed=s,
+        correlation=rho,
+        overhead_ms=budget.overhead_ms,
+        quantiles=[quantile_of(p) for p in PERCENTILES],
+    )
+    method = "monte_carlo_lognormal_" + ("independent" if rho == 0 else f"copula_rho_{rho:g}")
+    return Composed(
+        percentiles={p: float(v) for p, v in zip(PERCENTILES, qs, strict=True)},
+        samples=n,
+        method=method,
+        correlation=rho,
+    )
+
+
+def count_stages(tree: Node) -> int:
+    """Number of leaf stages in a tree (for progress bars)."""
+    kind, body = tree
+    return 1 if kind == "stage" else sum(count_stages(c) for c in body)

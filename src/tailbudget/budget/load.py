@@ -1,0 +1,104 @@
+"""Reading a budget file, with errors that name the field path and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tailbudget.budget.model import Budget
+from tailbudget.errors import BudgetError
+
+_MS_FIELDS = {"p50", "p95", "p99", "ttft_ms", "tail_ms", "overhead_ms"}
+_LIST_KEYS = {"pipeline", "parallel", "sequence"}
+_TAGS = {"stage", "parallel", "sequence"}
+_NUMBER_ERRORS = {
+    "float_type",
+    "float_parsing",
+    "greater_than",
+    "greater_than_equal",
+    "finite_number",
+    "int_type",
+    "int_parsing",
+    "int_from_float",
+}
+
+
+def load_budget(path: str | Path) -> Budget:
+    """Read and validate a budget file; raise BudgetError with a one-line message."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BudgetError(f"{p}: budget file not found (create one with `tailbudget init`)")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BudgetError(f"{p}: cannot read budget file ({exc.__class__.__name__}: {exc})")
+    return parse_budget(text, source=str(p))
+
+
+def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Budget:
+    """Validate YAML text (or an already-parsed mapping) as a budget."""
+    if isinstance(text, str):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise BudgetError(f"{source}: not valid YAML{where}: {exc.problem}")
+        except Exception as exc:  # the YAML parser raises more than YAMLError on odd input
+            raise BudgetError(f"{source}: not valid YAML: {exc}".splitlines()[0])
+    else:
+        data = text
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise BudgetError(
+            f"{source}: a budget file must be a mapping with slo: and pipeline:, got {kind}"
+        )
+    try:
+        return Budget.model_validate(data)
+    except ValidationError as exc:
+        raise BudgetError(f"{source}: {describe(exc)}") from None
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    skip_next_tag = False
+    prev: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            skip_next_tag = prev in _LIST_KEYS
+        elif skip_next_tag and part in _TAGS:
+            skip_next_tag = False
+        else:
+            skip_next_tag = False
+            out += f".{part}" if out else str(part)
+        prev = part
+    return out or "(top level)"
+
+
+def describe(exc: ValidationError) -> str:
+    """The first validation error as 'path: what is wrong, got X' (plus a count of others)."""
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    loc = tuple(err["loc"])
+    path = _path(loc)
+    kind = err["type"]
+    got = err.get("input")
+    last = next((p for p in reversed(loc) if isinstance(p, str) and p not in _TAGS), "")
+    if kind == "missing":
+        msg = "is required"
+    elif kind == "extra_forbidden":
+        msg = "unknown key; check the spelling (see `tailbudget init` for every key)"
+    elif kind in ("union_tag_not_found", "union_tag_invalid"):
+        msg = f"each entry needs a `stage:` name, a `parallel:` list or a `sequence:` list, got {got!r}"
+    elif kind in _NUMBER_ERRORS and last in _MS_FIELDS:
+        msg = f"must be a positive number of milliseconds, got {got!r}"
+    else:
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if kind != "value_error" and not isinstance(got, dict | list):
+            msg += f", got {got!r}"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return f"{path}: {msg}{more if len(errors) > 1 else ''}"

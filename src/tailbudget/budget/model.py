@@ -1,0 +1,283 @@
+"""The budget file model: SLO, stages and parallel groups, LLM blocks, log mapping.
+
+Records are frozen pydantic models so a loaded budget can be shared across
+threads and layers without copies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from tailbudget._units import PERCENTILES
+
+Environment = Literal["dev", "qa", "uat", "prd"]
+
+GATES: dict[str, tuple[str, ...]] = {
+    "dev": ("p50",),
+    "qa": ("p95",),
+    "uat": ("p95", "p99"),
+    "prd": ("p99",),
+}
+"""Which percentiles gate a release in each environment (seed framework table)."""
+
+Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Percentiles(_Frozen):
+    """Milliseconds at p50/p95/p99; at least one, and non-decreasing."""
+
+    p50: Ms | None = None
+    p95: Ms | None = None
+    p99: Ms | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Percentiles:
+        given = self.given()
+        if not given and type(self) is Percentiles:
+            raise ValueError("give at least one of p50, p95, p99 (milliseconds)")
+        values = list(given.items())
+        for (lo_name, lo), (hi_name, hi) in zip(values, values[1:], strict=False):
+            if hi < lo:
+                raise ValueError(
+                    f"{hi_name} ({hi:g} ms) is below {lo_name} ({lo:g} ms); "
+                    "percentiles must not decrease"
+                )
+        return self
+
+    def given(self) -> dict[str, float]:
+        """The percentiles present, in order, as {name: ms}."""
+        out: dict[str, float] = {}
+        for name in PERCENTILES:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = float(value)
+        return out
+
+
+class SLO(Percentiles):
+    """End-to-end objective: latency percentiles (ms) and an optional error rate."""
+
+    error_rate: Annotated[float, Field(ge=0, lt=1, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _some_latency(self) -> SLO:
+        if not self.given():
+            raise ValueError("give at least one latency target: p50, p95 or p99 (milliseconds)")
+        return self
+
+
+class LLMSpec(_Frozen):
+    """Time of an LLM call: prefill (TTFT), decode (tokens / rate), and a tail allowance."""
+
+    ttft_ms: Ms
+    tokens_per_s: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+    output_tokens: Annotated[int, Field(gt=0, strict=True)]
+    tail_ms: NonNegMs = 0.0
+
+    @property
+    def decode_ms(self) -> float:
+        """Decode time: output tokens at the stated rate."""
+        return self.output_tokens / self.tokens_per_s * 1000.0
+
+    @property
+    def total_ms(self) -> float:
+        """TTFT + decode + tail."""
+        return self.ttft_ms + self.decode_ms + self.tail_ms
+
+    @property
+    def dominant(self) -> Literal["decode", "prefill"]:
+        """Which slice dominates the call's time."""
+        return "decode" if self.decode_ms >= self.ttft_ms else "prefill"
+
+
+class Stage(_Frozen):
+    """One timed step of a request, with its latency slice and/or an LLM block."""
+
+    stage: str
+    budget: Percentiles | None = None
+    llm: LLMSpec | None = None
+    column: str | None = None
+    """Log column holding this stage's latency (default `<stage>_ms`)."""
+
+    @field_validator("stage")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(
+                f"stage name must start with a letter or _ and hold letters, digits, "
+                f"_ . / -, got {v!r}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _has_slice(self) -> Stage:
+        if self.budget is None and self.llm is None:
+            raise ValueError(
+                f"stage {self.stage!r} needs a budget: {{p50, p95, p99}} or an llm: block"
+            )
+        return self
+
+    @property
+    def name(self) -> str:
+        """The stage name."""
+        return self.stage
+
+    @property
+    def log_column(self) -> str:
+        """The log column for this stage."""
+        return self.column or f"{self.stage}_ms"
+
+
+def _item_tag(value: Any) -> str | None:
+    if isinstance(value, BaseModel):
+        return {Stage: "stage", Parallel: "parallel", Sequence: "sequence"}.get(type(value))
+    if isinstance(value, dict):
+        for tag in ("stage", "parallel", "sequence"):
+            if tag in value:
+                return tag
+    return None
+
+
+class Parallel(_Frozen):
+    """Branches that run at once; the group takes as long as its slowest branch."""
+
+    parallel: Annotated[list[PipelineItem], Field(min_length=1)]
+
+
+class Sequence(_Frozen):
+    """Items that run one after another (a branch of a parallel group)."""
+
+    sequence: Annotated[list[PipelineItem], Field(min_length=1)]
+
+
+PipelineItem = Annotated[
+    Annotated[Stage, Tag("stage")]
+    | Annotated[Parallel, Tag("parallel")]
+    | Annotated[Sequence, Tag("sequence")],
+    Discriminator(_item_tag),
+]
+
+
+class LogMapping(_Frozen):
+    """How a log names things, when it does not use tailbudget's defaults."""
+
+    timestamp: str | None = None
+    total: str | None = None
+    request_id: str | None = None
+    error: str | None = None
+    unit: Literal["ms", "s", "us"] = "ms"
+    stages: list[str] | dict[str, str] | None = None
+    """Stage columns: a list of columns, or {stage name: column}."""
+    stages_glob: str | None = None
+    shape: list[str] = Field(default_factory=list)
+    cohorts: list[str] = Field(default_factory=list)
+
+
+class Composition(_Frozen):
+    """Settings of the Monte Carlo composition of stage distributions."""
+
+    samples: Annotated[int, Field(ge=1000, le=50_000_000, strict=True)] = 200_000
+    seed: int = 0
+    correlation: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Pairwise correlation between stages (Gaussian copula); 0 = independent."""
+    default_sigma: Annotated[float, Field(gt=0, le=3)] = 0.5
+    """Log-space spread assumed for a stage with a single percentile given."""
+
+
+def _wrap_lists(items: Any) -> Any:
+    # A bare YAML list inside a pipeline is a sequence; accept it for convenience.
+    if isinstance(items, list):
+        return [{"sequence": _wrap_lists(i)} if isinstance(i, list) else _nested(i) for i in items]
+    return items
+
+
+def _nested(item: Any) -> Any:
+    if isinstance(item, dict):
+        for key in ("parallel", "sequence"):
+            if key in item and isinstance(item[key], list):
+                return {**item, key: _wrap_lists(item[key])}
+    return item
+
+
+class Budget(_Frozen):
+    """A whole budget file."""
+
+    service: str = "service"
+    environment: Environment = "prd"
+    slo: SLO
+    headroom: Annotated[float, Field(ge=0, lt=1, strict=True)] = 0.0
+    overhead_ms: NonNegMs = 0.0
+    pipeline: Annotated[list[PipelineItem], Field(min_length=1)]
+    log: LogMapping = Field(default_factory=LogMapping)
+    composition: Composition = Field(default_factory=Composition)
+    policy: str | dict[str, Any] = "default"
+    """`default` (the seed framework's policy) or a rules block; see tailbudget.control."""
+    fixes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Overrides of the audit's fix catalog (hours, risk, reversible) by fix name."""
+
+    @field_validator("pipeline", mode="before")
+    @classmethod
+    def _lists_are_sequences(cls, v: Any) -> Any:
+        return _wrap_lists(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> Budget:
+        seen: set[str] = set()
+        for _, stage in self.stages():
+            if stage.name in seen:
+                raise ValueError(f"stage name {stage.name!r} appears twice; names must be unique")
+            seen.add(stage.name)
+        missing = [p for p in self.gated if getattr(self.slo, p) is None]
+        if missing:
+            raise ValueError(
+                f"environment {self.environment!r} gates {', '.join(self.gated)}; "
+                f"add slo.{missing[0]} (milliseconds)"
+            )
+        return self
+
+    @property
+    def gated(self) -> tuple[str, ...]:
+        """The percentiles that gate in this budget's environment."""
+        return GATES[self.environment]
+
+    def stages(self) -> Iterator[tuple[str, Stage]]:
+        """Every leaf stage with its path in the file, in pipeline order."""
+        yield from _walk(self.pipeline, "pipeline")
+
+    def stage(self, name: str) -> Stage | None:
+        """The stage called `name`, if any."""
+        return next((s for _, s in self.stages() if s.name == name), None)
+
+
+def _walk(items: list[Any], path: str) -> Iterator[tuple[str, Stage]]:
+    for i, item in enumerate(items):
+        here = f"{path}[{i}]"
+        if isinstance(item, Stage):
+            yield here, item
+        elif isinstance(item, Parallel):
+            yield from _walk(item.parallel, f"{here}.parallel")
+        else:
+            yield from _walk(item.sequence, f"{here}.sequence")
+
+
+Parallel.model_rebuild()
+Sequence.model_rebuild()
+Budget.model_rebuild()

@@ -1,0 +1,208 @@
+"""Plan checks: do the slices fit the SLO with headroom, per gated percentile?
+
+The additive sum gates (it is what each stage team signs up to); the
+Monte Carlo composition is shown beside it as the end-to-end figure to
+expect, and raises a warning when it alone crosses the SLO (parallel
+fan-out makes the composed tail worse than the max of the slices).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tailbudget._units import PERCENTILES
+from tailbudget.budget import model as m
+from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
+from tailbudget.budget.distributions import Lognormal
+
+Severity = Literal["error", "warning"]
+
+
+class Problem(BaseModel):
+    """Something a person should change, with the figures that show it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    severity: Severity
+    message: str
+    percentile: str | None = None
+    stage: str | None = None
+
+
+class Plan(BaseModel):
+    """The result of `tailbudget plan`, serialised as the JSON contract."""
+
+    model_config = ConfigDict(frozen=True)
+
+    service: str
+    environment: str
+    fits: bool
+    slo: dict[str, float | None]
+    headroom: float
+    overhead_ms: float
+    gating: str
+    stages: list[dict[str, Any]]
+    additive: dict[str, float]
+    composed: dict[str, Any]
+    llm: list[dict[str, Any]]
+    gates: dict[str, Any]
+    problems: list[Problem]
+
+
+def _fmt(ms: float) -> str:
+    return f"{ms:,.0f} ms"
+
+
+def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
+    """Check a budget: seed arithmetic, composition, LLM slices, headroom per gated percentile."""
+    add = additive(budget)
+    comp = compose(budget, samples=samples, seed=seed)
+    _, fits = budget_tree(budget)
+    slo = budget.slo.given()
+    problems: list[Problem] = []
+
+    stages: list[dict[str, Any]] = []
+    for path, stage in budget.stages():
+        points = stage_points(stage, budget.gated)
+        fit = fits[stage.name]
+        fit_info: dict[str, Any] = {"distribution": type(fit).__name__.lower()}
+        if isinstance(fit, Lognormal):
+            fit_info |= {
+                "mu": round(fit.mu, 6),
+                "sigma": round(fit.sigma, 6),
+                "points": fit.points,
+                "default_spread": fit.default_spread,
+            }
+        stages.append(
+            {
+                "name": stage.name,
+                "path": path,
+                "in_parallel": ".parallel[" in path,
+                "source": "budget" if stage.budget is not None else "llm",
+                "budget": {p: points.get(p) for p in PERCENTILES},
+                "share_of_slo": {
+                    p: round(points[p] / slo[p], 4) for p in PERCENTILES if p in points and p in slo
+                },
+                "fit": fit_info,
+            }
+        )
+
+    llm_rows: list[dict[str, Any]] = []
+    for _, stage in budget.stages():
+        if stage.llm is None:
+            continue
+        spec = stage.llm
+        row: dict[str, Any] = {
+            "stage": stage.name,
+            "ttft_ms": spec.ttft_ms,
+            "decode_ms": round(spec.decode_ms, 3),
+            "tail_ms": spec.tail_ms,
+            "total_ms": round(spec.total_ms, 3),
+            "output_tokens": spec.output_tokens,
+            "tokens_per_s": spec.tokens_per_s,
+            "dominant": spec.dominant,
+            "decode_share": round(spec.decode_ms / spec.total_ms, 4),
+        }
+        llm_rows.append(row)
+        if stage.budget is None:
+            continue
+        for p in budget.gated:
+            slice_ms = stage.budget.given().get(p)
+            if slice_ms is not None and spec.total_ms > slice_ms:
+                fix = (
+                    "cap output_tokens or raise tokens/s (decode dominates)"
+                    if spec.dominant == "decode"
+                    else "cut prompt length or queueing (prefill dominates)"
+                )
+                problems.append(
+                    Problem(
+                        severity="error",
+                        stage=stage.name,
+                        percentile=p,
+                        message=(
+                            f"{stage.name}: TTFT {spec.ttft_ms:,.0f} ms + {spec.output_tokens} tokens "
+                            f"at {spec.tokens_per_s:g} tok/s ({spec.decode_ms:,.0f} ms) + tail "
+                            f"{spec.tail_ms:,.0f} ms = {_fmt(spec.total_ms)}, over its {p} slice of "
+                            f"{_fmt(slice_ms)} by {_fmt(spec.total_ms - slice_ms)}; {fix}"
+                        ),
+                    )
+                )
+
+    checks: list[dict[str, Any]] = []
+    for p in budget.gated:
+        target = slo[p]
+        limit = target * (1.0 - budget.headroom)
+        used = add[p]
+        ok = used <= limit + 1e-9
+        checks.append(
+            {
+                "percentile": p,
+                "slo_ms": target,
+                "limit_ms": round(limit, 3),
+                "additive_ms": round(used, 3),
+                "composed_ms": round(comp.percentiles[p], 3),
+                "free_share": round(1.0 - used / target, 4),
+                "headroom_required": budget.headroom,
+                "fits": ok,
+            }
+        )
+        if not ok:
+            by_stage = [(s["name"], s["budget"][p]) for s in stages if s["budget"][p] is not None]
+            name, biggest = max(by_stage, key=lambda kv: kv[1])
+            problems.append(
+                Problem(
+                    severity="error",
+                    percentile=p,
+                    stage=name,
+                    message=(
+                        f"{p}: slices add to {_fmt(used)}, {_fmt(used - limit)} over the "
+                        f"{_fmt(limit)} limit (SLO {_fmt(target)} less {budget.headroom:.0%} "
+                        f"headroom); largest slice is {name} at {_fmt(biggest)} "
+                        f"({biggest / target:.0%} of the SLO)"
+                    ),
+                )
+            )
+        elif comp.percentiles[p] > target:
+            problems.append(
+                Problem(
+                    severity="warning",
+                    percentile=p,
+                    message=(
+                        f"{p}: slices fit, but the composed end-to-end {p} is "
+                        f"{_fmt(comp.percentiles[p])}, over the {_fmt(target)} SLO: parallel "
+                        "branches make the tail of their max worse than the max of their tails"
+                    ),
+                )
+            )
+
+    single = [s["name"] for s in stages if s["fit"].get("default_spread")]
+    composed: dict[str, Any] = {p: round(v, 3) for p, v in comp.percentiles.items()}
+    composed |= {
+        "method": comp.method,
+        "samples": comp.samples,
+        "correlation": comp.correlation,
+        "default_sigma": budget.composition.default_sigma,
+        "default_spread_stages": single,
+    }
+    return Plan(
+        service=budget.service,
+        environment=budget.environment,
+        fits=not any(pr.severity == "error" for pr in problems),
+        slo={p: getattr(budget.slo, p) for p in PERCENTILES} | {"error_rate": budget.slo.error_rate},
+        headroom=budget.headroom,
+        overhead_ms=budget.overhead_ms,
+        gating="additive",
+        stages=stages,
+        additive={p: round(v, 3) for p, v in add.items()},
+        composed=composed,
+        llm=llm_rows,
+        gates={
+            "environment": budget.environment,
+            "gated": list(budget.gated),
+            "by_environment": {env: list(ps) for env, ps in m.GATES.items()},
+            "checks": checks,
+        },
+        problems=problems,
+    )

@@ -1,0 +1,29 @@
+"""The `tailbudget` command line: a thin layer over the library.
+
+Exit codes: 0 ok, 1 budget/SLO not met where asked to gate, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from tailbudget.cli.init import init_command
+from tailbudget.cli.plan import plan_command
+
+app = typer.Typer(
+    name="tailbudget",
+    help="Latency budgets for AI/ML inference: plan, measure, audit the tail, act on it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("init")(init_command)
+app.command("plan")(plan_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,50 @@
+"""`tailbudget plan`: check a budget file's slices against its SLO."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from tailbudget.budget import load_budget, make_plan
+from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.errors import BudgetError
+from tailbudget.report.plan import plan_json, plan_markdown, print_plan
+
+
+class PlanFormat(str, Enum):
+    """Output formats of `plan`."""
+
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+@clean_errors
+def plan_command(
+    budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
+    format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    samples: int | None = typer.Option(
+        None, "--samples", help="Monte Carlo samples (default: the file's, or 200,000)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed of the composition."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+) -> None:
+    """Check that the stage slices fit the SLO with headroom; exit 1 when they do not."""
+    if samples is not None and not 1000 <= samples <= 50_000_000:
+        raise BudgetError(f"--samples must be between 1,000 and 50,000,000, got {samples}")
+    result = make_plan(load_budget(budget), samples=samples, seed=seed)
+    if format is PlanFormat.json:
+        emit(plan_json(result), output)
+    elif format is PlanFormat.md:
+        emit(plan_markdown(result), output)
+    elif output is None:
+        print_plan(result, Console())
+    else:
+        console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
+        print_plan(result, console)
+        emit(console.export_text(), output)
+    if not result.fits:
+        raise typer.Exit(EXIT_GATE)

@@ -1,0 +1,53 @@
+"""The canonical log table every reader produces and every audit step consumes.
+
+Canonical columns (Ibis types):
+  request_id  string
+  ts          timestamp (UTC), null when the log has none
+  total_ms    float64 end-to-end latency in milliseconds
+  <stage>_ms  float64 per stage, one column per name in `stages`
+  error       boolean (false when the log has no error column)
+  covariates  numeric columns named in `shape`, as the log gave them
+  cohorts     string columns named in `cohorts`
+Rows a reader rejected are not in `table`; they are counted in `rows`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class RowCounts:
+    """How many rows were read, used and rejected (by reason)."""
+
+    total: int
+    used: int
+    rejected: int
+    rejected_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LogTable:
+    """A latency log in canonical form, on an Ibis backend (DuckDB by default)."""
+
+    table: Any
+    """ibis.Table with the canonical columns above."""
+    stages: tuple[str, ...]
+    shape: tuple[str, ...] = ()
+    cohorts: tuple[str, ...] = ()
+    has_timestamp: bool = False
+    total_derived: bool = False
+    """True when the log had no total and total_ms is the sum of stages."""
+    rows: RowCounts = field(default_factory=lambda: RowCounts(0, 0, 0))
+    source: str = ""
+    format: str = ""
+    """parquet | csv | jsonl | otlp | jaeger | spans | vllm | llmperf | engine"""
+    notes: tuple[str, ...] = ()
+    """Facts about the input the report should state (units assumed, spans skipped...)."""
+    backend: Any = None
+    """The Ibis backend holding `table`."""
+
+    def stage_column(self, stage: str) -> str:
+        """Column name of a stage."""
+        return f"{stage}_ms"

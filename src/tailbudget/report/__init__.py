@@ -1,0 +1,1 @@
+"""Rendering: text (Rich), markdown, JSON and HTML for plans, audits and replays."""

@@ -1,0 +1,134 @@
+"""Plan rendering: a Rich table to read at a glance, markdown, and the JSON contract."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tailbudget._units import PERCENTILES
+from tailbudget.budget.plan import Plan
+
+_BAR = 16
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _bar(share: float) -> Text:
+    filled = min(_BAR, round(share * _BAR))
+    style = "red" if share > 0.5 else "yellow" if share > 0.25 else "green"
+    return Text("█" * filled, style=style) + Text("·" * (_BAR - filled), style="dim")
+
+
+def plan_json(plan: Plan) -> str:
+    """The `plan --format json` contract."""
+    return json.dumps(plan.model_dump(mode="json"), indent=2)
+
+
+def _key(plan: Plan) -> str:
+    # The strictest gated percentile is the one a reader cares about first.
+    return plan.gates["gated"][-1]
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """Render a plan as a Rich table with stage, slices, share of SLO and a bar."""
+    key = _key(plan)
+    gated = ", ".join(plan.gates["gated"])
+    console.print(
+        f"[bold]{plan.service}[/bold] ({plan.environment}: gates {gated}) "
+        f"headroom {plan.headroom:.0%}, overhead {plan.overhead_ms:,.0f} ms"
+    )
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("stage", no_wrap=True)
+    for p in PERCENTILES:
+        table.add_column(f"{p} ms", justify="right")
+    table.add_column(f"{key} share", justify="right")
+    table.add_column("")
+    for s in plan.stages:
+        name = ("  ∥ " if s["in_parallel"] else "") + s["name"]
+        if s["source"] == "llm":
+            name += " (llm)"
+        share = s["share_of_slo"].get(key)
+        table.add_row(
+            name,
+            *(_ms(s["budget"][p]) for p in PERCENTILES),
+            "-" if share is None else f"{share:.0%}",
+            _bar(share) if share is not None else Text(""),
+        )
+    table.add_section()
+    table.add_row("additive ✓gate", *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
+    comp = plan.composed
+    table.add_row(
+        "composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", ""
+    )
+    table.add_row("SLO", *(_ms(plan.slo[p]) for p in PERCENTILES), "", "", style="bold")
+    console.print(table)
+    for check in plan.gates["checks"]:
+        mark = "[green]fits[/green]" if check["fits"] else "[red]does not fit[/red]"
+        console.print(
+            f"{check['percentile']}: additive {check['additive_ms']:,.0f} ms vs limit "
+            f"{check['limit_ms']:,.0f} ms ({check['free_share']:.0%} of SLO free), composed "
+            f"{check['composed_ms']:,.0f} ms: {mark}"
+        )
+    for row in plan.llm:
+        console.print(
+            f"llm {row['stage']}: TTFT {row['ttft_ms']:,.0f} + decode {row['decode_ms']:,.0f} + "
+            f"tail {row['tail_ms']:,.0f} = {row['total_ms']:,.0f} ms ({row['dominant']} dominates)"
+        )
+    if comp["default_spread_stages"]:
+        console.print(
+            f"[dim]single-percentile stages use the default log-space spread sigma="
+            f"{comp['default_sigma']}: {', '.join(comp['default_spread_stages'])}[/dim]"
+        )
+    for pr in plan.problems:
+        color = "red" if pr.severity == "error" else "yellow"
+        console.print(f"[{color}]{pr.severity}[/{color}]: {pr.message}", highlight=False)
+    verdict = "[green]FITS[/green]" if plan.fits else "[red]DOES NOT FIT[/red]"
+    console.print(f"verdict: {verdict}")
+
+
+def plan_markdown(plan: Plan) -> str:
+    """Render a plan as a markdown document."""
+    key = _key(plan)
+    lines = [
+        f"# Latency budget plan: {plan.service}",
+        "",
+        f"Environment **{plan.environment}** gates {', '.join(plan.gates['gated'])}; headroom "
+        f"{plan.headroom:.0%}; overhead {plan.overhead_ms:,.0f} ms. "
+        f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
+        "",
+        f"| stage | p50 ms | p95 ms | p99 ms | share of {key} SLO |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in plan.stages:
+        share = s["share_of_slo"].get(key)
+        name = ("∥ " if s["in_parallel"] else "") + s["name"]
+        cells = " | ".join(_ms(s["budget"][p]) for p in PERCENTILES)
+        lines.append(f"| {name} | {cells} | {'-' if share is None else f'{share:.0%}'} |")
+    comp = plan.composed
+    lines += [
+        f"| **additive** (gates) | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
+        f"| composed ({comp['method']}, {comp['samples']:,} samples) | "
+        f"{' | '.join(_ms(comp[p]) for p in PERCENTILES)} | |",
+        f"| **SLO** | {' | '.join(_ms(plan.slo[p]) for p in PERCENTILES)} | |",
+        "",
+        "Percentiles do not add: the additive row is the seed arithmetic each stage signs up "
+        "to (and gates); the composed row is the end-to-end distribution to expect.",
+        "",
+    ]
+    if plan.llm:
+        lines += ["## LLM stages", ""]
+        for row in plan.llm:
+            lines.append(
+                f"- {row['stage']}: TTFT {row['ttft_ms']:,.0f} ms + decode {row['decode_ms']:,.0f} ms "
+                f"({row['output_tokens']} tokens at {row['tokens_per_s']:g} tok/s) + tail "
+                f"{row['tail_ms']:,.0f} ms = {row['total_ms']:,.0f} ms; {row['dominant']} dominates"
+            )
+        lines.append("")
+    lines += ["## Problems", ""]
+    lines += [f"- **{p.severity}**: {p.message}" for p in plan.problems] or ["- none"]
+    return "\n".join(lines) + "\n"
