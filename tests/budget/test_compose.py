@@ -128,3 +128,10 @@ def test_spliced_monte_carlo_reproduces_its_own_quantiles():
     fit = fit_stage({"p50": 100.0, "p95": 300.0, "p99": 900.0})
     got = monte_carlo(("stage", fit), samples=1_000_000, seed=5, quantiles=QS)
     np.testing.assert_allclose(got, [100, 300, 900], rtol=0.01)
+
+
+def test_spliced_fast_path_matches_interpolation():
+    fit = fit_stage({"p50": 100.0, "p95": 300.0, "p99": 900.0})
+    z = np.linspace(-6, 6, 1001)
+    zz, yy = fit._knots()
+    np.testing.assert_allclose(fit.from_normal(z.copy()), np.exp(np.interp(z, zz, yy)), rtol=1e-12)
