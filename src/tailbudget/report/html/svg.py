@@ -47,6 +47,9 @@ _RC: dict[str, Any] = {
 }
 
 _SERIES = re.compile(r'<g id="(tb-[^"]+)"')
+_ID = re.compile(r' id="([^"]+)"')
+_REF = re.compile(r'(id="|#)([^"\s)]+)')
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 
 @contextmanager
@@ -71,4 +74,10 @@ def to_svg(fig: Figure) -> str:
     # Matplotlib writes fixed pt sizes; the viewBox alone lets CSS scale the chart.
     svg = re.sub(r'^<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", svg, count=1)
     svg = svg.replace("<svg ", '<svg role="img" ', 1)
+    svg = _METADATA.sub("", svg)  # RDF boilerplate: namespace URLs a reader might mistake for links
+    # Matplotlib numbers its ids per figure (figure_1, patch_1, ...); several charts on one
+    # page would repeat them, so prefix every id but ours with this chart's root id.
+    root = str(matplotlib.rcParams["svg.id"])
+    rename = {i: f"{root}-{i}" for i in _ID.findall(svg) if i != root and not i.startswith("tb-")}
+    svg = _REF.sub(lambda m: m.group(1) + rename.get(m.group(2), m.group(2)), svg)
     return _SERIES.sub(r'<g id="\1" class="tb-series"', svg)
