@@ -190,8 +190,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         service=budget.service,
         environment=budget.environment,
         fits=not any(pr.severity == "error" for pr in problems),
-        slo={p: getattr(budget.slo, p) for p in PERCENTILES}
-        | {"error_rate": budget.slo.error_rate},
+        slo={p: getattr(budget.slo, p) for p in PERCENTILES} | {"error_rate": budget.slo.error_rate},
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         gating="additive",

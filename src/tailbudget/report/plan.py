@@ -62,7 +62,9 @@ def print_plan(plan: Plan, console: Console) -> None:
     table.add_section()
     table.add_row("additive ✓gate", *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
     comp = plan.composed
-    table.add_row("composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", "")
+    table.add_row(
+        "composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", ""
+    )
     table.add_row("SLO", *(_ms(plan.slo[p]) for p in PERCENTILES), "", "", style="bold")
     console.print(table)
     for check in plan.gates["checks"]:
