@@ -273,9 +273,9 @@ class LatencySketch:
             return cls()
         first = sketches[0]
         out = cls(first.relative_accuracy, min_value=first.min_value, max_value=first.max_value)
-        full = [s for s in sketches if s._count]
-        for s in full:
+        for s in sketches:
             out._compatible(s)
+        full = [s for s in sketches if s._count]
         if not full:
             return out
         lo = min(s._offset for s in full)
