@@ -267,10 +267,10 @@ def default_rules(slo: SLO | None, rollback_for_s: float = 120.0) -> tuple[list[
     up, trim, shed = (SEED_SCALE_UP_MS * scale, SEED_TRIM_MS * scale, SEED_SHED_MS * scale)
     if p95 is None:
         where = "default (seed framework)"
-        exprs = ("1800 ms", "2800 ms", "3000 ms")
+        exprs: tuple[str, ...] = ("1800 ms", "2800 ms", "3000 ms")
     else:
         where = f"default (seed framework), scaled to slo.p95 = {p95:g} ms"
-        exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))  # type: ignore[assignment]
+        exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))
 
     def latency(name: str, t: float, expr: str, for_s: float, action: Action) -> Rule:
         return Rule(
