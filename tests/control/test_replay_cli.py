@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
@@ -117,3 +118,17 @@ def test_subprocess_no_timestamp_exit_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_relative_time_log(tmp_path: Path) -> None:
+    log = synth(600, 10, const(2500), seed=14)
+    path = tmp_path / "rel.csv"
+    offsets = log.ts_s - log.ts_s[0] + 3.0
+    pd.DataFrame({"t_s": offsets, "total_ms": log.total_ms}).to_csv(path, index=False)
+    res = runner.invoke(app, ["replay", str(path), "--timestamp", "t_s"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["start"] == "PT3.000S"
+    d = rep["decisions"][0]
+    assert d["action"] == "scale_up" and d["t"].startswith("PT")
+    assert float(d["t"][2:-1]) == pytest.approx(d["t_offset_s"] + 3.0, abs=1e-3)
