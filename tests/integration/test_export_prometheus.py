@@ -1,0 +1,194 @@
+"""The generated rules loaded into a real Prometheus server scraping a test app on loopback.
+
+The app exports the tailbudget histograms and counter (prometheus_client, the
+buckets `latency_buckets` recommends) and keeps observing a known mix; the test
+polls Prometheus' HTTP API until the recording rules produce series, and checks
+the percentiles land in the buckets the mix puts them in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from tailbudget import _metric_names as names
+from tailbudget.budget import Budget, load_budget
+from tailbudget.export import ExportOptions, prometheus_rules
+from tailbudget.export.common import (
+    error_ratio_rule,
+    latency_buckets,
+    request_quantile_rule,
+    stage_quantile_rule,
+)
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+RAG = Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
+FAST_S, SLOW_S = 0.6, 2.0  # 90% / 10% of observations
+ERROR_EVERY = 50  # 2% errors
+DEADLINE_S = 40.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class App:
+    """A test app exporting the tailbudget metrics, observing a fixed mix until stopped."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.registry = CollectorRegistry()
+        buckets = latency_buckets(budget)
+        self.stage = Histogram(
+            names.STAGE_DURATION, "stage", ["service", "stage"], buckets=buckets,
+            registry=self.registry,
+        )
+        self.request = Histogram(
+            names.REQUEST_DURATION, "request", ["service", "route"], buckets=buckets,
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            names.REQUESTS_TOTAL.removesuffix("_total"), "requests",
+            ["service", "route", "outcome"], registry=self.registry,
+        )
+        self.service = budget.service
+        self.port = _free_port()
+        self.server, self.thread = start_http_server(
+            self.port, addr="127.0.0.1", registry=self.registry
+        )
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._run, daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(0.05):
+            for _ in range(20):
+                n += 1
+                slow = n % 10 == 0
+                self.stage.labels(self.service, "llm").observe(SLOW_S if slow else FAST_S)
+                self.stage.labels(self.service, "embedding").observe(0.05)
+                self.request.labels(self.service, "/chat").observe(
+                    (SLOW_S if slow else FAST_S) + 0.05
+                )
+                outcome = "error" if n % ERROR_EVERY == 0 else "ok"
+                self.requests.labels(self.service, "/chat", outcome).inc()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.join(timeout=5)
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def rag() -> Budget:
+    return load_budget(RAG)
+
+
+@pytest.fixture
+def prometheus(rag: Budget, tmp_path: Path) -> Iterator[tuple[str, App]]:
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("the prometheus binary is missing (Debian package prometheus)")
+    app = App(rag)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(prometheus_rules.render(rag, ExportOptions(rule_interval_s=1)))
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [
+            {"job_name": "app", "static_configs": [{"targets": [f"127.0.0.1:{app.port}"]}]}
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    log = (tmp_path / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+        app.close()
+
+
+def _query(client: httpx.Client, base: str, promql: str) -> list[dict[str, Any]]:
+    try:
+        r = client.get(f"{base}/api/v1/query", params={"query": promql})
+    except httpx.TransportError:
+        return []  # not up yet
+    if r.status_code != 200:
+        return []
+    result: list[dict[str, Any]] = r.json()["data"]["result"]
+    return [x for x in result if x["value"][1] not in ("NaN", "+Inf", "-Inf")]
+
+
+def _wait_for(client: httpx.Client, base: str, promql: str, start: float) -> list[dict[str, Any]]:
+    while time.monotonic() - start < DEADLINE_S:
+        found = _query(client, base, promql)
+        if found:
+            return found
+        time.sleep(0.5)
+    pytest.fail(f"no series for {promql} within {DEADLINE_S:g} s")
+
+
+def _bucket_of(value_s: float, buckets: tuple[float, ...]) -> tuple[float, float]:
+    i = bisect.bisect_left(buckets, value_s)
+    return (buckets[i - 1] if i else 0.0), buckets[i]
+
+
+def test_recording_rules_produce_percentiles_in_the_right_buckets(
+    rag: Budget, prometheus: tuple[str, App]
+) -> None:
+    base, _app = prometheus
+    start = time.monotonic()
+    buckets = latency_buckets(rag)
+    with httpx.Client(timeout=5.0) as client:
+        p95 = _wait_for(client, base, f'{stage_quantile_rule("p95", 60)}{{stage="llm"}}', start)
+        assert p95[0]["metric"]["service"] == "rag-chat"
+        low, high = _bucket_of(SLOW_S, buckets)  # 10% slow: p95 is inside the slow bucket
+        assert low <= float(p95[0]["value"][1]) <= high
+        p50 = _wait_for(client, base, f'{stage_quantile_rule("p50", 60)}{{stage="llm"}}', start)
+        low, high = _bucket_of(FAST_S, buckets)
+        assert low <= float(p50[0]["value"][1]) <= high
+        e2e = _wait_for(client, base, request_quantile_rule("p99", 60), start)
+        low, high = _bucket_of(SLOW_S + 0.05, buckets)
+        assert low <= float(e2e[0]["value"][1]) <= high
+        ratio = _wait_for(client, base, error_ratio_rule(60), start)
+        assert abs(float(ratio[0]["value"][1]) - 1 / ERROR_EVERY) < 0.01
+        # p95 end to end (~2.1 s) is over the 1.8 s scale-up point with 100s of samples.
+        alert = _wait_for(client, base, 'ALERTS{alertname="TailbudgetScaleUpP95"}', start)
+        assert alert[0]["metric"]["action"] == "scale_up"
+        # 2% errors with thousands of requests: the Wilson lower bound is over 1%.
+        lower = _wait_for(client, base, "service:tailbudget_requests:error_ratio_wilson_lower1m", start)
+        assert 0.01 < float(lower[0]["value"][1]) < 1 / ERROR_EVERY
+    assert time.monotonic() - start < DEADLINE_S
