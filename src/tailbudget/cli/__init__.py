@@ -11,6 +11,7 @@ from tailbudget.cli.export import export_command
 from tailbudget.cli.import_ import import_command
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
+from tailbudget.cli.replay import replay_command
 
 app = typer.Typer(
     name="tailbudget",
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("replay")(replay_command)
 app.command("export")(export_command)
 app.command("import")(import_command)
 
