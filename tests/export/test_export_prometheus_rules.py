@@ -197,7 +197,7 @@ def test_prometheus_fires_trim_logging_after_for_and_keeps_it_by_hysteresis(
         expected = {
             **trim,
             "exp_annotations": {
-                k: v.replace("{{ $value }}", f"{value:g}") for k, v in annotations.items()
+                k: v.replace(prometheus_rules.VALUE, f"{value:.4g}") for k, v in annotations.items()
             },
         }
         return {"eval_time": t, "alertname": "TailbudgetTrimLoggingP95",
@@ -244,7 +244,9 @@ def test_prometheus_scales_up_at_once_over_the_scale_threshold(
     ]
     up = _firing("TailbudgetScaleUpP95", "scale_up", "scale_up_p95", "info")
     annotations = _by_name(_rules(rag))["TailbudgetScaleUpP95"]["annotations"]
-    up["exp_annotations"] = {k: v.replace("{{ $value }}", "2") for k, v in annotations.items()}
+    up["exp_annotations"] = {
+        k: v.replace(prometheus_rules.VALUE, "2") for k, v in annotations.items()
+    }
     run = _promtool_test(
         tmp_path,
         rag,
@@ -255,3 +257,68 @@ def test_prometheus_scales_up_at_once_over_the_scale_threshold(
         ],
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize(("errors", "count"), [(1, 20), (3, 40), (30, 300), (0, 500)])
+def test_prometheus_wilson_bound_matches_the_controller(
+    rag: Budget, tmp_path: Path, errors: int, count: int
+) -> None:
+    from statistics import NormalDist
+
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.stats import wilson
+
+    z = NormalDist().inv_cdf(resolve_policy(rag).confidence)
+    bounds = wilson(errors, count, z)
+    assert bounds is not None
+    lower = bounds[0]
+    ratio = "service:tailbudget_requests:error_ratio_rate1m"
+    n = "service:tailbudget_requests:increase1m"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(prometheus_rules.render(rag))
+    series = [
+        {"series": f'{ratio}{{service="rag-chat"}}', "values": f"{errors / count}+0x30"},
+        {"series": f'{n}{{service="rag-chat"}}', "values": f"{count}+0x30"},
+    ]
+    fires = lower > resolve_policy(rag).rules[3].threshold
+    rollback = _firing("TailbudgetRollbackErrorRate", "rollback", "rollback_error_rate", "critical")
+    rollback["exp_labels"]["metric"] = "error_rate"
+    annotations = _by_name(_rules(rag))["TailbudgetRollbackErrorRate"]["annotations"]
+    rollback["exp_annotations"] = {
+        k: v.replace(prometheus_rules.VALUE, f"{lower:.4g}") for k, v in annotations.items()
+    }
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "10s",
+        "tests": [
+            {
+                "interval": "10s",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": f"abs(service:tailbudget_requests:error_ratio_wilson_lower1m"
+                        f" - {lower!r}) < bool 1e-9",
+                        "eval_time": "1m",
+                        "exp_samples": [{"labels": '{service="rag-chat"}', "value": 1}],
+                    }
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "3m",
+                        "alertname": "TailbudgetRollbackErrorRate",
+                        "exp_alerts": [rollback] if fires else [],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    run = subprocess.run(
+        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    # 1 error in 20 is 5%, over the 1% threshold, yet too few to be sure: no rollback;
+    # 3 in 40 (7.5%) is enough.
+    assert fires == ((errors, count) in ((3, 40), (30, 300)))

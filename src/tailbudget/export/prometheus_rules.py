@@ -4,7 +4,8 @@ Three rule groups:
 
 - `<service>-latency` (evaluated every `evaluate_every`): per-stage and end-to-end
   p50/p95/p99 over the policy window (histogram_quantile over the bucket rates),
-  request counts, the error ratio and its Wilson bounds;
+  request counts, the error ratio and its Wilson lower bound (at the policy's
+  confidence), which the rollback rule compares, as the controller does;
 - `<service>-policy`: one alert per policy rule. `for:` is the rule's `for`
   (Prometheus' pending state has the same meaning: true at every evaluation over
   the span), the trigger stays firing while the metric is above the clear
@@ -51,13 +52,10 @@ from tailbudget.export.common import (
     stage_quantile_rule,
 )
 
+VALUE = '{{ $value | printf "%.4g" }}'
+"""The alert's value in annotations (4 significant digits)."""
 SEVERITY = {"scale_up": "info", "trim_logging": "warning", "shed_load": "critical"}
 """Alert severity by action; rollback is critical too."""
-
-
-def error_upper_rule(window_s: float) -> str:
-    """Wilson upper confidence bound of the error ratio over the window."""
-    return error_lower_rule(window_s).replace("wilson_lower", "wilson_upper")
 
 
 def requests_increase_rule(window_s: float) -> str:
@@ -72,11 +70,12 @@ def _error_ratio_expr(sel: str, window: str) -> str:
     return f"({errors} or {total} * 0) / {total}"
 
 
-def _wilson_expr(p: str, n: str, z: float, sign: str) -> str:
+def _wilson_expr(p: str, n: str, z: float) -> str:
+    """The Wilson score interval's lower bound at z, from the ratio p over n trials."""
     z2 = num(z * z)
     return (
-        f"({p} + {z2} / (2 * {n}) {sign} {num(z)} * sqrt({p} * (1 - {p}) / {n} "
-        f"+ {z2} / (4 * {n} ^ 2))) / (1 + {z2} / {n})"
+        f"clamp_min(({p} + {z2} / (2 * {n}) - {num(z)} * sqrt({p} * (1 - {p}) / {n} "
+        f"+ {z2} / (4 * {n} ^ 2))) / (1 + {z2} / {n}), 0)"
     )
 
 
@@ -118,8 +117,7 @@ def latency_group(budget: Budget, policy: Policy, interval_s: float) -> dict[str
     z = NormalDist().inv_cdf(policy.confidence)
     p_ = f"{error_ratio_rule(w_s)}{{{sel}}}"
     n_ = f"{requests_increase_rule(w_s)}{{{sel}}}"
-    rules.append({"record": error_lower_rule(w_s), "expr": _wilson_expr(p_, n_, z, "-")})
-    rules.append({"record": error_upper_rule(w_s), "expr": _wilson_expr(p_, n_, z, "+")})
+    rules.append({"record": error_lower_rule(w_s), "expr": _wilson_expr(p_, n_, z)})
     return {
         "name": f"tailbudget-{budget.service}-latency",
         "interval": promql_duration(interval_s),
@@ -144,12 +142,12 @@ def _rule_series(
             guard,
         )
     if rule.metric == "error_rate":
-        # Low traffic must not fire on binomial noise: trigger on the Wilson lower bound,
-        # and stay firing until the upper bound is under the clear threshold.
+        # As the controller: low traffic must not fire on binomial noise, so the trigger
+        # compares the Wilson lower bound; recovery compares the point ratio.
         guard = f"{requests_increase_rule(w_s)}{{{sel}}} >= {policy.min_samples}"
         return (
             f"{error_lower_rule(w_s)}{{{sel}}}",
-            f"{error_upper_rule(w_s)}{{{sel}}}",
+            f"{error_ratio_rule(w_s)}{{{sel}}}",
             num(rule.threshold),
             num(rule.clear_threshold),
             guard,
@@ -213,7 +211,7 @@ def policy_alert(budget: Budget, policy: Policy, rule: Rule, notes: list[str]) -
         "summary": f"{budget.service}: {what} {rule.op} {thr}{unit} "
         f"({rule.expr or rule.metric}) -> {rule.action}",
         "description": (
-            f"{what} is {{{{ $value }}}}{unit} (threshold {thr}{unit}, clears at or under "
+            f"{what} is {VALUE}{unit} (threshold {thr}{unit}, clears at or under "
             f"{clear}{unit} held for {promql_duration(rule.clear_for_s) if rule.clear_for_s else '0s'}"
             f"). Action: {rule.action}. Cooldown between actions: "
             f"{promql_duration(rule.cooldown_s) if rule.cooldown_s else '0s'}."
@@ -251,7 +249,7 @@ def stage_alerts(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
                     "annotations": {
                         "summary": f"{budget.service}: stage {stage.name} {p} over its "
                         f"{num(ms)} ms slice",
-                        "description": f"{stage.name} {p} is {{{{ $value }}}}s; its budget "
+                        "description": f"{stage.name} {p} is {VALUE}s; its budget "
                         f"slice is {num(seconds(ms))}s.",
                     },
                 }
