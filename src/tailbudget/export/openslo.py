@@ -143,7 +143,7 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
 
 # ---- import ------------------------------------------------------------------------
 
-_LE = re.compile(r'le\s*=\s*"([^"]+)"')
+_LE = re.compile(r'\ble\s*=\s*"([^"]+)"')
 
 
 def _target_percentile(target: Any, where: str) -> str:
