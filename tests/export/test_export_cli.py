@@ -37,8 +37,18 @@ def test_every_target_writes_parseable_output(target: str, tmp_path: Path) -> No
 def test_stdout_and_options() -> None:
     result = runner.invoke(
         app,
-        ["export", RAG, "--to", "keda", "--prometheus-url", "http://p:9090", "-n", "ml",
-         "--scale-target", "rag-api"],
+        [
+            "export",
+            RAG,
+            "--to",
+            "keda",
+            "--prometheus-url",
+            "http://p:9090",
+            "-n",
+            "ml",
+            "--scale-target",
+            "rag-api",
+        ],
     )
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load(result.stdout)

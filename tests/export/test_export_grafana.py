@@ -35,7 +35,7 @@ def test_panels_sit_on_the_grid_without_overlap(template_budget: Budget) -> None
     cells: set[tuple[int, int]] = set()
     for p in panels:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0
         for x in range(g["x"], g["x"] + g["w"]):
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, f"panel {p['title']} overlaps"
@@ -65,7 +65,9 @@ def test_a_percentile_panel_per_stage_with_its_budget_lines(rag: Budget) -> None
     assert {1.3, 2.8, 5.2, 1.8, 3.0} <= set(lines)  # SLO and policy thresholds (s)
     errors = panels["error ratio"]
     assert errors["fieldConfig"]["defaults"]["unit"] == "percentunit"
-    assert [s["value"] for s in errors["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]] == [0.01]
+    assert [s["value"] for s in errors["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]] == [
+        0.01
+    ]
 
 
 def test_controller_actions_are_annotations(rag: Budget) -> None:

@@ -29,7 +29,10 @@ def test_round_trip_of_every_template(template_budget: Budget) -> None:
 def test_one_document_per_percentile_and_one_for_errors(rag: Budget) -> None:
     docs = openslo.build(rag)
     assert [d["metadata"]["annotations"]["tailbudget.dev/objective"] for d in docs] == [
-        "p50", "p95", "p99", "error_rate",
+        "p50",
+        "p95",
+        "p99",
+        "error_rate",
     ]
     p99 = docs[2]
     assert p99["apiVersion"] == "openslo/v1" and p99["kind"] == "SLO"
@@ -42,14 +45,18 @@ def test_one_document_per_percentile_and_one_for_errors(rag: Budget) -> None:
     assert docs[3]["spec"]["objectives"][0]["target"] == 0.99  # 1 - 1% errors
 
 
-SLOS = st.lists(st.integers(1, 600_000), min_size=3, max_size=3).map(sorted).flatmap(
-    lambda ms: st.fixed_dictionaries(
-        {
-            "p50": st.just(ms[0] / 10),
-            "p95": st.just(ms[1] / 10),
-            "p99": st.just(ms[2] / 10),
-            "error_rate": st.none() | st.integers(1, 9999).map(lambda x: x / 10_000),
-        }
+SLOS = (
+    st.lists(st.integers(1, 600_000), min_size=3, max_size=3)
+    .map(sorted)
+    .flatmap(
+        lambda ms: st.fixed_dictionaries(
+            {
+                "p50": st.just(ms[0] / 10),
+                "p95": st.just(ms[1] / 10),
+                "p99": st.just(ms[2] / 10),
+                "error_rate": st.none() | st.integers(1, 9999).map(lambda x: x / 10_000),
+            }
+        )
     )
 )
 

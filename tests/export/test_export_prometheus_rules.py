@@ -13,9 +13,9 @@ import yaml
 from conftest import budget_with_policy
 
 from tailbudget.budget import Budget
+from tailbudget.errors import BudgetError
 from tailbudget.export import ExportOptions, parse_burn_windows, prometheus_rules
 from tailbudget.export.common import latency_buckets, le_label
-from tailbudget.errors import BudgetError
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 needs_promtool = pytest.mark.skipif(
@@ -134,7 +134,10 @@ def test_a_threshold_that_is_not_a_bucket_bound_is_said(rag: Budget) -> None:
     buckets = (0.5, 1.0, 2.5, 5.0, 10.0)
     doc, notes = prometheus_rules.build(rag, ExportOptions(buckets_s=buckets))
     rules = _by_name(doc)
-    assert 'le="5.0"' in rules["service:tailbudget_request_duration_seconds:slow_ratio_p99_rate5m"]["expr"]
+    assert (
+        'le="5.0"'
+        in rules["service:tailbudget_request_duration_seconds:slow_ratio_p99_rate5m"]["expr"]
+    )
     assert any("not a bucket bound" in n and "5.2" in n for n in notes)
     # The default buckets hold every SLO threshold exactly.
     assert 5.2 in latency_buckets(rag) and le_label(5.2) == "5.2"
@@ -148,8 +151,9 @@ P95 = "service:tailbudget_request_duration_seconds:p95_rate1m"
 COUNT = "service:tailbudget_request_duration_seconds:count_increase1m"
 
 
-def _promtool_test(tmp_path: Path, budget: Budget, series: list[dict[str, str]],
-                   alerts: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+def _promtool_test(
+    tmp_path: Path, budget: Budget, series: list[dict[str, str]], alerts: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
     rules = tmp_path / "rules.yaml"
     rules.write_text(prometheus_rules.render(budget))
     test = {
@@ -200,8 +204,7 @@ def test_prometheus_fires_trim_logging_after_for_and_keeps_it_by_hysteresis(
                 k: v.replace(prometheus_rules.VALUE, f"{value:.4g}") for k, v in annotations.items()
             },
         }
-        return {"eval_time": t, "alertname": "TailbudgetTrimLoggingP95",
-                "exp_alerts": [expected]}
+        return {"eval_time": t, "alertname": "TailbudgetTrimLoggingP95", "exp_alerts": [expected]}
 
     # Pending for the first 2 min, firing after; held through the 2.5 s stretch (hysteresis);
     # after it drops to 2.0 s at 8m it keeps firing for keep_firing_for (2m), then resolves.
@@ -210,8 +213,14 @@ def test_prometheus_fires_trim_logging_after_for_and_keeps_it_by_hysteresis(
         rag,
         series,
         # During keep_firing_for the alert keeps the last value it fired with.
-        [at("1m", None), at("2m10s", 3), at("6m", 2.5), at("7m50s", 2.5),
-         at("9m", 2.5), at("10m30s", None)],
+        [
+            at("1m", None),
+            at("2m10s", 3),
+            at("6m", 2.5),
+            at("7m50s", 2.5),
+            at("9m", 2.5),
+            at("10m30s", None),
+        ],
     )
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -235,9 +244,7 @@ def test_prometheus_does_not_act_on_too_few_samples(rag: Budget, tmp_path: Path)
 
 
 @needs_promtool
-def test_prometheus_scales_up_at_once_over_the_scale_threshold(
-    rag: Budget, tmp_path: Path
-) -> None:
+def test_prometheus_scales_up_at_once_over_the_scale_threshold(rag: Budget, tmp_path: Path) -> None:
     series = [
         {"series": f'{P95}{{service="rag-chat"}}', "values": "1+0x5 2+0x20"},
         {"series": f'{COUNT}{{service="rag-chat"}}', "values": "100+0x30"},

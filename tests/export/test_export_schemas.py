@@ -90,7 +90,9 @@ def _openslo_validator() -> jsonschema.Draft7Validator:
     resources = []
     for part in parts:
         schema = load_schema(f"openslo/{part}.schema.json")
-        resources.append((schema["$id"], Resource.from_contents(schema, default_specification=DRAFT7)))
+        resources.append(
+            (schema["$id"], Resource.from_contents(schema, default_specification=DRAFT7))
+        )
     registry: Registry = Registry().with_resources(resources)
     root = {
         "allOf": [

@@ -36,7 +36,9 @@ from tailbudget.export.common import (
 pytestmark = pytest.mark.integration
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-RAG = Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
+RAG = (
+    Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
+)
 FAST_S, SLOW_S = 0.6, 2.0  # 90% / 10% of observations
 ERROR_EVERY = 50  # 2% errors
 DEADLINE_S = 40.0
@@ -55,16 +57,24 @@ class App:
         self.registry = CollectorRegistry()
         buckets = latency_buckets(budget)
         self.stage = Histogram(
-            names.STAGE_DURATION, "stage", ["service", "stage"], buckets=buckets,
+            names.STAGE_DURATION,
+            "stage",
+            ["service", "stage"],
+            buckets=buckets,
             registry=self.registry,
         )
         self.request = Histogram(
-            names.REQUEST_DURATION, "request", ["service", "route"], buckets=buckets,
+            names.REQUEST_DURATION,
+            "request",
+            ["service", "route"],
+            buckets=buckets,
             registry=self.registry,
         )
         self.requests = Counter(
-            names.REQUESTS_TOTAL.removesuffix("_total"), "requests",
-            ["service", "route", "outcome"], registry=self.registry,
+            names.REQUESTS_TOTAL.removesuffix("_total"),
+            "requests",
+            ["service", "route", "outcome"],
+            registry=self.registry,
         )
         self.service = budget.service
         self.port = _free_port()
@@ -189,6 +199,8 @@ def test_recording_rules_produce_percentiles_in_the_right_buckets(
         alert = _wait_for(client, base, 'ALERTS{alertname="TailbudgetScaleUpP95"}', start)
         assert alert[0]["metric"]["action"] == "scale_up"
         # 2% errors with thousands of requests: the Wilson lower bound is over 1%.
-        lower = _wait_for(client, base, "service:tailbudget_requests:error_ratio_wilson_lower1m", start)
+        lower = _wait_for(
+            client, base, "service:tailbudget_requests:error_ratio_wilson_lower1m", start
+        )
         assert 0.01 < float(lower[0]["value"][1]) < 1 / ERROR_EVERY
     assert time.monotonic() - start < DEADLINE_S

@@ -8,10 +8,9 @@ import typer
 
 from tailbudget.budget import load_budget
 from tailbudget.cli._common import clean_errors, emit
-from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
 from tailbudget.errors import BudgetError
+from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
 from tailbudget.export.common import DEFAULT_BURN_WINDOWS
-
 
 _DEFAULTS = ExportOptions()
 
@@ -23,7 +22,9 @@ def export_command(
     to: str = typer.Option(..., "--to", "-t", help=f"What to generate: {', '.join(TARGETS)}."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     prometheus_url: str = typer.Option(
-        _DEFAULTS.prometheus_url, "--prometheus-url", help="Prometheus as KEDA/Argo/Flagger reach it."
+        _DEFAULTS.prometheus_url,
+        "--prometheus-url",
+        help="Prometheus as KEDA/Argo/Flagger reach it.",
     ),
     verdict_url: str = typer.Option(
         _DEFAULTS.verdict_url, "--verdict-url", help="`tailbudget serve`'s /v1/verdict URL (Argo)."

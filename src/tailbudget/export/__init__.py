@@ -36,9 +36,7 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
     try:
         render = TARGETS[target]
     except KeyError:
-        raise BudgetError(
-            f"--to must be one of {', '.join(TARGETS)}, got {target!r}"
-        ) from None
+        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}") from None
     return render(budget, options)
 
 

@@ -78,9 +78,7 @@ def rollback_metric(
             return None
         guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
         base = num(seconds(policy.baseline_p99_ms))
-        series = (
-            f"{request_quantile_rule('p99', w)}{{{sel}}} / {base} and on (service) {guard}"
-        )
+        series = f"{request_quantile_rule('p99', w)}{{{sel}}} / {base} and on (service) {guard}"
     else:
         guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
         series = f"{request_quantile_rule(rule.metric, w)}{{{sel}}} and on (service) {guard}"

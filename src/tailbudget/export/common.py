@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from prometheus_client import utils as _client_utils
 
 from tailbudget import _metric_names as names
 from tailbudget._units import PERCENTILES, quantile_of
@@ -93,6 +94,9 @@ class ExportOptions:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+_float_to_go: Callable[[float], str] = _client_utils.floatToGoString
+"""How the Python client writes `le` (Go's float formatting), so our matchers agree."""
+
 # ---- formatting --------------------------------------------------------------------
 
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
@@ -135,9 +139,7 @@ def seconds(ms: float) -> float:
 
 def le_label(bound_s: float) -> str:
     """A bucket bound as the Python client and Prometheus write the `le` label ('5.2', '1.0')."""
-    from prometheus_client.utils import floatToGoString
-
-    return str(floatToGoString(bound_s))
+    return _float_to_go(bound_s)
 
 
 def k8s_name(text: str, suffix: str = "") -> str:

@@ -99,9 +99,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     w = policy.window_s
     panels: list[dict[str, Any]] = []
     slo_lines = [seconds(v) for v in budget.slo.given().values()]
-    policy_lines = [
-        seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES
-    ]
+    policy_lines = [seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES]
     panels.append(
         _timeseries(
             1,
@@ -154,7 +152,10 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
             len(panels) + 1,
             "controller actions and desired replicas",
             [
-                (f"sum by (action) (increase({names.DECISIONS_TOTAL}[{promql_duration(w)}]))", "{{action}}"),
+                (
+                    f"sum by (action) (increase({names.DECISIONS_TOTAL}[{promql_duration(w)}]))",
+                    "{{action}}",
+                ),
                 (f"max({names.DESIRED_REPLICAS})", "desired replicas"),
             ],
             [],

@@ -87,13 +87,13 @@ def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
             "service": k8s_name(budget.service),
             "indicator": {
                 "metadata": {"name": k8s_name(budget.service, f"latency-le-{bound}")},
-                "spec": {"ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}},
+                "spec": {
+                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
+                },
             },
             "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
             "budgetingMethod": "Occurrences",
-            "objectives": [
-                {"displayName": f"{p} <= {num(ms)} ms", "target": quantile(p)}
-            ],
+            "objectives": [{"displayName": f"{p} <= {num(ms)} ms", "target": quantile(p)}],
         },
     }
 
@@ -117,7 +117,9 @@ def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
             "service": k8s_name(budget.service),
             "indicator": {
                 "metadata": {"name": k8s_name(budget.service, "ok-requests")},
-                "spec": {"ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}},
+                "spec": {
+                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
+                },
             },
             "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
             "budgetingMethod": "Occurrences",
@@ -136,8 +138,10 @@ def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
     """The OpenSLO documents (multi-document YAML)."""
-    notes = [f"gated percentiles in {budget.environment}: {', '.join(budget.gated)} "
-             f"(label {L_GATED}=true)."]
+    notes = [
+        f"gated percentiles in {budget.environment}: {', '.join(budget.gated)} "
+        f"(label {L_GATED}=true)."
+    ]
     return dump_yaml(build(budget, options), header(budget, "openslo", notes))
 
 
@@ -153,8 +157,7 @@ def _target_percentile(target: Any, where: str) -> str:
         if math.isclose(float(target), quantile(p), abs_tol=1e-9):
             return p
     raise BudgetError(
-        f"{where}: a latency target of {target!r} is not p50, p95 or p99 "
-        "(targets 0.5, 0.95, 0.99)"
+        f"{where}: a latency target of {target!r} is not p50, p95 or p99 (targets 0.5, 0.95, 0.99)"
     )
 
 
@@ -198,7 +201,9 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     for i, doc in enumerate(slos):
         where = f"{source}: SLO #{i + 1}"
         if doc.get("apiVersion") != API_VERSION:
-            raise BudgetError(f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}")
+            raise BudgetError(
+                f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
+            )
         meta = doc.get("metadata") or {}
         spec = doc.get("spec") or {}
         ann = meta.get("annotations") or {}
@@ -223,7 +228,9 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
             elif isinstance(target, int | float) and 0 < target <= 1:
                 slo["error_rate"] = round(1.0 - float(target), 12)
             else:
-                raise BudgetError(f"{where}: objectives[0].target must be in (0, 1], got {target!r}")
+                raise BudgetError(
+                    f"{where}: objectives[0].target must be in (0, 1], got {target!r}"
+                )
             continue
         p = kind if kind in PERCENTILES else _target_percentile(target, where)
         slo[p] = _threshold_ms(doc, where)

@@ -207,14 +207,15 @@ def policy_alert(budget: Budget, policy: Policy, rule: Rule, notes: list[str]) -
         labels["dry_run"] = "true"
     alert["labels"] = labels
     what = rule.metric if rule.metric != "p99_vs_baseline" else "p99"
+    hold = promql_duration(rule.clear_for_s) if rule.clear_for_s else "0s"
+    cooldown = promql_duration(rule.cooldown_s) if rule.cooldown_s else "0s"
     alert["annotations"] = {
         "summary": f"{budget.service}: {what} {rule.op} {thr}{unit} "
         f"({rule.expr or rule.metric}) -> {rule.action}",
         "description": (
             f"{what} is {VALUE}{unit} (threshold {thr}{unit}, clears at or under "
-            f"{clear}{unit} held for {promql_duration(rule.clear_for_s) if rule.clear_for_s else '0s'}"
-            f"). Action: {rule.action}. Cooldown between actions: "
-            f"{promql_duration(rule.cooldown_s) if rule.cooldown_s else '0s'}."
+            f"{clear}{unit} held for {hold}). Action: {rule.action}. "
+            f"Cooldown between actions: {cooldown}."
         ),
         "action": rule.action,
         "rule": rule.name,
