@@ -14,7 +14,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,13 +162,26 @@ def _query(client: httpx.Client, base: str, promql: str) -> list[dict[str, Any]]
     return [x for x in result if x["value"][1] not in ("NaN", "+Inf", "-Inf")]
 
 
-def _wait_for(client: httpx.Client, base: str, promql: str, start: float) -> list[dict[str, Any]]:
+def _wait_for(
+    client: httpx.Client,
+    base: str,
+    promql: str,
+    start: float,
+    ok: Callable[[float], bool] = lambda _: True,
+) -> dict[str, Any]:
+    """The first series of `promql` whose value satisfies `ok`, polling until the deadline.
+
+    Early windows hold few scrapes (and a loaded machine observes unevenly), so a value
+    is given until the deadline to settle; the failure names the last one seen.
+    """
+    last: list[dict[str, Any]] = []
     while time.monotonic() - start < DEADLINE_S:
-        found = _query(client, base, promql)
-        if found:
-            return found
+        last = _query(client, base, promql) or last
+        if last and ok(float(last[0]["value"][1])):
+            return last[0]
         time.sleep(0.5)
-    pytest.fail(f"no series for {promql} within {DEADLINE_S:g} s")
+    seen = last[0]["value"][1] if last else "no series"
+    pytest.fail(f"{promql}: {seen} after {DEADLINE_S:g} s")
 
 
 def _bucket_of(value_s: float, buckets: tuple[float, ...]) -> tuple[float, float]:
@@ -182,25 +195,30 @@ def test_recording_rules_produce_percentiles_in_the_right_buckets(
     base, _app = prometheus
     start = time.monotonic()
     buckets = latency_buckets(rag)
+
+    def within(value_s: float) -> Callable[[float], bool]:
+        low, high = _bucket_of(value_s, buckets)
+        return lambda v: low <= v <= high
+
     with httpx.Client(timeout=5.0) as client:
-        p95 = _wait_for(client, base, f'{stage_quantile_rule("p95", 60)}{{stage="llm"}}', start)
-        assert p95[0]["metric"]["service"] == "rag-chat"
-        low, high = _bucket_of(SLOW_S, buckets)  # 10% slow: p95 is inside the slow bucket
-        assert low <= float(p95[0]["value"][1]) <= high
-        p50 = _wait_for(client, base, f'{stage_quantile_rule("p50", 60)}{{stage="llm"}}', start)
-        low, high = _bucket_of(FAST_S, buckets)
-        assert low <= float(p50[0]["value"][1]) <= high
-        e2e = _wait_for(client, base, request_quantile_rule("p99", 60), start)
-        low, high = _bucket_of(SLOW_S + 0.05, buckets)
-        assert low <= float(e2e[0]["value"][1]) <= high
-        ratio = _wait_for(client, base, error_ratio_rule(60), start)
-        assert abs(float(ratio[0]["value"][1]) - 1 / ERROR_EVERY) < 0.01
+        # 10% slow: the p95 lies inside the slow value's bucket, the p50 in the fast one's.
+        llm = '{stage="llm"}'
+        p95 = _wait_for(client, base, stage_quantile_rule("p95", 60) + llm, start, within(SLOW_S))
+        assert p95["metric"]["service"] == "rag-chat"
+        _wait_for(client, base, stage_quantile_rule("p50", 60) + llm, start, within(FAST_S))
+        _wait_for(client, base, request_quantile_rule("p99", 60), start, within(SLOW_S + 0.05))
+        _wait_for(
+            client, base, error_ratio_rule(60), start, lambda v: abs(v - 1 / ERROR_EVERY) < 0.005
+        )
         # p95 end to end (~2.1 s) is over the 1.8 s scale-up point with 100s of samples.
         alert = _wait_for(client, base, 'ALERTS{alertname="TailbudgetScaleUpP95"}', start)
-        assert alert[0]["metric"]["action"] == "scale_up"
+        assert alert["metric"]["action"] == "scale_up"
         # 2% errors with thousands of requests: the Wilson lower bound is over 1%.
-        lower = _wait_for(
-            client, base, "service:tailbudget_requests:error_ratio_wilson_lower1m", start
+        _wait_for(
+            client,
+            base,
+            "service:tailbudget_requests:error_ratio_wilson_lower1m",
+            start,
+            lambda v: 0.01 < v < 1 / ERROR_EVERY,
         )
-        assert 0.01 < float(lower[0]["value"][1]) < 1 / ERROR_EVERY
     assert time.monotonic() - start < DEADLINE_S
