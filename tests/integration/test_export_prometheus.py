@@ -39,7 +39,7 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 RAG = (
     Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
 )
-FAST_S, SLOW_S = 0.6, 2.0  # 90% / 10% of observations
+FAST_S, SLOW_S = 0.6, 2.4  # 90% / 10% of observations
 ERROR_EVERY = 50  # 2% errors
 DEADLINE_S = 40.0
 
@@ -210,7 +210,7 @@ def test_recording_rules_produce_percentiles_in_the_right_buckets(
         _wait_for(
             client, base, error_ratio_rule(60), start, lambda v: abs(v - 1 / ERROR_EVERY) < 0.005
         )
-        # p95 end to end (~2.1 s) is over the 1.8 s scale-up point with 100s of samples.
+        # p95 end to end (~2.3 s) is over the 1.8 s scale-up point with 100s of samples.
         alert = _wait_for(client, base, 'ALERTS{alertname="TailbudgetScaleUpP95"}', start)
         assert alert["metric"]["action"] == "scale_up"
         # 2% errors with thousands of requests: the Wilson lower bound is over 1%.

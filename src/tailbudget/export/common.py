@@ -229,21 +229,21 @@ DEFAULT_LADDER_S: tuple[float, ...] = (
 
 
 def budget_thresholds_s(budget: Budget) -> list[float]:
-    """Every latency the budget and its policy compare against, in seconds."""
+    """Every latency the budget names, in seconds: SLO and stage slices, LLM TTFT and total."""
     out = [seconds(v) for v in budget.slo.given().values()]
     for _, stage in budget.stages():
         if stage.budget is not None:
             out.extend(seconds(v) for v in stage.budget.given().values())
-    for rule in policy_of(budget).rules:
-        if rule.metric in PERCENTILES:
-            out.append(seconds(rule.threshold))
+        if stage.llm is not None:
+            out.extend((seconds(stage.llm.ttft_ms), seconds(stage.llm.total_ms)))
     return out
 
 
 def latency_buckets(budget: Budget) -> tuple[float, ...]:
-    """Histogram bounds (s) for this budget: a 1-2.5-5 ladder plus every threshold it uses.
+    """Histogram bounds (s) for this budget: a 1-2.5-5 ladder plus every latency it names.
 
-    The latency SLI counts requests at or under a threshold through the bucket
+    The same bounds as the Measure layer's Prometheus sink (`budget_buckets`). The
+    latency SLI counts requests at or under an SLO threshold through the bucket
     whose `le` equals it, so the service's histograms must have these bounds.
     """
     return tuple(sorted(set(DEFAULT_LADDER_S) | set(budget_thresholds_s(budget))))
