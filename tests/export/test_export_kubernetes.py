@@ -6,6 +6,7 @@ Documentation the fields come from:
 - HPA behavior: https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#configurable-scaling-behavior
 - Argo Rollouts analysis: https://argo-rollouts.readthedocs.io/en/stable/features/analysis/
 - Argo web metric: https://argo-rollouts.readthedocs.io/en/stable/analysis/web/
+- Argo condition functions (len, isNaN): argoproj/argo-rollouts utils/evaluate/evaluate.go
 - Flagger metrics: https://docs.flagger.app/usage/metrics
 """
 

@@ -149,6 +149,11 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         },
     }
     notes.append(
+        "run it as background analysis (strategy.canary.analysis.templates): the metrics "
+        "have no count and measure until the rollout completes; isNaN needs Argo Rollouts "
+        ">= 1.4."
+    )
+    notes.append(
         "queries read the recording rules of `--to prometheus-rules` (service-wide: during a "
         "canary they mix stable and canary pods; the verdict metric is the canary's own view "
         "when `tailbudget serve` runs beside it)."

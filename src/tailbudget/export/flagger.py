@@ -137,6 +137,10 @@ def build(
         "choices the budget does not hold: adjust them."
     )
     notes.append(
+        "no webhook on `tailbudget serve`'s /v1/verdict?mode=flagger: Flagger webhooks POST "
+        "and the endpoint answers GET only."
+    )
+    notes.append(
         "Flagger counts failed checks in total, not in a row; the queries use the raw ratio "
         "over the interval (no minimum sample count)."
     )
