@@ -150,8 +150,8 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     }
     notes.append(
         "run it as background analysis (strategy.canary.analysis.templates): the metrics "
-        "have no count and measure until the rollout completes; isNaN needs Argo Rollouts "
-        ">= 1.4."
+        "have no count and measure until the rollout completes. The conditions use isNaN, "
+        "which older Argo Rollouts releases lack."
     )
     notes.append(
         "queries read the recording rules of `--to prometheus-rules` (service-wide: during a "

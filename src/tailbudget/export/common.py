@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import utils as _client_utils
 
 from tailbudget import _metric_names as names
-from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget._units import quantile_of
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, resolve_policy
 from tailbudget.errors import BudgetError
