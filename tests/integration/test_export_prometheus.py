@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from tailbudget import _metric_names as names
 from tailbudget.budget import Budget, load_budget
-from tailbudget.export import ExportOptions, prometheus_rules
+from tailbudget.export import ExportOptions, keda, openslo, prometheus_rules
 from tailbudget.export.common import (
     error_ratio_rule,
     latency_buckets,
@@ -106,13 +106,15 @@ class App:
         self.server.server_close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def rag() -> Budget:
     return load_budget(RAG)
 
 
-@pytest.fixture
-def prometheus(rag: Budget, tmp_path: Path) -> Iterator[tuple[str, App]]:
+@pytest.fixture(scope="module")
+def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, App]]:
+    """One Prometheus server and test app for the module (starting one takes seconds)."""
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     if not Path(PROMETHEUS).exists():
         pytest.skip("the prometheus binary is missing (Debian package prometheus)")
     app = App(rag)
@@ -221,4 +223,32 @@ def test_recording_rules_produce_percentiles_in_the_right_buckets(
             start,
             lambda v: 0.01 < v < 1 / ERROR_EVERY,
         )
+
+
+def test_keda_and_openslo_queries_answer_on_the_same_server(
+    rag: Budget, prometheus: tuple[str, App]
+) -> None:
+    base, _app = prometheus
+    start = time.monotonic()
+    buckets = latency_buckets(rag)
+    low, high = _bucket_of(SLOW_S + 0.05, buckets)
+    query = keda.build(rag)[0]["spec"]["triggers"][0]["metadata"]["query"]
+    slos = {d["metadata"]["annotations"]["tailbudget.dev/objective"]: d for d in openslo.build(rag)}
+
+    def ratio(p: str) -> str:
+        spec = slos[p]["spec"]["indicator"]["spec"]["ratioMetric"]
+        good = spec["good"]["metricSource"]["spec"]["query"]
+        total = spec["total"]["metricSource"]["spec"]["query"]
+        return f"({good}) / ({total})"
+
+    with httpx.Client(timeout=5.0) as client:
+        # KEDA needs a single value: the end-to-end p95, inside the slow requests' bucket.
+        found = _wait_for(client, base, query, start, lambda v: low <= v <= high)
+        assert found["metric"] == {}
+        assert len(_query(client, base, query)) == 1
+        # The OpenSLO SLIs: 90% of requests (the fast ones) are under slo.p50 = 1.3 s,
+        # all of them under slo.p95 = 2.8 s and slo.p99 = 5.2 s.
+        _wait_for(client, base, ratio("p50"), start, lambda v: abs(v - 0.9) < 0.02)
+        _wait_for(client, base, ratio("p99"), start, lambda v: v == 1.0)
+        _wait_for(client, base, ratio("error_rate"), start, lambda v: abs(v - 0.98) < 0.005)
     assert time.monotonic() - start < DEADLINE_S
