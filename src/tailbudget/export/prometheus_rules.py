@@ -71,11 +71,16 @@ def _error_ratio_expr(sel: str, window: str) -> str:
 
 
 def _wilson_expr(p: str, n: str, z: float) -> str:
-    """The Wilson score interval's lower bound at z, from the ratio p over n trials."""
+    """The lower bound of the continuity-corrected Wilson interval (Newcombe 1998, method 4).
+
+    The same formula as `tailbudget.control.stats.wilson`, from the ratio p over n
+    trials; 0 when there is no error (the `p > bool 0` factor).
+    """
     z2 = num(z * z)
+    root = f"clamp_min({z2} - 2 - 1 / {n} + 4 * {p} * ({n} * (1 - {p}) + 1), 0)"
     return (
-        f"clamp_min(({p} + {z2} / (2 * {n}) - {num(z)} * sqrt({p} * (1 - {p}) / {n} "
-        f"+ {z2} / (4 * {n} ^ 2))) / (1 + {z2} / {n}), 0)"
+        f"clamp_min((2 * {n} * {p} + {z2} - 1 - {num(z)} * sqrt({root})) "
+        f"/ (2 * ({n} + {z2})), 0)\n* ({p} > bool 0)"
     )
 
 
