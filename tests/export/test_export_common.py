@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tailbudget.budget import Budget
 from tailbudget.errors import BudgetError
 from tailbudget.export.common import (
     k8s_name,
+    latency_buckets,
     le_label,
     num,
     parse_burn_windows,
@@ -70,3 +72,12 @@ def test_burn_windows_parse_what_they_print(pairs: list[tuple[int, int, int]]) -
         (long_m * 60.0, short_m * 60.0, f / 10) for long_m, short_m, f in pairs
     ]
     assert all(w.severity == ("page" if w.factor > 1 else "ticket") for w in windows)
+
+
+def test_latency_buckets_match_the_measure_layers_histograms(template_budget: Budget) -> None:
+    # The latency SLI needs the service's histograms to have a bucket at each SLO
+    # threshold: the bounds export assumes are the ones Measure's Prometheus sink uses.
+    measure = pytest.importorskip(
+        "tailbudget.measure.prometheus", reason="the Measure layer is not merged in this tree"
+    )
+    assert tuple(measure.budget_buckets(template_budget)) == latency_buckets(template_budget)
