@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TEMPLATES
+from export_helpers import TEMPLATES
 from typer.testing import CliRunner
 
 from tailbudget.budget import load_budget

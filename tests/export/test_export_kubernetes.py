@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import budget_with_policy
+from export_helpers import budget_with_policy
 
 from tailbudget.budget import Budget
 from tailbudget.errors import PolicyError

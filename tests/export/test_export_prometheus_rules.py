@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import budget_with_policy
+from export_helpers import budget_with_policy
 
 from tailbudget.budget import Budget
 from tailbudget.errors import BudgetError

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import budget_with_policy, load_schema, strict
+from export_helpers import budget_with_policy, load_schema, strict
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
