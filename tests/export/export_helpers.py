@@ -7,9 +7,11 @@ up another directory's conftest when the whole suite runs.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tailbudget.budget import Budget, parse_budget
@@ -21,6 +23,10 @@ TEMPLATES = sorted(
 )
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 RAG = TEMPLATES[[p.stem for p in TEMPLATES].index("rag")]
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+needs_promtool = pytest.mark.skipif(
+    not Path(PROMTOOL).exists(), reason="promtool is not installed (Debian package prometheus)"
+)
 
 
 def budget_with_policy(policy: dict[str, Any] | str, **changes: Any) -> Budget:

@@ -3,24 +3,18 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from export_helpers import budget_with_policy
+from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
 
 from tailbudget.budget import Budget
 from tailbudget.errors import BudgetError
 from tailbudget.export import ExportOptions, parse_burn_windows, prometheus_rules
 from tailbudget.export.common import latency_buckets, le_label
-
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-needs_promtool = pytest.mark.skipif(
-    not Path(PROMTOOL).exists(), reason="promtool is not installed (Debian package prometheus)"
-)
 
 
 def _rules(budget: Budget, **opts: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_export_prometheus_rules import PROMTOOL, needs_promtool
+from export_helpers import PROMTOOL, needs_promtool
 
 from tailbudget.budget import Budget
 from tailbudget.export import argo, flagger, grafana, keda, openslo
