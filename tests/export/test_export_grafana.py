@@ -78,3 +78,17 @@ def test_controller_actions_are_annotations(rag: Budget) -> None:
     assert actions["titleFormat"] == "{{action}}" and actions["tagKeys"] == "action,rule"
     assert actions["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     assert actions["enable"] is True
+
+
+def test_burn_rate_panels_read_the_slo_rules_with_the_alert_factors(rag: Budget) -> None:
+    panels = {p["title"]: p for p in grafana.build(rag)["panels"]}
+    errors = panels["error budget burn rate (1h)"]
+    assert errors["targets"][0]["expr"] == (
+        'service:tailbudget_requests:error_ratio_rate1h{service="rag-chat"} / 0.01'
+    )
+    steps = errors["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]
+    assert [s["value"] for s in steps] == [1.0, 6.0, 14.4]
+    latency = panels["latency SLI burn rate (1h)"]
+    (target,) = latency["targets"]  # prd gates p99 only
+    assert target["legendFormat"] == "p99"
+    assert target["expr"].endswith('slow_ratio_p99_rate1h{service="rag-chat"} / 0.01')

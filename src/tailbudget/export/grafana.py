@@ -22,9 +22,11 @@ from tailbudget.export.common import (
     num,
     policy_of,
     promql_duration,
+    quantile,
     request_quantile_rule,
     seconds,
     service_selector,
+    slow_ratio_rule,
     stage_quantile_rule,
 )
 
@@ -90,6 +92,52 @@ def _timeseries(
             for i, (expr, legend) in enumerate(targets)
         ],
     }
+
+
+def _burn_panels(
+    budget: Budget, options: ExportOptions, y: int, first_id: int
+) -> list[dict[str, Any]]:
+    """Error-budget and latency-SLI burn rates over the fastest alert pair's long window.
+
+    Burn rate = bad share / allowed share; the lines are the alert factors.
+    """
+    if not options.burn_windows:
+        return []
+    sel = service_selector(budget)
+    long_s = min(b.long_s for b in options.burn_windows)
+    factors = sorted({b.factor for b in options.burn_windows})
+    window = promql_duration(long_s)
+    panels: list[dict[str, Any]] = []
+    if budget.slo.error_rate:
+        panels.append(
+            _timeseries(
+                first_id,
+                f"error budget burn rate ({window})",
+                [(f"{error_ratio_rule(long_s)}{{{sel}}} / {num(budget.slo.error_rate)}", "burn")],
+                factors,
+                "short",
+                y,
+                "Error ratio over slo.error_rate; lines: the burn-rate alert factors.",
+            )
+        )
+    targets = [
+        (f"{slow_ratio_rule(p, long_s)}{{{sel}}} / {num(round(1 - quantile(p), 9))}", p)
+        for p in budget.gated
+    ]
+    panels.append(
+        _timeseries(
+            first_id + len(panels),
+            f"latency SLI burn rate ({window})",
+            targets,
+            factors,
+            "short",
+            y,
+            "Share of requests over the gated SLO percentile, over the share it allows "
+            "(1 - q); lines: the burn-rate alert factors.",
+            x=12 if panels else 0,
+        )
+    )
+    return panels
 
 
 def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any]:
@@ -165,6 +213,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
             x=12,
         )
     )
+    panels.extend(_burn_panels(budget, options or ExportOptions(), y + 8, len(panels) + 1))
     return {
         "uid": k8s_name(budget.service, "tb")[:40],
         "title": f"tailbudget: {budget.service}",
