@@ -66,7 +66,8 @@ SLOS = (
     slo=SLOS,
     keep=st.sets(st.sampled_from(["p50", "p95", "p99"]), min_size=1),
     environment=st.sampled_from(["dev", "qa", "uat", "prd"]),
-    service=st.from_regex(r"[A-Za-z][A-Za-z0-9_.-]{0,30}", fullmatch=True),
+    service=st.from_regex(r"[A-Za-z][A-Za-z0-9_.-]{0,30}", fullmatch=True)
+    | st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20),
 )
 def test_round_trip_keeps_any_slo(
     slo: dict[str, Any], keep: set[str], environment: str, service: str
@@ -127,7 +128,9 @@ def test_import_reads_a_foreign_document_from_its_target_and_bucket() -> None:
         ("kind: Service\napiVersion: openslo/v1\n", "no OpenSLO document of kind SLO"),
         ("a: [1,\n", "not valid YAML"),
         (FOREIGN.replace("target: 0.95", "target: 0.9"), "not p50, p95 or p99"),
-        (FOREIGN.replace("le=", "quantile="), "cannot find the latency threshold"),
+        (FOREIGN.replace("le=", "quantile="), "no latency SLO found"),
+        (FOREIGN.replace("target: 0.95", "target: high"), "target must be a number"),
+        (FOREIGN.replace('le="0.5"', 'le="fast"'), "le bound must be a number"),
         (FOREIGN.replace("openslo/v1", "openslo/v1alpha"), "apiVersion must be openslo/v1"),
         (FOREIGN + "---\n" + FOREIGN.replace("web-shop", "other"), "import one service"),
     ],
@@ -146,3 +149,29 @@ def test_the_starter_budget_is_commented_yaml_that_plans(rag: Budget) -> None:
     assert [s.name for _, s in budget.stages()] == ["app"]
     assert make_plan(budget, samples=2000).fits
     assert yaml.safe_load(text)["policy"] == "default"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=True) | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    spec=st.dictionaries(
+        st.sampled_from(["service", "objectives", "indicator", "description"]), JSON, max_size=4
+    ),
+    metadata=JSON | st.dictionaries(st.sampled_from(["annotations", "labels", "name"]), JSON),
+)
+def test_import_never_fails_with_anything_but_a_budget_error(spec: Any, metadata: Any) -> None:
+    doc = {"apiVersion": "openslo/v1", "kind": "SLO", "metadata": metadata, "spec": spec}
+    try:
+        text = openslo.import_openslo(yaml.safe_dump(doc))
+    except BudgetError as exc:
+        assert "\n" not in str(exc)
+    else:
+        parse_budget(text)

@@ -161,32 +161,51 @@ def _target_percentile(target: Any, where: str) -> str:
     )
 
 
-def _threshold_ms(doc: dict[str, Any], where: str) -> float:
-    ann = (doc.get("metadata") or {}).get("annotations") or {}
+def _dig(value: Any, *keys: str) -> Any:
+    """value[k1][k2]... or None when a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _good_le(doc: dict[str, Any]) -> str | None:
+    """The `le` bound of a ratio SLI's good query, as written, if it counts a bucket."""
+    query = _dig(doc, "spec", "indicator", "spec", "ratioMetric", "good", "metricSource")
+    m = _LE.search(str(_dig(query, "spec", "query") or ""))
+    return m.group(1) if m else None
+
+
+def _number(raw: Any, what: str) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise BudgetError(f"{what} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise BudgetError(f"{what} must be a finite number, got {raw!r}")
+    return value
+
+
+def _threshold_ms(doc: dict[str, Any], ann: dict[str, Any], where: str) -> float:
     if A_THRESHOLD_MS in ann:
-        try:
-            return float(ann[A_THRESHOLD_MS])
-        except (TypeError, ValueError):
-            raise BudgetError(
-                f"{where}: annotation {A_THRESHOLD_MS} must be a number, got "
-                f"{ann[A_THRESHOLD_MS]!r}"
-            ) from None
-    ratio = (((doc.get("spec") or {}).get("indicator") or {}).get("spec") or {}).get("ratioMetric")
-    good = ((ratio or {}).get("good") or {}).get("metricSource", {}).get("spec", {})
-    m = _LE.search(str(good.get("query", "")))
-    if not m:
+        return _number(ann[A_THRESHOLD_MS], f"{where}: annotation {A_THRESHOLD_MS}")
+    bound = _good_le(doc)
+    if bound is None:
         raise BudgetError(
             f"{where}: cannot find the latency threshold: no {A_THRESHOLD_MS} annotation and "
             'no le="..." bucket in the good query'
         )
-    try:
-        return round(float(m.group(1)) * 1000.0, 6)
-    except ValueError:
-        raise BudgetError(f"{where}: le bound {m.group(1)!r} is not a number") from None
+    return round(_number(bound, f"{where}: le bound") * 1000.0, 6)
 
 
 def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
-    """OpenSLO documents -> {service, environment, slo: {p..: ms, error_rate}}."""
+    """OpenSLO documents -> {service, environment, slo: {p..: ms, error_rate}}.
+
+    Our own documents carry their figures in annotations. A foreign ratio SLO is a
+    latency SLO when its good query counts a histogram bucket (`le="..."`; the
+    target names the percentile), else an availability SLO (error rate = 1 - target).
+    """
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -195,7 +214,7 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     if not slos:
         raise BudgetError(f"{source}: no OpenSLO document of kind SLO found")
     service: str | None = None
-    environment: str | None = None
+    environment: Any = None
     slo: dict[str, float] = {}
     gated: list[str] = []
     for i, doc in enumerate(slos):
@@ -204,10 +223,9 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
             raise BudgetError(
                 f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
             )
-        meta = doc.get("metadata") or {}
-        spec = doc.get("spec") or {}
-        ann = meta.get("annotations") or {}
-        name = ann.get(A_SERVICE) or spec.get("service")
+        ann = _dig(doc, "metadata", "annotations")
+        ann = ann if isinstance(ann, dict) else {}
+        name = ann.get(A_SERVICE) or _dig(doc, "spec", "service")
         if not isinstance(name, str) or not name:
             raise BudgetError(f"{where}: spec.service is missing")
         if service is None:
@@ -217,32 +235,52 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
                 f"{where}: service {name!r} differs from {service!r}; import one service at a time"
             )
         environment = environment or ann.get(A_ENVIRONMENT)
-        objectives = spec.get("objectives") or []
-        if not objectives or not isinstance(objectives[0], dict):
-            raise BudgetError(f"{where}: spec.objectives must hold one objective with a target")
-        target = objectives[0].get("target")
+        objectives = _dig(doc, "spec", "objectives")
+        target = (
+            _dig(objectives[0], "target") if isinstance(objectives, list) and objectives else None
+        )
+        if isinstance(target, bool) or not isinstance(target, int | float):
+            raise BudgetError(
+                f"{where}: spec.objectives[0].target must be a number, got {target!r}"
+            )
         kind = ann.get(A_KIND)
-        if kind == "error_rate" or (kind is None and "outcome" in yaml.safe_dump(spec)):
+        if kind == "error_rate" or (kind is None and _good_le(doc) is None):
             if A_ERROR_RATE in ann:
-                slo["error_rate"] = float(ann[A_ERROR_RATE])
-            elif isinstance(target, int | float) and 0 < target <= 1:
-                slo["error_rate"] = round(1.0 - float(target), 12)
+                rate = _number(ann[A_ERROR_RATE], f"{where}: annotation {A_ERROR_RATE}")
+            elif 0 < target <= 1:
+                rate = round(1.0 - float(target), 12)
             else:
                 raise BudgetError(
                     f"{where}: objectives[0].target must be in (0, 1], got {target!r}"
                 )
+            if not 0 <= rate < 1:
+                raise BudgetError(f"{where}: error rate must be in [0, 1), got {rate!r}")
+            slo["error_rate"] = rate
             continue
         p = kind if kind in PERCENTILES else _target_percentile(target, where)
-        slo[p] = _threshold_ms(doc, where)
-        if (meta.get("labels") or {}).get(L_GATED, "true") in ("true", ["true"]):
+        ms = _threshold_ms(doc, ann, where)
+        if not ms > 0:
+            raise BudgetError(f"{where}: the {p} threshold must be above 0 ms, got {ms!r}")
+        slo[p] = ms
+        labels = _dig(doc, "metadata", "labels")
+        if not isinstance(labels, dict) or labels.get(L_GATED, "true") in ("true", ["true"]):
             gated.append(p)
     if not any(p in slo for p in PERCENTILES):
-        raise BudgetError(f"{source}: no latency SLO (p50, p95 or p99) found")
+        raise BudgetError(
+            f"{source}: no latency SLO found (a ratio SLO whose good query counts a "
+            'histogram bucket le="...", with target 0.5, 0.95 or 0.99)'
+        )
     if environment not in GATES:
         environment = next(
             (env for env, g in GATES.items() if sorted(g) == sorted(gated)), None
         ) or ("prd" if "p99" in slo else "qa" if "p95" in slo else "dev")
     return {"service": service, "environment": environment, "slo": slo}
+
+
+def _one_line(text: str) -> str:
+    """A YAML double-quoted scalar on one line, for any text (escapes, astral planes)."""
+    out = yaml.safe_dump(text, default_style='"', width=math.inf, allow_unicode=True)
+    return out.splitlines()[0]
 
 
 def budget_yaml(found: dict[str, Any]) -> str:
@@ -259,7 +297,7 @@ def budget_yaml(found: dict[str, Any]) -> str:
         "# tailbudget budget file started by `tailbudget import openslo`.\n"
         "# Replace the placeholder stage with your pipeline's stages, then run\n"
         "#   tailbudget plan budget.yaml\n"
-        f"service: {yaml.safe_dump(found['service']).splitlines()[0]}\n"
+        f"service: {_one_line(found['service'])}\n"
         f"environment: {found['environment']}\n"
         f"slo: {{{slo_text}}}\n"
         "headroom: 0.10\n"
