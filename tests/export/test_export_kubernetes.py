@@ -143,6 +143,10 @@ def test_flagger_templates_select_the_canary_and_compare_with_the_primary(rag: B
     assert checks["rollback-p99-baseline"]["templateRef"] == {"name": "rag-chat-p99-vs-primary"}
     assert analysis["interval"] == "10s"
     assert analysis["threshold"] == 12  # 2m of failed 10 s checks
+    # serve's verdict as a rollout webhook: POST, non-2xx unless healthy in mode=flagger.
+    (hook,) = analysis["webhooks"]
+    assert hook["type"] == "rollout"
+    assert hook["url"] == "http://tailbudget.monitoring.svc:9464/v1/verdict?mode=flagger"
 
 
 def test_flagger_render_is_applicable_yaml_with_the_snippet_as_comment(rag: Budget) -> None:

@@ -83,6 +83,10 @@ def template(budget: Budget, options: ExportOptions, suffix: str, query: str) ->
     }
 
 
+def _with_query(url: str, query: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
 def _check(name: str, template_name: str, max_value: float, policy: Policy) -> dict[str, Any]:
     return {
         "name": name,
@@ -131,14 +135,24 @@ def build(
         "maxWeight": DEFAULT_MAX_WEIGHT,
         "stepWeight": DEFAULT_STEP_WEIGHT,
         "metrics": checks,
+        # `tailbudget serve` answers 503 unless healthy in mode=flagger: its controller's
+        # verdict becomes a failed check, counted like the metric checks.
+        "webhooks": [
+            {
+                "name": "tailbudget-verdict",
+                "type": "rollout",
+                "url": _with_query(options.verdict_url, "mode=flagger"),
+                "timeout": "5s",
+            }
+        ],
     }
     notes.append(
         f"maxWeight {DEFAULT_MAX_WEIGHT} and stepWeight {DEFAULT_STEP_WEIGHT} are rollout "
         "choices the budget does not hold: adjust them."
     )
     notes.append(
-        "no webhook on `tailbudget serve`'s /v1/verdict?mode=flagger: Flagger webhooks POST "
-        "and the endpoint answers GET only."
+        "the rollout webhook calls `tailbudget serve`'s verdict in mode=flagger, which answers "
+        "503 unless healthy: an unknown verdict (too few samples) also fails that check."
     )
     notes.append(
         "Flagger counts failed checks in total, not in a row; the queries use the raw ratio "
