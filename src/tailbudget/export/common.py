@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -91,7 +91,6 @@ class ExportOptions:
     """Rule group evaluation interval; default the policy's evaluate_every."""
     buckets_s: tuple[float, ...] | None = None
     """The histogram bucket bounds the service exports; default `latency_buckets`."""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 _float_to_go: Callable[[float], str] = _client_utils.floatToGoString
