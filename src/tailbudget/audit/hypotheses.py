@@ -39,7 +39,7 @@ from tailbudget.audit.report import Hypothesis
 from tailbudget.audit.stages import STAGE_QS
 from tailbudget.audit.snapshot import at
 
-MAJOR_SHARE = 0.25
+MAJOR_SHARE = 0.10
 R2_SHAPE = 0.5
 R2_FANOUT = 0.3
 R2_LOAD = 0.5
