@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.context import TOTAL, Ctx, fnum, to_arrow
 from tailbudget.audit.report import BaselineRow, Snapshot
 from tailbudget.logs.table import LogTable
 
@@ -24,9 +24,8 @@ def _sample(ctx: Ctx, log: LogTable, n: int) -> np.ndarray:
     expr = t.select(TOTAL)
     if n > SAMPLE:
         expr = t.sample(min(1.0, 1.5 * SAMPLE / n), seed=ctx.config.seed).select(TOTAL).limit(SAMPLE)
-    backend = log.backend
-    df = backend.execute(expr) if backend is not None else expr.execute()
-    return np.asarray(df[TOTAL].to_numpy(dtype=float))
+    col = to_arrow(log, expr).column(TOTAL)
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=float)
 
 
 def compare(ctx: Ctx, snap: Snapshot, baseline: LogTable) -> list[BaselineRow]:

@@ -25,7 +25,7 @@ def cold_mask(ctx: Ctx) -> Any | None:
     """True for requests inside a cold window; None without events or timestamps."""
     if not ctx.config.events or not ctx.log.has_timestamp:
         return None
-    es = ctx.t["ts"].epoch_seconds()
+    es = ctx.t["ts"].epoch_seconds().cast("float64")
     window = int(ctx.config.cold_window_min * 60)
     mask = None
     for when, _ in ctx.config.events:
@@ -47,7 +47,7 @@ def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
 def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
     """Per minute: n, p99 of total and each stage's mean (one grouped pass)."""
     t = ctx.t
-    minute = (t["ts"].epoch_seconds() / 60).floor().cast("int64")
+    minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
     aggs: dict[str, Any] = {"n": t.count(), "p99": t[TOTAL].approx_quantile(0.99)}
     for j, name in enumerate(names):
         aggs[f"m{j}"] = ctx.col(name).mean()

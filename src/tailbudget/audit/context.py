@@ -54,44 +54,37 @@ class Ctx:
         """Run one aggregate pass over the log and return its single row as Python values."""
         self._progress(label)
         expr = self.t.aggregate(**exprs)
-        df = self._execute(expr)
-        return {k: _py(v) for k, v in df.iloc[0].to_dict().items()}
+        return {k: _py(v) for k, v in self._execute(expr)[0].items()}
 
     def run_frame(self, label: str, expr: Any) -> list[dict[str, Any]]:
         """Run a grouped pass and return its rows as dicts of Python values."""
         self._progress(label)
-        df = self._execute(expr)
-        return [{k: _py(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+        return [{k: _py(v) for k, v in row.items()} for row in self._execute(expr)]
 
     def _progress(self, label: str) -> None:
         self.passes += 1
         if self.config.progress is not None:
             self.config.progress(label)
 
-    def _execute(self, expr: Any) -> Any:
-        backend = self.log.backend
-        if backend is not None:
-            return backend.execute(expr)
-        return expr.execute()
+    def _execute(self, expr: Any) -> list[dict[str, Any]]:
+        # Arrow, not pandas: results are small, and this skips a pandas round trip.
+        rows: list[dict[str, Any]] = to_arrow(self.log, expr).to_pylist()
+        return rows
+
+
+def to_arrow(log: LogTable, expr: Any) -> Any:
+    """Run an expression on the log's backend and return a pyarrow Table."""
+    if log.backend is not None:
+        return log.backend.to_pyarrow(expr)
+    return expr.to_pyarrow()
 
 
 def _py(v: Any) -> Any:
-    """numpy scalars/arrays and pandas NA to plain Python (None for NaN)."""
-    if v is None:
-        return None
-    if hasattr(v, "tolist"):
-        v = v.tolist()
+    """Plain Python values, None for NaN."""
     if isinstance(v, list):
         return [_py(x) for x in v]
     if isinstance(v, float) and math.isnan(v):
         return None
-    try:
-        import pandas as pd
-
-        if v is pd.NaT or (not isinstance(v, str | bytes) and pd.isna(v) is True):
-            return None
-    except (TypeError, ValueError):
-        pass
     return v
 
 

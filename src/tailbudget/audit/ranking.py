@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import ibis
+import pyarrow as pa
 
 from tailbudget.audit import cold_start
 from tailbudget.audit.context import TOTAL, Ctx, fnum
@@ -30,7 +31,7 @@ from tailbudget.audit.shape import x as covariate
 def _contention_table(ctx: Ctx, ev: Evidence, hyps: list[Hypothesis]) -> Any:
     """The log joined with each minute's fitted load excess (ms) per contention stage."""
     t = ctx.t
-    minute = (t["ts"].epoch_seconds() / 60).floor().cast("int64")
+    minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
     cols: dict[str, list[float]] = {}
     minutes = [int(r["minute"]) for r in ev.timeline]
     for i, h in enumerate(hyps):
@@ -38,7 +39,7 @@ def _contention_table(ctx: Ctx, ev: Evidence, hyps: list[Hypothesis]) -> Any:
         slope = fit[0] if fit else 0.0
         n_ref = h.figures.get("n_ref", 0.0)
         cols[f"_ex{i}"] = [max(slope * (float(r["n"]) - n_ref), 0.0) for r in ev.timeline]
-    mem = ibis.memtable({"_m": minutes, **cols})
+    mem = ibis.memtable(pa.table({"_m": pa.array(minutes, pa.int64()), **cols}))
     return t.mutate(_minute=minute).left_join(mem, [ibis._["_minute"] == mem["_m"]])
 
 

@@ -41,7 +41,7 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     if target is not None:
         out["n_over_top"] = (total > target[1]).cast("int64").sum()
     if ctx.log.has_timestamp:
-        es = t["ts"].epoch_seconds()
+        es = t["ts"].epoch_seconds().cast("float64")
         out["ts_min"] = es.min()
         out["ts_max"] = es.max()
     return out
