@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import typer
 
+from tailbudget.cli.audit import audit_command
+from tailbudget.cli.demo import demo_command
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
 
@@ -19,6 +21,8 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("audit")(audit_command)
+app.command("demo")(demo_command)
 
 
 def main() -> None:
