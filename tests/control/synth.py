@@ -37,7 +37,12 @@ def synth(
     p = error_p(t) if callable(error_p) else np.full(t.size, error_p)
     err = rng.random(t.size) < p
     return ReplayLog(
-        ts_s=START + t, total_ms=ms, error=err, source="synth", format="generated", rows_total=t.size
+        ts_s=START + t,
+        total_ms=ms,
+        error=err,
+        source="synth",
+        format="generated",
+        rows_total=t.size,
     )
 
 

@@ -114,9 +114,7 @@ def test_hysteresis_and_stabilization_for_recovery() -> None:
     # between the clear threshold (2380) and the trigger: stays trimmed
     assert not [d for d in _run(c, 140.0, [_stats(2500.0)] * 30) if "logging" in d.action]
     assert "trim_logging" in c.active
-    restored = [
-        d for d in _run(c, 440.0, [_stats(2000.0)] * 20) if d.action == "restore_logging"
-    ]
+    restored = [d for d in _run(c, 440.0, [_stats(2000.0)] * 20) if d.action == "restore_logging"]
     assert [d.t_s for d in restored] == [440.0 + 120.0]
     assert restored[0].threshold == pytest.approx(2380.0)
     assert "trim_logging" not in c.active
