@@ -30,3 +30,5 @@ def demo_command(
     for line in state.summary:
         console.print(f"  {line}")
     console.print("  files: " + ", ".join(p.name for p in state.files))
+    if "report_html" in state.extra:
+        console.print(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")

@@ -92,7 +92,24 @@ def step_audit(state: DemoState) -> None:
     state.summary.append(f"recommendation: {r.recommendation.choice}")
 
 
+def step_html(state: DemoState) -> None:
+    """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
+    assert state.report is not None
+    from tailbudget.report.html import render_audit_html, render_replay_html
+
+    path = state.out_dir / "report.html"
+    path.write_text(render_audit_html(state.report.model_dump(mode="json")), encoding="utf-8")
+    state.files.append(path)
+    state.extra["report_html"] = path
+    replay = state.extra.get("replay")
+    if isinstance(replay, dict):
+        rpath = state.out_dir / "replay.html"
+        rpath.write_text(render_replay_html(replay), encoding="utf-8")
+        state.files.append(rpath)
+
+
 STEPS: list[Step] = [step_generate, step_budget, step_plan, step_audit]
+STEPS.append(step_html)  # last, so it can show whatever the steps before it produced
 """The demo, in order; append a step to extend it."""
 
 

@@ -35,6 +35,11 @@ def _list(report: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
 
 
+def _flag(value: Any) -> Cell:
+    text = "flagged" if value is True else "" if value in (None, False) else str(value)
+    return Cell(text, None, "flag")
+
+
 def _provenance(r: Mapping[str, Any]) -> str:
     prov, rows = _map(r, "provenance"), _map(r, "rows")
     if not prov and not rows:
@@ -76,6 +81,10 @@ def _snapshot(r: Mapping[str, Any]) -> str:
             (f"{p} ms{target}", fmt_ms(snap.get(p)) + (f" {v}" if v else ""), str(v or ""))
         )
     items += [("max ms", fmt_ms(snap.get("max")), ""), ("mean ms", fmt_ms(snap.get("mean")), "")]
+    if is_num(snap.get("count")):
+        items.append(("requests", f"{float(snap['count']):,.0f}", ""))
+    if is_num(snap.get("errors")):
+        items.append(("errors", f"{float(snap['errors']):,.0f}", ""))
     if is_num(snap.get("breach_rate_per_min")):
         items.append(("p99 breaches / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
     goodput = _map(r, "goodput")
@@ -188,16 +197,17 @@ def _shape(r: Mapping[str, Any]) -> str:
                 cell(s.get("covariate")),
                 cell(s.get("r2"), "num"),
                 cell(s.get("slope"), "num"),
-                cell(s.get("flag") or ""),
+                _flag(s.get("flag")),
             ]
             for s in rows
         ],
         numeric=[2, 3],
     )
-    ranked = sorted(
-        (s for s in rows if s.get("profile")),
-        key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0,
-    )
+    # Chart the fits the audit flagged; when none is, the strongest one alone.
+    profiled = [s for s in rows if s.get("profile")]
+    ranked = sorted(profiled, key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0)
+    flagged = [s for s in ranked if s.get("flag")]
+    ranked = flagged or ranked[:1]
     figs = "".join(
         figure(
             f"shape-{i}",
@@ -234,7 +244,7 @@ def _cohorts(r: Mapping[str, Any]) -> str:
                 cell(c.get("p99"), "ms"),
                 cell(c.get("delta_vs_global"), "ms"),
                 cell(c.get("share_of_slow"), "pct"),
-                Cell(str(c.get("flag") or ""), None, "flag"),
+                _flag(c.get("flag")),
             ]
             for c in rows
         ],
@@ -288,20 +298,32 @@ def _ranking(r: Mapping[str, Any]) -> str:
     out = ""
     if rows:
         out = table(
-            ["fix", "stage", "p99 saved ms", "hours", "risk", "reversible", "score (ms/h)"],
+            [
+                "fix",
+                "stage",
+                "p99 saved ms",
+                "p99 after ms",
+                "hours",
+                "risk",
+                "reversible",
+                "score (ms/h)",
+                "how it was estimated",
+            ],
             [
                 [
                     cell(f.get("fix")),
                     cell(f.get("stage") or "-"),
                     cell(f.get("p99_saved_ms"), "ms"),
+                    cell(f.get("p99_after_ms"), "ms"),
                     cell(f.get("hours"), "num"),
                     cell(f.get("risk")),
                     cell("yes" if f.get("reversible") else "no"),
                     cell(f.get("score"), "num"),
+                    cell(f.get("counterfactual") or "-"),
                 ]
                 for f in rows
             ],
-            numeric=[2, 3, 6],
+            numeric=[2, 3, 4, 7],
         )
     else:
         out = not_available(refusals[0] if refusals else "no fix could be ranked")

@@ -145,12 +145,18 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
         ax.set_xticks(
             x, names, rotation=20 if len(rows) > 5 else 0, ha="right" if len(rows) > 5 else "center"
         )
+        heights = [float(s[p]) for s in rows for p in PCTS if is_num(s.get(p)) and float(s[p]) > 0]
+        log_y = bool(heights) and max(heights + by) / min(heights + by) > 30
+        if log_y:
+            # Stages span orders of magnitude; on a linear axis the small ones vanish.
+            ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(FuncFormatter(_log_minor_tick))
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
-        ax.set_ylabel("stage latency (ms)")
+        ax.set_ylabel("stage latency (ms, log scale)" if log_y else "stage latency (ms)")
         ax.set_xlabel("stage")
         ax.set_title("Per-stage percentiles vs stage budget")
         ax.grid(axis="x", visible=False)
-        ax.legend(ncols=4, loc="upper left")
+        fig.legend(ncols=4, loc="outside lower center")
         return to_svg(fig)
 
 

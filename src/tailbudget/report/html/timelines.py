@@ -81,7 +81,9 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
         shown = [(t, name) for t, name in events if t is not None and lo <= t <= hi]
         for i, (t, name) in enumerate(shown):
             x0, x1 = date2num([t, t + timedelta(minutes=window)])  # type: ignore[no-untyped-call]
-            ev = ax.axvline(x0, color=PURPLE, lw=1.4, label="event" if i == 0 else None)
+            names = sorted({n for _, n in shown})
+            label = f"event: {', '.join(names)[:40]} ({len(shown)})"
+            ev = ax.axvline(x0, color=PURPLE, lw=1.4, label=label if i == 0 else None)
             ev.set_gid(f"tb-cold-event-{i}")
             span = ax.axvspan(
                 x0,
@@ -92,6 +94,8 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
                 label=f"first {window:g} min after" if i == 0 else None,
             )
             span.set_gid(f"tb-cold-window-{i}")
+            if len(shown) > 3:
+                continue  # many events: their labels would overprint; the table lists them
             ax.annotate(
                 name,
                 (x0, 1.0),
