@@ -141,7 +141,7 @@ def test_error_rate_uses_wilson_lower_bound() -> None:
     (d,) = _run(c, 400.0, real)
     assert d.action == "rollback" and d.t_s == 520.0
     assert d.bound is not None and 0.01 < d.bound < d.value == pytest.approx(0.05)
-    assert d.bound_kind == "wilson_lower@0.975"
+    assert d.bound_kind == "wilson_cc_lower@0.975"
     assert "Wilson lower bound" in d.reason
 
 

@@ -66,7 +66,7 @@ def test_error_burst_rolls_back_after_two_minutes() -> None:
     d = rb[0]
     assert d["metric"] == "error_rate" and d["rule"] == "rollback_error_rate"
     assert 600 + 120 <= d["t_offset_s"] <= 600 + 120 + WINDOW + 2 * EVERY
-    assert d["bound"] > d["threshold"] == 0.01 and d["bound_kind"].startswith("wilson_lower")
+    assert d["bound"] > d["threshold"] == 0.01 and d["bound_kind"].startswith("wilson_cc_lower")
 
 
 def test_p99_drift_against_baseline_rolls_back() -> None:
