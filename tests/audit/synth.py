@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 import ibis
@@ -73,10 +74,12 @@ def finish(df: pd.DataFrame, stages: tuple[str, ...] = STAGES, *, total: bool = 
     )
 
 
+@cache
 def healthy() -> LogTable:
     return finish(base(), name="healthy")
 
 
+@cache
 def input_shape() -> LogTable:
     df = base(seed=2)
     rng = np.random.default_rng(12)
@@ -89,6 +92,7 @@ def input_shape() -> LogTable:
 EVENTS = [(T0 + timedelta(minutes=m), "scale_up") for m in (10, 30, 50)]
 
 
+@cache
 def cold_start() -> LogTable:
     df = base(seed=3)
     ts = df["ts"]
@@ -103,6 +107,7 @@ def cold_start() -> LogTable:
     return finish(df, name="cold_start")
 
 
+@cache
 def contention() -> LogTable:
     rng = np.random.default_rng(4)
     minutes = 60
@@ -118,6 +123,7 @@ def contention() -> LogTable:
     return finish(df, name="contention")
 
 
+@cache
 def external_dependency() -> LogTable:
     df = base(seed=5)
     rng = np.random.default_rng(15)
@@ -126,6 +132,7 @@ def external_dependency() -> LogTable:
     return finish(df, name="external_dependency")
 
 
+@cache
 def cache_miss() -> LogTable:
     df = base(seed=6)
     rng = np.random.default_rng(16)
@@ -134,6 +141,7 @@ def cache_miss() -> LogTable:
     return finish(df, name="cache_miss")
 
 
+@cache
 def fanout() -> LogTable:
     df = base(seed=7)
     rng = np.random.default_rng(17)
@@ -143,6 +151,7 @@ def fanout() -> LogTable:
     return finish(df, name="fanout")
 
 
+@cache
 def missing_slice() -> LogTable:
     df = base(seed=8)
     rng = np.random.default_rng(18)
@@ -151,6 +160,7 @@ def missing_slice() -> LogTable:
     return finish(df, name="missing_slice")
 
 
+@cache
 def no_stages() -> LogTable:
     df = base(seed=9)
     df["total_ms"] = df["embedding_ms"] + df["retrieval_ms"] + df["llm_ms"] * 2 + df["overhead"]
@@ -161,6 +171,7 @@ def no_stages() -> LogTable:
                     rows=RowCounts(len(df), len(df), 0), source="synth:no_stages", backend=con)
 
 
+@cache
 def llm() -> LogTable:
     """TTFT grows with the queue under load; decode slows for some requests."""
     rng = np.random.default_rng(10)
