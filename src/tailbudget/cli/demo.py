@@ -31,4 +31,5 @@ def demo_command(
         console.print(f"  {line}")
     console.print("  files: " + ", ".join(p.name for p in state.files))
     if "report_html" in state.extra:
-        console.print(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")
+        path = Path(state.extra["report_html"]).resolve()
+        console.print(f"  open the HTML report: {path}", soft_wrap=True, highlight=False)
