@@ -200,3 +200,17 @@ def test_refusals_shown_when_nothing_ranked(report):
     r["refusals"] = ["no per-stage columns, so no fix can be ranked by stage"]
     section = {sid: fn for sid, _, fn in SECTIONS}["ranking"]
     assert any("no per-stage columns" in n for n in hp.parse(section(r)).na_notes)
+
+
+def test_shape_charts_follow_the_flags(report):
+    shape = {sid: fn for sid, _, fn in SECTIONS}["shape"]
+    r = copy.deepcopy(report)
+    for s in r["shape"]:
+        s["flag"] = True
+    assert len(hp.figures(shape(r))) == len(r["shape"])
+    for s in r["shape"]:
+        s["flag"] = False
+    only = hp.figures(shape(r))
+    assert len(only) == 1  # nothing flagged: the strongest fit alone
+    best = max(r["shape"], key=lambda s: s["r2"])
+    assert only["shape-0"][0].startswith(f"{best['stage']} grows")

@@ -173,7 +173,11 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
     if len(timeline) < 2:
         return None
     timeline.sort(key=lambda w: float(w["t_offset_s"]))
-    tmin = np.array([float(w["t_offset_s"]) / 60 for w in timeline])
+    span_s = float(timeline[-1]["t_offset_s"]) - float(timeline[0]["t_offset_s"])
+    scale, unit = (
+        (1.0, "s") if span_s <= 300 else (60.0, "min") if span_s <= 6 * 3600 else (3600.0, "h")
+    )
+    tmin = np.array([float(w["t_offset_s"]) / scale for w in timeline])
     err = _series(timeline, "error_rate")
     two = not bool(np.all(np.isnan(err)))
     with style("replay"):
@@ -203,7 +207,7 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
         for i, d in enumerate(replay.get("decisions") or []):
             if not is_num(d.get("t_offset_s")):
                 continue
-            x = float(d["t_offset_s"]) / 60
+            x = float(d["t_offset_s"]) / scale
             action = str(d.get("action", "?"))
             color = ACTION_COLORS.get(action, INK)
             dlabel = f"decision: {action}" if action not in seen else None
@@ -234,7 +238,7 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
             ax2.set_ylabel("errors (%)")
             ax2.set_ylim(bottom=0)
             bottom = ax2
-        bottom.set_xlabel("time since the log's first request (min)")
+        bottom.set_xlabel(f"time since the log's first request ({unit})")
         handles, labels = [], []
         for a in (ax, ax2) if ax2 is not None else (ax,):
             h, lab = a.get_legend_handles_labels()
