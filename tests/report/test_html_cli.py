@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import html_probe as hp
@@ -88,9 +89,7 @@ def test_replay_format_html_marks_every_decision(log_csv, tmp_path):
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    json_result = CliRunner().invoke(app, args[:-4] + ["--format", "json"])
-    import json
-
+    json_result = CliRunner().invoke(app, [*args[:-4], "--format", "json"])
     decisions = json.loads(json_result.output)["decisions"]
     _, svg = hp.figures(out.read_text())["replay"]
     marks = [

@@ -358,7 +358,8 @@ SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
 def render_audit_html(report: Mapping[str, Any]) -> str:
     """Render an audit report dict (the audit JSON contract) as one self-contained HTML page."""
     prov = _map(report, "provenance")
-    name = report.get("service") or prov.get("source") or "latency log"
+    source = str(prov.get("source") or "")
+    name = report.get("service") or source.rstrip("/").rsplit("/", 1)[-1] or "latency log"
     sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
     if prov.get("version"):
         sub += f" by tailbudget {prov['version']}"

@@ -9,6 +9,7 @@ null Date make the same data give byte-identical SVG.
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from collections.abc import Iterator
@@ -73,7 +74,8 @@ def to_svg(fig: Figure) -> str:
     svg = text[text.index("<svg") :]
     # Matplotlib writes fixed pt sizes; the viewBox alone lets CSS scale the chart.
     svg = re.sub(r'^<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", svg, count=1)
-    svg = svg.replace("<svg ", '<svg role="img" ', 1)
+    title = next((a.get_title() for a in fig.axes if a.get_title()), "chart")
+    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
     svg = _METADATA.sub("", svg)  # RDF boilerplate: namespace URLs a reader might mistake for links
     # Matplotlib numbers its ids per figure (figure_1, patch_1, ...); several charts on one
     # page would repeat them, so prefix every id but ours with this chart's root id.
