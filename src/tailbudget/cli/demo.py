@@ -25,8 +25,7 @@ def demo_command(
     err = Console(stderr=True)
     with err.status("demo") as status:
         state = run_demo(out, rows=rows, seed=seed, on_step=lambda s: status.update(f"demo: {s}"))
-    console = Console()
-    console.print(f"[bold]tailbudget demo[/bold] -> {out}")
+    typer.echo(f"tailbudget demo -> {out}")
     for line in state.summary:
-        console.print(f"  {line}")
-    console.print("  files: " + ", ".join(p.name for p in state.files))
+        typer.echo(f"  {line}")
+    typer.echo("  files: " + ", ".join(p.name for p in state.files))
