@@ -36,11 +36,10 @@ def cold_mask(ctx: Ctx) -> Any | None:
 
 
 def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
-    """Pass B: p50/p99 of the warm requests and how many are cold."""
-    warm = ~cold
+    """Pass A: p50/p99 of the warm requests and how many are cold."""
     return {
         "cold_n": cold.cast("int64").sum(),
-        "warm_q": ctx.t[TOTAL].quantile([0.5, 0.99], where=warm),
+        "warm_q": ctx.t[TOTAL].quantile([0.5, 0.99], where=~cold),
     }
 
 

@@ -12,8 +12,8 @@ summed positive slow-minus-fast deltas):
 - contention: over >= 10 minutes, a major stage's per-minute mean rises with the
   per-minute request count (R^2 >= 0.5, positive slope) and the fit predicts the busiest
   tenth of minutes >= 25% slower than the quietest tenth.
-- cache_miss: a major stage's quantile function has a gap: between p30 and p95 the
-  value two percentiles up is >= 2.5x the value here, and the slow mode's median is >= 3x
+- cache_miss: a major stage's quantile function has a gap: between p30 and p95 a
+  value is >= 2.5x the one 2.5 percentiles below it, and the slow mode's median is >= 3x
   the fast mode's: a hit/miss mixture, the miss share being the mass above the gap.
 - external_dependency: a major stage (not `unattributed`) has p99 >= 5x its p50 with the
   tail not explained by shape, fan-out, load, cold start or a cache gap: rare long stalls,
@@ -192,23 +192,28 @@ def _contention(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hy
 
 
 def cache_gap(grid: list[float]) -> tuple[float, float, float, float] | None:
-    """(gap quantile, threshold ms, fast-mode median, slow-mode median) or None."""
+    """(miss share, threshold ms, fast-mode median, slow-mode median) or None."""
+    if len(grid) != len(STAGE_QS):
+        return None
     best = None
-    for k, q in enumerate(STAGE_QS[:-3]):
-        if not 0.30 <= q <= 0.95 or grid[k] <= 0:
+    for k in range(len(STAGE_QS) - 2):
+        q = STAGE_QS[k]
+        # The slow mode must hold at least 5% of requests; rarer stalls are not a cache.
+        if not 0.30 <= q or STAGE_QS[k + 1] > 0.95 or grid[k] <= 0:
             continue
-        ratio = grid[k + 2] / grid[k]
+        ratio = grid[k + 1] / grid[k]
         if ratio >= GAP_RATIO and (best is None or ratio > best[0]):
             best = (ratio, k)
     if best is None:
         return None
     k = best[1]
-    q = STAGE_QS[k]
-    hit = at(STAGE_QS, grid, q / 2)
-    miss = at(STAGE_QS, grid, min((1 + q) / 2, 0.99))
+    q_gap = (STAGE_QS[k] + STAGE_QS[k + 1]) / 2
+    hit = at(STAGE_QS, grid, STAGE_QS[k] / 2)
+    miss = at(STAGE_QS, grid, min((1 + STAGE_QS[k + 1]) / 2, 0.99))
     if hit <= 0 or miss < MODE_RATIO * hit:
         return None
-    return q, grid[k + 1], hit, miss
+    threshold = (grid[k] * grid[k + 1]) ** 0.5  # the gap's middle, in log space
+    return 1 - q_gap, threshold, hit, miss
 
 
 def _cache(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothesis]:
@@ -219,18 +224,18 @@ def _cache(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothe
         gap = cache_gap(ev.grids[stage])
         if gap is None:
             continue
-        q, thr, hit, miss = gap
+        share, thr, hit, miss = gap
         explained.add(stage)
         out.append(
             Hypothesis(
                 kind="cache_miss",
                 stage=stage,
                 evidence=(
-                    f"{stage} is bimodal: {q:.0%} of requests take about {hit:,.0f} ms, the other "
-                    f"{1 - q:.0%} about {miss:,.0f} ms ({miss / hit:.1f}x), with a gap at "
+                    f"{stage} is bimodal: {1 - share:.0%} of requests take about {hit:,.0f} ms, the "
+                    f"other {share:.0%} about {miss:,.0f} ms ({miss / hit:.1f}x), with a gap at "
                     f"{thr:,.0f} ms: a hit/miss split"
                 ),
-                figures={"miss_share": 1 - q, "threshold": thr, "hit_ms": hit, "miss_ms": miss},
+                figures={"miss_share": share, "threshold": thr, "hit_ms": hit, "miss_ms": miss},
             )
         )
     return out

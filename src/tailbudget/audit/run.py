@@ -10,6 +10,8 @@ all counterfactual p99s.
 from __future__ import annotations
 
 import re
+import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +25,7 @@ from tailbudget.audit import (
     shape,
     snapshot,
     stages,
+    sums,
     tail,
 )
 from tailbudget.audit.baseline import compare
@@ -37,45 +40,69 @@ from tailbudget.logs.table import LogTable
 
 def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     """Audit a canonical log against an SLO and return the report (the JSON contract)."""
+    local, drop = _materialize(log, config)
+    try:
+        return _audit(local, config)
+    finally:
+        drop()
+
+
+def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
+    """On DuckDB, copy the columns the audit reads into a temp table once.
+
+    The audit makes about ten passes; reading a Parquet file and re-checking every row
+    each time costs more than one copy of the few columns it needs."""
+    backend = log.backend
+    if getattr(backend, "name", None) != "duckdb":
+        return log, lambda: None
+    cols = [TOTAL, "error", *(log.stage_column(s) for s in log.stages), *log.shape, *log.cohorts]
+    if log.has_timestamp:
+        cols.append("ts")
+    cols += [c for c in log.table.columns if hypotheses.OUT_TOKENS_NAME.search(c)]
+    keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
+    name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
+    if config.progress is not None:
+        config.progress("loading")
+    backend.create_table(name, log.table.select(*keep), temp=True)
+
+    def drop() -> None:
+        backend.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
+
+    return replace(log, table=backend.table(name)), drop
+
+
+def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ctx = Ctx(log, config)
     cat = catalog(config.fixes)  # validate overrides before any pass over the log
-    a = ctx.run_row(
-        "percentiles",
-        {**snapshot.exprs(ctx), **stages.exprs(ctx), **shape.exprs_a(ctx), **goodput.exprs(ctx)},
-    )
+    cold = cold_start.cold_mask(ctx)
+    a_exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **shape.exprs_a(ctx), **goodput.exprs(ctx)}
+    if cold is not None:
+        a_exprs |= cold_start.exprs(ctx, cold)
+    tps = _tokens_per_s(ctx, list(log.stages))
+    if tps is not None:
+        a_exprs["tps_q"] = tps
+    a = ctx.run_row("percentiles", a_exprs)
     if not a.get("n") or a.get("total_q") is None:
         raise LogError(f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)")
-    snap, cdf, total_grid = snapshot.build(ctx, a)
+    snap, cdf, total_q = snapshot.build(ctx, a)
     stage_rows, overlap, grids = stages.build(ctx, a, snap.p99)
     covs = shape.build_a(ctx, a)
     names = [s.name for s in stage_rows]
     shape_names = names or [TOTAL]
 
-    slow_r, fast_r = tail.ranges(ctx, total_grid, snap.max)
+    slow_r, fast_r = tail.ranges(ctx, total_q, snap.max)
     slow, fast = tail.masks(ctx, slow_r, fast_r)
-    cold = cold_start.cold_mask(ctx)
-    b_exprs: dict[str, Any] = {**tail.exprs(ctx, names, slow, fast), **shape.exprs_b(ctx, covs, shape_names)}
-    if cold is not None:
-        b_exprs |= cold_start.exprs(ctx, cold)
-        b_exprs["cold_tot"] = ctx.t[TOTAL].mean(where=cold)
-        b_exprs["warm_tot"] = ctx.t[TOTAL].mean(where=~cold)
-        for j, name in enumerate(names):
-            b_exprs[f"cold{j}"] = ctx.col(name).mean(where=cold)
-            b_exprs[f"warm{j}"] = ctx.col(name).mean(where=~cold)
-    tps = _tokens_per_s(ctx, names)
-    if tps is not None:
-        b_exprs["tps_q"] = tps
-    b = ctx.run_row("slow vs fast", b_exprs)
+    b = sums.run(ctx, shape_names, covs, slow, fast, cold)
     tail_sec = tail.build(b, names, slow_r, fast_r)
     shape_rows = shape.build_b(b, covs, shape_names, tail_sec.driver)
-    profiles = shape.profiles(ctx, covs, shape_names)
+    profiles = shape.profiles(ctx, covs, shape_rows)
     shape_rows = [r.model_copy(update={"profile": profiles.get((r.stage, r.covariate), [])}) for r in shape_rows]
 
     coh = cohorts.build(ctx, slow, snap.count, tail_sec.n_slow, snap.p99)
     minutes = cold_start.timeline(ctx, names) if log.has_timestamp else []
     cold_sec = None
     if log.has_timestamp:
-        cold_sec = cold_start.build(ctx, b if cold is not None else None, snap.p99, minutes)
+        cold_sec = cold_start.build(ctx, a if cold is not None else None, snap.p99, minutes)
     else:
         ctx.refusals.append("the log has no timestamps: no cold-start check and no per-minute timeline")
     ev = Evidence(
@@ -90,15 +117,22 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
         names=names,
     )
     if cold is not None:
-        ev.cold_stage_means = {
-            n: (fnum(b[f"cold{j}"]), fnum(b[f"warm{j}"]))
-            for j, n in enumerate(names)
-            if b.get(f"cold{j}") is not None
-        }
-        if b.get("cold_tot") is not None and b.get("warm_tot") is not None:
-            ev.cold_total_means = (fnum(b["cold_tot"]), fnum(b["warm_tot"]))
-    if b.get("tps_q"):
-        q = b["tps_q"]
+        n_cold = sums.total(b, "n", sums.cold_is(True))
+        n_warm = sums.total(b, "n", sums.cold_is(False))
+        if n_cold and n_warm:
+            ev.cold_stage_means = {
+                n: (
+                    sums.total(b, f"sy{j}", sums.cold_is(True)) / n_cold,
+                    sums.total(b, f"sy{j}", sums.cold_is(False)) / n_warm,
+                )
+                for j, n in enumerate(names)
+            }
+            ev.cold_total_means = (
+                sums.total(b, "s_total", sums.cold_is(True)) / n_cold,
+                sums.total(b, "s_total", sums.cold_is(False)) / n_warm,
+            )
+    if a.get("tps_q"):
+        q = a["tps_q"]
         if q[0] is not None and q[1] is not None:
             ev.tokens_per_s = (float(q[0]), float(q[1]))
     ttft_budgets, tps_budget = _llm_budgets(config, names)

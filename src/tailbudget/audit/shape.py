@@ -63,40 +63,38 @@ def build_a(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
     return out
 
 
-def exprs_b(ctx: Ctx, covs: list[Covariate], names: list[str]) -> dict[str, Any]:
-    """Pass B: covariance and variances for every (stage, covariate) pair."""
-    out: dict[str, Any] = {}
-    for i, cov in enumerate(covs):
-        xv = x(ctx, cov.name)
-        out[f"c{i}_vx"] = xv.var(how="pop")
-        for j, name in enumerate(names):
-            y = ctx.col(name)
-            out[f"c{i}_{j}_cov"] = xv.cov(y, how="pop")
-            out[f"c{i}_{j}_vy"] = y.var(how="pop", where=xv.notnull())
-            out[f"c{i}_{j}_my"] = y.mean(where=xv.notnull())
-    return out
-
-
 def build_b(
-    row: dict[str, Any], covs: list[Covariate], names: list[str], driver: str | None
+    rows: list[dict[str, Any]], covs: list[Covariate], names: list[str], driver: str | None
 ) -> list[ShapeRow]:
-    """Fits, strongest first."""
+    """Fits from the pass-B sums (over every group), strongest first."""
+    from tailbudget.audit import sums
+
+    def tot(key: str) -> float:
+        return sums.total(rows, key, sums.everything)
+
     out = []
     for i, cov in enumerate(covs):
-        vx = fnum(row.get(f"c{i}_vx"))
+        n = tot(f"nx{i}")
+        if n < 2:
+            continue
+        mx = tot(f"sx{i}") / n
+        vx = max(tot(f"sxx{i}") / n - mx * mx, 0.0)
         for j, name in enumerate(names):
-            c = fnum(row.get(f"c{i}_{j}_cov"))
-            vy = fnum(row.get(f"c{i}_{j}_vy"))
-            my = fnum(row.get(f"c{i}_{j}_my"))
-            r2 = c * c / (vx * vy) if vx > 0 and vy > 0 else 0.0
-            slope = c / vx if vx > 0 else 0.0
+            my = tot(f"syx{i}_{j}") / n
+            vy = max(tot(f"syyx{i}_{j}") / n - my * my, 0.0)
+            c = tot(f"sxy{i}_{j}") / n - mx * my
+            # Relative guards: a constant column leaves only rounding noise in the variance.
+            ok_x = vx > 1e-12 * max(mx * mx, 1.0)
+            ok_y = vy > 1e-12 * max(my * my, 1.0)
+            r2 = c * c / (vx * vy) if ok_x and ok_y else 0.0
+            slope = c / vx if ok_x else 0.0
             out.append(
                 ShapeRow(
                     stage=name,
                     covariate=cov.name,
                     r2=min(r2, 1.0),
                     slope=slope,
-                    intercept=my - slope * cov.mean,
+                    intercept=my - slope * mx,
                     flag=r2 >= R2_FLAG and name == driver,
                 )
             )
@@ -104,36 +102,43 @@ def build_b(
     return out
 
 
-def profiles(ctx: Ctx, covs: list[Covariate], names: list[str]) -> dict[tuple[str, str], list[ProfilePoint]]:
-    """One grouped pass per covariate: per quantile bin, n, mean x and each stage's level."""
+PROFILE_R2 = 0.05
+"""Covariates whose best fit explains less than this get no profile (nothing to plot)."""
+
+
+def profiles(
+    ctx: Ctx, covs: list[Covariate], fits: list[ShapeRow]
+) -> dict[tuple[str, str], list[ProfilePoint]]:
+    """One grouped pass per covariate with signal: per quantile bin, n, mean x and the
+    latency of the stage it fits best."""
     out: dict[tuple[str, str], list[ProfilePoint]] = {}
     t = ctx.t
     for cov in covs:
+        best = next((f for f in fits if f.covariate == cov.name), None)  # fits are sorted
+        if best is None or best.r2 < PROFILE_R2:
+            continue
         xv = x(ctx, cov.name)
         idx = xv.notnull().cast("int64") * 0
         for e in cov.edges:
             idx = idx + (xv >= e).cast("int64")
-        aggs: dict[str, Any] = {"n": t.count(), "mx": xv.mean()}
-        for j, name in enumerate(names):
-            y = ctx.col(name)
-            aggs[f"m{j}"] = y.mean()
-            aggs[f"q{j}"] = y.approx_quantile([0.5, 0.95])
+        y = ctx.col(best.stage)
+        aggs: dict[str, Any] = {
+            "n": t.count(),
+            "mx": xv.mean(),
+            "m": y.mean(),
+            "q": y.approx_quantile([0.5, 0.95]),
+        }
         # A null covariate gives a null bin (comparisons with null are null): dropped below.
         expr = t.group_by(_bin=idx).aggregate(**aggs)
         rows = [r for r in ctx.run_frame(f"profile {cov.name}", expr) if r["_bin"] is not None]
         rows.sort(key=lambda r: fnum(r["mx"]))
-        for j, name in enumerate(names):
-            pts = []
-            for r in rows:
-                q = r[f"q{j}"] or [None, None]
-                pts.append(
-                    ProfilePoint(
-                        x=fnum(r["mx"]),
-                        n=int(r["n"]),
-                        mean_ms=fnum(r[f"m{j}"]),
-                        p50_ms=fnum(q[0]),
-                        p95_ms=fnum(q[1]),
-                    )
+        pts = []
+        for r in rows:
+            q = r["q"] or [None, None]
+            pts.append(
+                ProfilePoint(
+                    x=fnum(r["mx"]), n=int(r["n"]), mean_ms=fnum(r["m"]), p50_ms=fnum(q[0]), p95_ms=fnum(q[1])
                 )
-            out[(name, cov.name)] = pts
+            )
+        out[(best.stage, cov.name)] = pts
     return out

@@ -19,10 +19,10 @@ from tailbudget.audit.context import (
     fnum,
 )
 from tailbudget.audit.report import Overlap, StageRow
-from tailbudget.audit.snapshot import at
 
-STAGE_QS: list[float] = [i / 100 for i in range(1, 100)] + [0.995, 0.999]
-"""Fine grid per stage: percentiles for the table, and the quantile function for the gap test."""
+STAGE_QS: list[float] = [round(0.025 * i, 3) for i in range(1, 40)] + [0.99]
+"""Approximate quantile function per stage (a 2.5% grid), for the cache-gap test."""
+EXACT_QS: list[float] = [0.5, 0.95, 0.99]
 
 
 def candidates(ctx: Ctx) -> list[str]:
@@ -38,7 +38,8 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, name in enumerate(candidates(ctx)):
         c = ctx.col(name)
-        out[f"s{i}_q"] = c.quantile(STAGE_QS)
+        out[f"s{i}_q"] = c.quantile(EXACT_QS)
+        out[f"s{i}_g"] = c.approx_quantile(STAGE_QS)
         out[f"s{i}_mean"] = c.mean()
     if ctx.log.stages:
         over = ctx.stage_sum() > ctx.t[TOTAL] + OVERLAP_TOLERANCE_MS
@@ -61,16 +62,16 @@ def build(
                 "parallel calls): no `unattributed` slice is derived from the remainder"
             )
             continue
-        grid = [fnum(v) for v in (row[f"s{i}_q"] or [])]
-        if not grid:
+        exact = [fnum(v) for v in (row[f"s{i}_q"] or [])]
+        if not exact:
             continue
-        grids[name] = grid
-        p99 = at(STAGE_QS, grid, 0.99)
+        grids[name] = [fnum(v) for v in (row[f"s{i}_g"] or [])]
+        p50, p95, p99 = exact
         rows.append(
             StageRow(
                 name=name,
-                p50=at(STAGE_QS, grid, 0.5),
-                p95=at(STAGE_QS, grid, 0.95),
+                p50=p50,
+                p95=p95,
                 p99=p99,
                 mean=fnum(row[f"s{i}_mean"]),
                 share_of_p99=p99 / total_p99 if total_p99 > 0 else 0.0,

@@ -5,22 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit import sums
+from tailbudget.audit.context import TOTAL, Ctx
 from tailbudget.audit.report import Delta, Tail
-from tailbudget.audit.snapshot import CDF_QS, at
 
 
-def ranges(ctx: Ctx, total_grid: list[float], total_max: float) -> tuple[list[float], list[float]]:
-    """(slow [lo, hi], fast [lo, hi]) in ms of total."""
+def ranges(ctx: Ctx, q: dict[float, float], total_max: float) -> tuple[list[float], list[float]]:
+    """(slow [lo, hi], fast [lo, hi]) in ms of total, from its exact quantiles."""
     slow = ctx.config.slow
     if slow == "p95":
-        slow_r = [at(CDF_QS, total_grid, 0.95), at(CDF_QS, total_grid, 0.99)]
+        slow_r = [q[0.95], q[0.99]]
     elif slow == "p99":
-        slow_r = [at(CDF_QS, total_grid, 0.99), total_max]
+        slow_r = [q[0.99], total_max]
     else:
         slow_r = [float(slow), max(total_max, float(slow))]
-    fast_r = [at(CDF_QS, total_grid, 0.40), at(CDF_QS, total_grid, 0.50)]
-    return slow_r, fast_r
+    return slow_r, [q[0.4], q[0.5]]
 
 
 def masks(ctx: Ctx, slow_r: list[float], fast_r: list[float]) -> tuple[Any, Any]:
@@ -29,26 +28,16 @@ def masks(ctx: Ctx, slow_r: list[float], fast_r: list[float]) -> tuple[Any, Any]
     return total.between(slow_r[0], slow_r[1]), total.between(fast_r[0], fast_r[1])
 
 
-def exprs(ctx: Ctx, names: list[str], slow: Any, fast: Any) -> dict[str, Any]:
-    """Aggregates of pass B for the slow/fast comparison."""
-    out: dict[str, Any] = {
-        "n_slow": slow.cast("int64").sum(),
-        "n_fast": fast.cast("int64").sum(),
-    }
-    for i, name in enumerate(names):
-        c = ctx.col(name)
-        out[f"t{i}_slow"] = c.mean(where=slow)
-        out[f"t{i}_fast"] = c.mean(where=fast)
-    return out
-
-
 def build(
-    row: dict[str, Any], names: list[str], slow_r: list[float], fast_r: list[float]
+    rows: list[dict[str, Any]], names: list[str], slow_r: list[float], fast_r: list[float]
 ) -> Tail:
-    """The tail section; deltas sorted largest first."""
+    """The tail section from the pass-B sums; deltas sorted largest first."""
+    n_slow = sums.total(rows, "n", sums.group_is(sums.SLOW))
+    n_fast = sums.total(rows, "n", sums.group_is(sums.FAST))
     deltas = []
-    for i, name in enumerate(names):
-        ms, mf = fnum(row[f"t{i}_slow"]), fnum(row[f"t{i}_fast"])
+    for j, name in enumerate(names):
+        ms = sums.total(rows, f"sy{j}", sums.group_is(sums.SLOW)) / n_slow if n_slow else 0.0
+        mf = sums.total(rows, f"sy{j}", sums.group_is(sums.FAST)) / n_fast if n_fast else 0.0
         deltas.append(Delta(stage=name, mean_slow=ms, mean_fast=mf, delta=ms - mf))
     deltas.sort(key=lambda d: d.delta, reverse=True)
     return Tail(
@@ -56,6 +45,6 @@ def build(
         deltas=deltas,
         slow_range_ms=slow_r,
         fast_range_ms=fast_r,
-        n_slow=int(fnum(row["n_slow"])),
-        n_fast=int(fnum(row["n_fast"])),
+        n_slow=int(n_slow),
+        n_fast=int(n_fast),
     )

@@ -25,11 +25,9 @@ def demo_command(
     err = Console(stderr=True)
     with err.status("demo") as status:
         state = run_demo(out, rows=rows, seed=seed, on_step=lambda s: status.update(f"demo: {s}"))
-    console = Console()
-    console.print(f"[bold]tailbudget demo[/bold] -> {out}")
+    typer.echo(f"tailbudget demo -> {out}")
     for line in state.summary:
-        console.print(f"  {line}")
-    console.print("  files: " + ", ".join(p.name for p in state.files))
+        typer.echo(f"  {line}")
+    typer.echo("  files: " + ", ".join(p.name for p in state.files))
     if "report_html" in state.extra:
-        path = Path(state.extra["report_html"]).resolve()
-        console.print(f"  open the HTML report: {path}", soft_wrap=True, highlight=False)
+        typer.echo(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")
