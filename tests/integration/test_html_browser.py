@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from tailbudget.report.html import render_replay_html
-
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,31 +30,26 @@ ARGS = [
 ]
 
 
-def _demo_replay(out: Path) -> dict[str, Any]:
-    """The live Controller replayed over the demo's log (library API, default policy)."""
-    import pyarrow.parquet as pq
+def _demo_replay(out: Path) -> tuple[Path, dict[str, Any]]:
+    """`tailbudget replay --format html` (and json, for the expectations) on the demo's log."""
+    from typer.testing import CliRunner
 
-    from tailbudget.budget import load_budget
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.control.logsource import ReplayLog
-    from tailbudget.control.replay import replay, window_baseline
+    from tailbudget.cli import app
 
-    t = pq.read_table(out / "rag_requests.parquet", columns=["ts", "total_ms", "error"]).sort_by(
-        "ts"
-    )
-    ts_s = t.column("ts").cast("int64").to_numpy() / 1e6  # timestamp[us] -> epoch seconds
-    log = ReplayLog(
-        ts_s=ts_s.astype(float),
-        total_ms=t.column("total_ms").to_numpy(),
-        error=t.column("error").to_numpy(zero_copy_only=False).astype(bool),
-        source=str(out / "rag_requests.parquet"),
-        format="parquet",
-        rows_total=t.num_rows,
-    )
-    budget = load_budget(out / "budget.yaml")
-    return replay(
-        log, resolve_policy(budget), baseline=window_baseline(log, 600), service=budget.service
-    )
+    args = [
+        "replay",
+        str(out / "rag_requests.parquet"),
+        "--budget",
+        str(out / "budget.yaml"),
+        "--baseline-window",
+        "10m",
+    ]
+    page = out / "replay.html"
+    ran = CliRunner().invoke(app, [*args, "--format", "html", "-o", str(page)])
+    assert ran.exit_code == 0, ran.output
+    ran = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert ran.exit_code == 0, ran.output
+    return page, json.loads(ran.output)
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +68,7 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, dict[str, Any]]]:
     audit_html = out / "report.html"
     assert str(audit_html.resolve()) in "".join(run.stdout.split()), "demo prints the report's path"
     audit = json.loads((out / "report.json").read_text())
-    rep = _demo_replay(out)
-    replay_html = out / "replay.html"
-    replay_html.write_text(render_replay_html(rep), encoding="utf-8")
-    return {"audit": (audit_html, audit), "replay": (replay_html, rep)}
+    return {"audit": (audit_html, audit), "replay": _demo_replay(out)}
 
 
 @pytest.fixture(scope="module")
