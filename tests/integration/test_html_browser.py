@@ -125,6 +125,8 @@ _DRAWN = """(sel) => {
 def opened(browser, reports):
     """Open each report once from disk, recording console errors and every request."""
     SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):  # the folder shows this run only
+        old.unlink()
     pages = {}
     for name, (path, data) in reports.items():
         ctx = browser.new_context(viewport={"width": 1366, "height": 768})

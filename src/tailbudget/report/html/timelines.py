@@ -25,12 +25,13 @@ from tailbudget.report.html.svg import (
     to_svg,
 )
 
+# Decision colours stay clear of the p95/p99 series colours so a mark never reads as data.
 ACTION_COLORS = {
     "scale_up": BLUE,
     "scale_down": "#56B4E9",
-    "trim_logging": P95,
-    "restore_logging": "#F0E442",
-    "shed_load": P99,
+    "trim_logging": "#8c6d31",
+    "restore_logging": "#bcbd22",
+    "shed_load": INK,
     "stop_shedding": GREEN,
     "rollback": PURPLE,
 }
