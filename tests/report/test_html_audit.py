@@ -54,6 +54,12 @@ def test_sections_in_markdown_order(html):
     assert page.na_notes == []  # the full sample has data for every section
 
 
+def test_section_titles_match_the_markdown_report():
+    from tailbudget.report.audit_md import SECTIONS as MD_SECTIONS
+
+    assert tuple(title for _, title, _ in SECTIONS) == MD_SECTIONS
+
+
 def test_self_contained_no_network(html):
     page = hp.parse(html)
     # Only in-page anchors and fragment references; no external resource of any kind.

@@ -297,7 +297,7 @@ def _ranking(r: Mapping[str, Any]) -> str:
     refusals = [str(x) for x in r.get("refusals") or []]
     out = ""
     if rows:
-        out = table(
+        out = "<p>Fixes ranked by p99 ms saved per engineering hour (score).</p>" + table(
             [
                 "fix",
                 "stage",
@@ -344,13 +344,13 @@ def _recommendation(r: Mapping[str, Any]) -> str:
 SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("provenance", "Provenance", _provenance),
     ("snapshot", "Snapshot", _snapshot),
-    ("stages", "Per-stage percentiles", _stages),
-    ("slow-vs-fast", "Slow vs fast requests", _tail),
+    ("stages", "Stages", _stages),
+    ("slow-vs-fast", "Slow vs fast", _tail),
     ("shape", "Input shape", _shape),
     ("cohorts", "Cohorts", _cohorts),
     ("cold-start", "Cold start", _cold),
     ("hypotheses", "Hypotheses", _hypotheses),
-    ("ranking", "Fixes ranked by p99 ms saved per hour", _ranking),
+    ("ranking", "Ranking", _ranking),
     ("recommendation", "Recommendation", _recommendation),
 )
 
