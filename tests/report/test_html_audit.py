@@ -6,13 +6,13 @@ import copy
 import re
 from collections import Counter
 
-import html_probe as hp
-import html_sample
 import numpy as np
 import pytest
 
 from tailbudget.report.html import render_audit_html
 from tailbudget.report.html.audit import SECTIONS
+from tests.report import html_probe as hp
+from tests.report import html_sample
 
 ORDER = [
     "provenance",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-import html_probe as hp
 import numpy as np
 
 from tailbudget.report.html import charts
 from tailbudget.report.html.timelines import cold_start_chart, parse_time
+from tests.report import html_probe as hp
 
 
 def _svg(text: str | None) -> ET.Element:

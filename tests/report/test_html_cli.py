@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import html_probe as hp
-import html_sample
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
+from tests.report import html_probe as hp
+from tests.report import html_sample
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 import math
 
-import html_probe as hp
-import html_sample
 import numpy as np
 import pytest
 
 from tailbudget.report.html import render_replay_html
 from tailbudget.report.html.timelines import _series, rule_thresholds
+from tests.report import html_probe as hp
+from tests.report import html_sample
 
 
 @pytest.fixture(scope="module")
