@@ -59,14 +59,17 @@ def stages(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{name} {p} is {fmt_ms(got)} ms, {over} its {fmt_ms(lim)} ms budget "
             f"({n_over} stage percentile{'s' if n_over != 1 else ''} over budget)."
         )
-    big = [s for s in rows if is_num(s.get("p99")) and s.get("name") != "unattributed"]
+    big = [s for s in rows if is_num(s.get("p99"))]
     if not big:
         return "Per-stage percentiles."
     top = max(big, key=lambda s: float(s["p99"]))
     share = top.get("share_of_p99")
     tail = f", {float(share):.0%} of the end-to-end p99" if is_num(share) else ""
     head = "Every stage is within its budget; " if worst is not None else ""
-    return f"{head}{top.get('name')} has the largest p99 at {fmt_ms(top['p99'])} ms{tail}."
+    label = str(top.get("name"))
+    if label == "unattributed":
+        label = "time outside every stage (unattributed)"
+    return f"{head}{label} has the largest p99 at {fmt_ms(top['p99'])} ms{tail}."
 
 
 def delta(tail: Mapping[str, Any]) -> str:
