@@ -220,3 +220,11 @@ def test_shape_charts_follow_the_flags(report):
     assert len(only) == 1  # nothing flagged: the strongest fit alone
     best = max(r["shape"], key=lambda s: s["r2"])
     assert only["shape-0"][0].startswith(f"{best['stage']} grows")
+
+
+def test_missing_section_quotes_the_audits_own_refusal(report):
+    r = copy.deepcopy(report)
+    r["cold_start"] = None
+    r["refusals"] = ["the log has no timestamps: no cold-start check and no per-minute timeline"]
+    section = {sid: fn for sid, _, fn in SECTIONS}["cold-start"]
+    assert hp.parse(section(r)).na_notes == [f"not available: {r['refusals'][0]}"]

@@ -77,3 +77,21 @@ def test_parse_time_accepts_iso_z_naive_and_epoch():
     a = parse_time("2026-01-01T00:00:00Z")
     assert a is not None and a == parse_time("2026-01-01T00:00:00") == parse_time(1767225600)
     assert parse_time("yesterday") is None
+
+
+def test_long_stage_names_turn_the_bars_sideways():
+    rows = [
+        {
+            "name": f"ItemsControllerFindItem{i}",
+            "p50": 2.0 + i,
+            "p95": 40.0 * (i + 1),
+            "p99": 90.0 * (i + 1),
+            "budget": {"p99": 100.0},
+        }
+        for i in range(7)
+    ]
+    svg = _svg(charts.stage_chart(rows))
+    assert len(hp.by_id(svg, "tb-stages-p95-")) == 7
+    assert hp.drawn(hp.by_id(svg, "tb-stages-budget")[0])
+    texts = [t.text or "" for t in svg.iter(f"{hp.SVG_NS}text")]
+    assert "ItemsControllerFindItem6" in texts and "stage latency (ms, log scale)" in texts

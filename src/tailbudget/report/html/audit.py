@@ -35,6 +35,14 @@ def _list(report: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
 
 
+def _why(r: Mapping[str, Any], default: str, *words: str) -> str:
+    """The audit's own refusal that mentions one of `words`, else `default`."""
+    for text in r.get("refusals") or []:
+        if any(w in str(text).lower() for w in words):
+            return str(text)
+    return default
+
+
 def _flag(value: Any) -> Cell:
     text = "flagged" if value is True else "" if value in (None, False) else str(value)
     return Cell(text, None, "flag")
@@ -120,7 +128,7 @@ def _snapshot(r: Mapping[str, Any]) -> str:
 def _stages(r: Mapping[str, Any]) -> str:
     rows = _list(r, "stages")
     if not rows:
-        return not_available("the log has no per-stage columns")
+        return not_available(_why(r, "the log has no per-stage columns", "stage"))
     body = table(
         [
             "stage",
@@ -158,7 +166,9 @@ def _tail(r: Mapping[str, Any]) -> str:
     tail = _map(r, "tail")
     deltas = [d for d in tail.get("deltas") or [] if isinstance(d, Mapping)]
     if not deltas:
-        return not_available("no per-stage columns to compare slow and fast requests")
+        return not_available(
+            _why(r, "no per-stage columns to compare slow and fast requests", "slow", "stage")
+        )
     body = table(
         ["stage", "mean slow ms", "mean fast ms", "delta ms"],
         [
@@ -188,7 +198,9 @@ def _tail(r: Mapping[str, Any]) -> str:
 def _shape(r: Mapping[str, Any]) -> str:
     rows = _list(r, "shape")
     if not rows:
-        return not_available("no input-shape columns (e.g. seq_len) in the log")
+        return not_available(
+            _why(r, "no input-shape columns (e.g. seq_len) in the log", "shape", "covariate")
+        )
     body = table(
         ["stage", "covariate", "R\u00b2", "slope ms/unit", "flag"],
         [
@@ -223,7 +235,9 @@ def _shape(r: Mapping[str, Any]) -> str:
 def _cohorts(r: Mapping[str, Any]) -> str:
     rows = _list(r, "cohorts")
     if not rows:
-        return not_available("no cohort columns (e.g. route, model_variant) in the log")
+        return not_available(
+            _why(r, "no cohort columns (e.g. route, model_variant) in the log", "cohort")
+        )
     body = table(
         [
             "dimension",
@@ -257,7 +271,7 @@ def _cohorts(r: Mapping[str, Any]) -> str:
 def _cold(r: Mapping[str, Any]) -> str:
     cold = _map(r, "cold_start")
     if not cold:
-        return not_available("no cold-start analysis in the report")
+        return not_available(_why(r, "no cold-start analysis in the report", "cold", "timestamp"))
     pairs = [
         ("verdict", str(cold.get("verdict", "-"))),
         ("window", f"{cold.get('window_min', '-')} min"),
@@ -285,7 +299,7 @@ def _cold(r: Mapping[str, Any]) -> str:
 def _hypotheses(r: Mapping[str, Any]) -> str:
     rows = _list(r, "hypotheses")
     if not rows:
-        return not_available("no hypothesis was supported by the data")
+        return not_available(_why(r, "no hypothesis was supported by the data", "hypothes"))
     return table(
         ["kind", "stage", "evidence"],
         [[cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"))] for h in rows],
