@@ -125,7 +125,7 @@ _DRAWN = """(sel) => {
 def opened(browser, reports):
     """Open each report once from disk, recording console errors and every request."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SHOTS.glob("*.png"):  # the folder shows this run only
+    for old in [*SHOTS.glob("*.png"), *SHOTS.glob("*.pdf")]:  # this run only
         old.unlink()
     pages = {}
     for name, (path, data) in reports.items():
@@ -199,6 +199,9 @@ def test_readable_at_laptop_width_and_printable(opened):
     assert page.evaluate("document.documentElement.scrollWidth") <= 1024
     page.emulate_media(media="print")
     assert page.evaluate("getComputedStyle(document.querySelector('nav')).display") == "none"
+    pdf = page.pdf(format="A4", print_background=True)
+    assert pdf.startswith(b"%PDF") and len(pdf) > 20_000
+    (SHOTS / "audit-print.pdf").write_bytes(pdf)
     page.emulate_media(media="screen")
     page.set_viewport_size({"width": 1366, "height": 768})
     page.screenshot(path=str(SHOTS / "audit-page.png"), full_page=True)
