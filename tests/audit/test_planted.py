@@ -8,7 +8,7 @@ import pytest
 from tailbudget.audit import AuditConfig, run_audit
 from tailbudget.audit.report import AuditReport
 
-from . import synth
+from tailbudget.demo import planted as synth
 
 SLO = {"p50": 900.0, "p95": 1100.0, "p99": 1500.0}
 

@@ -30,11 +30,10 @@ def _sample(ctx: Ctx, log: LogTable, n: int) -> np.ndarray:
 
 def compare(ctx: Ctx, snap: Snapshot, baseline: LogTable) -> list[BaselineRow]:
     """Rows p50, p95, p99: before (baseline), after (this log), change and its interval."""
-    base = Ctx(baseline, ctx.config)
+    base = Ctx(baseline, ctx.config, parent=ctx)
     row: dict[str, Any] = base.run_row(
         "baseline", {"n": baseline.table.count(), "q": baseline.table[TOTAL].quantile(list(QS.values()))}
     )
-    ctx.passes += base.passes
     before = [fnum(v) for v in row["q"]]
     n_before = int(row["n"])
     a = _sample(ctx, ctx.log, snap.count)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tailbudget.audit.config import AuditConfig
@@ -14,6 +14,9 @@ TOTAL = "total_ms"
 
 OVERLAP_TOLERANCE_MS = 1.0
 """Integer-ms logs round each stage; a sum over the total by less than this is rounding."""
+
+SAMPLE_ROWS = 250_000
+"""Distribution shapes (CDF plot, gap test, covariate bins) come from a row sample this big."""
 
 NESTED_SHARE = 0.05
 """Above this share of requests with sum(stages) > total, stages are treated as nested."""
@@ -26,6 +29,8 @@ class Ctx:
     log: LogTable
     config: AuditConfig
     passes: int = 0
+    parent: Ctx | None = None
+    """The full-log context of a sample context; passes are counted on the root."""
     notes: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
 
@@ -41,6 +46,14 @@ class Ctx:
         if stage == TOTAL:
             return self.t[TOTAL]
         return self.t[self.log.stage_column(stage)].cast("float64")
+
+    def sampled(self) -> Ctx:
+        """A context over a uniform row sample of about SAMPLE_ROWS (itself when small)."""
+        n = self.log.rows.used
+        if n <= 2 * SAMPLE_ROWS:
+            return self
+        table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
+        return Ctx(replace(self.log, table=table), self.config, parent=self)
 
     def stage_sum(self) -> Any:
         """Sum of every stage column (a missing stage counts as 0)."""
@@ -62,7 +75,10 @@ class Ctx:
         return [{k: _py(v) for k, v in row.items()} for row in self._execute(expr)]
 
     def _progress(self, label: str) -> None:
-        self.passes += 1
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        root.passes += 1
         if self.config.progress is not None:
             self.config.progress(label)
 

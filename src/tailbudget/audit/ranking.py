@@ -58,8 +58,7 @@ def rank(
     cont = [h for h in todo if h.kind == "contention"]
     base = ctx
     if cont and ev.timeline:
-        base = Ctx(replace(ctx.log, table=_contention_table(ctx, ev, cont)), ctx.config)
-        base.passes = ctx.passes
+        base = Ctx(replace(ctx.log, table=_contention_table(ctx, ev, cont)), ctx.config, parent=ctx)
     t = base.t
     total = t[TOTAL]
     slow = total >= slow_r[0]
@@ -72,7 +71,6 @@ def rank(
     if not exprs:
         return []
     row = base.run_row("counterfactuals", exprs)
-    ctx.passes = base.passes
     out = []
     for i, h in enumerate(todo):
         if f"f{i}" not in row:

@@ -30,7 +30,7 @@ from tailbudget.audit import (
 )
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
-from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx, fnum
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import AuditReport, Percentiles, Provenance, Rows
@@ -75,13 +75,18 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ctx = Ctx(log, config)
     cat = catalog(config.fixes)  # validate overrides before any pass over the log
     cold = cold_start.cold_mask(ctx)
-    a_exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **shape.exprs_a(ctx), **goodput.exprs(ctx)}
+    a_exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **goodput.exprs(ctx)}
     if cold is not None:
         a_exprs |= cold_start.exprs(ctx, cold)
     tps = _tokens_per_s(ctx, list(log.stages))
     if tps is not None:
         a_exprs["tps_q"] = tps
-    a = ctx.run_row("percentiles", a_exprs)
+    sub = ctx.sampled()
+    s_exprs = {**snapshot.sample_exprs(sub), **stages.sample_exprs(sub), **shape.exprs_a(sub)}
+    if sub is ctx:
+        a = ctx.run_row("percentiles", {**a_exprs, **s_exprs})
+    else:
+        a = {**ctx.run_row("percentiles", a_exprs), **sub.run_row("distributions", s_exprs)}
     if not a.get("n") or a.get("total_q") is None:
         raise LogError(f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)")
     snap, cdf, total_q = snapshot.build(ctx, a)
@@ -95,7 +100,11 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     b = sums.run(ctx, shape_names, covs, slow, fast, cold)
     tail_sec = tail.build(b, names, slow_r, fast_r)
     shape_rows = shape.build_b(b, covs, shape_names, tail_sec.driver)
-    profiles = shape.profiles(ctx, covs, shape_rows)
+    profiles = shape.profiles(sub, covs, shape_rows)
+    if sub is not ctx and profiles:
+        ctx.notes.append(
+            f"input-shape profiles come from a uniform sample of about {SAMPLE_ROWS:,} rows"
+        )
     shape_rows = [r.model_copy(update={"profile": profiles.get((r.stage, r.covariate), [])}) for r in shape_rows]
 
     coh = cohorts.build(ctx, slow, snap.count, tail_sec.n_slow, snap.p99)

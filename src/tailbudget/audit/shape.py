@@ -110,7 +110,8 @@ def profiles(
     ctx: Ctx, covs: list[Covariate], fits: list[ShapeRow]
 ) -> dict[tuple[str, str], list[ProfilePoint]]:
     """One grouped pass per covariate with signal: per quantile bin, n, mean x and the
-    latency of the stage it fits best."""
+    latency of the stage it fits best. Run it on the sample context: it is for plotting,
+    and `n` then counts sampled requests."""
     out: dict[tuple[str, str], list[ProfilePoint]] = {}
     t = ctx.t
     for cov in covs:

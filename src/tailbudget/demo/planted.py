@@ -1,4 +1,7 @@
-"""Small latency logs with one planted cause each (and a healthy one), as LogTables on DuckDB."""
+"""Small latency logs with one planted cause each (and a healthy one), as LogTables on DuckDB.
+
+The test suite audits each and checks the planted cause is what the audit finds; they are
+also a quick way to see what each hypothesis looks like in a report."""
 
 from __future__ import annotations
 
