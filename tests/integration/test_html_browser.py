@@ -30,35 +30,6 @@ ARGS = [
 ]
 
 
-def _demo_replay(out: Path) -> tuple[Path, dict[str, Any]]:
-    """`tailbudget replay --format json` on the demo's log, rendered to replay.html.
-
-    (`replay --format html` itself is covered by tests/report/test_html_cli.py; one
-    replay run here keeps this test quick on a shared machine.)
-    """
-    from typer.testing import CliRunner
-
-    from tailbudget.cli import app
-    from tailbudget.report.html import render_replay_html
-
-    args = [
-        "replay",
-        str(out / "rag_requests.parquet"),
-        "--budget",
-        str(out / "budget.yaml"),
-        "--baseline-window",
-        "10m",
-        "--format",
-        "json",
-    ]
-    ran = CliRunner().invoke(app, args)
-    assert ran.exit_code == 0, ran.output
-    rep = json.loads(ran.output)
-    page = out / "replay.html"
-    page.write_text(render_replay_html(rep), encoding="utf-8")
-    return page, rep
-
-
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, tuple[Path, dict[str, Any]]]:
     """name -> (HTML file on disk, the dict it was rendered from), from `tailbudget demo`."""
@@ -75,7 +46,8 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, dict[str, Any]]]:
     audit_html = out / "report.html"
     assert str(audit_html.resolve()) in "".join(run.stdout.split()), "demo prints the report's path"
     audit = json.loads((out / "report.json").read_text())
-    return {"audit": (audit_html, audit), "replay": _demo_replay(out)}
+    replay = json.loads((out / "replay.json").read_text())
+    return {"audit": (audit_html, audit), "replay": (out / "replay.html", replay)}
 
 
 @pytest.fixture(scope="module")

@@ -31,3 +31,5 @@ def demo_command(
     typer.echo("  files: " + ", ".join(p.name for p in state.files))
     if "report_html" in state.extra:
         typer.echo(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")
+    if "replay_html" in state.extra:
+        typer.echo(f"  and the policy replay: {Path(state.extra['replay_html']).resolve()}")
