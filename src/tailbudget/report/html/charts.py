@@ -23,6 +23,7 @@ from tailbudget.report.html.svg import (
     P99,
     PCT_COLORS,
     new_figure,
+    slo_line,
     style,
     to_svg,
 )
@@ -310,14 +311,7 @@ def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99:
             )
             ln.set_gid("tb-cohorts-global")
         if is_num(slo_p99):
-            ln = ax.axhline(
-                float(slo_p99),
-                color=P99,
-                ls="--",
-                lw=1.2,
-                label=f"p99 SLO {_ms_tick(float(slo_p99))} ms",
-            )
-            ln.set_gid("tb-cohorts-slo")
+            slo_line(ax, float(slo_p99), max(float(c["p99"]) for c in rows), "tb-cohorts-slo")
         ax.set_xlim(left=0)
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_xlabel("share of traffic (%), point size = share of slow requests")

@@ -53,6 +53,27 @@ _REF = re.compile(r'(id="|#)([^"\s)]+)')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 
+def slo_line(ax: Any, slo_ms: float, data_max: float, gid: str) -> None:
+    """A dashed p99 SLO line; far above the data it becomes a note, so the data keeps the room."""
+    label = f"p99 SLO {slo_ms:,.0f} ms"
+    if data_max > 0 and slo_ms > 2.5 * data_max:
+        note = ax.annotate(
+            f"{label}: far above this chart",
+            (1.0, 1.0),
+            xycoords="axes fraction",
+            xytext=(-4, -4),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            fontsize=8,
+            color=P99,
+        )
+        note.set_gid(f"{gid}-above")
+        return
+    line = ax.axhline(slo_ms, color=P99, ls="--", lw=1.2, label=label)
+    line.set_gid(gid)
+
+
 @contextmanager
 def style(key: str) -> Iterator[None]:
     """rcParams for one chart; `key` salts the SVG ids so charts never share one."""

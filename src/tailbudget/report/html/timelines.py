@@ -21,6 +21,7 @@ from tailbudget.report.html.svg import (
     P99,
     PURPLE,
     new_figure,
+    slo_line,
     style,
     to_svg,
 )
@@ -107,14 +108,7 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
                 color=PURPLE,
             )
         if is_num(slo_p99):
-            s = ax.axhline(
-                float(slo_p99),
-                color=P99,
-                ls="--",
-                lw=1.2,
-                label=f"p99 SLO {float(slo_p99):,.0f} ms",
-            )
-            s.set_gid("tb-cold-slo")
+            slo_line(ax, float(slo_p99), max(p[1] for p in pts), "tb-cold-slo")
         loc = AutoDateLocator()  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(loc)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=UTC))  # type: ignore[no-untyped-call]
