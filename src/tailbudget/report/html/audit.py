@@ -302,7 +302,10 @@ def _hypotheses(r: Mapping[str, Any]) -> str:
         return not_available(_why(r, "no hypothesis was supported by the data", "hypothes"))
     return table(
         ["kind", "stage", "evidence"],
-        [[cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"))] for h in rows],
+        [
+            [cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"), "long")]
+            for h in rows
+        ],
     )
 
 
@@ -333,7 +336,7 @@ def _ranking(r: Mapping[str, Any]) -> str:
                     cell(f.get("risk")),
                     cell("yes" if f.get("reversible") else "no"),
                     cell(f.get("score"), "num"),
-                    cell(f.get("counterfactual") or "-"),
+                    cell(f.get("counterfactual") or "-", "long"),
                 ]
                 for f in rows
             ],

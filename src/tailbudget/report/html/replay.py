@@ -92,7 +92,7 @@ def _decisions(rep: Mapping[str, Any]) -> str:
                 cell(d.get("metric")),
                 cell(d.get("value"), "num"),
                 cell(d.get("threshold"), "num"),
-                cell(d.get("reason")),
+                cell(d.get("reason"), "long"),
             ]
             for d in rows
         ],
