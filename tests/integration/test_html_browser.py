@@ -171,8 +171,9 @@ def test_tables_sort_when_a_header_is_clicked(opened):
     assert header.get_attribute("aria-sort") == "descending"
 
 
-def test_readable_at_laptop_width_and_printable(opened):
-    page, *_ = opened["audit"]
+@pytest.mark.parametrize("name", ["audit", "replay"])
+def test_readable_at_laptop_width_and_printable(opened, name):
+    page, *_ = opened[name]
     assert page.evaluate("document.documentElement.scrollWidth") <= 1366
     page.set_viewport_size({"width": 1024, "height": 700})
     assert page.evaluate("document.documentElement.scrollWidth") <= 1024
@@ -180,7 +181,7 @@ def test_readable_at_laptop_width_and_printable(opened):
     assert page.evaluate("getComputedStyle(document.querySelector('nav')).display") == "none"
     pdf = page.pdf(format="A4", print_background=True)
     assert pdf.startswith(b"%PDF") and len(pdf) > 20_000
-    (SHOTS / "audit-print.pdf").write_bytes(pdf)
+    (SHOTS / f"{name}-print.pdf").write_bytes(pdf)
     page.emulate_media(media="screen")
     page.set_viewport_size({"width": 1366, "height": 768})
-    page.screenshot(path=str(SHOTS / "audit-page.png"), full_page=True)
+    page.screenshot(path=str(SHOTS / f"{name}-page.png"), full_page=True)
