@@ -8,12 +8,33 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tailbudget.report.html import render_audit_html
 from tailbudget.report.html.audit import SECTIONS
 from tests.report import html_probe as hp
 from tests.report import html_sample
 
+AUDIT_KEYS = [
+    "provenance",
+    "rows",
+    "slo",
+    "snapshot",
+    "cdf",
+    "stages",
+    "overlap",
+    "tail",
+    "shape",
+    "cohorts",
+    "cold_start",
+    "hypotheses",
+    "ranking",
+    "refusals",
+    "recommendation",
+    "goodput",
+    "baseline",
+]
 ORDER = [
     "provenance",
     "snapshot",
@@ -228,3 +249,22 @@ def test_missing_section_quotes_the_audits_own_refusal(report):
     r["refusals"] = ["the log has no timestamps: no cold-start check and no per-minute timeline"]
     section = {sid: fn for sid, _, fn in SECTIONS}["cold-start"]
     assert hp.parse(section(r)).na_notes == [f"not available: {r['refusals'][0]}"]
+
+
+junk = st.one_of(
+    st.none(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=3)), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["p99", "name", "q", "ms", "t", "share"]), st.text(max_size=3), max_size=3
+    ),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(AUDIT_KEYS), junk, max_size=8))
+def test_any_junk_in_any_section_still_renders_every_section(report):
+    page = hp.parse(render_audit_html(report))
+    assert page.sections == ORDER
