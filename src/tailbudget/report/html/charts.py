@@ -43,7 +43,7 @@ def _log_minor_tick(v: float, _pos: object = None) -> str:
 
 
 def _q_tick(v: float, _pos: object = None) -> str:
-    return f"{v * 100:.3g}%"
+    return f"{v * 100:.6g}%"
 
 
 def cdf_chart(
