@@ -268,3 +268,11 @@ junk = st.one_of(
 def test_any_junk_in_any_section_still_renders_every_section(report):
     page = hp.parse(render_audit_html(report))
     assert page.sections == ORDER
+
+
+def test_baseline_change_in_ms_and_relative(html, report):
+    table = next(t for t in hp.parse(html).tables if t[0][:2] == ["percentile", "before ms"])
+    p99 = next(b for b in report["baseline"] if b["percentile"] == "p99")
+    row = next(r for r in table[1:] if r[0] == "p99")
+    assert row[3] == f"{p99['change']:,.0f}"
+    assert row[4] == f"{p99['change'] / p99['before'] * 100:.1f}%"

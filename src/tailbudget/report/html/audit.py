@@ -22,7 +22,7 @@ from tailbudget.report.html.page import (
 from tailbudget.report.html.timelines import cold_start_chart
 
 PCTS = ("p50", "p95", "p99")
-_SHAPE_CHARTS = 4  # the strongest fits get a chart; all are in the table
+_SHAPE_CHARTS = 4  # at most this many flagged fits get a chart; all are in the table
 
 
 def _map(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -94,7 +94,7 @@ def _snapshot(r: Mapping[str, Any]) -> str:
     if is_num(snap.get("errors")):
         items.append(("errors", f"{float(snap['errors']):,.0f}", ""))
     if is_num(snap.get("breach_rate_per_min")):
-        items.append(("p99 breaches / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
+        items.append(("requests over SLO / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
     goodput = _map(r, "goodput")
     if is_num(goodput.get("share")):
         items.append(("goodput (within SLO)", fmt_pct(goodput["share"], 1), ""))
@@ -107,16 +107,22 @@ def _snapshot(r: Mapping[str, Any]) -> str:
     )
     baseline = _list(r, "baseline")
     if baseline:
+        # `change` and its 95% interval are in ms (after - before), as the audit reports them.
         out += "<h3>Against the baseline</h3>" + table(
-            ["percentile", "before ms", "after ms", "change", "CI low", "CI high"],
+            ["percentile", "before ms", "after ms", "change ms", "change", "95% CI ms"],
             [
                 [
                     cell(b.get("percentile")),
                     cell(b.get("before"), "ms"),
                     cell(b.get("after"), "ms"),
-                    cell(b.get("change"), "pct"),
-                    cell(b.get("ci_low"), "pct"),
-                    cell(b.get("ci_high"), "pct"),
+                    cell(b.get("change"), "ms"),
+                    cell(
+                        float(b["change"]) / float(b["before"])
+                        if is_num(b.get("change")) and is_num(b.get("before")) and b["before"]
+                        else None,
+                        "pct",
+                    ),
+                    Cell(f"{fmt_ms(b.get('ci_low'))} .. {fmt_ms(b.get('ci_high'))}", None, "num"),
                 ]
                 for b in baseline
             ],
