@@ -189,6 +189,13 @@ def _tail(r: Mapping[str, Any]) -> str:
         numeric=[1, 2, 3],
     )
     driver = f"<p>Driver: <strong>{esc(tail['driver'])}</strong></p>" if tail.get("driver") else ""
+    groups = []
+    for name in ("slow", "fast"):
+        n, span = tail.get(f"n_{name}"), tail.get(f"{name}_range_ms")
+        if is_num(n) and isinstance(span, list) and len(span) == 2:
+            groups.append(f"{name}: {n:,} requests, {fmt_ms(span[0])} to {fmt_ms(span[1])} ms")
+    if groups:
+        driver += f"<p>{esc('; '.join(groups))}.</p>"
     return (
         figure(
             "delta",
