@@ -291,6 +291,8 @@ def _cold(r: Mapping[str, Any]) -> str:
         ("p99, all requests", f"{fmt_ms(cold.get('unfiltered_p99'))} ms"),
         ("p99, cold windows left out", f"{fmt_ms(cold.get('filtered_p99'))} ms"),
     ]
+    if is_num(cold.get("n_cold")):
+        pairs.append(("requests in cold windows", f"{cold['n_cold']:,}"))
     events = [e for e in cold.get("events") or [] if isinstance(e, Mapping)]
     if events:
         pairs.append(("events", "; ".join(f"{e.get('t')} {e.get('event', '')}" for e in events)))
