@@ -115,7 +115,11 @@ def _report(seconds: float, info: dict[str, object]) -> None:
     # VmHWM is this process's own peak (ru_maxrss would carry the parent's across exec).
     status = Path("/proc/self/status").read_text().splitlines()
     hwm = next((ln for ln in status if ln.startswith("VmHWM:")), None)
-    rss = int(hwm.split()[1]) / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = (
+        int(hwm.split()[1]) / 1024
+        if hwm
+        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    )
     print(json.dumps({"seconds": seconds, "rss_mib": rss, **info}))
 
 
@@ -148,11 +152,17 @@ def main() -> None:
     bare = _run(["--child", "bare", str(path)])
     audit = _run(["--child", "audit", str(path), str(events)])
     ratio = float(audit["seconds"]) / float(bare["seconds"])  # type: ignore[arg-type]
-    print(f"\nAudit of a {rows:,}-row Parquet log (DuckDB, {_cores()} cores; log ready in {gen:.1f} s)\n")
+    print(
+        f"\nAudit of a {rows:,}-row Parquet log (DuckDB, {_cores()} cores; log ready in {gen:.1f} s)\n"
+    )
     print("| run | wall time s | peak RSS MiB | x bare |")
     print("|---|---:|---:|---:|")
-    print(f"| bare DuckDB SQL (same percentiles, R², group-bys) | {bare['seconds']:.2f} | {bare['rss_mib']:.0f} | 1.0 |")
-    print(f"| tailbudget audit (read + full audit + markdown) | {audit['seconds']:.2f} | {audit['rss_mib']:.0f} | {ratio:.1f} |")
+    print(
+        f"| bare DuckDB SQL (same percentiles, R², group-bys) | {bare['seconds']:.2f} | {bare['rss_mib']:.0f} | 1.0 |"
+    )
+    print(
+        f"| tailbudget audit (read + full audit + markdown) | {audit['seconds']:.2f} | {audit['rss_mib']:.0f} | {ratio:.1f} |"
+    )
     print(f"\n{audit['passes']}; hypotheses: {', '.join(audit['hypotheses'])}")  # type: ignore[arg-type]
 
 

@@ -21,7 +21,9 @@ OPTIONS = ReadOptions(
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     data = generate(tmp_path_factory.mktemp("spark"), rows=20_000, seed=11)
-    config = AuditConfig(slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(data.events))
+    config = AuditConfig(
+        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(data.events)
+    )
     duck = run_audit(read_log(str(data.log), OPTIONS), config)
     spark = run_audit(read_log(str(data.log), OPTIONS, engine="pyspark"), config)
     return duck, spark
@@ -31,7 +33,9 @@ def test_same_driver_and_hypotheses(reports) -> None:
     duck, spark = reports
     assert spark.provenance.engine == "pyspark" and duck.provenance.engine == "duckdb"
     assert duck.tail.driver == spark.tail.driver == "llm"
-    assert [(h.kind, h.stage) for h in duck.hypotheses] == [(h.kind, h.stage) for h in spark.hypotheses]
+    assert [(h.kind, h.stage) for h in duck.hypotheses] == [
+        (h.kind, h.stage) for h in spark.hypotheses
+    ]
     assert {h.kind for h in duck.hypotheses} >= {"cold_start", "cache_miss", "external_dependency"}
     assert duck.recommendation.choice == spark.recommendation.choice
     assert [f.fix for f in duck.ranking] == [f.fix for f in spark.ranking]
