@@ -7,7 +7,6 @@ import pytest
 
 from tailbudget.audit import AuditConfig, run_audit
 from tailbudget.audit.report import AuditReport
-
 from tailbudget.demo import planted as synth
 
 SLO = {"p50": 900.0, "p95": 1100.0, "p99": 1500.0}
@@ -130,6 +129,8 @@ def test_llm_rules_decode_and_ttft_budget() -> None:
 
 def test_fix_catalog_override_changes_score() -> None:
     log = synth.cold_start()
-    r = audit(log, events=tuple(synth.EVENTS), fixes={"prewarm_replicas": {"hours": 1, "risk": "medium"}})
+    r = audit(
+        log, events=tuple(synth.EVENTS), fixes={"prewarm_replicas": {"hours": 1, "risk": "medium"}}
+    )
     top = r.ranking[0]
     assert top.hours == 1 and top.risk == "medium" and top.score == pytest.approx(top.p99_saved_ms)

@@ -10,14 +10,17 @@ import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
-from tailbudget.report.audit_md import SECTIONS
-
 from tailbudget.demo import planted as synth
+from tailbudget.report.audit_md import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 # The repo's parent holds shared/ (CI); a git worktree sits one folder deeper.
 DATA = next(
-    (p for p in (ROOT / ".." / "shared" / "data", ROOT / ".." / ".." / "shared" / "data") if p.is_dir()),
+    (
+        p
+        for p in (ROOT / ".." / "shared" / "data", ROOT / ".." / ".." / "shared" / "data")
+        if p.is_dir()
+    ),
     ROOT / ".." / "shared" / "data",
 )
 runner = CliRunner()
@@ -71,30 +74,81 @@ def test_markdown_has_the_ten_sections_in_order(healthy_csv: Path) -> None:
 def test_json_contract_keys(cold_parquet, tmp_path: Path) -> None:
     log, events = cold_parquet
     out = tmp_path / "r.json"
-    res = run(str(log), "--slo", SLO, "--events", str(events), "--format", "json", "-o", str(out),
-              "--shape", "seq_len", "--cohort", "route")
+    res = run(
+        str(log),
+        "--slo",
+        SLO,
+        "--events",
+        str(events),
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        "--shape",
+        "seq_len",
+        "--cohort",
+        "route",
+    )
     assert res.exit_code == 0, res.output
     r = json.loads(out.read_text())
-    for key in ("rows", "slo", "snapshot", "stages", "tail", "shape", "cohorts", "cold_start",
-                "hypotheses", "ranking", "refusals", "recommendation", "provenance", "cdf",
-                "overlap", "goodput", "baseline"):
+    for key in (
+        "rows",
+        "slo",
+        "snapshot",
+        "stages",
+        "tail",
+        "shape",
+        "cohorts",
+        "cold_start",
+        "hypotheses",
+        "ranking",
+        "refusals",
+        "recommendation",
+        "provenance",
+        "cdf",
+        "overlap",
+        "goodput",
+        "baseline",
+    ):
         assert key in r
     assert set(r["rows"]) >= {"total", "used", "rejected", "rejected_reasons"}
-    assert set(r["snapshot"]) >= {"p50", "p95", "p99", "max", "mean", "verdict", "breach_rate_per_min"}
+    assert set(r["snapshot"]) >= {
+        "p50",
+        "p95",
+        "p99",
+        "max",
+        "mean",
+        "verdict",
+        "breach_rate_per_min",
+    }
     assert {s["name"] for s in r["stages"]} == {"embedding", "retrieval", "llm", "unattributed"}
     assert set(r["tail"]) >= {"driver", "deltas"}
-    assert set(r["cold_start"]) >= {"window_min", "unfiltered_p99", "filtered_p99", "verdict",
-                                    "timeline", "events"}
+    assert set(r["cold_start"]) >= {
+        "window_min",
+        "unfiltered_p99",
+        "filtered_p99",
+        "verdict",
+        "timeline",
+        "events",
+    }
     assert r["cold_start"]["verdict"] == "cold_start"
     assert [h["kind"] for h in r["hypotheses"]] == ["cold_start"]
-    assert set(r["ranking"][0]) >= {"fix", "stage", "p99_saved_ms", "hours", "risk", "reversible", "score"}
+    assert set(r["ranking"][0]) >= {
+        "fix",
+        "stage",
+        "p99_saved_ms",
+        "hours",
+        "risk",
+        "reversible",
+        "score",
+    }
     assert r["recommendation"]["choice"] == "fix_tail"
     qs = [p["q"] for p in r["cdf"]]
     assert qs == sorted(qs) and qs[-1] == 1.0 and len(qs) > 150
 
 
 def test_fail_on_breach_exits_1_only_on_gated_breach(cold_parquet, healthy_csv: Path) -> None:
-    log, events = cold_parquet
+    log, _ = cold_parquet
     assert run(str(log), "--slo", SLO, "--fail-on-breach").exit_code == 1
     assert run(str(healthy_csv), "--slo", SLO, "--fail-on-breach").exit_code == 0
     # p50 passes here and is the only target given, so nothing gated breaches.
@@ -170,7 +224,9 @@ def test_bad_events_file_exit_2(healthy_csv: Path, tmp_path: Path) -> None:
 
 def test_bad_rows_are_counted_and_the_audit_goes_on(tmp_path: Path) -> None:
     df = synth.base(n=2000)
-    df["total_ms"] = (df["embedding_ms"] + df["retrieval_ms"] + df["llm_ms"] + df.pop("overhead")).astype(object)
+    df["total_ms"] = (
+        df["embedding_ms"] + df["retrieval_ms"] + df["llm_ms"] + df.pop("overhead")
+    ).astype(object)
     df.loc[0:9, "total_ms"] = -5.0
     df.loc[10:14, "total_ms"] = float("nan")
     df.loc[15:17, "total_ms"] = "slow"
@@ -195,17 +251,31 @@ def test_html_format_renders_or_says_why(healthy_csv: Path) -> None:
 
 
 DELAG_STAGES = (
-    "CategoriesControllerGetcategory", "ItemsControllerFindfeaturesitemrandom",
-    "ItemsControllerFinditemrandom", "ItemsControllerFinditemsrandombyidproduct",
-    "ProductsControllerFindproduct", "ProductsControllerFindproductrandom", "GatewayGet",
+    "CategoriesControllerGetcategory",
+    "ItemsControllerFindfeaturesitemrandom",
+    "ItemsControllerFinditemrandom",
+    "ItemsControllerFinditemsrandombyidproduct",
+    "ProductsControllerFindproduct",
+    "ProductsControllerFindproductrandom",
+    "GatewayGet",
 )
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared/data is not next to the repo")
 def test_real_delag_eshopper_nested_rpcs() -> None:
     stages = [a for s in DELAG_STAGES for a in ("--stage", s)]
-    res = run(str(DATA / "delag_eshopper_000.csv"), "--total", "Latency", *stages,
-              "--slo", "p95=450,p99=480", "--cohort", "anomaly", "--format", "json")
+    res = run(
+        str(DATA / "delag_eshopper_000.csv"),
+        "--total",
+        "Latency",
+        *stages,
+        "--slo",
+        "p95=450,p99=480",
+        "--cohort",
+        "anomaly",
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
     assert r["rows"]["used"] > 9000

@@ -23,7 +23,9 @@ def _sample(ctx: Ctx, log: LogTable, n: int) -> np.ndarray:
     t = log.table
     expr = t.select(TOTAL)
     if n > SAMPLE:
-        expr = t.sample(min(1.0, 1.5 * SAMPLE / n), seed=ctx.config.seed).select(TOTAL).limit(SAMPLE)
+        expr = (
+            t.sample(min(1.0, 1.5 * SAMPLE / n), seed=ctx.config.seed).select(TOTAL).limit(SAMPLE)
+        )
     col = to_arrow(log, expr).column(TOTAL)
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=float)
 
@@ -32,7 +34,8 @@ def compare(ctx: Ctx, snap: Snapshot, baseline: LogTable) -> list[BaselineRow]:
     """Rows p50, p95, p99: before (baseline), after (this log), change and its interval."""
     base = Ctx(baseline, ctx.config, parent=ctx)
     row: dict[str, Any] = base.run_row(
-        "baseline", {"n": baseline.table.count(), "q": baseline.table[TOTAL].quantile(list(QS.values()))}
+        "baseline",
+        {"n": baseline.table.count(), "q": baseline.table[TOTAL].quantile(list(QS.values()))},
     )
     before = [fnum(v) for v in row["q"]]
     n_before = int(row["n"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
 
@@ -102,6 +101,3 @@ def warm_p50(row: dict[str, Any] | None) -> float | None:
         return None
     q = row.get("warm_q") or [None, None]
     return None if q[0] is None else float(q[0])
-
-
-

@@ -49,7 +49,9 @@ class AuditConfig:
                 raise TailbudgetError(f"SLO {name} must be a positive number of ms, got {value!r}")
         if isinstance(self.slow, str):
             if self.slow not in ("p95", "p99"):
-                raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {self.slow!r}")
+                raise TailbudgetError(
+                    f"--slow must be p95, p99 or a number of ms, got {self.slow!r}"
+                )
             quantile_of(self.slow)
         elif not self.slow > 0:
             raise TailbudgetError(f"--slow must be a positive number of ms, got {self.slow!r}")
@@ -94,9 +96,13 @@ def parse_slo(text: str) -> dict[str, float]:
         try:
             ms = float(value)
         except ValueError:
-            raise TailbudgetError(f"--slo {name} must be a number of ms, got {value.strip()!r}") from None
+            raise TailbudgetError(
+                f"--slo {name} must be a number of ms, got {value.strip()!r}"
+            ) from None
         if not ms > 0 or ms != ms:
-            raise TailbudgetError(f"--slo {name} must be a positive number of ms, got {value.strip()!r}")
+            raise TailbudgetError(
+                f"--slo {name} must be a positive number of ms, got {value.strip()!r}"
+            )
         out[name] = ms
     if not out:
         raise TailbudgetError("--slo is empty: give e.g. --slo p95=2800,p99=5200")

@@ -57,7 +57,9 @@ class Ctx:
 
     def stage_sum(self) -> Any:
         """Sum of every stage column (a missing stage counts as 0)."""
-        cols = [self.t[self.log.stage_column(s)].cast("float64").fill_null(0.0) for s in self.log.stages]
+        cols = [
+            self.t[self.log.stage_column(s)].cast("float64").fill_null(0.0) for s in self.log.stages
+        ]
         out = cols[0]
         for c in cols[1:]:
             out = out + c

@@ -1,4 +1,4 @@
-"""Reading the `--events CSV` of scale-ups and deploys: columns timestamp (or ts, time) and event."""
+"""Reading `--events CSV` (scale-ups, deploys): columns timestamp (or ts, time) and event."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ import numpy as np
 from tailbudget.audit.context import UNATTRIBUTED
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.report import Hypothesis
-from tailbudget.audit.stages import STAGE_QS
 from tailbudget.audit.snapshot import at
+from tailbudget.audit.stages import STAGE_QS
 
 MAJOR_SHARE = 0.10
 R2_SHAPE = 0.5
@@ -66,7 +66,9 @@ def major_stages(ev: Evidence) -> list[str]:
     return out
 
 
-def find(ev: Evidence, llm_budgets: dict[str, float] | None = None, tps_budget: float | None = None) -> list[Hypothesis]:
+def find(
+    ev: Evidence, llm_budgets: dict[str, float] | None = None, tps_budget: float | None = None
+) -> list[Hypothesis]:
     """All hypotheses the evidence supports, strongest evidence first within each rule."""
     majors = major_stages(ev)
     out: list[Hypothesis] = []
@@ -106,7 +108,13 @@ def _shape(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothe
                     f"(R² {row.r2:.2f}); {row.covariate} median {cov.p50:,.4g}, p95 {cov.p95:,.4g}"
                 ),
                 covariate=row.covariate,
-                figures={"r2": row.r2, "slope": row.slope, "cap": cap, "p50": cov.p50, "p95": cov.p95},
+                figures={
+                    "r2": row.r2,
+                    "slope": row.slope,
+                    "cap": cap,
+                    "p50": cov.p50,
+                    "p95": cov.p95,
+                },
             )
         )
     return out
@@ -121,16 +129,25 @@ def _cold(ev: Evidence, explained: set[str]) -> list[Hypothesis]:
         return []
     stage = None
     if ev.cold_stage_means:
-        stage = max(ev.cold_stage_means, key=lambda s: ev.cold_stage_means[s][0] - ev.cold_stage_means[s][1])
+        stage = max(
+            ev.cold_stage_means, key=lambda s: ev.cold_stage_means[s][0] - ev.cold_stage_means[s][1]
+        )
         explained.add(stage)
-    figures = {"unfiltered_p99": cs.unfiltered_p99, "filtered_p99": cs.filtered_p99, "n_cold": float(cs.n_cold)}
+    figures = {
+        "unfiltered_p99": cs.unfiltered_p99,
+        "filtered_p99": cs.filtered_p99,
+        "n_cold": float(cs.n_cold),
+    }
     where = ""
     if stage is not None:
         cold_m, warm_m = ev.cold_stage_means[stage]
         figures |= {"cold_mean": cold_m, "warm_mean": warm_m}
         where = f"; {stage} averages {cold_m:,.0f} ms in those windows vs {warm_m:,.0f} ms outside"
     if ev.cold_total_means:
-        figures |= {"cold_total_mean": ev.cold_total_means[0], "warm_total_mean": ev.cold_total_means[1]}
+        figures |= {
+            "cold_total_mean": ev.cold_total_means[0],
+            "warm_total_mean": ev.cold_total_means[1],
+        }
     return [
         Hypothesis(
             kind="cold_start",
@@ -185,7 +202,13 @@ def _contention(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hy
                     f"request/min (R² {r2:.2f} over {len(counts)} minutes); fitted "
                     f"{y_lo:,.0f} ms at {lo:,.0f} req/min vs {y_hi:,.0f} ms at {hi:,.0f} req/min"
                 ),
-                figures={"slope": slope, "r2": r2, "n_ref": float(np.median(counts)), "y_lo": y_lo, "y_hi": y_hi},
+                figures={
+                    "slope": slope,
+                    "r2": r2,
+                    "n_ref": float(np.median(counts)),
+                    "y_lo": y_lo,
+                    "y_hi": y_hi,
+                },
             )
         )
     return out
@@ -199,7 +222,7 @@ def cache_gap(grid: list[float]) -> tuple[float, float, float, float] | None:
     for k in range(len(STAGE_QS) - 2):
         q = STAGE_QS[k]
         # The slow mode must hold at least 5% of requests; rarer stalls are not a cache.
-        if not 0.30 <= q or STAGE_QS[k + 1] > 0.95 or grid[k] <= 0:
+        if not q >= 0.30 or STAGE_QS[k + 1] > 0.95 or grid[k] <= 0:
             continue
         ratio = grid[k + 1] / grid[k]
         if ratio >= GAP_RATIO and (best is None or ratio > best[0]):
@@ -231,9 +254,9 @@ def _cache(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothe
                 kind="cache_miss",
                 stage=stage,
                 evidence=(
-                    f"{stage} is bimodal: {1 - share:.0%} of requests take about {hit:,.0f} ms, the "
-                    f"other {share:.0%} about {miss:,.0f} ms ({miss / hit:.1f}x), with a gap at "
-                    f"{thr:,.0f} ms: a hit/miss split"
+                    f"{stage} is bimodal: {1 - share:.0%} of requests take about {hit:,.0f} ms, "
+                    f"the other {share:.0%} about {miss:,.0f} ms ({miss / hit:.1f}x), "
+                    f"with a gap at {thr:,.0f} ms: a hit/miss split"
                 ),
                 figures={"miss_share": share, "threshold": thr, "hit_ms": hit, "miss_ms": miss},
             )
@@ -305,7 +328,9 @@ def _llm(
         shp = next((s for s in ev.shape if s.stage == row.name and s.slope > 0), None)
         if shp is not None and shp.r2 >= R2_FANOUT:
             why.append(f"it rises with {shp.covariate} (R² {shp.r2:.2f}): prefill")
-        cite = f" against a budget of {budget:,.0f} ms" if budget is not None else ", the tail driver"
+        cite = (
+            f" against a budget of {budget:,.0f} ms" if budget is not None else ", the tail driver"
+        )
         out.append(
             Hypothesis(
                 kind="llm_prefill",

@@ -23,7 +23,9 @@ def recommend(
     breached = [p for p, v in snap.verdict.items() if v == "breach"]
     if not breached:
         figs = ", ".join(f"{p} {getattr(snap, p):,.0f} ms <= {slo[p]:,.0f}" for p in slo)
-        return Recommendation(choice="none", text=f"Every SLO target is met ({figs}); nothing to fix.")
+        return Recommendation(
+            choice="none", text=f"Every SLO target is met ({figs}); nothing to fix."
+        )
     top = breached[-1]
     gap = getattr(snap, top) - slo[top]
     kinds = {h.kind for h in hyps}

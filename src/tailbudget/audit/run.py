@@ -30,7 +30,7 @@ from tailbudget.audit import (
 )
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
-from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx, fnum
+from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import AuditReport, Percentiles, Provenance, Rows
@@ -88,7 +88,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     else:
         a = {**ctx.run_row("percentiles", a_exprs), **sub.run_row("distributions", s_exprs)}
     if not a.get("n") or a.get("total_q") is None:
-        raise LogError(f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)")
+        raise LogError(
+            f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)"
+        )
     snap, cdf, total_q = snapshot.build(ctx, a)
     stage_rows, overlap, grids = stages.build(ctx, a, snap.p99)
     covs = shape.build_a(ctx, a)
@@ -105,7 +107,10 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ctx.notes.append(
             f"input-shape profiles come from a uniform sample of about {SAMPLE_ROWS:,} rows"
         )
-    shape_rows = [r.model_copy(update={"profile": profiles.get((r.stage, r.covariate), [])}) for r in shape_rows]
+    shape_rows = [
+        r.model_copy(update={"profile": profiles.get((r.stage, r.covariate), [])})
+        for r in shape_rows
+    ]
 
     coh = cohorts.build(ctx, slow, snap.count, tail_sec.n_slow, snap.p99)
     minutes = cold_start.timeline(ctx, names) if log.has_timestamp else []
@@ -113,7 +118,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     if log.has_timestamp:
         cold_sec = cold_start.build(ctx, a if cold is not None else None, snap.p99, minutes)
     else:
-        ctx.refusals.append("the log has no timestamps: no cold-start check and no per-minute timeline")
+        ctx.refusals.append(
+            "the log has no timestamps: no cold-start check and no per-minute timeline"
+        )
     ev = Evidence(
         snapshot=snap,
         stages=stage_rows,

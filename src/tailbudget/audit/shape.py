@@ -138,7 +138,11 @@ def profiles(
             q = r["q"] or [None, None]
             pts.append(
                 ProfilePoint(
-                    x=fnum(r["mx"]), n=int(r["n"]), mean_ms=fnum(r["m"]), p50_ms=fnum(q[0]), p95_ms=fnum(q[1])
+                    x=fnum(r["mx"]),
+                    n=int(r["n"]),
+                    mean_ms=fnum(r["m"]),
+                    p50_ms=fnum(q[0]),
+                    p95_ms=fnum(q[1]),
                 )
             )
         out[(best.stage, cov.name)] = pts

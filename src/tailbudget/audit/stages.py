@@ -69,6 +69,9 @@ def build(
         exact = [fnum(v) for v in (row[f"s{i}_q"] or [])]
         if not exact:
             continue
+        if name == UNATTRIBUTED and max(abs(v) for v in exact) < OVERLAP_TOLERANCE_MS:
+            # The total is the sum of the stages (e.g. LLM benchmarks): nothing is outside them.
+            continue
         grids[name] = [fnum(v) for v in (row[f"s{i}_g"] or [])]
         p50, p95, p99 = exact
         rows.append(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
 from tailbudget.errors import TailbudgetError
 
 
-class AuditFormat(str, Enum):
+class AuditFormat(StrEnum):
     """Output formats of `audit`."""
 
     md = "md"
@@ -26,14 +27,14 @@ class AuditFormat(str, Enum):
     html = "html"
 
 
-class Workload(str, Enum):
+class Workload(StrEnum):
     """Kinds of workload; only online services have a per-request SLO."""
 
     online = "online"
     batch = "batch"
 
 
-class Unit(str, Enum):
+class Unit(StrEnum):
     """Units of the latency columns."""
 
     ms = "ms"
@@ -69,8 +70,11 @@ def _progress() -> Iterator[Callable[[str], None] | None]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-        console=console, transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         task = bar.add_task("reading the log", total=None)
         yield lambda label: bar.update(task, description=f"audit: {label}")
@@ -82,13 +86,14 @@ def render(report: AuditReport, fmt: str) -> str:
         return report.to_json() + "\n"
     if fmt == "html":
         try:
-            from tailbudget.report.html import render_audit_html
+            # Imported by name: the HTML report is an optional part of some builds.
+            html_mod = importlib.import_module("tailbudget.report.html")
         except ImportError:
             raise TailbudgetError(
                 "--format html is not available in this build (tailbudget.report.html is "
                 "missing); use --format md or json"
             ) from None
-        html: str = render_audit_html(report.model_dump(mode="json"))
+        html: str = html_mod.render_audit_html(report.model_dump(mode="json"))
         return html
     from tailbudget.report.audit_md import audit_markdown
 
@@ -98,18 +103,27 @@ def render(report: AuditReport, fmt: str) -> str:
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
-        None, help="Log: Parquet (file, folder, glob), CSV, JSONL, OTLP/Jaeger JSON, vLLM or "
-        "LLMPerf results; omit with --engine URL --query SQL."
+        None,
+        help="Log: Parquet (file, folder, glob), CSV, JSONL, OTLP/Jaeger JSON, vLLM or "
+        "LLMPerf results; omit with --engine URL --query SQL.",
     ),
-    budget: Path | None = typer.Option(None, "--budget", "-b", help="Budget file: SLO and log mapping."),
+    budget: Path | None = typer.Option(
+        None, "--budget", "-b", help="Budget file: SLO and log mapping."
+    ),
     slo: str | None = typer.Option(None, "--slo", help="SLO in ms, e.g. p95=2800,p99=5200."),
     shape: list[str] = typer.Option([], "--shape", help="Covariate column (repeatable)."),
     cohort: list[str] = typer.Option([], "--cohort", help="Cohort column (repeatable)."),
     events: Path | None = typer.Option(None, "--events", help="CSV of timestamp,event."),
-    cold_window_min: float = typer.Option(5.0, "--cold-window-min", help="Minutes after an event that count as cold."),
-    baseline: str | None = typer.Option(None, "--baseline", help="Baseline log for a regression check."),
+    cold_window_min: float = typer.Option(
+        5.0, "--cold-window-min", help="Minutes after an event that count as cold."
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Baseline log for a regression check."
+    ),
     slow: str = typer.Option("p95", "--slow", help="Slow group: p95 ([p95,p99]), p99 or ms."),
-    engine: str | None = typer.Option(None, "--engine", help="Ibis URL, or pyspark (default: DuckDB)."),
+    engine: str | None = typer.Option(
+        None, "--engine", help="Ibis URL, or pyspark (default: DuckDB)."
+    ),
     query: str | None = typer.Option(None, "--query", help="SQL on the engine giving the log."),
     total: str | None = typer.Option(None, "--total", help="End-to-end latency column."),
     stage: list[str] = typer.Option([], "--stage", help="Stage column (repeatable)."),
@@ -119,7 +133,9 @@ def audit_command(
     workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
     format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
-    fail_on_breach: bool = typer.Option(False, "--fail-on-breach", help="Exit 1 when a gated percentile breaches."),
+    fail_on_breach: bool = typer.Option(
+        False, "--fail-on-breach", help="Exit 1 when a gated percentile breaches."
+    ),
 ) -> None:
     """Find what drives the tail of a latency log and rank the fixes; exit 2 on bad input."""
     if workload is Workload.batch:

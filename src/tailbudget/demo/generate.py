@@ -83,10 +83,15 @@ def write_events(path: Path, times: tuple[datetime, ...]) -> Path:
     return path
 
 
-def make_table(rows: int, seed: int, id_offset: int = 0) -> tuple[pa.Table, list[int]]:
-    """The log as an Arrow table, and the minutes of the scale-up events."""
+def make_table(
+    rows: int, seed: int, id_offset: int = 0, traffic_seed: int | None = None
+) -> tuple[pa.Table, list[int]]:
+    """The log as an Arrow table, and the minutes of the scale-up events.
+
+    `traffic_seed` fixes the per-minute traffic (hence the scale-ups) apart from `seed`, so
+    chunks of one big log share their events."""
     rng = np.random.default_rng(seed)
-    per_min = _rates(rng, rows)
+    per_min = _rates(np.random.default_rng(traffic_seed) if traffic_seed is not None else rng, rows)
     n = int(per_min.sum())
     minute = np.repeat(np.arange(MINUTES), per_min)
     offset_s = minute * 60 + rng.uniform(0, 60, n)

@@ -11,7 +11,7 @@ from typing import Any
 
 import ibis
 import numpy as np
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 
 from tailbudget.logs.table import LogTable, RowCounts
@@ -32,7 +32,9 @@ def base(n: int = 20_000, seed: int = 1, minutes: int = 60) -> pd.DataFrame:
         {
             "request_id": [f"r{i}" for i in range(n)],
             # Naive UTC: the canonical ts column (ibis 12 + duckdb 2 do not type TIMESTAMPTZ).
-            "ts": (pd.Timestamp(T0.replace(tzinfo=None)) + pd.to_timedelta(offsets, unit="s")).floor("us"),
+            "ts": (
+                pd.Timestamp(T0.replace(tzinfo=None)) + pd.to_timedelta(offsets, unit="s")
+            ).floor("us"),
             "embedding_ms": lognormal(rng, 20, 0.3, n),
             "retrieval_ms": lognormal(rng, 80, 0.3, n),
             "llm_ms": lognormal(rng, 600, 0.25, n),
@@ -52,8 +54,15 @@ def register(con: Any, name: str, df: pd.DataFrame) -> Any:
     return con.table(name)
 
 
-def finish(df: pd.DataFrame, stages: tuple[str, ...] = STAGES, *, total: bool = True, name: str = "log",
-           shape: tuple[str, ...] = ("seq_len", "shards"), cohorts: tuple[str, ...] = ("route",)) -> LogTable:
+def finish(
+    df: pd.DataFrame,
+    stages: tuple[str, ...] = STAGES,
+    *,
+    total: bool = True,
+    name: str = "log",
+    shape: tuple[str, ...] = ("seq_len", "shards"),
+    cohorts: tuple[str, ...] = ("route",),
+) -> LogTable:
     df = df.copy()
     if total:
         df["total_ms"] = sum(df[f"{s}_ms"] for s in stages) + df.pop("overhead")
@@ -114,7 +123,9 @@ def cold_start() -> LogTable:
 def contention() -> LogTable:
     rng = np.random.default_rng(4)
     minutes = 60
-    per_min = (150 + 120 * np.sin(np.arange(minutes) / 5.0) + rng.uniform(-20, 20, minutes)).astype(int)
+    per_min = (150 + 120 * np.sin(np.arange(minutes) / 5.0) + rng.uniform(-20, 20, minutes)).astype(
+        int
+    )
     parts = []
     for m, k in enumerate(per_min):
         d = base(n=int(k), seed=100 + m, minutes=1)
@@ -140,7 +151,9 @@ def cache_miss() -> LogTable:
     df = base(seed=6)
     rng = np.random.default_rng(16)
     miss = rng.random(len(df)) < 0.2
-    df["retrieval_ms"] = np.where(miss, lognormal(rng, 900, 0.2, len(df)), lognormal(rng, 40, 0.2, len(df)))
+    df["retrieval_ms"] = np.where(
+        miss, lognormal(rng, 900, 0.2, len(df)), lognormal(rng, 40, 0.2, len(df))
+    )
     return finish(df, name="cache_miss")
 
 
@@ -170,8 +183,16 @@ def no_stages() -> LogTable:
     df = df.drop(columns=["embedding_ms", "retrieval_ms", "llm_ms", "overhead"])
     con = ibis.duckdb.connect()
     t = register(con, "nostages", df)
-    return LogTable(table=t, stages=(), shape=("seq_len",), cohorts=("route",), has_timestamp=True,
-                    rows=RowCounts(len(df), len(df), 0), source="synth:no_stages", backend=con)
+    return LogTable(
+        table=t,
+        stages=(),
+        shape=("seq_len",),
+        cohorts=("route",),
+        has_timestamp=True,
+        rows=RowCounts(len(df), len(df), 0),
+        source="synth:no_stages",
+        backend=con,
+    )
 
 
 @cache
@@ -188,5 +209,9 @@ def llm() -> LogTable:
     slow_decode = rng.random(n) < 0.1
     tps = np.where(slow_decode, rng.uniform(6, 10, n), rng.uniform(35, 45, n))
     df["decode_ms"] = out / tps * 1000.0
-    return finish(df, stages=("embedding", "retrieval", "ttft", "decode"), name="llm",
-                  shape=("input_tokens", "output_tokens"))
+    return finish(
+        df,
+        stages=("embedding", "retrieval", "ttft", "decode"),
+        name="llm",
+        shape=("input_tokens", "output_tokens"),
+    )

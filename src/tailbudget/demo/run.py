@@ -76,18 +76,23 @@ def step_audit(state: DemoState) -> None:
     config = AuditConfig.from_budget(state.budget, events=read_events(state.data.events))
     state.report = run_audit(log, config)
     md = state.out_dir / "report.md"
-    md.write_text(audit_markdown(state.report, title="Latency audit: rag-chat (demo)"), encoding="utf-8")
+    md.write_text(
+        audit_markdown(state.report, title="Latency audit: rag-chat (demo)"), encoding="utf-8"
+    )
     js = state.out_dir / "report.json"
     js.write_text(state.report.to_json() + "\n", encoding="utf-8")
     state.files += [md, js]
     r = state.report
-    verdict = ", ".join(f"{p} {getattr(r.snapshot, p):,.0f} ms {v}" for p, v in r.snapshot.verdict.items())
+    verdict = ", ".join(
+        f"{p} {getattr(r.snapshot, p):,.0f} ms {v}" for p, v in r.snapshot.verdict.items()
+    )
     state.summary.append(f"audit: {verdict}; tail driver {r.tail.driver}")
     state.summary.append("causes: " + ", ".join(f"{h.kind} ({h.stage})" for h in r.hypotheses))
     if r.ranking:
         f = r.ranking[0]
         state.summary.append(
-            f"first fix: {f.fix} on {f.stage}, saves {f.p99_saved_ms:,.0f} ms of p99 for {f.hours:g} h"
+            f"first fix: {f.fix} on {f.stage}, saves {f.p99_saved_ms:,.0f} ms of p99 "
+            f"for {f.hours:g} h"
         )
     state.summary.append(f"recommendation: {r.recommendation.choice}")
 

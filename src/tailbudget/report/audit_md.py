@@ -92,8 +92,13 @@ def _snapshot(r: AuditReport) -> list[str]:
         out += _table(
             ["", "before", "after", "change", "interval"],
             [
-                [b.percentile, _ms(b.before), _ms(b.after), f"{b.change:+,.0f}",
-                 f"[{b.ci_low:+,.0f}, {b.ci_high:+,.0f}]"]
+                [
+                    b.percentile,
+                    _ms(b.before),
+                    _ms(b.after),
+                    f"{b.change:+,.0f}",
+                    f"[{b.ci_low:+,.0f}, {b.ci_high:+,.0f}]",
+                ]
                 for b in r.baseline
             ],
         )
@@ -161,8 +166,15 @@ def _cohorts(r: AuditReport) -> list[str]:
     return _table(
         ["dim", "value", "share", "p99", "vs global", "share of slow", ""],
         [
-            [c.dim, c.value, f"{c.share:.1%}", _ms(c.p99), f"{c.delta_vs_global:+,.0f}",
-             f"{c.share_of_slow:.1%}", "flag" if c.flag else ""]
+            [
+                c.dim,
+                c.value,
+                f"{c.share:.1%}",
+                _ms(c.p99),
+                f"{c.delta_vs_global:+,.0f}",
+                f"{c.share_of_slow:.1%}",
+                "flag" if c.flag else "",
+            ]
             for c in r.cohorts
         ],
     )
@@ -193,8 +205,16 @@ def _ranking(r: AuditReport) -> list[str]:
         out += _table(
             ["fix", "stage", "p99 saved ms", "p99 after", "hours", "risk", "reversible", "ms/hour"],
             [
-                [f.fix, f.stage or "-", _ms(f.p99_saved_ms), _ms(f.p99_after_ms), f"{f.hours:g}",
-                 f.risk, "yes" if f.reversible else "no", f"{f.score:,.1f}"]
+                [
+                    f.fix,
+                    f.stage or "-",
+                    _ms(f.p99_saved_ms),
+                    _ms(f.p99_after_ms),
+                    f"{f.hours:g}",
+                    f.risk,
+                    "yes" if f.reversible else "no",
+                    f"{f.score:,.1f}",
+                ]
                 for f in r.ranking
             ],
         )
