@@ -313,6 +313,8 @@ def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99:
         if is_num(slo_p99):
             slo_line(ax, float(slo_p99), max(float(c["p99"]) for c in rows), "tb-cohorts-slo")
         ax.set_xlim(left=0)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo - 0.05 * (hi - lo), hi)  # so a line at the lowest value stays visible
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_xlabel("share of traffic (%), point size = share of slow requests")
         ax.set_ylabel("cohort p99 (ms)")
