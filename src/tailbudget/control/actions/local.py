@@ -156,8 +156,10 @@ class ReplicasAction:
     def __init__(
         self, *, minimum: int = 1, maximum: int = 10, step: int = 1, initial: int | None = None
     ) -> None:
-        if not 1 <= minimum <= maximum:
-            raise PolicyError(f"replicas need 1 <= min <= max, got min={minimum}, max={maximum}")
+        if not 0 <= minimum <= maximum or maximum < 1:
+            raise PolicyError(
+                f"replicas need 0 <= min <= max, max >= 1, got min={minimum}, max={maximum}"
+            )
         if step < 1:
             raise PolicyError(f"replicas step must be >= 1, got {step}")
         self.minimum, self.maximum, self.step = minimum, maximum, step

@@ -1,0 +1,213 @@
+"""The service's state machine: durable ingest, periodic evaluation, actions, snapshots.
+
+Independent of HTTP so it can be embedded in an application and tested
+directly. One lock guards the controller and the counters; the write-ahead
+log append (with its fsync) happens under it, so the sequence numbers in the
+log and the snapshot always agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.budget.policy import Policy
+from tailbudget.control.actions import (
+    Action,
+    ActionsConfig,
+    Dispatcher,
+    ReplicasAction,
+    ShedAction,
+    build_actions,
+)
+from tailbudget.control.engine import Controller, Decision
+from tailbudget.control.journal import Journal
+from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.state import StateDir
+from tailbudget.control.windows import WindowStats
+
+__all__ = ["Runtime", "RuntimeConfig"]
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_VERSION = 1
+_LAST_DECISIONS = 50
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Everything the runtime needs besides the policy."""
+
+    state_dir: Path
+    service: str = "service"
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
+    prometheus: PrometheusSource | None = None
+    compact_every_s: float = 60.0
+    compact_wal_bytes: int = 64 * 1024 * 1024
+
+
+class Runtime:
+    """Controller + state dir + journal + actions, behind one lock."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        config: RuntimeConfig,
+        *,
+        extra_actions: Sequence[Action] = (),
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.state = StateDir(config.state_dir)
+        self.journal = Journal(self.state.journal_path)
+        actions, shed, _ = build_actions(config.actions)
+        self.shed: ShedAction | None = shed
+        self.replicas = ReplicasAction(
+            minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
+        )
+        self.dispatcher = Dispatcher(self.journal, [*actions, self.replicas, *extra_actions])
+        self._lock = threading.RLock()
+        self.seq = 0
+        self.observations_total = 0
+        self.errors_total = 0
+        self.stage_observations: Counter[str] = Counter()
+        self.decisions_total: Counter[tuple[str, str]] = Counter()
+        self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
+        self.last_stats: WindowStats | None = None
+        self.last_evaluated_s: float | None = None
+        self.started_s = time.time()
+        self._last_compact = time.monotonic()
+        self.controller = self._restore()
+
+    # --- start-up -------------------------------------------------------------
+
+    def _restore(self) -> Controller:
+        snap = self.state.load_snapshot()
+        if snap is not None and snap.get("version") == SNAPSHOT_VERSION:
+            controller = Controller.from_state(self.policy, snap["controller"])
+            self.seq = int(snap["seq"])
+            self.observations_total = int(snap["observations_total"])
+            self.errors_total = int(snap["errors_total"])
+            self.stage_observations.update(snap.get("stage_observations", {}))
+            self.replicas.desired = self.replicas._bound(int(snap.get("desired_replicas", 0)))
+            shed = snap.get("shed")
+            if self.shed is not None and isinstance(shed, dict):
+                self.shed.current_fraction = float(shed.get("fraction", 0.0))
+                rate = shed.get("rate_per_s")
+                self.shed.current_rate = None if rate is None else float(rate)
+        else:
+            controller = Controller(self.policy)
+        replayed = 0
+        for batch in self.state.pending(self.seq):
+            controller.observe_many(batch.ts, batch.total_ms, batch.error)
+            self.seq = batch.seq
+            self.observations_total += len(batch)
+            self.errors_total += int(batch.error.sum())
+            replayed += len(batch)
+        for record in self.journal.records():
+            if record.get("kind") == "decision":
+                self.decisions_total[(str(record.get("action")), str(record.get("rule")))] += 1
+                self.last_decisions.append(record)
+        if replayed:
+            log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
+        return controller
+
+    # --- ingest ----------------------------------------------------------------
+
+    def ingest(
+        self,
+        ts: npt.NDArray[np.float64],
+        total_ms: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+        stages: dict[str, int] | None = None,
+    ) -> int:
+        """Make a batch durable, then feed it to the controller; returns the count accepted."""
+        with self._lock:
+            self.seq += 1
+            self.state.wal.append(self.seq, ts, total_ms, error)
+            self.controller.observe_many(ts, total_ms, error)
+            self.observations_total += int(ts.shape[0])
+            self.errors_total += int(error.sum())
+            if stages:
+                self.stage_observations.update(stages)
+            return int(ts.shape[0])
+
+    # --- evaluation --------------------------------------------------------------
+
+    def evaluate(self, now_s: float | None = None) -> list[Decision]:
+        """Evaluate the policy once; journal and execute the decisions; snapshot if any."""
+        now = time.time() if now_s is None else now_s
+        stats = None
+        if self.config.prometheus is not None:
+            stats = self.config.prometheus.stats(now)
+        with self._lock:
+            decisions = list(self.controller.evaluate(now, stats))
+            self.last_stats = stats
+            self.last_evaluated_s = now
+        for decision in decisions:
+            self.dispatcher.dispatch(decision)
+            with self._lock:
+                self.decisions_total[(decision.action, decision.rule)] += 1
+                self.last_decisions.append(self.journal_record(decision))
+        if decisions or self._compaction_due():
+            self.compact()
+        return decisions
+
+    @staticmethod
+    def journal_record(decision: Decision) -> dict[str, Any]:
+        """The decision as the status shows it."""
+        from tailbudget.control.journal import decision_record
+
+        return {"kind": "decision", **decision_record(decision)}
+
+    def _compaction_due(self) -> bool:
+        return (
+            time.monotonic() - self._last_compact >= self.config.compact_every_s
+            or self.state.wal.size() >= self.config.compact_wal_bytes
+        )
+
+    # --- baseline, snapshots ------------------------------------------------------
+
+    def set_baseline(self, p99_ms: float) -> None:
+        """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
+        with self._lock:
+            self.controller.set_baseline(p99_ms)
+        self.compact()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to restart exactly here (caller holds the lock)."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "seq": self.seq,
+            "written_at": time.time(),
+            "observations_total": self.observations_total,
+            "errors_total": self.errors_total,
+            "stage_observations": dict(self.stage_observations),
+            "desired_replicas": self.replicas.desired,
+            "shed": None
+            if self.shed is None
+            else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
+            "controller": self.controller.to_state(),
+        }
+
+    def compact(self) -> None:
+        """Write a snapshot and empty the write-ahead log."""
+        with self._lock:
+            self.state.compact(self.snapshot())
+            self._last_compact = time.monotonic()
+
+    def close(self) -> None:
+        """Final snapshot (graceful SIGTERM) and close the files."""
+        with self._lock:
+            self.compact()
+            self.state.close()
+            self.journal.close()
