@@ -87,7 +87,9 @@ def test_webhook_retries_with_backoff_and_a_stable_idempotency_key(receiver):
     rec, url = receiver
     rec.fail_first = 2
     sleeps: list[float] = []
-    hook = WebhookAction(url, retries=3, backoff_s=0.01, sleep=lambda s: (sleeps.append(s), time.sleep(s)))
+    hook = WebhookAction(
+        url, retries=3, backoff_s=0.01, sleep=lambda s: (sleeps.append(s), time.sleep(s))
+    )
     decision = _decision()
     detail = hook.execute(decision, decision_key(decision))
     assert "after 3 attempt" in detail
@@ -114,7 +116,9 @@ def test_webhook_gives_up_after_retries_and_does_not_retry_a_4xx(receiver):
 def test_webhook_unreachable_is_a_failed_outcome_in_the_journal(tmp_path):
     url = f"http://127.0.0.1:{_free_port()}/hook"  # nothing listens
     journal = Journal(tmp_path / "journal.jsonl")
-    outcomes = Dispatcher(journal, [WebhookAction(url, retries=1, backoff_s=0.0)]).dispatch(_decision())
+    outcomes = Dispatcher(journal, [WebhookAction(url, retries=1, backoff_s=0.0)]).dispatch(
+        _decision()
+    )
     assert len(outcomes) == 1 and not outcomes[0].ok
     kinds = [(r["kind"], r.get("ok")) for r in journal.records()]
     assert kinds == [("decision", None), ("outcome", False)]
@@ -191,7 +195,9 @@ def test_logging_trim_and_restore_exactly():
 def test_shed_sets_and_clears_the_backpressure_targets():
     fractions: list[float] = []
     rates: list[float | None] = []
-    shed = ShedAction(fraction=0.3, rate_per_s=50.0, on_fraction=fractions.append, on_rate=rates.append)
+    shed = ShedAction(
+        fraction=0.3, rate_per_s=50.0, on_fraction=fractions.append, on_rate=rates.append
+    )
     shed.execute(_decision("shed_load"), "k")
     assert (shed.current_fraction, shed.current_rate) == (0.3, 50.0)
     shed.execute(_decision("stop_shedding"), "k")

@@ -125,8 +125,15 @@ def test_unreadable_snapshot_names_the_file(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text() | st.binary() | st.floats(allow_nan=False, allow_infinity=False),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.text()
+        | st.binary()
+        | st.floats(allow_nan=False, allow_infinity=False),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+        ),
         max_leaves=12,
     )
 )

@@ -125,7 +125,9 @@ def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus):
     assert stats.p99 is not None and stats.p95 <= stats.p99 <= 1000.0
     assert stats.count >= 10 and stats.errors > 0
     assert abs(stats.errors / stats.count - 1 / ERROR_EVERY) < 0.005
-    assert stats.error_rate_upper is not None and stats.error_rate_upper >= stats.errors / stats.count
+    assert (
+        stats.error_rate_upper is not None and stats.error_rate_upper >= stats.errors / stats.count
+    )
 
     # Another service has no series: unknown, not healthy.
     assert not PrometheusSource(url, "nosuch", "5s").stats().known

@@ -16,23 +16,13 @@ from typing import Any
 
 from tailbudget._metric_names import REQUEST_DURATION, REQUESTS_TOTAL
 from tailbudget._units import parse_duration_s
-from tailbudget.control.windows import WindowStats
+from tailbudget.control.stats import wilson, z_of
+from tailbudget.control.windows import UNKNOWN, WindowStats
 from tailbudget.errors import PolicyError
 
-__all__ = ["PrometheusSource", "wilson_upper"]
+__all__ = ["PrometheusSource"]
 
 log = logging.getLogger(__name__)
-
-
-def wilson_upper(errors: float, count: float, z: float = 1.96) -> float | None:
-    """Upper Wilson score bound of an error rate (None without requests)."""
-    if count <= 0:
-        return None
-    p = min(1.0, max(0.0, errors / count))
-    denom = 1.0 + z * z / count
-    centre = p + z * z / (2 * count)
-    spread = z * math.sqrt(p * (1 - p) / count + z * z / (4 * count * count))
-    return min(1.0, (centre + spread) / denom)
 
 
 def _label(value: str) -> str:
@@ -49,6 +39,7 @@ class PrometheusSource:
         window: str | float = "60s",
         *,
         min_samples: int = 1,
+        confidence: float = 0.975,
         timeout_s: float = 2.0,
     ) -> None:
         if not url.startswith(("http://", "https://")):
@@ -59,6 +50,7 @@ class PrometheusSource:
         if self.window_s < 1:
             raise PolicyError(f"prometheus window must be at least 1s, got {window!r}")
         self.min_samples = max(1, int(min_samples))
+        self.z = z_of(confidence)
         self.timeout_s = timeout_s
         self.last_error: str | None = None
 
@@ -99,12 +91,13 @@ class PrometheusSource:
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError, IndexError) as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("prometheus %s unreachable or bad answer: %s", self.url, exc)
-            return _unknown()
+            return UNKNOWN
         self.last_error = None
         count = values["count"] or 0.0
         errors = values["errors"] or 0.0
         ms = {k: None if values[k] is None else values[k] * 1000.0 for k in ("p50", "p95", "p99")}
         known = count >= self.min_samples and all(v is not None for v in ms.values())
+        bounds = wilson(errors, count, self.z) if known else None
         return WindowStats(
             count=round(count),
             errors=round(errors),
@@ -112,11 +105,8 @@ class PrometheusSource:
             p95=ms["p95"],
             p99=ms["p99"],
             known=known,
-            error_rate_upper=wilson_upper(errors, count) if known else None,
+            error_rate_upper=bounds[1] if bounds else None,
+            error_rate_lower=bounds[0] if bounds else None,
+            window_s=self.window_s,
+            source="prometheus",
         )
-
-
-def _unknown() -> WindowStats:
-    return WindowStats(
-        count=0, errors=0, p50=None, p95=None, p99=None, known=False, error_rate_upper=None
-    )

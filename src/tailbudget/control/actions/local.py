@@ -149,7 +149,12 @@ class ShedAction:
 
 
 class ReplicasAction:
-    """Desired replicas by a step policy, bounded to [min, max]; KEDA/HPA read the gauge."""
+    """Desired replicas by a step policy, bounded to [min, max]; KEDA/HPA read the gauge.
+
+    The controller's decisions carry the count it chose (`Decision.replicas`);
+    this executor adopts it, so a dry-run decision (never executed) leaves the
+    exported count alone. Without a count it steps by `step` itself.
+    """
 
     name = "replicas"
 
@@ -173,11 +178,13 @@ class ReplicasAction:
         return action in ("scale_up", "scale_down")
 
     def execute(self, decision: DecisionLike, key: str) -> str:
-        """Step up or down, within bounds."""
+        """Adopt the engine's count (`decision.replicas`) or step; always within bounds."""
         before = self.desired
         delta = self.step if decision.action == "scale_up" else -self.step
-        self.desired = self._bound(before + delta)
+        decided = getattr(decision, "replicas", None)
+        wanted = int(decided) if isinstance(decided, int) else before + delta
+        self.desired = self._bound(wanted)
         bound = ""
-        if self.desired != before + delta:
-            bound = f" (held at {'max' if delta > 0 else 'min'} {self.desired})"
+        if self.desired != wanted:
+            bound = f" (held at {'max' if wanted > self.desired else 'min'} {self.desired})"
         return f"desired replicas {before} -> {self.desired}{bound}"

@@ -8,6 +8,7 @@ log and the snapshot always agree.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -174,6 +175,90 @@ class Runtime:
             time.monotonic() - self._last_compact >= self.config.compact_every_s
             or self.state.wal.size() >= self.config.compact_wal_bytes
         )
+
+    # --- views ------------------------------------------------------------------
+
+    def _window(self, now_s: float) -> dict[str, Any]:
+        """The window the verdict is based on: Prometheus' last answer or the in-process one."""
+        if self.config.prometheus is not None:
+            stats = self.last_stats
+            source = f"prometheus {self.config.prometheus.url}"
+        else:
+            stats = self.controller.window_stats(now_s)
+            source = "in-process"
+        if stats is None:
+            return {"known": False, "source": source, "count": 0}
+        return {**dataclasses.asdict(stats), "source": source}
+
+    def verdict(self, now_s: float | None = None) -> dict[str, Any]:
+        """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
+        now = time.time() if now_s is None else now_s
+        with self._lock:
+            window = self._window(now)
+            active = sorted(self.controller.active)
+        if "rollback" in active:
+            verdict = "rollback"
+        elif not window.get("known"):
+            verdict = "unknown"
+        else:
+            verdict = "healthy"
+        return {
+            "verdict": verdict,
+            "healthy": verdict == "healthy",
+            "rollback": verdict == "rollback",
+            "window": window,
+            "active": active,
+        }
+
+    def status(self, now_s: float | None = None) -> dict[str, Any]:
+        """The JSON of `GET /v1/status`."""
+        now = time.time() if now_s is None else now_s
+        verdict = self.verdict(now)
+        with self._lock:
+            controller = self.controller.status(now)
+            notes = list(controller.get("notes", []))
+            return {
+                "service": self.config.service,
+                "verdict": verdict["verdict"],
+                "observations_total": self.observations_total,
+                "errors_total": self.errors_total,
+                "stage_observations": dict(self.stage_observations),
+                "window": verdict["window"],
+                "active": verdict["active"],
+                "desired_replicas": self.replicas.desired,
+                "shed": None
+                if self.shed is None
+                else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
+                "baseline_p99_ms": controller.get("baseline_p99_ms"),
+                "dry_run": self.policy.dry_run,
+                "policy": {
+                    "source": self.policy.source,
+                    "window_s": self.policy.window_s,
+                    "evaluate_every_s": self.policy.evaluate_every_s,
+                    "min_samples": self.policy.min_samples,
+                    "rules": [r.model_dump() for r in self.policy.rules],
+                },
+                "decisions_total": sum(self.decisions_total.values()),
+                "last_decisions": list(self.last_decisions)[-10:],
+                "last_evaluated_s": self.last_evaluated_s,
+                "notes": notes,
+                "controller": controller,
+                "state_dir": str(self.state.root),
+            }
+
+    def metrics_view(self) -> dict[str, Any]:
+        """The figures `/metrics` exports, read under the lock."""
+        now = time.time()
+        with self._lock:
+            return {
+                "window": self._window(now),
+                "active": set(self.controller.active),
+                "desired_replicas": self.replicas.desired,
+                "shed_fraction": 0.0 if self.shed is None else self.shed.current_fraction,
+                "observations_total": self.observations_total,
+                "errors_total": self.errors_total,
+                "decisions_total": dict(self.decisions_total),
+            }
 
     # --- baseline, snapshots ------------------------------------------------------
 

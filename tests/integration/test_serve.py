@@ -1,0 +1,283 @@
+"""`tailbudget serve` on loopback: a real uvicorn server in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.integration
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+TOKEN = "s3cret-token"
+
+BUDGET = """\
+service: test-svc
+environment: prd
+slo: {p50: 300, p95: 800, p99: 1500, error_rate: 0.01}
+pipeline:
+  - stage: model
+    budget: {p50: 200, p95: 600, p99: 1200}
+policy:
+  window: 2s
+  evaluate_every: 1s
+  min_samples: 5
+  rules:
+    - {name: rollback_errors, metric: error_rate, threshold: 5%, for: 2s, action: rollback}
+    - {name: scale_p95, metric: p95, threshold: 90% of p95, action: scale_up, cooldown: 30s}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One `python -m tailbudget serve` process on a free loopback port."""
+
+    def __init__(self, state_dir: Path, *, token_file: Path | None, budget: Path | None) -> None:
+        self.state_dir, self.token_file, self.budget = state_dir, token_file, budget
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self) -> Server:
+        port = _free_port()
+        argv = [sys.executable, "-m", "tailbudget", "serve", "--port", str(port)]
+        argv += ["--state-dir", str(self.state_dir)]
+        if self.token_file is not None:
+            argv += ["--token-file", str(self.token_file)]
+        if self.budget is not None:
+            argv += ["--budget", str(self.budget)]
+        env = {**os.environ, "PYTHONPATH": str(SRC)}
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode()  # type: ignore[union-attr]
+                pytest.fail(f"serve exited {self.proc.returncode}: {err[-800:]}")
+            try:
+                if httpx.get(f"{self.url}/v1/status", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        pytest.fail("serve did not answer within 30 s")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(30)
+        self.proc.stderr.close()  # type: ignore[union-attr]
+        return code
+
+    def post(
+        self, items: list[dict[str, object]] | bytes, token: str | None = TOKEN, **kw: object
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        body = items if isinstance(items, bytes) else json.dumps(items).encode()
+        return httpx.post(
+            f"{self.url}/v1/observations", content=body, headers=headers, timeout=30, **kw
+        )  # type: ignore[arg-type]
+
+    def status(self) -> dict[str, object]:
+        return httpx.get(f"{self.url}/v1/status", timeout=10).json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(BUDGET)
+    return token, budget
+
+
+@pytest.fixture
+def server(tmp_path: Path, files: tuple[Path, Path]) -> Iterator[Server]:
+    srv = Server(tmp_path / "state", token_file=files[0], budget=files[1]).start()
+    yield srv
+    srv.stop()
+
+
+def _obs(n: int, ms: float = 100.0, error: bool = False) -> list[dict[str, object]]:
+    now = time.time()
+    return [
+        {"ts": now, "total_ms": ms + i % 7, "error": error, "stages": {"model": ms / 2}}
+        for i in range(n)
+    ]
+
+
+def test_auth_401_403_and_accepted_count(server):
+    assert server.post(_obs(3), token=None).status_code == 401
+    wrong = server.post(_obs(3), token="nope")
+    assert wrong.status_code == 403 and "wrong bearer token" in wrong.json()["error"]
+    ok = server.post(_obs(3))
+    assert ok.status_code == 200 and ok.json() == {"accepted": 3}
+    base = httpx.post(f"{server.url}/v1/baseline", json={"p99_ms": 900}, timeout=10)
+    assert base.status_code == 401
+    assert server.status()["observations_total"] == 3
+
+
+def test_413_for_big_bodies_declared_or_streamed(server):
+    big = b"[" + b'{"total_ms": 1.0},' * 60_000 + b'{"total_ms": 1.0}]'
+    assert len(big) > 1024 * 1024
+    assert server.post(big).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # chunked: no Content-Length, refused while streaming
+        yield b"["
+        for _ in range(200):
+            yield b'{"total_ms": 1.0},' * 400
+        yield b'{"total_ms": 1.0}]'
+
+    r = httpx.post(
+        f"{server.url}/v1/observations",
+        content=chunks(),
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=30,
+    )
+    assert r.status_code == 413
+    assert server.status()["observations_total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'[{"total_ms": 1.0},', "invalid JSON"),
+        (b'[{"ts": 1700000000}]', "item 0: total_ms must be a number"),
+        (b'{"total_ms": 5}\n{"total_ms": -1}\n', "item 1: total_ms must be a number >= 0"),
+        (b'[{"total_ms": 5, "error": "maybe"}]', "item 0: error must be"),
+        (b'[{"total_ms": 5, "ts": "yesterday"}]', "item 0: ts must be"),
+        (b"", "empty body"),
+    ],
+)
+def test_400_malformed_with_a_one_line_reason(server, body, reason):
+    r = server.post(body)
+    assert r.status_code == 400
+    message = r.json()["error"]
+    assert reason in message and "\n" not in message
+    assert server.status()["observations_total"] == 0
+
+
+def test_ndjson_metrics_and_status(server):
+    ndjson = b"\n".join(json.dumps(o).encode() for o in _obs(40, ms=700.0, error=False))
+    assert server.post(ndjson).json() == {"accepted": 40}
+    assert server.post(_obs(10, ms=700.0, error=True)).json() == {"accepted": 10}
+    time.sleep(2.5)  # two evaluations
+    status = server.status()
+    assert status["observations_total"] == 50 and status["errors_total"] == 10
+    assert "no baseline: p99 rollback rule inactive" not in " ".join(
+        status["notes"]
+    )  # no such rule here
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    obs = families["tailbudget_observations"]
+    assert obs.type == "counter" and obs.samples[0].value == 50
+    assert "tailbudget_desired_replicas" in families
+    assert "tailbudget_action_active" in families
+    assert "tailbudget_decisions" in families
+    assert all(s.name.startswith("tailbudget_") for f in families.values() for s in f.samples)
+
+
+def test_state_survives_sigterm_and_kill_9(tmp_path, files):
+    state = tmp_path / "state"
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    acked = sum(srv.post(_obs(25)).json()["accepted"] for _ in range(4))
+    assert srv.stop(signal.SIGTERM) == 0
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    assert srv.status()["observations_total"] == acked == 100
+    # kill -9 right after the last acknowledgement: nothing acknowledged may be lost.
+    for _ in range(20):
+        acked += srv.post(_obs(13)).json()["accepted"]
+    srv.stop(signal.SIGKILL)
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    try:
+        assert srv.status()["observations_total"] == acked == 360
+    finally:
+        srv.stop()
+
+
+def test_verdict_flips_to_rollback_under_an_error_burst(server):
+    r = httpx.get(f"{server.url}/v1/verdict", timeout=10)
+    assert r.status_code == 200 and r.json()["verdict"] == "unknown"
+    assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 503
+    for _ in range(3):
+        server.post(_obs(30))
+        time.sleep(1.0)
+    assert httpx.get(f"{server.url}/v1/verdict", timeout=10).json()["verdict"] == "healthy"
+    assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 200
+    deadline = time.monotonic() + 20
+    verdict = "healthy"
+    while verdict != "rollback" and time.monotonic() < deadline:
+        server.post(_obs(30, error=True))
+        time.sleep(0.5)
+        verdict = httpx.get(f"{server.url}/v1/verdict", timeout=10).json()["verdict"]
+    assert verdict == "rollback"
+    flagger = httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10)
+    assert flagger.status_code == 503 and flagger.json()["verdict"] == "rollback"
+    status = server.status()
+    assert "rollback" in status["active"]
+    last = [d for d in status["last_decisions"] if d["action"] == "rollback"]
+    assert (
+        last
+        and last[-1]["rule"] == "rollback_errors"
+        and last[-1]["threshold"] == pytest.approx(0.05)
+    )
+    journal = (server.state_dir / "journal.jsonl").read_text().splitlines()
+    assert any(json.loads(line).get("action") == "rollback" for line in journal)
+
+
+def test_baseline_is_set_with_the_token_and_survives_restart(tmp_path, files):
+    state = tmp_path / "state"
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    bad = httpx.post(f"{srv.url}/v1/baseline", json={"p99_ms": -3}, headers=headers, timeout=10)
+    assert bad.status_code == 400
+    ok = httpx.post(f"{srv.url}/v1/baseline", json={"p99_ms": 850}, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    assert srv.status()["baseline_p99_ms"] == 850
+    srv.stop(signal.SIGKILL)
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    try:
+        assert srv.status()["baseline_p99_ms"] == 850
+    finally:
+        srv.stop()
+
+
+def test_bad_options_exit_2_with_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tailbudget",
+            "serve",
+            "--token-file",
+            str(empty),
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
