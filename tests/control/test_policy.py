@@ -124,7 +124,7 @@ def test_errors_name_the_field(block: str, message: str) -> None:
 
 
 def test_share_of_missing_slo_percentile() -> None:
-    with pytest.raises(PolicyError, match="slo.p99, which the budget does not set"):
+    with pytest.raises(PolicyError, match=r"slo\.p99, which the budget does not set"):
         parse_policy(
             {"rules": [{"metric": "p99", "threshold": "90% of p99", "action": "shed_load"}]}
         )
