@@ -118,7 +118,7 @@ def test_compact_snapshots_then_empties_the_log(tmp_path):
 
 def test_unreadable_snapshot_names_the_file(tmp_path):
     (tmp_path / StateDir.SNAPSHOT).write_text("{not json")
-    with pytest.raises(TailbudgetError, match="snapshot.json"):
+    with pytest.raises(TailbudgetError, match=r"snapshot\.json"):
         StateDir(tmp_path).load_snapshot()
 
 

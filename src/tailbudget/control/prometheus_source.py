@@ -95,7 +95,10 @@ class PrometheusSource:
         self.last_error = None
         count = values["count"] or 0.0
         errors = values["errors"] or 0.0
-        ms = {k: None if values[k] is None else values[k] * 1000.0 for k in ("p50", "p95", "p99")}
+        ms: dict[str, float | None] = {}
+        for k in ("p50", "p95", "p99"):
+            v = values[k]
+            ms[k] = None if v is None else v * 1000.0
         known = count >= self.min_samples and all(v is not None for v in ms.values())
         bounds = wilson(errors, count, self.z) if known else None
         return WindowStats(

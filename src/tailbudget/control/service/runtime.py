@@ -8,7 +8,6 @@ log and the snapshot always agree.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -186,9 +185,9 @@ class Runtime:
         else:
             stats = self.controller.window_stats(now_s)
             source = "in-process"
-        if stats is None:
+        if stats is None:  # Prometheus not asked yet
             return {"known": False, "source": source, "count": 0}
-        return {**dataclasses.asdict(stats), "source": source}
+        return {**stats.to_dict(), "known": stats.known, "source": source}
 
     def verdict(self, now_s: float | None = None) -> dict[str, Any]:
         """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
