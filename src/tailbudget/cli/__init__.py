@@ -9,6 +9,7 @@ import typer
 
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
+from tailbudget.cli.replay import replay_command
 from tailbudget.cli.serve import serve_command
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("replay")(replay_command)
 app.command("serve")(serve_command)
 
 

@@ -64,7 +64,7 @@ def measure(
             lower = bounds[0] if bounds else None
         if lower is None:
             return Measure(None, missing="unknown", why="unknown: no requests in window")
-        return Measure(rate, trigger=lower, bound=lower, bound_kind=f"wilson_lower@{level}")
+        return Measure(rate, trigger=lower, bound=lower, bound_kind=f"wilson_cc_lower@{level}")
     # p99_vs_baseline
     assert baseline_p99_ms is not None
     if stats.p99 is None:
