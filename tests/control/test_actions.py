@@ -26,6 +26,7 @@ from tailbudget.control.actions import (
     WebhookAction,
     load_actions_config,
 )
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Decision
 from tailbudget.control.journal import Journal, decision_key
 from tailbudget.errors import PolicyError
@@ -192,16 +193,18 @@ def test_logging_trim_and_restore_exactly():
         LoggingLevelAction(trim_level="LOUD")
 
 
-def test_shed_sets_and_clears_the_backpressure_targets():
-    fractions: list[float] = []
-    rates: list[float | None] = []
-    shed = ShedAction(
-        fraction=0.3, rate_per_s=50.0, on_fraction=fractions.append, on_rate=rates.append
-    )
+def test_shed_drives_the_real_backpressure_gates():
+    shedder = PriorityShedder()
+    limiter = TokenBucket(500.0, burst=100.0)
+    shed = ShedAction(fraction=0.3, rate_per_s=50.0, shedder=shedder, limiter=limiter)
     shed.execute(_decision("shed_load"), "k")
     assert (shed.current_fraction, shed.current_rate) == (0.3, 50.0)
+    assert shedder.fraction == 0.3 and limiter.rate_per_s == 50.0
+    refused = sum(not shedder.try_acquire(priority=0).allowed for _ in range(1000))
+    assert 200 <= refused <= 400  # about 30% of one priority class shed
     shed.execute(_decision("stop_shedding"), "k")
-    assert fractions == [0.3, 0.0] and rates == [50.0, None]
+    assert shedder.fraction == 0.0 and (limiter.rate_per_s, limiter.burst) == (500.0, 100.0)
+    assert all(shedder.try_acquire().allowed for _ in range(100))
     with pytest.raises(PolicyError):
         ShedAction(fraction=1.5)
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tailbudget.control.actions.base import Action
 from tailbudget.control.actions.external import CommandAction, WebhookAction
 from tailbudget.control.actions.local import LogAction, LoggingLevelAction, ShedAction
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.errors import PolicyError
 
 __all__ = ["ActionsConfig", "build_actions", "load_actions_config"]
@@ -100,10 +101,14 @@ def load_actions_config(path: str | Path | None) -> ActionsConfig:
 def build_actions(
     config: ActionsConfig,
     *,
-    shed_fraction_target: Any = None,
-    rate_limit_target: Any = None,
+    shedder: PriorityShedder | None = None,
+    limiter: TokenBucket | None = None,
 ) -> tuple[list[Action], ShedAction | None, LoggingLevelAction | None]:
-    """Executors for a config; also returns the shed and logging executors (for status)."""
+    """Executors for a config; also returns the shed and logging executors (for status).
+
+    `shedder` / `limiter` are the in-process backpressure gates shed_load drives
+    (an application embedding the runtime passes the gates its middleware uses).
+    """
     actions: list[Action] = []
     if config.log:
         actions.append(LogAction())
@@ -114,8 +119,8 @@ def build_actions(
     shed = ShedAction(
         fraction=config.shed.fraction if config.shed else 0.5,
         rate_per_s=config.shed.rate_per_s if config.shed else None,
-        on_fraction=shed_fraction_target,
-        on_rate=rate_limit_target,
+        shedder=shedder,
+        limiter=limiter,
     )
     actions.append(shed)
     for hook in config.webhooks:

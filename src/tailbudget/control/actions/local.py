@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.journal import DecisionLike
 from tailbudget.errors import PolicyError
 
@@ -102,9 +102,10 @@ class LoggingLevelAction:
 class ShedAction:
     """shed_load sets a shed fraction (and an optional rate limit); stop_shedding clears them.
 
-    The values are kept here (the service exposes them) and pushed to
-    backpressure objects when given: `set_fraction(f)` on a load shedder,
-    `set_rate(r)` on a rate limiter (None = unlimited).
+    Drives the backpressure gates of `tailbudget.control.backpressure` when
+    given: `PriorityShedder.set_fraction` (lowest priority shed first) and
+    `TokenBucket.set_rate` (restored to its original rate on stop_shedding).
+    The values are kept here too, for the service's status and metrics.
     """
 
     name = "shed"
@@ -114,8 +115,8 @@ class ShedAction:
         *,
         fraction: float = 0.5,
         rate_per_s: float | None = None,
-        on_fraction: Callable[[float], Any] | None = None,
-        on_rate: Callable[[float | None], Any] | None = None,
+        shedder: PriorityShedder | None = None,
+        limiter: TokenBucket | None = None,
     ) -> None:
         if not 0.0 < fraction <= 1.0:
             raise PolicyError(f"shed fraction must be in (0, 1], got {fraction}")
@@ -123,8 +124,9 @@ class ShedAction:
             raise PolicyError(f"shed rate_per_s must be > 0 or unset, got {rate_per_s}")
         self.fraction = fraction
         self.rate_per_s = rate_per_s
-        self._on_fraction = on_fraction
-        self._on_rate = on_rate
+        self.shedder = shedder
+        self.limiter = limiter
+        self._normal_rate = None if limiter is None else (limiter.rate_per_s, limiter.burst)
         self.current_fraction = 0.0
         self.current_rate: float | None = None
 
@@ -136,16 +138,16 @@ class ShedAction:
         """Apply or clear shedding."""
         if decision.action == "shed_load":
             self.current_fraction, self.current_rate = self.fraction, self.rate_per_s
+            if self.limiter is not None and self.rate_per_s is not None:
+                self.limiter.set_rate(self.rate_per_s)
         else:
             self.current_fraction, self.current_rate = 0.0, None
-        if self._on_fraction is not None:
-            self._on_fraction(self.current_fraction)
-        if self._on_rate is not None and (
-            self.rate_per_s is not None or decision.action != "shed_load"
-        ):
-            self._on_rate(self.current_rate)
-        rate = "unlimited" if self.current_rate is None else f"{self.current_rate:g}/s"
-        return f"shed fraction {self.current_fraction:g}, rate {rate}"
+            if self.limiter is not None and self._normal_rate is not None:
+                self.limiter.set_rate(*self._normal_rate)
+        if self.shedder is not None:
+            self.shedder.set_fraction(self.current_fraction)
+        rate = "unchanged" if self.current_rate is None else f"{self.current_rate:g}/s"
+        return f"shed fraction {self.current_fraction:g}, rate limit {rate}"
 
 
 class ReplicasAction:

@@ -1,0 +1,114 @@
+"""The service runtime without HTTP: durable ingest, replay after a crash, decisions, dry run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tailbudget.budget.policy import parse_policy
+from tailbudget.control.actions import ActionsConfig
+from tailbudget.control.service.ingest import BadBatch, parse_observations
+from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+
+T0 = 1_800_000_000.0
+
+
+def _policy(dry_run: bool = False):
+    return parse_policy(
+        {
+            "window": "10s",
+            "evaluate_every": "1s",
+            "min_samples": 5,
+            "dry_run": dry_run,
+            "replicas": {"min": 1, "max": 3, "step": 1},
+            "rules": [{"name": "scale", "metric": "p95", "threshold": 500, "action": "scale_up"}],
+        }
+    )
+
+
+def _runtime(tmp_path, dry_run: bool = False) -> Runtime:
+    config = RuntimeConfig(state_dir=tmp_path / "state", actions=ActionsConfig(log=False))
+    return Runtime(_policy(dry_run), config)
+
+
+def _crash(rt: Runtime) -> None:
+    """Drop the runtime like kill -9 would: no final snapshot, files just closed."""
+    rt.state.close()
+    rt.journal.close()
+
+
+def _ingest(rt: Runtime, n: int, ms: float, t: float, errors: int = 0) -> None:
+    ts = np.full(n, t)
+    err = np.zeros(n, dtype=bool)
+    err[:errors] = True
+    rt.ingest(ts, np.full(n, ms), err)
+
+
+def test_acknowledged_batches_survive_a_crash_with_and_without_compaction(tmp_path):
+    rt = _runtime(tmp_path)
+    _ingest(rt, 40, 100.0, T0, errors=4)
+    rt.compact()
+    _ingest(rt, 60, 120.0, T0 + 1)  # only in the write-ahead log
+    before = rt.controller.window_stats(T0 + 2)
+    _crash(rt)
+    again = _runtime(tmp_path)
+    assert (again.observations_total, again.errors_total, again.seq) == (100, 4, 2)
+    after = again.controller.window_stats(T0 + 2)
+    assert (after.count, after.errors, after.p95) == (before.count, before.errors, before.p95)
+    again.close()
+
+
+def test_decisions_are_journaled_executed_and_snapshotted(tmp_path):
+    rt = _runtime(tmp_path)
+    for i in range(3):
+        _ingest(rt, 20, 900.0, T0 + i)
+        decisions = rt.evaluate(T0 + i + 1)
+        if decisions:
+            break
+    assert [d.action for d in decisions] == ["scale_up"]
+    assert rt.replicas.desired == 2 and rt.status(T0 + 3)["desired_replicas"] == 2
+    kinds = [(r["kind"], r.get("action")) for r in rt.journal.records()]
+    assert kinds[0] == ("decision", "scale_up") and kinds[-1][0] == "outcome"
+    assert rt.state.load_snapshot()["desired_replicas"] == 2  # snapshot right after deciding
+    _crash(rt)
+    again = _runtime(tmp_path)
+    assert again.replicas.desired == 2 and again.decisions_total[("scale_up", "scale")] == 1
+    assert again.last_decisions[-1]["value"] > 500
+    again.close()
+
+
+def test_dry_run_journals_and_does_not_execute(tmp_path):
+    rt = _runtime(tmp_path, dry_run=True)
+    _ingest(rt, 20, 900.0, T0)
+    decisions = rt.evaluate(T0 + 1)
+    assert decisions and all(d.dry_run for d in decisions)
+    assert rt.replicas.desired == 1  # not executed
+    records = list(rt.journal.records())
+    assert records[0]["dry_run"] is True and "dry run" in records[1]["detail"]
+    assert "dry run" in " ".join(rt.status(T0 + 1)["notes"])
+    rt.close()
+
+
+def test_verdict_is_unknown_without_data_and_healthy_with_it(tmp_path):
+    rt = _runtime(tmp_path)
+    assert rt.verdict(T0)["verdict"] == "unknown"
+    _ingest(rt, 20, 100.0, T0)
+    assert rt.verdict(T0 + 0.5)["verdict"] == "healthy"
+    rt.close()
+
+
+def test_parse_observations_json_and_ndjson():
+    a = parse_observations(
+        b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00Z", "error": 1}]', now_s=7.0
+    )
+    assert a.ts[0] == 1767225600.0 and bool(a.error[0]) and a.total_ms[0] == 5
+    b = parse_observations(
+        b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=7.0
+    )
+    assert list(b.ts) == [7.0, 7.0] and b.stages == {"llm": 1}
+    with pytest.raises(BadBatch, match="with a zone"):
+        parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00"}]', now_s=7.0)
+    with pytest.raises(BadBatch, match="item 0: total_ms"):
+        parse_observations(b'[{"total_ms": true}]', now_s=7.0)
+    with pytest.raises(BadBatch, match=r"stages\.llm"):
+        parse_observations(b'[{"total_ms": 1, "stages": {"llm": "x"}}]', now_s=7.0)
