@@ -181,7 +181,7 @@ def main() -> None:
     )
     for name, r in rows:
         print(
-            f"| {name} | {r['observations']:,.0f} | {r['seconds']:.1f} | {r['rate']:,.0f} "
+            f"| {name} | {r['observations']:,.0f} | {r['seconds']:.3f} | {r['rate']:,.0f} "
             f"| {r['rss_start']:.1f} | {r['rss_end']:.1f} |"
         )
     print(

@@ -15,7 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from tailbudget._metric_names import REQUEST_DURATION, REQUESTS_TOTAL
+from tailbudget.budget.policy import parse_policy
+from tailbudget.control.actions import ActionsConfig
+from tailbudget.control.engine import Controller
 from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 
 pytestmark = pytest.mark.integration
 
@@ -110,7 +114,7 @@ def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen
         proc.stderr.close()  # type: ignore[union-attr]
 
 
-def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus):
+def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus, tmp_path):
     proc, url = prometheus
     source = PrometheusSource(url, "svc", "5s", min_samples=10)
     deadline = time.monotonic() + 25
@@ -129,6 +133,31 @@ def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus):
         stats.error_rate_upper is not None and stats.error_rate_upper >= stats.errors / stats.count
     )
 
+    # The engine acts on these stats exactly as on its own window.
+    policy = parse_policy(
+        {
+            "window": "5s",
+            "evaluate_every": "1s",
+            "min_samples": 10,
+            "rules": [{"name": "scale", "metric": "p95", "threshold": 900, "action": "scale_up"}],
+        }
+    )
+    decisions = Controller(policy).evaluate(time.time(), stats)
+    assert [(d.action, d.rule) for d in decisions] == [("scale_up", "scale")]
+
+    # The service runtime reads its window from Prometheus when given a source.
+    runtime = Runtime(
+        policy,
+        RuntimeConfig(
+            state_dir=tmp_path / "state", actions=ActionsConfig(log=False), prometheus=source
+        ),
+    )
+    runtime.evaluate()
+    verdict = runtime.verdict()
+    assert verdict["verdict"] == "healthy" and verdict["window"]["source"].startswith("prometheus")
+    assert runtime.replicas.desired == 2  # the scale_up above was executed
+    runtime.close()
+
     # Another service has no series: unknown, not healthy.
     assert not PrometheusSource(url, "nosuch", "5s").stats().known
 
@@ -137,3 +166,4 @@ def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus):
     down = source.stats()
     assert not down.known and down.p95 is None and down.error_rate_upper is None
     assert source.last_error is not None
+    assert Controller(policy).evaluate(time.time(), down) == []  # unknown never acts
