@@ -50,9 +50,19 @@ class Dispatcher:
 
     def dispatch(self, decision: DecisionLike) -> list[Outcome]:
         """Journal, then execute (unless dry run); returns one outcome per executor."""
-        record = self.journal.append_decision(decision)
-        key = str(record["id"])
+        return self.execute(decision, self.record(decision))
+
+    def record(self, decision: DecisionLike) -> str:
+        """Journal the decision durably; returns its idempotency key."""
+        return str(self.journal.append_decision(decision)["id"])
+
+    def execute(
+        self, decision: DecisionLike, key: str, *, note_dry_run: bool = True
+    ) -> list[Outcome]:
+        """Run the executors for a decision already journaled under `key`."""
         if decision.dry_run:
+            if not note_dry_run:
+                return []
             self.journal.append_outcome(
                 key, decision.action, ok=True, detail="dry run: journaled, not executed"
             )

@@ -8,6 +8,7 @@ log and the snapshot always agree.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -24,9 +25,11 @@ from tailbudget.budget.policy import Policy
 from tailbudget.control.actions import (
     Action,
     ActionsConfig,
+    CommandAction,
     Dispatcher,
     ReplicasAction,
     ShedAction,
+    WebhookAction,
     build_actions,
 )
 from tailbudget.control.engine import Controller, Decision
@@ -74,8 +77,15 @@ class Runtime:
         self.replicas = ReplicasAction(
             minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
         )
-        self.dispatcher = Dispatcher(self.journal, [*actions, self.replicas, *extra_actions])
+        # In-process actions run inline (cheap, and the snapshot then reflects them);
+        # webhooks and commands run on the action thread.
+        remote = [a for a in actions if isinstance(a, WebhookAction | CommandAction)]
+        local = [a for a in actions if a not in remote]
+        self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
+        self.remote = Dispatcher(self.journal, remote)
         self._lock = threading.RLock()
+        self._actions = concurrent.futures.ThreadPoolExecutor(1, "tailbudget-actions")
+        self._pending: list[concurrent.futures.Future[Any]] = []
         self.seq = 0
         self.observations_total = 0
         self.errors_total = 0
@@ -154,13 +164,24 @@ class Runtime:
             self.last_stats = stats
             self.last_evaluated_s = now
         for decision in decisions:
-            self.dispatcher.dispatch(decision)
+            # Journaled here, durably, before anything runs; webhooks and commands
+            # run on the action thread so a slow one never delays the next evaluation.
+            key = self.dispatcher.record(decision)
             with self._lock:
                 self.decisions_total[(decision.action, decision.rule)] += 1
                 self.last_decisions.append(self.journal_record(decision))
+            self.dispatcher.execute(decision, key)
+            if self.remote.actions and not decision.dry_run:
+                self._pending = [f for f in self._pending if not f.done()]
+                self._pending.append(self._actions.submit(self.remote.execute, decision, key))
         if decisions or self._compaction_due():
             self.compact()
         return decisions
+
+    def wait_for_actions(self, timeout_s: float | None = None) -> None:
+        """Block until the actions submitted so far have run (tests, shutdown)."""
+        pending, self._pending = self._pending, []
+        concurrent.futures.wait(pending, timeout=timeout_s)
 
     @staticmethod
     def journal_record(decision: Decision) -> dict[str, Any]:
@@ -290,7 +311,9 @@ class Runtime:
             self._last_compact = time.monotonic()
 
     def close(self) -> None:
-        """Final snapshot (graceful SIGTERM) and close the files."""
+        """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
+        self.wait_for_actions(timeout_s=30.0)
+        self._actions.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self.compact()
             self.state.close()
