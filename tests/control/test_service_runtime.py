@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.actions import ActionsConfig
+from tailbudget.control.actions.config import CommandConfig
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 
@@ -112,3 +115,19 @@ def test_parse_observations_json_and_ndjson():
         parse_observations(b'[{"total_ms": true}]', now_s=7.0)
     with pytest.raises(BadBatch, match=r"stages\.llm"):
         parse_observations(b'[{"total_ms": 1, "stages": {"llm": "x"}}]', now_s=7.0)
+
+
+def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):
+    marker = tmp_path / "ran"
+    script = f"import sys; open({str(marker)!r}, 'a').write(sys.argv[1] + '\\n')"
+    actions = ActionsConfig(
+        log=False, commands=[CommandConfig(argv=[sys.executable, "-c", script, "{action}"])]
+    )
+    rt = Runtime(_policy(), RuntimeConfig(state_dir=tmp_path / "state", actions=actions))
+    _ingest(rt, 20, 900.0, T0)
+    assert [d.action for d in rt.evaluate(T0 + 1)] == ["scale_up"]
+    rt.wait_for_actions(timeout_s=60)
+    assert marker.read_text() == "scale_up\n"
+    outcomes = [r for r in rt.journal.records() if r["kind"] == "outcome"]
+    assert any(r["detail"].startswith("command") and r["ok"] for r in outcomes)
+    rt.close()
