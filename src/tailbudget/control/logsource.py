@@ -8,7 +8,7 @@ DuckDB reader handles Parquet, CSV and JSONL with the same column options.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -249,12 +249,15 @@ def _clean(
     )
 
 
+class _NoTimestamp(LogError):
+    """The log was read but has no time: nothing to retry."""
+
+
 def _via_read_log(
     source: str, timestamp: str | None, total: str | None, error: str | None, unit: str | None
 ) -> ReplayLog | None:
     try:
-        from tailbudget.logs import read_log  # type: ignore[attr-defined,unused-ignore]
-        from tailbudget.logs.options import ReadOptions  # type: ignore[import-not-found,unused-ignore]
+        from tailbudget.logs import ReadOptions, read_log
     except ImportError:
         return None
     opts: dict[str, Any] = {}
@@ -268,13 +271,16 @@ def _via_read_log(
             opts[key] = value
     table = read_log(source, ReadOptions(**opts))
     if not table.has_timestamp:
-        raise LogError(
+        raise _NoTimestamp(
             f"{source}: the log has no timestamp; replay needs one: pass --timestamp COL"
         )
+    import pyarrow as pa
+
     arrow = table.table.select("ts", "total_ms", "error").to_pyarrow()
-    ts_col = arrow.column("ts").cast("timestamp[us, tz=UTC]").cast("int64")
-    ts = np.asarray(ts_col.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
-    ts[np.asarray(arrow.column("ts").is_null().to_numpy(zero_copy_only=False), dtype=bool)] = np.nan
+    raw_ts = arrow.column("ts")
+    micros = raw_ts.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).fill_null(0)
+    ts = np.asarray(micros.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
+    ts[np.asarray(raw_ts.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = np.nan
     tot = np.asarray(arrow.column("total_ms").to_numpy(zero_copy_only=False), dtype=np.float64)
     err = np.asarray(
         arrow.column("error").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
@@ -305,13 +311,31 @@ def load_replay_log(
     fmt: str | None = None,
 ) -> ReplayLog:
     """Read `source` into time-ordered arrays; LogError with a one-line reason on failure."""
-    via = _via_read_log(str(source), timestamp, total, error, unit)
+    path = Path(source)
+    try:
+        via = _via_read_log(str(source), timestamp, total, error, unit)
+    except _NoTimestamp:
+        raise
+    except LogError as exc:
+        # read_log knows more formats; for the plain tabular ones a refusal there
+        # (e.g. a column type it does not map yet) is retried with the direct reader
+        if not path.exists() or _plain_format(path) is None:
+            raise
+        out = _duckdb_read(path, _format_of(path, fmt), timestamp, total, error, unit)
+        note = f"read with the direct DuckDB reader (read_log: {str(exc).splitlines()[0]})"
+        return replace(out, notes=(*out.notes, note))
     if via is not None:
         return via
-    path = Path(source)
     if not path.exists():
         raise LogError(f"{path}: log file not found")
     return _duckdb_read(path, _format_of(path, fmt), timestamp, total, error, unit)
+
+
+def _plain_format(path: Path) -> str | None:
+    try:
+        return _format_of(path, None)
+    except LogError:
+        return None
 
 
 def p99_of_log(log: ReplayLog) -> float:
