@@ -101,20 +101,25 @@ def test_verdict_is_unknown_without_data_and_healthy_with_it(tmp_path):
 
 
 def test_parse_observations_json_and_ndjson():
-    a = parse_observations(
-        b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00Z", "error": 1}]', now_s=7.0
-    )
+    a = parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00Z", "error": 1}]', now_s=T0)
     assert a.ts[0] == 1767225600.0 and bool(a.error[0]) and a.total_ms[0] == 5
     b = parse_observations(
-        b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=7.0
+        b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=T0
     )
-    assert list(b.ts) == [7.0, 7.0] and b.stages == {"llm": 1}
+    assert list(b.ts) == [T0, T0] and b.stages == {"llm": 1}
+    fast = b'[{"total_ms": 3, "ts": 1790000000.5, "error": true}, {"total_ms": 4}]'
+    c = parse_observations(fast, now_s=T0)
+    assert list(c.ts) == [1790000000.5, T0] and list(c.error) == [True, False]
     with pytest.raises(BadBatch, match="with a zone"):
-        parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00"}]', now_s=7.0)
+        parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00"}]', now_s=T0)
+    with pytest.raises(BadBatch, match=r"item 1: ts is .* ahead of the server clock"):
+        parse_observations(b'[{"total_ms": 5}, {"total_ms": 5, "ts": 1700000000000}]', now_s=T0)
     with pytest.raises(BadBatch, match="item 0: total_ms"):
-        parse_observations(b'[{"total_ms": true}]', now_s=7.0)
+        parse_observations(b'[{"total_ms": true}]', now_s=T0)
+    with pytest.raises(BadBatch, match="item 2: total_ms"):
+        parse_observations(b'[{"total_ms": 1}, {"total_ms": 2}, {"total_ms": NaN}]', now_s=T0)
     with pytest.raises(BadBatch, match=r"stages\.llm"):
-        parse_observations(b'[{"total_ms": 1, "stages": {"llm": "x"}}]', now_s=7.0)
+        parse_observations(b'[{"total_ms": 1, "stages": {"llm": "x"}}]', now_s=T0)
 
 
 def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):

@@ -175,6 +175,10 @@ class ReplicasAction:
     def _bound(self, n: int) -> int:
         return max(self.minimum, min(self.maximum, n))
 
+    def restore(self, desired: int) -> None:
+        """Resume at a count from a snapshot (bounded, in case the policy changed)."""
+        self.desired = self._bound(desired)
+
     def handles(self, action: str) -> bool:
         """scale_up and scale_down."""
         return action in ("scale_up", "scale_down")

@@ -25,6 +25,11 @@ __all__ = ["MAX_BATCH", "BadBatch", "ParsedBatch", "parse_observations"]
 MAX_BATCH = 200_000
 """Most observations one request may carry (a 1 MiB body holds far fewer anyway)."""
 
+MAX_FUTURE_S = 300.0
+"""How far ahead of the server's clock a `ts` may be; further means a clock or unit bug
+(e.g. milliseconds sent as seconds), and one such time would push the rolling
+window past every real observation."""
+
 
 class BadBatch(ValueError):
     """The body is not a valid batch; the message is the one-line reason for the 400."""
@@ -100,6 +105,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+_NUMBER_TYPES = frozenset({int, float})
+_TS_TYPES = frozenset({int, float, type(None)})
+
+
 def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
     """Validate a body into columns, or raise BadBatch with a one-line reason."""
     items = _items(body)
@@ -107,6 +116,43 @@ def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
         raise BadBatch("no observations in the body")
     if len(items) > MAX_BATCH:
         raise BadBatch(f"{len(items)} observations in one request; send at most {MAX_BATCH}")
+    return _fast(items, now_s) or _checked(items, now_s)
+
+
+def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
+    """Vectorized validation of the common shape; None sends the batch to `_checked`,
+    which finds and names the first bad item."""
+    if {type(it) for it in items} != {dict}:
+        return None
+    totals = [it.get("total_ms") for it in items]
+    stamps = [it.get("ts") for it in items]
+    flags = [it.get("error") for it in items]
+    if (
+        not {type(t) for t in totals} <= _NUMBER_TYPES
+        or not {type(t) for t in stamps} <= _TS_TYPES
+        or not {type(e) for e in flags} <= {bool, type(None)}
+        or any(it.get("stages") is not None for it in items)
+    ):
+        return None
+    total = np.array(totals, dtype=np.float64)
+    ts = np.array(stamps, dtype=np.float64)  # None -> NaN
+    missing = np.array([t is None for t in stamps], dtype=bool)
+    ts[missing] = now_s
+    bad = (
+        ~np.isfinite(total)
+        | (total < 0)
+        | ~np.isfinite(ts)
+        | (ts < 0)
+        | (ts > now_s + MAX_FUTURE_S)
+    )
+    if bad.any():
+        return None
+    err = np.array([e is True for e in flags], dtype=bool)
+    return ParsedBatch(ts, total, err, {})
+
+
+def _checked(items: list[Any], now_s: float) -> ParsedBatch:
+    """Item-by-item validation, with the reason for the first bad item."""
     n = len(items)
     ts = np.empty(n, dtype=np.float64)
     total = np.empty(n, dtype=np.float64)
@@ -127,6 +173,11 @@ def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
             raise BadBatch(
                 f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, "
                 f"got {_short(item.get('ts'))}"
+            )
+        if when > now_s + MAX_FUTURE_S:
+            raise BadBatch(
+                f"item {i}: ts is {when - now_s:,.0f} s ahead of the server clock; "
+                "send epoch seconds (not ms) from a synchronized clock"
             )
         ts[i] = when
         e = item.get("error", False)

@@ -108,7 +108,7 @@ class Runtime:
             self.observations_total = int(snap["observations_total"])
             self.errors_total = int(snap["errors_total"])
             self.stage_observations.update(snap.get("stage_observations", {}))
-            self.replicas.desired = self.replicas._bound(int(snap.get("desired_replicas", 0)))
+            self.replicas.restore(int(snap.get("desired_replicas", 0)))
             shed = snap.get("shed")
             if self.shed is not None and isinstance(shed, dict):
                 self.shed.current_fraction = float(shed.get("fraction", 0.0))
