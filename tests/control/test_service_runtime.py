@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.actions import ActionsConfig
@@ -136,3 +139,27 @@ def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):
     outcomes = [r for r in rt.journal.records() if r["kind"] == "outcome"]
     assert any(r["detail"].startswith("command") and r["ok"] for r in outcomes)
     rt.close()
+
+
+_item = st.fixed_dictionaries(
+    {"total_ms": st.floats(0, 1e7, allow_nan=False) | st.integers(0, 10**7)},
+    optional={
+        "ts": st.floats(0, T0, allow_nan=False) | st.none(),
+        "error": st.booleans() | st.none() | st.sampled_from([0, 1]),
+        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5)),
+        "route": st.text(max_size=5),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_item, min_size=1, max_size=30), st.booleans())
+def test_parse_round_trips_valid_batches(items, ndjson):
+    body = ("\n".join(json.dumps(i) for i in items) if ndjson else json.dumps(items)).encode()
+    got = parse_observations(body, now_s=T0)
+    assert len(got) == len(items)
+    for k, item in enumerate(items):
+        assert got.total_ms[k] == float(item["total_ms"])
+        ts = item.get("ts")
+        assert got.ts[k] == (T0 if ts is None else float(ts))
+        assert bool(got.error[k]) == bool(item.get("error"))

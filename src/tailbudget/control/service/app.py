@@ -136,9 +136,14 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
         return JSONResponse({"baseline_p99_ms": float(p99)})
 
     async def evaluator() -> None:
+        # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
+        # the cadence the rules' `for` spans are counted in.
         period = runtime.policy.evaluate_every_s
+        loop = asyncio.get_running_loop()
+        due = loop.time() + period
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due = max(due + period, loop.time())
             try:
                 await asyncio.to_thread(runtime.evaluate)
             except Exception:  # keep evaluating; the next tick may succeed
