@@ -96,7 +96,7 @@ def _bad(args: list[str]) -> str:
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     no_ts = tmp_path / "nots.csv"
     pd.DataFrame({"total_ms": [1.0, 2.0]}).to_csv(no_ts, index=False)
-    assert "no timestamp column" in _bad([str(no_ts)])
+    assert "replay needs one: pass --timestamp COL" in _bad([str(no_ts)])
     assert re.search("not found|no such file", _bad([str(tmp_path / "missing.parquet")]))
     log = _ramp_log(tmp_path)
     assert "give one baseline" in _bad([str(log), "--baseline-p99", "5", "--baseline-window", "1m"])

@@ -158,3 +158,20 @@ def test_truncated_bytes_raise() -> None:
         LatencySketch.from_bytes(raw[:-3])
     with pytest.raises(TailbudgetError, match="bad header"):
         LatencySketch.from_bytes(b"nope")
+
+
+def test_merged_many_equals_sequential_merge() -> None:
+    rng = np.random.default_rng(5)
+    parts = [rng.lognormal(m, 1.0, 2000) for m in (2.0, 5.0, 8.0)]
+    sketches = []
+    for p in parts:
+        s = LatencySketch()
+        s.add_many(p)
+        sketches.append(s)
+    seq = LatencySketch()
+    for s in sketches:
+        seq.merge(s)
+    assert LatencySketch.merged([*sketches, LatencySketch()]) == seq
+    assert LatencySketch.merged([]).count == 0
+    with pytest.raises(TailbudgetError, match="different settings"):
+        LatencySketch.merged([sketches[0], LatencySketch(0.05)])
