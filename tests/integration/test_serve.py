@@ -229,6 +229,9 @@ def test_ndjson_metrics_and_status(shared):
     assert "tailbudget_desired_replicas" in families
     assert "tailbudget_action_active" in families
     assert "tailbudget_decisions" in families
+    thresholds = {s.labels["rule"]: s.value for s in families["tailbudget_rule_threshold"].samples}
+    assert thresholds["rollback_errors"] == pytest.approx(0.05)
+    assert thresholds["scale_p95"] == pytest.approx(0.9 * 0.8)  # 90% of the 800 ms SLO p95
     assert all(s.name.startswith("tailbudget_") for f in families.values() for s in f.samples)
 
 

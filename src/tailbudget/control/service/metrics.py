@@ -80,6 +80,24 @@ class RuntimeCollector(Collector):
             "Accepted observations marked as errors.",
             value=float(view["errors_total"]),
         )
+        value = GaugeMetricFamily(
+            "tailbudget_rule_value",
+            "The value each rule last measured (seconds for latency rules, else a ratio).",
+            labels=["rule", "metric"],
+        )
+        threshold = GaugeMetricFamily(
+            "tailbudget_rule_threshold",
+            "Each rule's trigger threshold (seconds for latency rules, else a ratio).",
+            labels=["rule", "metric"],
+        )
+        for rule in view["rules"]:
+            scale = 0.001 if rule["metric"] in ("p50", "p95", "p99") else 1.0
+            labels = [str(rule["name"]), str(rule["metric"])]
+            threshold.add_metric(labels, float(rule["threshold"]) * scale)
+            if rule.get("value") is not None:
+                value.add_metric(labels, float(rule["value"]) * scale)
+        yield value
+        yield threshold
         decisions = CounterMetricFamily(
             _counter_base(names.DECISIONS_TOTAL),
             "Decisions the controller took (journaled), by action and rule.",

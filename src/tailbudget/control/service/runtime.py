@@ -278,6 +278,10 @@ class Runtime:
                 "observations_total": self.observations_total,
                 "errors_total": self.errors_total,
                 "decisions_total": dict(self.decisions_total),
+                "rules": [
+                    {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
+                    for rule in self.controller.status(now)["rules"]
+                ],
             }
 
     # --- baseline, snapshots ------------------------------------------------------
