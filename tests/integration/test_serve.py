@@ -331,3 +331,11 @@ def test_bad_options_exit_2_with_one_line(tmp_path):
     assert "token file must hold one token" in result.output
     missing = CliRunner().invoke(app, ["serve", "--budget", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "nope.yaml" in missing.output
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = CliRunner().invoke(
+            app, ["serve", "--port", port, "--state-dir", str(tmp_path / "s")]
+        )
+    assert busy.exit_code == 2 and "cannot listen" in busy.output

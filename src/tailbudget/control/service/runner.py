@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,23 @@ def read_token(path: Path) -> str:
     return token
 
 
+def _check_bind(host: str, port: int) -> None:
+    """Fail with a one-line error (not uvicorn's exit 1) when the address is taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise TailbudgetError(f"--host {host!r}: cannot resolve ({exc})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            raise TailbudgetError(
+                f"{host}:{port}: cannot listen ({exc.strerror}); pick another --port"
+            ) from None
+
+
 def build_runtime(options: ServeOptions) -> Runtime:
     """Resolve the budget's policy and open the state dir (replaying its write-ahead log)."""
     budget = load_budget(options.budget) if options.budget is not None else None
@@ -73,6 +91,7 @@ def serve(options: ServeOptions) -> None:
     if not 0 < options.port < 65536:
         raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
     token = read_token(options.token_file) if options.token_file is not None else None
+    _check_bind(options.host, options.port)
     runtime = build_runtime(options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if options.host not in ("127.0.0.1", "localhost", "::1"):
