@@ -163,3 +163,16 @@ def test_parse_round_trips_valid_batches(items, ndjson):
         ts = item.get("ts")
         assert got.ts[k] == (T0 if ts is None else float(ts))
         assert bool(got.error[k]) == bool(item.get("error"))
+
+
+def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_path):
+    rt = _runtime(tmp_path)
+    _ingest(rt, 30, 100.0, T0)
+    rt.close()
+    snap = rt.state.load_snapshot()
+    snap["controller"]["rules"] = {"scale": {"since": "not a time"}}
+    rt.state.write_snapshot(snap)
+    again = _runtime(tmp_path)
+    assert again.observations_total == 30
+    assert "rule state restarted" in " ".join(again.status(T0)["notes"])
+    again.close()

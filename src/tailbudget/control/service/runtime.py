@@ -37,6 +37,7 @@ from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.state import StateDir
 from tailbudget.control.windows import WindowStats
+from tailbudget.errors import PolicyError
 
 __all__ = ["Runtime", "RuntimeConfig"]
 
@@ -95,6 +96,7 @@ class Runtime:
         self.last_stats: WindowStats | None = None
         self.last_evaluated_s: float | None = None
         self.started_s = time.time()
+        self.notes: list[str] = []
         self._last_compact = time.monotonic()
         self.controller = self._restore()
 
@@ -103,7 +105,14 @@ class Runtime:
     def _restore(self) -> Controller:
         snap = self.state.load_snapshot()
         if snap is not None and snap.get("version") == SNAPSHOT_VERSION:
-            controller = Controller.from_state(self.policy, snap["controller"])
+            try:
+                controller = Controller.from_state(self.policy, snap["controller"])
+            except PolicyError as exc:
+                # The budget's policy changed incompatibly (e.g. another window): keep
+                # every count, start the rules afresh, and say so in the status.
+                log.warning("controller state not resumed: %s", exc)
+                self.notes.append("policy changed since the snapshot: rule state restarted")
+                controller = Controller(self.policy)
             self.seq = int(snap["seq"])
             self.observations_total = int(snap["observations_total"])
             self.errors_total = int(snap["errors_total"])
@@ -236,7 +245,7 @@ class Runtime:
         verdict = self.verdict(now)
         with self._lock:
             controller = self.controller.status(now)
-            notes = list(controller.get("notes", []))
+            notes = [*self.notes, *controller.get("notes", [])]
             return {
                 "service": self.config.service,
                 "verdict": verdict["verdict"],
