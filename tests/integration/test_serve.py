@@ -15,7 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
@@ -51,10 +56,19 @@ def _free_port() -> int:
 class Server:
     """One `python -m tailbudget serve` process on a free loopback port."""
 
-    def __init__(self, state_dir: Path, *, token_file: Path | None, budget: Path | None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        token_file: Path | None,
+        budget: Path | None,
+        actions: Path | None = None,
+    ) -> None:
         self.state_dir, self.token_file, self.budget = state_dir, token_file, budget
+        self.actions = actions
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.log = state_dir.parent / f"serve-{state_dir.name}.log"
 
     def start(self) -> Server:
         port = _free_port()
@@ -64,15 +78,17 @@ class Server:
             argv += ["--token-file", str(self.token_file)]
         if self.budget is not None:
             argv += ["--budget", str(self.budget)]
+        if self.actions is not None:
+            argv += ["--actions", str(self.actions)]
         env = {**os.environ, "PYTHONPATH": str(SRC)}
-        self.proc = subprocess.Popen(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        # The server's log goes to a file: a pipe nobody reads could fill and block it.
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode()  # type: ignore[union-attr]
+                err = self.log.read_text(errors="replace")
                 pytest.fail(f"serve exited {self.proc.returncode}: {err[-800:]}")
             try:
                 if httpx.get(f"{self.url}/v1/status", timeout=1).status_code == 200:
@@ -86,9 +102,7 @@ class Server:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self.proc.stderr.close()  # type: ignore[union-attr]
-        return code
+        return self.proc.wait(30)
 
     def post(
         self, items: list[dict[str, object]] | bytes, token: str | None = TOKEN, **kw: object
@@ -287,7 +301,44 @@ def test_state_survives_sigterm_and_kill_9(tmp_path, files):
         srv.stop()
 
 
-def test_verdict_flips_to_rollback_under_an_error_burst(server):
+@pytest.fixture
+def receiver() -> Iterator[tuple[list[tuple[str, dict[str, object]]], str]]:
+    """A real webhook receiver on loopback (uvicorn in a thread) recording every POST."""
+    posts: list[tuple[str, dict[str, object]]] = []
+
+    async def hook(request: Request) -> JSONResponse:
+        posts.append((request.headers.get("idempotency-key", ""), json.loads(await request.body())))
+        return JSONResponse({"ok": True})
+
+    port = _free_port()
+    app_ = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    srv = uvicorn.Server(uvicorn.Config(app_, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield posts, f"http://127.0.0.1:{port}/hook"
+    srv.should_exit = True
+    thread.join(10)
+
+
+def test_verdict_flips_to_rollback_under_an_error_burst(tmp_path, files, receiver):
+    posts, hook_url = receiver
+    actions = tmp_path / "actions.yaml"
+    actions.write_text(
+        f"webhooks:\n  - {{url: '{hook_url}', actions: [rollback], backoff_s: 0.1}}\n"
+    )
+    server = Server(
+        tmp_path / "state", token_file=files[0], budget=files[1], actions=actions
+    ).start()
+    try:
+        _verdict_flow(server, posts)
+    finally:
+        server.stop()
+
+
+def _verdict_flow(server: Server, posts: list[tuple[str, dict[str, object]]]) -> None:
     r = httpx.get(f"{server.url}/v1/verdict", timeout=10)
     assert r.status_code == 200 and r.json()["verdict"] == "unknown"
     assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 503
@@ -317,8 +368,16 @@ def test_verdict_flips_to_rollback_under_an_error_burst(server):
         and last[-1]["rule"] == "rollback_errors"
         and last[-1]["threshold"] == pytest.approx(0.05)
     )
-    journal = (server.state_dir / "journal.jsonl").read_text().splitlines()
-    assert any(json.loads(line).get("action") == "rollback" for line in journal)
+    journal = [
+        json.loads(line) for line in (server.state_dir / "journal.jsonl").read_text().splitlines()
+    ]
+    rollback = next(r for r in journal if r.get("action") == "rollback" and r["kind"] == "decision")
+    # The webhook ran after the decision was journaled, with the decision's key.
+    deadline = time.monotonic() + 20
+    while not posts and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert posts and posts[0][0] == rollback["id"] and posts[0][1]["action"] == "rollback"
+    assert all(body["action"] == "rollback" for _, body in posts)  # filtered to rollback
 
 
 def test_bad_options_exit_2_with_one_line(tmp_path):
