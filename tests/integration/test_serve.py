@@ -141,14 +141,6 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-@pytest.fixture
-def server(tmp_path: Path, files: tuple[Path, Path]) -> Iterator[Server]:
-    """A fresh server (fresh state) for tests that need one."""
-    srv = Server(tmp_path / "state", token_file=files[0], budget=files[1]).start()
-    yield srv
-    srv.stop()
-
-
 def _total(srv: Server) -> int:
     return int(srv.status()["observations_total"])  # type: ignore[call-overload]
 
