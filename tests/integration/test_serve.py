@@ -343,6 +343,9 @@ def _verdict_flow(server: Server, posts: list[tuple[str, dict[str, object]]]) ->
     assert verdict == "healthy"
     server.post(_obs(30))
     assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 200
+    flagger_hook = {"name": "podinfo", "namespace": "test", "phase": "Progressing"}
+    r = httpx.post(f"{server.url}/v1/verdict?mode=flagger", json=flagger_hook, timeout=10)
+    assert r.status_code == 200  # Flagger's webhooks are POSTs
     deadline = time.monotonic() + 20
     verdict = "healthy"
     while verdict != "rollback" and time.monotonic() < deadline:

@@ -166,7 +166,8 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
             Route("/v1/observations", observations, methods=["POST"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/v1/status", status, methods=["GET"]),
-            Route("/v1/verdict", verdict, methods=["GET"]),
+            # Flagger calls its webhooks with POST (a JSON body we do not need).
+            Route("/v1/verdict", verdict, methods=["GET", "POST"]),
             Route("/v1/baseline", baseline, methods=["POST"]),
         ],
         lifespan=lifespan,
