@@ -167,6 +167,15 @@ class StateDir:
                 "give a writable --state-dir"
             ) from None
         self.wal = ObservationLog(self.root / self.WAL)
+        # A newly created log's directory entry must be durable too (power loss).
+        self._fsync_dir()
+
+    def _fsync_dir(self) -> None:
+        dir_fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     @property
     def journal_path(self) -> Path:
@@ -199,11 +208,7 @@ class StateDir:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        dir_fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        self._fsync_dir()
 
     def pending(self, after_seq: int) -> Iterator[Batch]:
         """Log batches newer than the snapshot's last sequence number."""
