@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.actions.config import CommandConfig
+from tailbudget.control.actions.config import CommandConfig, ShedConfig
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.errors import TailbudgetError
 
 T0 = 1_800_000_000.0
 
@@ -176,3 +178,37 @@ def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_p
     assert again.observations_total == 30
     assert "rule state restarted" in " ".join(again.status(T0)["notes"])
     again.close()
+
+
+def test_embedded_runtime_sheds_on_the_applications_gates_and_resumes(tmp_path):
+    policy = parse_policy(
+        {
+            "window": "10s",
+            "evaluate_every": "1s",
+            "min_samples": 5,
+            "rules": [{"name": "shed", "metric": "p95", "threshold": 500, "action": "shed_load"}],
+        }
+    )
+    config = RuntimeConfig(
+        state_dir=tmp_path / "state",
+        actions=ActionsConfig(log=False, shed=ShedConfig(fraction=0.4, rate_per_s=20.0)),
+    )
+    shedder, limiter = PriorityShedder(), TokenBucket(1000.0)
+    rt = Runtime(policy, config, shedder=shedder, limiter=limiter)
+    _ingest(rt, 20, 900.0, T0)
+    assert [d.action for d in rt.evaluate(T0 + 1)] == ["shed_load"]
+    assert shedder.fraction == 0.4 and limiter.rate_per_s == 20.0
+    _crash(rt)
+    fresh_shedder = PriorityShedder()
+    again = Runtime(policy, config, shedder=fresh_shedder, limiter=TokenBucket(1000.0))
+    assert fresh_shedder.fraction == 0.4  # the shedding in force survives a restart
+    assert again.status(T0 + 1)["shed"] == {"fraction": 0.4, "rate_per_s": 20.0}
+    again.close()
+
+
+def test_a_snapshot_from_another_version_is_a_clear_error(tmp_path):
+    rt = _runtime(tmp_path)
+    rt.close()
+    rt.state.write_snapshot({"version": 99})
+    with pytest.raises(TailbudgetError, match="snapshot version 99"):
+        _runtime(tmp_path)

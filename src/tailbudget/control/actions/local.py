@@ -130,6 +130,14 @@ class ShedAction:
         self.current_fraction = 0.0
         self.current_rate: float | None = None
 
+    def restore(self, fraction: float, rate_per_s: float | None) -> None:
+        """Resume a shedding state from a snapshot, and push it to the gates."""
+        self.current_fraction, self.current_rate = fraction, rate_per_s
+        if self.shedder is not None:
+            self.shedder.set_fraction(fraction)
+        if self.limiter is not None and rate_per_s is not None:
+            self.limiter.set_rate(rate_per_s)
+
     def handles(self, action: str) -> bool:
         """shed_load and stop_shedding."""
         return action in ("shed_load", "stop_shedding")

@@ -32,12 +32,13 @@ from tailbudget.control.actions import (
     WebhookAction,
     build_actions,
 )
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Controller, Decision
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.state import StateDir
 from tailbudget.control.windows import WindowStats
-from tailbudget.errors import PolicyError
+from tailbudget.errors import PolicyError, TailbudgetError
 
 __all__ = ["Runtime", "RuntimeConfig"]
 
@@ -68,12 +69,20 @@ class Runtime:
         config: RuntimeConfig,
         *,
         extra_actions: Sequence[Action] = (),
+        shedder: PriorityShedder | None = None,
+        limiter: TokenBucket | None = None,
     ) -> None:
+        """Open the state dir and resume from it.
+
+        An application embedding the runtime passes the backpressure gates its
+        middleware uses (`shedder`, `limiter`), so shed_load acts on them, and
+        any further executors in `extra_actions`.
+        """
         self.policy = policy
         self.config = config
         self.state = StateDir(config.state_dir)
         self.journal = Journal(self.state.journal_path)
-        actions, shed, _ = build_actions(config.actions)
+        actions, shed, _ = build_actions(config.actions, shedder=shedder, limiter=limiter)
         self.shed: ShedAction | None = shed
         self.replicas = ReplicasAction(
             minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
@@ -98,13 +107,24 @@ class Runtime:
         self.started_s = time.time()
         self.notes: list[str] = []
         self._last_compact = time.monotonic()
-        self.controller = self._restore()
+        try:
+            self.controller = self._restore()
+        except BaseException:
+            self._actions.shutdown(wait=False)
+            self.state.close()
+            self.journal.close()
+            raise
 
     # --- start-up -------------------------------------------------------------
 
     def _restore(self) -> Controller:
         snap = self.state.load_snapshot()
-        if snap is not None and snap.get("version") == SNAPSHOT_VERSION:
+        if snap is not None and snap.get("version") != SNAPSHOT_VERSION:
+            raise TailbudgetError(
+                f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
+                f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
+            )
+        if snap is not None:
             try:
                 controller = Controller.from_state(self.policy, snap["controller"])
             except PolicyError as exc:
@@ -120,9 +140,8 @@ class Runtime:
             self.replicas.restore(int(snap.get("desired_replicas", 0)))
             shed = snap.get("shed")
             if self.shed is not None and isinstance(shed, dict):
-                self.shed.current_fraction = float(shed.get("fraction", 0.0))
                 rate = shed.get("rate_per_s")
-                self.shed.current_rate = None if rate is None else float(rate)
+                self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
         else:
             controller = Controller(self.policy)
         replayed = 0
