@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +142,33 @@ def test_unreadable_snapshot_names_the_file(tmp_path):
 )
 def test_state_serialization_round_trips(value):
     assert loads_state(dumps_state({"v": value})) == {"v": value}
+
+
+def test_a_failed_append_leaves_no_partial_record(tmp_path):
+    """A write cut short (here by a file-size limit, as on a full disk) is not
+    acknowledged and is cut off, so the batches acknowledged after it replay."""
+    script = f"""
+import resource, signal, sys
+import numpy as np
+from tailbudget.control.state import StateDir
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+state = StateDir({str(tmp_path)!r})
+one = (np.ones(10), np.ones(10), np.zeros(10, dtype=bool))
+state.wal.append(1, *one)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (state.wal.size() + 100, hard))
+big = (np.ones(1000), np.ones(1000), np.zeros(1000, dtype=bool))
+try:
+    state.wal.append(2, *big)
+except OSError:
+    print("refused")
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+state.wal.append(3, *one)
+print([b.seq for b in state.pending(0)])
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["refused", "[1, 3]"]

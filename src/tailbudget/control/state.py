@@ -74,8 +74,17 @@ class ObservationLog:
         """Append a batch durably; when this returns, the batch survives a crash."""
         data = _encode(seq, ts, total_ms, error)
         with self._lock:
-            os.write(self._fd, data)
-            os.fdatasync(self._fd)
+            end = os.fstat(self._fd).st_size
+            try:
+                written = os.write(self._fd, data)
+                if written != len(data):
+                    raise OSError(28, f"short write ({written} of {len(data)} bytes)")
+                os.fdatasync(self._fd)
+            except OSError:
+                # Cut a partial record off, or replay would stop there and lose the
+                # batches acknowledged after it.
+                os.ftruncate(self._fd, end)
+                raise
 
     def batches(self) -> Iterator[Batch]:
         """Every intact batch in order; stops at a torn or corrupt tail (never acknowledged)."""

@@ -93,6 +93,9 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
             accepted = await asyncio.to_thread(ingest, body)
         except BadBatch as exc:
             return _error(400, str(exc))
+        except OSError as exc:  # disk full, I/O error: not durable, so not accepted
+            log.error("cannot store an observation batch: %s", exc)
+            return _error(503, f"cannot store the batch ({exc.strerror or exc}); not accepted")
         return JSONResponse({"accepted": accepted})
 
     def ingest(body: bytes) -> int:
