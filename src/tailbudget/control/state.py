@@ -123,34 +123,46 @@ class ObservationLog:
                 self._fd = -1
 
 
-def _default(value: Any) -> Any:
+_BYTES = "$bytes"
+
+
+def _enc(value: Any) -> Any:
+    # bytes travel as {"$bytes": base64}; user keys starting with "$" get one more
+    # "$", so no user dict is ever mistaken for bytes.
     if isinstance(value, bytes | bytearray | memoryview):
-        return {"__b64__": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    item = getattr(value, "item", None)
-    if callable(item):
-        return item()
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
+        return {_BYTES: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return {_esc(str(k)): _enc(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_enc(v) for v in value]
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist) and not isinstance(value, str | int | float | bool):
         return tolist()
-    raise TypeError(f"cannot store {type(value).__name__} in the state snapshot")
+    return value
 
 
-def _hook(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1 and "__b64__" in obj:
-        return base64.b64decode(obj["__b64__"])
-    return obj
+def _esc(key: str) -> str:
+    return "$" + key if key.startswith("$") else key
+
+
+def _dec(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(_BYTES), str):
+            return base64.b64decode(value[_BYTES])
+        return {(k[1:] if k.startswith("$") else k): _dec(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dec(v) for v in value]
+    return value
 
 
 def dumps_state(state: dict[str, Any]) -> str:
     """JSON text of a state dict; bytes (serialized sketches) travel as base64."""
-    return json.dumps(state, default=_default, separators=(",", ":"))
+    return json.dumps(_enc(state), separators=(",", ":"))
 
 
 def loads_state(text: str) -> dict[str, Any]:
     """Inverse of `dumps_state`."""
-    value = json.loads(text, object_hook=_hook)
+    value = _dec(json.loads(text))
     if not isinstance(value, dict):
         raise ValueError("state snapshot is not a JSON object")
     return value
