@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailbudget.budget.policy import parse_policy
+from tailbudget.budget.policy import parse_policy, resolve_policy
 from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.actions.config import CommandConfig, ShedConfig
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
@@ -212,3 +212,14 @@ def test_a_snapshot_from_another_version_is_a_clear_error(tmp_path):
     rt.state.write_snapshot({"version": 99})
     with pytest.raises(TailbudgetError, match="snapshot version 99"):
         _runtime(tmp_path)
+
+
+def test_default_policy_says_the_baseline_rule_is_inactive_until_a_baseline_is_set(tmp_path):
+    config = RuntimeConfig(state_dir=tmp_path / "state", actions=ActionsConfig(log=False))
+    rt = Runtime(resolve_policy(None), config)
+    assert "no baseline: p99 rollback rule inactive" in rt.status(T0)["notes"]
+    rt.set_baseline(850.0)
+    status = rt.status(T0)
+    assert status["baseline_p99_ms"] == 850.0
+    assert "no baseline: p99 rollback rule inactive" not in status["notes"]
+    rt.close()
