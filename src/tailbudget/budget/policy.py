@@ -425,12 +425,11 @@ def parse_policy(spec: str | dict[str, Any] | None, slo: SLO | None = None) -> P
             f"policy.replicas: must be a mapping with min, max and step, got {replicas_raw!r}"
         )
     for key, value in replicas_raw.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (1 if key != "min" else 0)
-        ):
-            raise PolicyError(f"policy.replicas.{key}: must be a whole number >= 1, got {value!r}")
+        least = 0 if key == "min" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PolicyError(
+                f"policy.replicas.{key}: must be a whole number >= {least}, got {value!r}"
+            )
     if "rules" in spec:
         raw_rules = spec["rules"]
         if not isinstance(raw_rules, list) or not raw_rules:

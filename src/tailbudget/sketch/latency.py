@@ -366,8 +366,14 @@ class LatencySketch:
                 f"corrupt LatencySketch: header count {count} != bucket total {int(counts.sum())}"
             )
         if counts.size:
+            offset = unzigzag(zz)
+            lo_i, hi_i = sketch._index(lo_v) - 2, sketch._index(hi_v) + 2
+            if offset < lo_i or offset + counts.size - 1 > hi_i or not lo_v <= mn <= mx <= hi_v:
+                raise TailbudgetError(
+                    "corrupt LatencySketch: buckets or min/max outside the sketch's value range"
+                )
             sketch._counts = counts
-            sketch._offset = unzigzag(zz)
+            sketch._offset = offset
             sketch._min, sketch._max = mn, mx
         sketch._count, sketch._clamped, sketch._sum = count, clamped, total
         return sketch
