@@ -94,7 +94,7 @@ def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 pytest.fail(f"prometheus exited: {proc.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
@@ -105,7 +105,7 @@ def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen
                 pass
             time.sleep(0.2)
         else:
-            pytest.fail("prometheus did not become ready in 20 s")
+            pytest.fail("prometheus did not become ready in 60 s")
         yield proc, url
     finally:
         if proc.poll() is None:
@@ -117,7 +117,7 @@ def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen
 def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus, tmp_path):
     proc, url = prometheus
     source = PrometheusSource(url, "svc", "5s", min_samples=10)
-    deadline = time.monotonic() + 25
+    deadline = time.monotonic() + 60
     stats = source.stats()
     while not stats.known and time.monotonic() < deadline:
         time.sleep(0.5)
