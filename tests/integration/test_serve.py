@@ -306,7 +306,7 @@ def receiver() -> Iterator[tuple[list[tuple[str, dict[str, object]]], str]]:
     srv = uvicorn.Server(uvicorn.Config(app_, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.02)
     yield posts, f"http://127.0.0.1:{port}/hook"
