@@ -309,6 +309,7 @@ def receiver() -> Iterator[tuple[list[tuple[str, dict[str, object]]], str]]:
     deadline = time.monotonic() + 30
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert srv.started, "webhook receiver did not start"
     yield posts, f"http://127.0.0.1:{port}/hook"
     srv.should_exit = True
     thread.join(10)
