@@ -28,7 +28,7 @@ from tailbudget.control.actions import (
 )
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Decision
-from tailbudget.control.journal import Journal, decision_key
+from tailbudget.control.journal import DecisionLike, Journal, decision_key
 from tailbudget.errors import PolicyError
 
 
@@ -88,9 +88,12 @@ def test_webhook_retries_with_backoff_and_a_stable_idempotency_key(receiver):
     rec, url = receiver
     rec.fail_first = 2
     sleeps: list[float] = []
-    hook = WebhookAction(
-        url, retries=3, backoff_s=0.01, sleep=lambda s: (sleeps.append(s), time.sleep(s))
-    )
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
+    hook = WebhookAction(url, retries=3, backoff_s=0.01, sleep=sleep)
     decision = _decision()
     detail = hook.execute(decision, decision_key(decision))
     assert "after 3 attempt" in detail
@@ -135,7 +138,7 @@ def test_dispatcher_journals_before_executing_and_skips_dry_run(tmp_path):
         def handles(self, action: str) -> bool:
             return True
 
-        def execute(self, decision: Decision, key: str) -> str:
+        def execute(self, decision: DecisionLike, key: str) -> str:
             seen_records.append(len(list(journal.records())))
             return "ran"
 
@@ -172,7 +175,7 @@ def test_command_failure_and_timeout_are_errors():
     with pytest.raises(RuntimeError, match="timed out"):
         slow.execute(_decision(), "k")
     with pytest.raises(PolicyError, match="list of strings"):
-        CommandAction("rm -rf /")  # type: ignore[arg-type]
+        CommandAction("rm -rf /")
 
 
 def test_logging_trim_and_restore_exactly():

@@ -77,7 +77,8 @@ def test_decisions_are_journaled_executed_and_snapshotted(tmp_path):
     assert rt.replicas.desired == 2 and rt.status(T0 + 3)["desired_replicas"] == 2
     kinds = [(r["kind"], r.get("action")) for r in rt.journal.records()]
     assert kinds[0] == ("decision", "scale_up") and kinds[-1][0] == "outcome"
-    assert rt.state.load_snapshot()["desired_replicas"] == 2  # snapshot right after deciding
+    snap = rt.state.load_snapshot()
+    assert snap is not None and snap["desired_replicas"] == 2  # snapshot right after deciding
     _crash(rt)
     again = _runtime(tmp_path)
     assert again.replicas.desired == 2 and again.decisions_total[("scale_up", "scale")] == 1
@@ -172,6 +173,7 @@ def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_p
     _ingest(rt, 30, 100.0, T0)
     rt.close()
     snap = rt.state.load_snapshot()
+    assert snap is not None
     snap["controller"]["rules"] = {"scale": {"since": "not a time"}}
     rt.state.write_snapshot(snap)
     again = _runtime(tmp_path)

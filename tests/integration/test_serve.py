@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -105,16 +106,15 @@ class Server:
         return self.proc.wait(30)
 
     def post(
-        self, items: list[dict[str, object]] | bytes, token: str | None = TOKEN, **kw: object
+        self, items: list[dict[str, object]] | bytes, token: str | None = TOKEN
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         body = items if isinstance(items, bytes) else json.dumps(items).encode()
-        return httpx.post(
-            f"{self.url}/v1/observations", content=body, headers=headers, timeout=30, **kw
-        )  # type: ignore[arg-type]
+        return httpx.post(f"{self.url}/v1/observations", content=body, headers=headers, timeout=30)
 
-    def status(self) -> dict[str, object]:
-        return httpx.get(f"{self.url}/v1/status", timeout=10).json()  # type: ignore[no-any-return]
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(f"{self.url}/v1/status", timeout=10).json()
+        return body
 
 
 def _files(root: Path, budget_text: str = BUDGET) -> tuple[Path, Path]:
@@ -142,7 +142,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def _total(srv: Server) -> int:
-    return int(srv.status()["observations_total"])  # type: ignore[call-overload]
+    return int(srv.status()["observations_total"])
 
 
 def _obs(n: int, ms: float = 100.0, error: bool = False) -> list[dict[str, object]]:
