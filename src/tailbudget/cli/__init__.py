@@ -14,6 +14,7 @@ from tailbudget.cli.import_ import import_command
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
 from tailbudget.cli.replay import replay_command
+from tailbudget.cli.serve import serve_command
 
 app = typer.Typer(
     name="tailbudget",
@@ -29,6 +30,7 @@ app.command("demo")(demo_command)
 app.command("replay")(replay_command)
 app.command("export")(export_command)
 app.command("import")(import_command)
+app.command("serve")(serve_command)
 
 
 def main() -> None:

@@ -1,0 +1,194 @@
+"""Sustained batched ingest into `tailbudget serve` over loopback, next to the sketch's add_many.
+
+Starts `python -m tailbudget serve` on a free loopback port with a fresh state
+dir, POSTs batches of observations (each acknowledged only once fsynced to the
+write-ahead log) for `--seconds`, and reports observations per second and the
+server's RSS at the start and the end (a bounded RSS means the windows do not
+grow with traffic). In the same run it times `LatencySketch.add_many` in
+process on the same number of values: the ceiling the service's HTTP, JSON
+and durability overheads are measured against.
+
+    python bench/ingest.py            # 30 s
+    python bench/ingest.py --quick    # 5 s, for development
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from tailbudget.sketch import LatencySketch  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bodies(batch: int, count: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        values = rng.lognormal(6.5, 0.6, batch)
+        errors = rng.random(batch) < 0.01
+        items = [
+            {"total_ms": round(float(v), 3), "error": bool(e)}
+            for v, e in zip(values, errors, strict=True)
+        ]
+        out.append(json.dumps(items).encode())
+    return out
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/v1/status", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("serve did not start within 30 s")
+
+
+def _client(
+    url: str, bodies: list[bytes], stop: threading.Event, counts: list[int], i: int
+) -> None:
+    with httpx.Client(timeout=30) as client:
+        k = 0
+        while not stop.is_set():
+            r = client.post(
+                f"{url}/v1/observations",
+                content=bodies[k % len(bodies)],
+                headers={"Content-Type": "application/json"},
+            )
+            r.raise_for_status()
+            counts[i] += int(r.json()["accepted"])
+            k += 1
+
+
+def bench_serve(seconds: float, batch: int, clients: int) -> dict[str, float]:
+    """Run the server and the clients; return throughput and RSS figures."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as state:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tailbudget",
+                "serve",
+                "--port",
+                str(port),
+                "--state-dir",
+                state,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _wait_ready(url, proc)
+            server = psutil.Process(proc.pid)
+            bodies = _bodies(batch, 8)
+            # Warm up, then take the starting RSS.
+            httpx.post(f"{url}/v1/observations", content=bodies[0]).raise_for_status()
+            rss_start = server.memory_info().rss
+            stop = threading.Event()
+            counts = [0] * clients
+            threads = [
+                threading.Thread(target=_client, args=(url, bodies, stop, counts, i))
+                for i in range(clients)
+            ]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            time.sleep(seconds)
+            stop.set()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - t0
+            rss_end = server.memory_info().rss
+            status = httpx.get(f"{url}/v1/status", timeout=10).json()
+            total = sum(counts)
+            assert status["observations_total"] == total + batch, "server count disagrees with acks"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return {
+        "observations": float(total),
+        "seconds": elapsed,
+        "rate": total / elapsed,
+        "rss_start": rss_start / 2**20,
+        "rss_end": rss_end / 2**20,
+    }
+
+
+def bench_sketch(n: int) -> dict[str, float]:
+    """In-process LatencySketch.add_many on n heavy-tailed values (batches of 1M)."""
+    rng = np.random.default_rng(1)
+    values = rng.lognormal(6.5, 0.6, n)
+    sketch = LatencySketch(relative_accuracy=0.01)
+    t0 = time.perf_counter()
+    for start in range(0, n, 1_000_000):
+        sketch.add_many(values[start : start + 1_000_000])
+    elapsed = time.perf_counter() - t0
+    proc = psutil.Process()
+    return {
+        "observations": float(n),
+        "seconds": elapsed,
+        "rate": n / elapsed,
+        "rss_start": proc.memory_info().rss / 2**20,
+        "rss_end": proc.memory_info().rss / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="ingest duration (default 30)")
+    parser.add_argument("--batch", type=int, default=2000, help="observations per POST")
+    parser.add_argument("--clients", type=int, default=2, help="concurrent HTTP clients")
+    parser.add_argument("--quick", action="store_true", help="5 s and a small in-process run")
+    args = parser.parse_args()
+    seconds = 5.0 if args.quick else args.seconds
+    serve = bench_serve(seconds, args.batch, args.clients)
+    sketch = bench_sketch(1_000_000 if args.quick else 10_000_000)
+    print(f"# ingest: {seconds:g} s, batches of {args.batch}, {args.clients} client(s), loopback\n")
+    print("| path | observations | seconds | obs/s | RSS start (MiB) | RSS end (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rows = (
+        ("`tailbudget serve` POST /v1/observations (fsync per batch)", serve),
+        ("`LatencySketch.add_many` in process", sketch),
+    )
+    for name, r in rows:
+        print(
+            f"| {name} | {r['observations']:,.0f} | {r['seconds']:.3f} | {r['rate']:,.0f} "
+            f"| {r['rss_start']:.1f} | {r['rss_end']:.1f} |"
+        )
+    print(
+        f"\nserve reaches {serve['rate'] / sketch['rate']:.2%} of the in-process sketch rate; "
+        f"server RSS grew {serve['rss_end'] - serve['rss_start']:+.1f} MiB."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""`tailbudget serve`: the live controller over HTTP (ingest, metrics, status, verdict)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tailbudget.cli._common import clean_errors
+
+
+@clean_errors
+def serve_command(
+    budget: Path | None = typer.Option(
+        None, "--budget", "-b", help="Budget file whose policy runs (default: the seed policy)."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind (loopback by default)."
+    ),
+    port: int = typer.Option(9464, "--port", help="TCP port."),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="File holding the bearer token that POSTs must carry."
+    ),
+    state_dir: Path = typer.Option(
+        Path("tailbudget-state"), "--state-dir", help="Snapshot, write-ahead log and journal."
+    ),
+    actions: Path | None = typer.Option(
+        None, "--actions", help="Actions file (YAML): webhooks, commands, logging trim, shedding."
+    ),
+    prometheus: str | None = typer.Option(
+        None, "--prometheus", help="Read window stats from this Prometheus (fleet scale)."
+    ),
+    service: str | None = typer.Option(
+        None, "--service", help="Service label in Prometheus (default: the budget's service)."
+    ),
+) -> None:
+    """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
+    from tailbudget.control.service.runner import ServeOptions, serve
+
+    serve(
+        ServeOptions(
+            budget=budget,
+            host=host,
+            port=port,
+            token_file=token_file,
+            state_dir=state_dir,
+            actions=actions,
+            prometheus=prometheus,
+            service=service,
+        )
+    )

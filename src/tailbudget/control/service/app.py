@@ -1,0 +1,177 @@
+"""The HTTP surface of `tailbudget serve` (Starlette).
+
+- `POST /v1/observations`  JSON array or NDJSON; bearer token when configured;
+  > 1 MiB -> 413 (counted while streaming); malformed -> 400; 200 only once durable.
+- `GET /metrics`           Prometheus text, from a registry of its own.
+- `GET /v1/status`         JSON status.
+- `GET /v1/verdict`        healthy | rollback | unknown; `?mode=flagger` answers
+  503 unless healthy (Flagger webhooks fail on non-2xx).
+- `POST /v1/baseline`      {"p99_ms": ...}; bearer token when configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tailbudget.control.service.ingest import BadBatch, parse_observations
+from tailbudget.control.service.metrics import make_registry
+from tailbudget.control.service.runtime import Runtime
+
+__all__ = ["MAX_BODY", "create_app"]
+
+MAX_BODY = 1024 * 1024
+"""Largest request body accepted (bytes)."""
+
+log = logging.getLogger(__name__)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": " ".join(message.split())}, status_code=status, headers=headers)
+
+
+async def _read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The body, refusing it as soon as it passes `limit` bytes (never buffering more)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = True) -> Starlette:
+    """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task."""
+    registry = make_registry(runtime)
+    expected = token.encode() if token else None
+
+    def check_token(request: Request) -> Response | None:
+        if expected is None:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            return _error(
+                401,
+                "missing bearer token (Authorization: Bearer <token>)",
+                **{"WWW-Authenticate": 'Bearer realm="tailbudget"'},
+            )
+        if not hmac.compare_digest(given.strip().encode(), expected):
+            return _error(403, "wrong bearer token")
+        return None
+
+    async def observations(request: Request) -> Response:
+        denied = check_token(request)
+        if denied is not None:
+            return denied
+        try:
+            body = await _read_body(request)
+        except _TooLarge:
+            return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
+        try:
+            accepted = await asyncio.to_thread(ingest, body)
+        except BadBatch as exc:
+            return _error(400, str(exc))
+        except OSError as exc:  # disk full, I/O error: not durable, so not accepted
+            log.error("cannot store an observation batch: %s", exc)
+            return _error(503, f"cannot store the batch ({exc.strerror or exc}); not accepted")
+        return JSONResponse({"accepted": accepted})
+
+    def ingest(body: bytes) -> int:
+        # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
+        # sent only after the fsync, so an acknowledged batch survives kill -9.
+        batch = parse_observations(body, now_s=time.time())
+        return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
+
+    async def metrics(request: Request) -> Response:
+        text = await asyncio.to_thread(generate_latest, registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(runtime.status))
+
+    async def verdict(request: Request) -> Response:
+        body = await asyncio.to_thread(runtime.verdict)
+        code = 200
+        if request.query_params.get("mode") == "flagger" and body["verdict"] != "healthy":
+            code = 503
+        return JSONResponse(body, status_code=code)
+
+    async def baseline(request: Request) -> Response:
+        denied = check_token(request)
+        if denied is not None:
+            return denied
+        try:
+            raw = await _read_body(request, limit=64 * 1024)
+        except _TooLarge:
+            return _error(413, "body over 64 KiB")
+        try:
+            value: Any = json.loads(raw or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, 'send JSON like {"p99_ms": 850}')
+        p99 = value.get("p99_ms") if isinstance(value, dict) else None
+        if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
+            return _error(
+                400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
+            )
+        await asyncio.to_thread(runtime.set_baseline, float(p99))
+        return JSONResponse({"baseline_p99_ms": float(p99)})
+
+    async def evaluator() -> None:
+        # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
+        # the cadence the rules' `for` spans are counted in.
+        period = runtime.policy.evaluate_every_s
+        loop = asyncio.get_running_loop()
+        due = loop.time() + period
+        while True:
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due = max(due + period, loop.time())
+            try:
+                await asyncio.to_thread(runtime.evaluate)
+            except Exception:  # keep evaluating; the next tick may succeed
+                log.exception("policy evaluation failed")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(evaluator()) if evaluate else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await asyncio.to_thread(runtime.close)
+
+    return Starlette(
+        routes=[
+            Route("/v1/observations", observations, methods=["POST"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/v1/status", status, methods=["GET"]),
+            # Flagger calls its webhooks with POST (a JSON body we do not need).
+            Route("/v1/verdict", verdict, methods=["GET", "POST"]),
+            Route("/v1/baseline", baseline, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,203 @@
+"""Parsing `POST /v1/observations` bodies: a JSON array or NDJSON of observations.
+
+Each observation is `{"ts": ..., "total_ms": ..., "stages": {...}, "error": ...}`:
+`total_ms` is required (a finite number >= 0); `ts` is epoch seconds or an
+ISO-8601 string (default: when the server received the batch); `error` is a
+boolean or 0/1 (default false); `stages` is an object of stage name to
+milliseconds. Other keys (request ids, routes) are allowed and ignored. One bad
+item rejects the whole batch with a one-line reason naming the item, so a
+client never has to guess which part was accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["MAX_BATCH", "BadBatch", "ParsedBatch", "parse_observations"]
+
+MAX_BATCH = 200_000
+"""Most observations one request may carry (a 1 MiB body holds far fewer anyway)."""
+
+MAX_FUTURE_S = 300.0
+"""How far ahead of the server's clock a `ts` may be; further means a clock or unit bug
+(e.g. milliseconds sent as seconds), and one such time would push the rolling
+window past every real observation."""
+
+
+class BadBatch(ValueError):
+    """The body is not a valid batch; the message is the one-line reason for the 400."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBatch:
+    """A validated batch as columns."""
+
+    ts: npt.NDArray[np.float64]
+    total_ms: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+    stages: dict[str, int]
+    """Observations per stage name seen in the batch."""
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+
+def _items(body: bytes) -> list[Any]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadBatch(f"body is not UTF-8 (byte {exc.start})") from None
+    stripped = text.lstrip()
+    if not stripped:
+        raise BadBatch("empty body: send a JSON array or NDJSON of observations")
+    if stripped[0] == "[":
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise BadBatch(
+                f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
+        if not isinstance(value, list):
+            raise BadBatch("a JSON body must be an array of observations")
+        return value
+    items = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise BadBatch(f"NDJSON line {lineno}: invalid JSON ({exc.msg})") from None
+    return items
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def _ts(value: Any, default: float) -> float | None:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            return None
+        return parsed.timestamp()
+    x = _number(value)
+    return x if x is not None and x >= 0 else None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_NUMBER_TYPES = frozenset({int, float})
+_TS_TYPES = frozenset({int, float, type(None)})
+
+
+def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
+    """Validate a body into columns, or raise BadBatch with a one-line reason."""
+    items = _items(body)
+    if not items:
+        raise BadBatch("no observations in the body")
+    if len(items) > MAX_BATCH:
+        raise BadBatch(f"{len(items)} observations in one request; send at most {MAX_BATCH}")
+    return _fast(items, now_s) or _checked(items, now_s)
+
+
+def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
+    """Vectorized validation of the common shape; None sends the batch to `_checked`,
+    which finds and names the first bad item."""
+    if {type(it) for it in items} != {dict}:
+        return None
+    totals = [it.get("total_ms") for it in items]
+    stamps = [it.get("ts") for it in items]
+    flags = [it.get("error") for it in items]
+    if (
+        not {type(t) for t in totals} <= _NUMBER_TYPES
+        or not {type(t) for t in stamps} <= _TS_TYPES
+        or not {type(e) for e in flags} <= {bool, type(None)}
+        or any(it.get("stages") is not None for it in items)
+    ):
+        return None
+    total = np.array(totals, dtype=np.float64)
+    ts = np.array(stamps, dtype=np.float64)  # None -> NaN
+    missing = np.array([t is None for t in stamps], dtype=bool)
+    ts[missing] = now_s
+    bad = (
+        ~np.isfinite(total)
+        | (total < 0)
+        | ~np.isfinite(ts)
+        | (ts < 0)
+        | (ts > now_s + MAX_FUTURE_S)
+    )
+    if bad.any():
+        return None
+    err = np.array([e is True for e in flags], dtype=bool)
+    return ParsedBatch(ts, total, err, {})
+
+
+def _checked(items: list[Any], now_s: float) -> ParsedBatch:
+    """Item-by-item validation, with the reason for the first bad item."""
+    n = len(items)
+    ts = np.empty(n, dtype=np.float64)
+    total = np.empty(n, dtype=np.float64)
+    err = np.zeros(n, dtype=bool)
+    stages: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BadBatch(f"item {i}: must be an object with total_ms, got {_short(item)}")
+        t = _number(item.get("total_ms"))
+        if t is None or t < 0:
+            raise BadBatch(
+                f"item {i}: total_ms must be a number >= 0 (milliseconds), "
+                f"got {_short(item.get('total_ms'))}"
+            )
+        total[i] = t
+        when = _ts(item.get("ts"), now_s)
+        if when is None:
+            raise BadBatch(
+                f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, "
+                f"got {_short(item.get('ts'))}"
+            )
+        if when > now_s + MAX_FUTURE_S:
+            raise BadBatch(
+                f"item {i}: ts is {when - now_s:,.0f} s ahead of the server clock; "
+                "send epoch seconds (not ms) from a synchronized clock"
+            )
+        ts[i] = when
+        e = item.get("error", False)
+        if e is None or e is False or e == 0:
+            pass
+        elif e is True or e == 1:
+            err[i] = True
+        else:
+            raise BadBatch(f"item {i}: error must be true/false or 0/1, got {_short(e)}")
+        st = item.get("stages")
+        if st is not None:
+            if not isinstance(st, dict):
+                raise BadBatch(
+                    f"item {i}: stages must be an object of name -> ms, got {_short(st)}"
+                )
+            for name, ms in st.items():
+                x = _number(ms)
+                if x is None or x < 0:
+                    raise BadBatch(
+                        f"item {i}: stages.{name} must be a number >= 0 (ms), got {_short(ms)}"
+                    )
+                stages[name] = stages.get(name, 0) + 1
+    return ParsedBatch(ts, total, err, stages)

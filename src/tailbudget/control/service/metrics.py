@@ -1,0 +1,115 @@
+"""`/metrics`: a collector that reads the runtime at scrape time, in its own registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tailbudget import _metric_names as names
+from tailbudget.budget.policy import TRIGGER_ACTIONS
+
+if TYPE_CHECKING:
+    from tailbudget.control.service.runtime import Runtime
+
+__all__ = ["RuntimeCollector", "make_registry"]
+
+
+def _counter_base(name: str) -> str:
+    # CounterMetricFamily appends `_total` itself.
+    return name.removesuffix("_total")
+
+
+class RuntimeCollector(Collector):
+    """Exports the controller's view: window quantiles, actions, replicas, counters."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        """One consistent read of the runtime per scrape."""
+        view = self.runtime.metrics_view()
+        window = GaugeMetricFamily(
+            names.WINDOW_QUANTILE,
+            "Rolling-window end-to-end latency quantile (absent while the window is unknown).",
+            labels=["quantile"],
+        )
+        for q, key in (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")):
+            ms = view["window"].get(key)
+            if ms is not None:
+                window.add_metric([q], ms / 1000.0)
+        yield window
+        yield GaugeMetricFamily(
+            "tailbudget_window_known",
+            "1 when the window holds enough samples to judge, 0 when it is unknown.",
+            value=1.0 if view["window"].get("known") else 0.0,
+        )
+        upper = view["window"].get("error_rate_upper")
+        if upper is not None:
+            yield GaugeMetricFamily(
+                "tailbudget_window_error_rate_upper",
+                "Upper confidence bound (Wilson) of the window's error rate.",
+                value=float(upper),
+            )
+        active = GaugeMetricFamily(
+            names.ACTIVE_ACTION, "1 while an action is in force.", labels=["action"]
+        )
+        for action in TRIGGER_ACTIONS:
+            active.add_metric([action], 1.0 if action in view["active"] else 0.0)
+        yield active
+        yield GaugeMetricFamily(
+            names.DESIRED_REPLICAS,
+            "Replicas the controller asks for (KEDA/HPA read it).",
+            value=float(view["desired_replicas"]),
+        )
+        yield GaugeMetricFamily(
+            "tailbudget_shed_fraction",
+            "Share of low-priority requests the shed action asks to refuse.",
+            value=float(view["shed_fraction"]),
+        )
+        yield CounterMetricFamily(
+            _counter_base(names.OBSERVATIONS_TOTAL),
+            "Observations the service accepted (durably).",
+            value=float(view["observations_total"]),
+        )
+        yield CounterMetricFamily(
+            "tailbudget_observation_errors",
+            "Accepted observations marked as errors.",
+            value=float(view["errors_total"]),
+        )
+        value = GaugeMetricFamily(
+            "tailbudget_rule_value",
+            "The value each rule last measured (seconds for latency rules, else a ratio).",
+            labels=["rule", "metric"],
+        )
+        threshold = GaugeMetricFamily(
+            "tailbudget_rule_threshold",
+            "Each rule's trigger threshold (seconds for latency rules, else a ratio).",
+            labels=["rule", "metric"],
+        )
+        for rule in view["rules"]:
+            scale = 0.001 if rule["metric"] in ("p50", "p95", "p99") else 1.0
+            labels = [str(rule["name"]), str(rule["metric"])]
+            threshold.add_metric(labels, float(rule["threshold"]) * scale)
+            if rule.get("value") is not None:
+                value.add_metric(labels, float(rule["value"]) * scale)
+        yield value
+        yield threshold
+        decisions = CounterMetricFamily(
+            _counter_base(names.DECISIONS_TOTAL),
+            "Decisions the controller took (journaled), by action and rule.",
+            labels=["action", "rule"],
+        )
+        for (action, rule), n in sorted(view["decisions_total"].items()):
+            decisions.add_metric([action, rule], float(n))
+        yield decisions
+
+
+def make_registry(runtime: Runtime) -> CollectorRegistry:
+    """A dedicated registry (never the global one) holding the runtime's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RuntimeCollector(runtime))
+    return registry

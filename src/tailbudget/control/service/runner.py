@@ -1,0 +1,109 @@
+"""Start `tailbudget serve`: build the runtime and run uvicorn until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from tailbudget.budget import load_budget
+from tailbudget.budget.policy import resolve_policy
+from tailbudget.control.actions import load_actions_config
+from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.errors import TailbudgetError
+
+__all__ = ["ServeOptions", "build_runtime", "read_token", "serve"]
+
+log = logging.getLogger("tailbudget.serve")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """The options of `tailbudget serve`."""
+
+    budget: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 9464
+    token_file: Path | None = None
+    state_dir: Path = Path("tailbudget-state")
+    actions: Path | None = None
+    prometheus: str | None = None
+    service: str | None = None
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in `path` (surrounding whitespace ignored); must not be empty."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise TailbudgetError(f"{path}: cannot read the token file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise TailbudgetError(f"{path}: the token file must be UTF-8 text") from None
+    if not token or len(token.split()) != 1:
+        raise TailbudgetError(f"{path}: the token file must hold one token (no spaces)")
+    return token
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Fail with a one-line error (not uvicorn's exit 1) when the address is taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise TailbudgetError(f"--host {host!r}: cannot resolve ({exc})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            raise TailbudgetError(
+                f"{host}:{port}: cannot listen ({exc.strerror}); pick another --port"
+            ) from None
+
+
+def build_runtime(options: ServeOptions) -> Runtime:
+    """Resolve the budget's policy and open the state dir (replaying its write-ahead log)."""
+    budget = load_budget(options.budget) if options.budget is not None else None
+    policy = resolve_policy(budget)
+    service = options.service or (budget.service if budget is not None else "service")
+    source = None
+    if options.prometheus:
+        source = PrometheusSource(
+            options.prometheus, service, policy.window_s, min_samples=policy.min_samples
+        )
+    config = RuntimeConfig(
+        state_dir=options.state_dir,
+        service=service,
+        actions=load_actions_config(options.actions),
+        prometheus=source,
+    )
+    return Runtime(policy, config)
+
+
+def serve(options: ServeOptions) -> None:
+    """Run the service in the foreground; returns after a graceful shutdown."""
+    import uvicorn
+
+    from tailbudget.control.service.app import create_app
+
+    if not 0 < options.port < 65536:
+        raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
+    token = read_token(options.token_file) if options.token_file is not None else None
+    _check_bind(options.host, options.port)
+    runtime = build_runtime(options)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if options.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("binding %s: reachable beyond this machine", options.host)
+    if token is None:
+        log.warning("no --token-file: anyone who can reach the port may post observations")
+    log.info(
+        "tailbudget serve on http://%s:%d (state %s, %d observations restored)",
+        options.host,
+        options.port,
+        options.state_dir,
+        runtime.observations_total,
+    )
+    app = create_app(runtime, token=token)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", access_log=False)

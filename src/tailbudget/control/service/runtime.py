@@ -1,0 +1,352 @@
+"""The service's state machine: durable ingest, periodic evaluation, actions, snapshots.
+
+Independent of HTTP so it can be embedded in an application and tested
+directly. One lock guards the controller and the counters; the write-ahead
+log append (with its fsync) happens under it, so the sequence numbers in the
+log and the snapshot always agree.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.budget.policy import Policy
+from tailbudget.control.actions import (
+    Action,
+    ActionsConfig,
+    CommandAction,
+    Dispatcher,
+    ReplicasAction,
+    ShedAction,
+    WebhookAction,
+    build_actions,
+)
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
+from tailbudget.control.engine import Controller, Decision
+from tailbudget.control.journal import Journal
+from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.state import StateDir
+from tailbudget.control.windows import WindowStats
+from tailbudget.errors import PolicyError, TailbudgetError
+
+__all__ = ["Runtime", "RuntimeConfig"]
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_VERSION = 1
+_LAST_DECISIONS = 50
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Everything the runtime needs besides the policy."""
+
+    state_dir: Path
+    service: str = "service"
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
+    prometheus: PrometheusSource | None = None
+    compact_every_s: float = 60.0
+    compact_wal_bytes: int = 64 * 1024 * 1024
+
+
+class Runtime:
+    """Controller + state dir + journal + actions, behind one lock."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        config: RuntimeConfig,
+        *,
+        extra_actions: Sequence[Action] = (),
+        shedder: PriorityShedder | None = None,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        """Open the state dir and resume from it.
+
+        An application embedding the runtime passes the backpressure gates its
+        middleware uses (`shedder`, `limiter`), so shed_load acts on them, and
+        any further executors in `extra_actions`.
+        """
+        self.policy = policy
+        self.config = config
+        self.state = StateDir(config.state_dir)
+        self.journal = Journal(self.state.journal_path)
+        actions, shed, _ = build_actions(config.actions, shedder=shedder, limiter=limiter)
+        self.shed: ShedAction | None = shed
+        self.replicas = ReplicasAction(
+            minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
+        )
+        # In-process actions run inline (cheap, and the snapshot then reflects them);
+        # webhooks and commands run on the action thread.
+        remote = [a for a in actions if isinstance(a, WebhookAction | CommandAction)]
+        local = [a for a in actions if a not in remote]
+        self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
+        self.remote = Dispatcher(self.journal, remote)
+        self._lock = threading.RLock()
+        self._actions = concurrent.futures.ThreadPoolExecutor(1, "tailbudget-actions")
+        self._pending: list[concurrent.futures.Future[Any]] = []
+        self.seq = 0
+        self.observations_total = 0
+        self.errors_total = 0
+        self.stage_observations: Counter[str] = Counter()
+        self.decisions_total: Counter[tuple[str, str]] = Counter()
+        self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
+        self.last_stats: WindowStats | None = None
+        self.last_evaluated_s: float | None = None
+        self.started_s = time.time()
+        self.notes: list[str] = []
+        self._last_compact = time.monotonic()
+        try:
+            self.controller = self._restore()
+        except BaseException:
+            self._actions.shutdown(wait=False)
+            self.state.close()
+            self.journal.close()
+            raise
+
+    # --- start-up -------------------------------------------------------------
+
+    def _restore(self) -> Controller:
+        snap = self.state.load_snapshot()
+        if snap is not None and snap.get("version") != SNAPSHOT_VERSION:
+            raise TailbudgetError(
+                f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
+                f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
+            )
+        if snap is not None:
+            try:
+                controller = Controller.from_state(self.policy, snap["controller"])
+            except PolicyError as exc:
+                # The budget's policy changed incompatibly (e.g. another window): keep
+                # every count, start the rules afresh, and say so in the status.
+                log.warning("controller state not resumed: %s", exc)
+                self.notes.append("policy changed since the snapshot: rule state restarted")
+                controller = Controller(self.policy)
+            self.seq = int(snap["seq"])
+            self.observations_total = int(snap["observations_total"])
+            self.errors_total = int(snap["errors_total"])
+            self.stage_observations.update(snap.get("stage_observations", {}))
+            self.replicas.restore(int(snap.get("desired_replicas", 0)))
+            shed = snap.get("shed")
+            if self.shed is not None and isinstance(shed, dict):
+                rate = shed.get("rate_per_s")
+                self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
+        else:
+            controller = Controller(self.policy)
+        replayed = 0
+        for batch in self.state.pending(self.seq):
+            controller.observe_many(batch.ts, batch.total_ms, batch.error)
+            self.seq = batch.seq
+            self.observations_total += len(batch)
+            self.errors_total += int(batch.error.sum())
+            replayed += len(batch)
+        for record in self.journal.records():
+            if record.get("kind") == "decision":
+                self.decisions_total[(str(record.get("action")), str(record.get("rule")))] += 1
+                self.last_decisions.append(record)
+        if replayed:
+            log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
+        return controller
+
+    # --- ingest ----------------------------------------------------------------
+
+    def ingest(
+        self,
+        ts: npt.NDArray[np.float64],
+        total_ms: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+        stages: dict[str, int] | None = None,
+    ) -> int:
+        """Make a batch durable, then feed it to the controller; returns the count accepted."""
+        with self._lock:
+            self.seq += 1
+            self.state.wal.append(self.seq, ts, total_ms, error)
+            self.controller.observe_many(ts, total_ms, error)
+            self.observations_total += int(ts.shape[0])
+            self.errors_total += int(error.sum())
+            if stages:
+                self.stage_observations.update(stages)
+            return int(ts.shape[0])
+
+    # --- evaluation --------------------------------------------------------------
+
+    def evaluate(self, now_s: float | None = None) -> list[Decision]:
+        """Evaluate the policy once; journal and execute the decisions; snapshot if any."""
+        now = time.time() if now_s is None else now_s
+        stats = None
+        if self.config.prometheus is not None:
+            stats = self.config.prometheus.stats(now)
+        with self._lock:
+            decisions = list(self.controller.evaluate(now, stats))
+            self.last_stats = stats
+            self.last_evaluated_s = now
+        for decision in decisions:
+            # Journaled here, durably, before anything runs; webhooks and commands
+            # run on the action thread so a slow one never delays the next evaluation.
+            key = self.dispatcher.record(decision)
+            with self._lock:
+                self.decisions_total[(decision.action, decision.rule)] += 1
+                self.last_decisions.append(self.journal_record(decision))
+            self.dispatcher.execute(decision, key)
+            if self.remote.actions and not decision.dry_run:
+                self._pending = [f for f in self._pending if not f.done()]
+                self._pending.append(self._actions.submit(self.remote.execute, decision, key))
+        if decisions or self._compaction_due():
+            self.compact()
+        return decisions
+
+    def wait_for_actions(self, timeout_s: float | None = None) -> None:
+        """Block until the actions submitted so far have run (tests, shutdown)."""
+        pending, self._pending = self._pending, []
+        concurrent.futures.wait(pending, timeout=timeout_s)
+
+    @staticmethod
+    def journal_record(decision: Decision) -> dict[str, Any]:
+        """The decision as the status shows it."""
+        from tailbudget.control.journal import decision_record
+
+        return {"kind": "decision", **decision_record(decision)}
+
+    def _compaction_due(self) -> bool:
+        return (
+            time.monotonic() - self._last_compact >= self.config.compact_every_s
+            or self.state.wal.size() >= self.config.compact_wal_bytes
+        )
+
+    # --- views ------------------------------------------------------------------
+
+    def _window(self, now_s: float) -> dict[str, Any]:
+        """The window the verdict is based on: Prometheus' last answer or the in-process one."""
+        if self.config.prometheus is not None:
+            stats = self.last_stats
+            source = f"prometheus {self.config.prometheus.url}"
+        else:
+            stats = self.controller.window_stats(now_s)
+            source = "in-process"
+        if stats is None:  # Prometheus not asked yet
+            return {"known": False, "source": source, "count": 0}
+        return {**stats.to_dict(), "known": stats.known, "source": source}
+
+    def verdict(self, now_s: float | None = None) -> dict[str, Any]:
+        """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
+        now = time.time() if now_s is None else now_s
+        with self._lock:
+            window = self._window(now)
+            active = sorted(self.controller.active)
+        if "rollback" in active:
+            verdict = "rollback"
+        elif not window.get("known"):
+            verdict = "unknown"
+        else:
+            verdict = "healthy"
+        return {
+            "verdict": verdict,
+            "healthy": verdict == "healthy",
+            "rollback": verdict == "rollback",
+            "window": window,
+            "active": active,
+        }
+
+    def status(self, now_s: float | None = None) -> dict[str, Any]:
+        """The JSON of `GET /v1/status`."""
+        now = time.time() if now_s is None else now_s
+        verdict = self.verdict(now)
+        with self._lock:
+            controller = self.controller.status(now)
+            notes = [*self.notes, *controller.get("notes", [])]
+            return {
+                "service": self.config.service,
+                "verdict": verdict["verdict"],
+                "observations_total": self.observations_total,
+                "errors_total": self.errors_total,
+                "stage_observations": dict(self.stage_observations),
+                "window": verdict["window"],
+                "active": verdict["active"],
+                "desired_replicas": self.replicas.desired,
+                "shed": None
+                if self.shed is None
+                else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
+                "baseline_p99_ms": controller.get("baseline_p99_ms"),
+                "dry_run": self.policy.dry_run,
+                "policy": {
+                    "source": self.policy.source,
+                    "window_s": self.policy.window_s,
+                    "evaluate_every_s": self.policy.evaluate_every_s,
+                    "min_samples": self.policy.min_samples,
+                    "rules": [r.model_dump() for r in self.policy.rules],
+                },
+                "decisions_total": sum(self.decisions_total.values()),
+                "last_decisions": list(self.last_decisions)[-10:],
+                "last_evaluated_s": self.last_evaluated_s,
+                "notes": notes,
+                "controller": controller,
+                "state_dir": str(self.state.root),
+            }
+
+    def metrics_view(self) -> dict[str, Any]:
+        """The figures `/metrics` exports, read under the lock."""
+        now = time.time()
+        with self._lock:
+            return {
+                "window": self._window(now),
+                "active": set(self.controller.active),
+                "desired_replicas": self.replicas.desired,
+                "shed_fraction": 0.0 if self.shed is None else self.shed.current_fraction,
+                "observations_total": self.observations_total,
+                "errors_total": self.errors_total,
+                "decisions_total": dict(self.decisions_total),
+                "rules": [
+                    {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
+                    for rule in self.controller.status(now)["rules"]
+                ],
+            }
+
+    # --- baseline, snapshots ------------------------------------------------------
+
+    def set_baseline(self, p99_ms: float) -> None:
+        """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
+        with self._lock:
+            self.controller.set_baseline(p99_ms)
+        self.compact()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to restart exactly here (caller holds the lock)."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "seq": self.seq,
+            "written_at": time.time(),
+            "observations_total": self.observations_total,
+            "errors_total": self.errors_total,
+            "stage_observations": dict(self.stage_observations),
+            "desired_replicas": self.replicas.desired,
+            "shed": None
+            if self.shed is None
+            else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
+            "controller": self.controller.to_state(),
+        }
+
+    def compact(self) -> None:
+        """Write a snapshot and empty the write-ahead log."""
+        with self._lock:
+            self.state.compact(self.snapshot())
+            self._last_compact = time.monotonic()
+
+    def close(self) -> None:
+        """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
+        self.wait_for_actions(timeout_s=30.0)
+        self._actions.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self.compact()
+            self.state.close()
+            self.journal.close()

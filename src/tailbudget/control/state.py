@@ -1,0 +1,251 @@
+"""Durable service state: a snapshot plus a write-ahead log of observation batches.
+
+The service acknowledges a batch only after `ObservationLog.append` returned,
+i.e. after the batch is fsynced. On start it loads the snapshot and replays
+the log records newer than it, so no acknowledged observation is lost, not
+even on kill -9. `StateDir.compact` writes a fresh snapshot (atomically:
+temporary file, fsync, rename, fsync of the directory) and then empties the
+log; a crash between the two is harmless because log records carry sequence
+numbers and the snapshot says which it already holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.errors import TailbudgetError
+
+__all__ = ["Batch", "ObservationLog", "StateDir", "dumps_state", "loads_state"]
+
+_MAGIC = b"TBW1"
+_HEADER = struct.Struct("<4sQII")  # magic, seq, count, crc32 of the payload
+_MAX_BATCH = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One acknowledged batch of observations, as columns."""
+
+    seq: int
+    ts: npt.NDArray[np.float64]
+    total_ms: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+
+def _encode(seq: int, ts: np.ndarray, total: np.ndarray, err: np.ndarray) -> bytes:
+    payload = (
+        np.ascontiguousarray(ts, dtype="<f8").tobytes()
+        + np.ascontiguousarray(total, dtype="<f8").tobytes()
+        + np.ascontiguousarray(err, dtype=np.uint8).tobytes()
+    )
+    return _HEADER.pack(_MAGIC, seq, len(ts), zlib.crc32(payload)) + payload
+
+
+class ObservationLog:
+    """Write-ahead log of observation batches: binary records, one fsync per append."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+
+    def append(
+        self,
+        seq: int,
+        ts: npt.NDArray[np.float64],
+        total_ms: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+    ) -> None:
+        """Append a batch durably; when this returns, the batch survives a crash."""
+        data = _encode(seq, ts, total_ms, error)
+        with self._lock:
+            end = os.fstat(self._fd).st_size
+            try:
+                written = os.write(self._fd, data)
+                if written != len(data):
+                    raise OSError(28, f"short write ({written} of {len(data)} bytes)")
+                os.fdatasync(self._fd)
+            except OSError:
+                # Cut a partial record off, or replay would stop there and lose the
+                # batches acknowledged after it.
+                os.ftruncate(self._fd, end)
+                raise
+
+    def batches(self) -> Iterator[Batch]:
+        """Every intact batch in order; stops at a torn or corrupt tail (never acknowledged)."""
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            magic, seq, n, crc = _HEADER.unpack_from(data, pos)
+            end = pos + _HEADER.size + 17 * n
+            if magic != _MAGIC or n > _MAX_BATCH or end > len(data):
+                return
+            payload = data[pos + _HEADER.size : end]
+            if zlib.crc32(payload) != crc:
+                return
+            ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
+            total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
+            err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
+            yield Batch(seq, ts, total, err)
+            pos = end
+
+    def size(self) -> int:
+        """Bytes in the log."""
+        return os.fstat(self._fd).st_size
+
+    def truncate(self) -> None:
+        """Empty the log (after a snapshot holds everything in it)."""
+        with self._lock:
+            os.ftruncate(self._fd, 0)
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+_BYTES = "$bytes"
+
+
+def _enc(value: Any) -> Any:
+    # bytes travel as {"$bytes": base64}; user keys starting with "$" get one more
+    # "$", so no user dict is ever mistaken for bytes.
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {_BYTES: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return {_esc(str(k)): _enc(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_enc(v) for v in value]
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist) and not isinstance(value, str | int | float | bool):
+        return tolist()
+    return value
+
+
+def _esc(key: str) -> str:
+    return "$" + key if key.startswith("$") else key
+
+
+def _dec(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(_BYTES), str):
+            return base64.b64decode(value[_BYTES])
+        return {(k[1:] if k.startswith("$") else k): _dec(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dec(v) for v in value]
+    return value
+
+
+def dumps_state(state: dict[str, Any]) -> str:
+    """JSON text of a state dict; bytes (serialized sketches) travel as base64."""
+    return json.dumps(_enc(state), separators=(",", ":"))
+
+
+def loads_state(text: str) -> dict[str, Any]:
+    """Inverse of `dumps_state`."""
+    value = _dec(json.loads(text))
+    if not isinstance(value, dict):
+        raise ValueError("state snapshot is not a JSON object")
+    return value
+
+
+class StateDir:
+    """The service's state directory: `snapshot.json`, `observations.wal`, `journal.jsonl`."""
+
+    SNAPSHOT = "snapshot.json"
+    WAL = "observations.wal"
+    JOURNAL = "journal.jsonl"
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise TailbudgetError(
+                f"{self.root}: state dir is not writable ({exc.strerror}); "
+                "give a writable --state-dir"
+            ) from None
+        self.wal = ObservationLog(self.root / self.WAL)
+        # A newly created log's directory entry must be durable too (power loss).
+        self._fsync_dir()
+
+    def _fsync_dir(self) -> None:
+        dir_fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @property
+    def journal_path(self) -> Path:
+        """Where the decision journal lives."""
+        return self.root / self.JOURNAL
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The last snapshot, or None on a first start."""
+        path = self.root / self.SNAPSHOT
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            return loads_state(text)
+        except ValueError as exc:
+            raise TailbudgetError(
+                f"{path}: the state snapshot is unreadable ({exc}); move it away to start fresh"
+            ) from None
+
+    def write_snapshot(self, state: dict[str, Any]) -> None:
+        """Replace the snapshot atomically and durably."""
+        path = self.root / self.SNAPSHOT
+        tmp = path.with_suffix(".json.tmp")
+        data = dumps_state(state).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._fsync_dir()
+
+    def pending(self, after_seq: int) -> Iterator[Batch]:
+        """Log batches newer than the snapshot's last sequence number."""
+        for batch in self.wal.batches():
+            if batch.seq > after_seq:
+                yield batch
+
+    def compact(self, state: dict[str, Any]) -> None:
+        """Snapshot `state` (which must include every logged batch) and empty the log.
+
+        The caller holds off appends while this runs, so no batch lands in
+        the log between the snapshot and the truncation.
+        """
+        self.write_snapshot(state)
+        self.wal.truncate()
+
+    def close(self) -> None:
+        """Close the log."""
+        self.wal.close()
