@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import special, stats
 
 from tailbudget._units import quantile_of
 from tailbudget.errors import BudgetError
 
 FloatArray = NDArray[np.float64]
+
+
+_STD_NORMAL = NormalDist()
+
+
+def _ndtri(q: float) -> float:
+    """Standard-normal quantile (scipy.special.ndtri for a scalar, without importing scipy)."""
+    return _STD_NORMAL.inv_cdf(q)
 
 
 class Distribution(Protocol):
@@ -47,7 +55,7 @@ class Lognormal:
         return np.exp(z, out=z)
 
     def ppf(self, q: float) -> float:
-        return math.exp(self.mu + self.sigma * float(special.ndtri(q)))
+        return math.exp(self.mu + self.sigma * float(_ndtri(q)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +71,7 @@ class Normal:
         return z
 
     def ppf(self, q: float) -> float:
-        return self.mu + self.sigma * float(special.ndtri(q))
+        return self.mu + self.sigma * float(_ndtri(q))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +82,16 @@ class Exponential:
 
     def from_normal(self, z: FloatArray) -> FloatArray:
         # Upper-tail probability of z, then the exponential's inverse survival function.
+        from scipy import special  # lazily: scipy costs most of a second at import
+
         sf: FloatArray = special.ndtr(-z)
         np.log(sf, out=sf)
         sf *= -self.mean
         return sf
 
     def ppf(self, q: float) -> float:
-        return float(stats.expon.ppf(q, scale=self.mean))
+        # Closed form of the exponential's quantile; keeps scipy.stats off the import path.
+        return -self.mean * math.log1p(-q)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +161,7 @@ class SplicedLognormal:
 
     def ppf(self, q: float) -> float:
         zz, yy = self._knots()
-        return float(np.exp(np.interp(float(special.ndtri(q)), zz, yy)))
+        return float(np.exp(np.interp(float(_ndtri(q)), zz, yy)))
 
 
 _FAR = 40.0
@@ -167,7 +178,7 @@ def fit_stage(
     if len(points) < 2:
         return fit_lognormal(points, default_sigma=default_sigma)
     ordered = sorted(points.items(), key=lambda kv: quantile_of(kv[0]))
-    z = tuple(float(special.ndtri(quantile_of(k))) for k, _ in ordered)
+    z = tuple(float(_ndtri(quantile_of(k))) for k, _ in ordered)
     log_ms = tuple(math.log(v) for _, v in ordered)
     return SplicedLognormal(z=z, log_ms=log_ms)
 
@@ -181,7 +192,7 @@ def fit_lognormal(points: dict[str, float], *, default_sigma: float = 0.5) -> Lo
     """
     if not points:
         raise BudgetError("cannot fit a distribution without at least one percentile")
-    zs = np.array([float(special.ndtri(quantile_of(k))) for k in points])
+    zs = np.array([float(_ndtri(quantile_of(k))) for k in points])
     ys = np.log(np.array(list(points.values()), dtype=float))
     if len(points) == 1:
         sigma = default_sigma
