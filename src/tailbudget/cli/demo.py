@@ -29,3 +29,7 @@ def demo_command(
     for line in state.summary:
         typer.echo(f"  {line}")
     typer.echo("  files: " + ", ".join(p.name for p in state.files))
+    if "report_html" in state.extra:
+        typer.echo(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")
+    if "replay_html" in state.extra:
+        typer.echo(f"  and the policy replay: {Path(state.extra['replay_html']).resolve()}")

@@ -97,7 +97,53 @@ def step_audit(state: DemoState) -> None:
     state.summary.append(f"recommendation: {r.recommendation.choice}")
 
 
+def step_replay(state: DemoState) -> None:
+    """Replay the budget's policy over the log; write replay.json."""
+    assert state.budget is not None and state.data is not None
+    import json
+
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.logsource import load_replay_log
+    from tailbudget.control.replay import replay, window_baseline
+    from tailbudget.errors import PolicyError
+
+    mapping = state.budget.log
+    log = load_replay_log(
+        state.data.log, timestamp=mapping.timestamp, total=mapping.total, error=mapping.error
+    )
+    try:
+        baseline = window_baseline(log, 600.0)  # the first 10 minutes, as `--baseline-window 10m`
+    except PolicyError:
+        baseline = None  # too few requests for a p99: the rollback-vs-baseline rule stays off
+    rep = replay(log, resolve_policy(state.budget), baseline=baseline, service=state.budget.service)
+    path = state.out_dir / "replay.json"
+    path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    state.files.append(path)
+    state.extra["replay"] = rep
+    counts = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "no action"
+    state.summary.append(f"replay: {len(rep['decisions'])} decisions ({counts})")
+
+
+def step_html(state: DemoState) -> None:
+    """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
+    assert state.report is not None
+    from tailbudget.report.html import render_audit_html, render_replay_html
+
+    path = state.out_dir / "report.html"
+    path.write_text(render_audit_html(state.report.model_dump(mode="json")), encoding="utf-8")
+    state.files.append(path)
+    state.extra["report_html"] = path
+    replay = state.extra.get("replay")
+    if isinstance(replay, dict):
+        rpath = state.out_dir / "replay.html"
+        rpath.write_text(render_replay_html(replay), encoding="utf-8")
+        state.files.append(rpath)
+        state.extra["replay_html"] = rpath
+
+
 STEPS: list[Step] = [step_generate, step_budget, step_plan, step_audit]
+STEPS.append(step_replay)
+STEPS.append(step_html)  # last, so it can show whatever the steps before it produced
 """The demo, in order; append a step to extend it."""
 
 
