@@ -134,3 +134,27 @@ def test_fix_catalog_override_changes_score() -> None:
     )
     top = r.ranking[0]
     assert top.hours == 1 and top.risk == "medium" and top.score == pytest.approx(top.p99_saved_ms)
+
+
+def test_nested_stages_are_detected_and_not_remaindered() -> None:
+    import numpy as np
+
+    df = synth.base(n=4000, seed=21)
+    # A gateway span contains the retrieval and llm calls: their sum exceeds the total.
+    df["gateway_ms"] = df["retrieval_ms"] + df["llm_ms"] + 5.0
+    df["total_ms"] = df["gateway_ms"] + df["embedding_ms"] + df.pop("overhead")
+    import ibis
+
+    con = ibis.duckdb.connect()
+    log = synth.LogTable(
+        table=synth.register(con, "nested", df),
+        stages=("embedding", "gateway", "retrieval", "llm"),
+        has_timestamp=True,
+        rows=synth.RowCounts(len(df), len(df), 0),
+        backend=con,
+    )
+    r = audit(log)
+    assert r.overlap.nested and r.overlap.share == pytest.approx(1.0)
+    assert "unattributed" not in {s.name for s in r.stages}
+    assert any("nested" in n for n in r.provenance.notes)
+    assert np.isfinite(r.snapshot.p99)

@@ -290,3 +290,38 @@ def test_real_delag_eshopper_nested_rpcs() -> None:
     kinds = {(h["kind"], h["stage"]) for h in r["hypotheses"]}
     assert ("cache_miss", "ProductsControllerFindproduct") in kinds
     assert r["ranking"] and r["recommendation"]["choice"] == "fix_tail"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared/data is not next to the repo")
+def test_real_vllm_benchmark_decode_length_drives_the_tail() -> None:
+    res = run(
+        str(DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"),
+        "--slo",
+        "p99=15000",
+        "--format",
+        "json",
+    )
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["provenance"]["format"] == "vllm" and r["rows"]["used"] == 200
+    # total = ttft + decode exactly: no unattributed slice.
+    assert [s["name"] for s in r["stages"]] == ["ttft", "decode"]
+    assert r["tail"]["driver"] == "decode"
+    fit = r["shape"][0]
+    assert (fit["stage"], fit["covariate"]) == ("decode", "output_tokens") and fit["r2"] > 0.9
+    assert fit["flag"] and fit["slope"] > 0
+    assert [(h["kind"], h["stage"]) for h in r["hypotheses"]] == [("input_shape", "decode")]
+    assert r["ranking"][0]["p99_saved_ms"] > 0
+    assert r["recommendation"]["choice"] == "fix_tail"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared/data is not next to the repo")
+def test_real_llmperf_run_meets_a_loose_slo() -> None:
+    res = run(
+        str(DATA / "llmperf_anyscale_70b.json"), "--slo", "p95=5000,p99=8000", "--format", "json"
+    )
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["tail"]["driver"] == "decode"
+    assert set(r["snapshot"]["verdict"].values()) == {"pass"}
+    assert r["recommendation"]["choice"] == "none"

@@ -223,5 +223,6 @@ def _ranking(r: AuditReport) -> list[str]:
     elif not r.refusals:
         out.append("No fix to rank.")
     if r.refusals:
-        out += ["", *[f"- Not done: {x}" for x in r.refusals]]
+        out += [""] if out else []
+        out += [f"- Not done: {x}" for x in r.refusals]
     return out
