@@ -19,7 +19,7 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
-from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp
+from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
 from tailbudget.logs.columns import stage_name
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable
@@ -97,7 +97,8 @@ def read_span_table(
     spans = spans.mutate(
         is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
     )
-    selfs = _self_times(spans, timed)
+    # Computed once: both the stage ranking and the per-trace pivot read it.
+    selfs = materialize(backend, _self_times(spans, timed))
     if not timed:
         extra_notes.append(
             "spans have no start times: a span's self time is its duration minus the sum "
