@@ -128,3 +128,41 @@ def test_vllm_on_spark(spark):
     data = json.loads(path.read_text())
     assert log.rows.used == len(data["ttfts"])
     assert log.table.tpot_ms.mean().execute() == pytest.approx(data["mean_tpot_ms"], rel=1e-4)
+
+
+def test_otlp_with_attributes_on_both_engines(spark, tmp_path):
+    def span(trace, sid, parent, name, start_ms, end_ms, attrs=()):
+        return {
+            "traceId": trace,
+            "spanId": sid,
+            "parentSpanId": parent,
+            "name": name,
+            "startTimeUnixNano": str(1_700_000_000_000_000_000 + start_ms * 1_000_000),
+            "endTimeUnixNano": str(1_700_000_000_000_000_000 + end_ms * 1_000_000),
+            "attributes": [{"key": k, "value": v} for k, v in attrs],
+        }
+
+    spans = []
+    for i in range(6):
+        trace = f"t{i}"
+        attrs = [
+            ("gen_ai.usage.output_tokens", {"intValue": str(10 * i)}),
+            ("route", {"stringValue": "a" if i % 2 else "b"}),
+        ]
+        spans.append(span(trace, "r", "", "request", 100 * i, 100 * i + 50 + i, attrs))
+        spans.append(span(trace, "c", "r", "llm", 100 * i + 5, 100 * i + 45))
+    doc = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(doc))
+    opts = ReadOptions(shape=("gen_ai.usage.output_tokens",), cohorts=("route",))
+    frames = []
+    for engine in (None, "pyspark"):
+        log = read_log(str(path), opts, engine=engine)
+        assert log.rows.used == 6
+        frames.append(log.table.execute().set_index("request_id").sort_index())
+    duck, sparked = frames
+    assert duck.gen_ai_usage_output_tokens.tolist() == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    assert sparked.gen_ai_usage_output_tokens.tolist() == duck.gen_ai_usage_output_tokens.tolist()
+    assert sparked.route.tolist() == duck.route.tolist() == ["b", "a", "b", "a", "b", "a"]
+    assert (sparked.request_ms - duck.request_ms).abs().max() < 1e-9
+    assert duck.request_ms.tolist() == pytest.approx([10.0 + i for i in range(6)])

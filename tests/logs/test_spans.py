@@ -26,7 +26,7 @@ def duck():
 
 
 @settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(children=intervals)
 def test_root_self_time_matches_brute_force(tmp_path, duck, children):

@@ -46,6 +46,8 @@ def _otlp_json(requests: int) -> tuple[str, list[dict[str, float]]]:
         # llm overlaps retrieval (30..40): the parent's self time counts the union once.
         llm = tracer.start_span("llm", context=ctx, start_time=base + 30 * MS)
         llm.end(end_time=base + (90 + slow) * MS)
+        root.set_attribute("gen_ai.usage.output_tokens", 100 + i)
+        root.set_attribute("route", "chat" if i % 2 else "search")
         if i == 0:
             root.set_status(Status(StatusCode.ERROR))
         root.end(end_time=base + (100 + slow) * MS)
@@ -73,6 +75,13 @@ def test_otlp_json_from_real_sdk(tmp_path):
             assert row[f"{stage}_ms"] == pytest.approx(exp[stage], abs=1e-6)
     assert df["error"].tolist() == [True, False, False, False, False]
     assert str(df["ts"].iloc[0]) == "2023-11-14 22:13:20"
+    with_attrs = read_log(
+        str(path), ReadOptions(shape=("gen_ai.usage.output_tokens",), cohorts=("route",))
+    )
+    assert with_attrs.shape == ("gen_ai_usage_output_tokens",) and with_attrs.cohorts == ("route",)
+    attrs = with_attrs.table.order_by("ts").execute()
+    assert attrs.gen_ai_usage_output_tokens.tolist() == [100.0, 101.0, 102.0, 103.0, 104.0]
+    assert attrs.route.tolist() == ["search", "chat", "search", "chat", "search"]
     by_service = read_log(str(path), ReadOptions(span_stage="service"))
     assert by_service.stages == ("rag_chat",)
     assert by_service.table.rag_chat_ms.sum().execute() == pytest.approx(

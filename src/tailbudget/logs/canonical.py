@@ -14,7 +14,7 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
-from tailbudget.logs.columns import Mapping_, resolve_columns
+from tailbudget.logs.columns import ColumnMap, resolve_columns
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -326,7 +326,7 @@ def _row_counts(total: int, by_reason: dict[str, int], source: str) -> RowCounts
     return RowCounts(total, used, total - used, ordered)
 
 
-def _mapping_notes(mapping: Mapping_, options: ReadOptions) -> list[str]:
+def _mapping_notes(mapping: ColumnMap, options: ReadOptions) -> list[str]:
     notes: list[str] = []
     if mapping.total is None:
         notes.append(

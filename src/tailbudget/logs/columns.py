@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tailbudget.errors import LogError
 from tailbudget.logs.options import ReadOptions
 
-__all__ = ["Mapping_", "resolve_columns", "stage_name"]
+__all__ = ["ColumnMap", "resolve_columns", "stage_name"]
 
 _TOTAL_GUESSES = (
     "total_ms",
@@ -41,7 +41,7 @@ _RESERVED = {"total", "request_id", "ts", "error", "unattributed"}
 
 
 @dataclass(frozen=True)
-class Mapping_:
+class ColumnMap:
     """Which raw column plays which canonical role."""
 
     total: str | None
@@ -72,7 +72,7 @@ def resolve_columns(
     source: str,
     *,
     extras: Sequence[str] = (),
-) -> Mapping_:
+) -> ColumnMap:
     """Map raw columns to canonical roles, or raise LogError naming the fix.
 
     `numeric` holds the columns whose type is numeric (used only for hints).
@@ -148,7 +148,7 @@ def resolve_columns(
                 "no <stage>_ms columns; numeric columns not used as stages: "
                 f"{_list(unused)} (map them with --stages 'GLOB' or --stage COL)"
             )
-    return Mapping_(
+    return ColumnMap(
         total=total,
         stages=stages,
         timestamp=timestamp,

@@ -19,13 +19,14 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
-from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp
+from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
 from tailbudget.logs.columns import stage_name
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable
 
 __all__ = ["SpanColumns", "read_span_table", "span_columns", "strip_replica"]
 
+_ATTR = "_tb_attr_"
 _ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
 _POD_SUFFIX = r"(-[a-z0-9]{6,10}-[a-z0-9]{5}|-[a-z0-9]{5}|-[0-9]+)$"
 _ROLES: dict[str, tuple[str, ...]] = {
@@ -97,7 +98,8 @@ def read_span_table(
     spans = spans.mutate(
         is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
     )
-    selfs = _self_times(spans, timed)
+    # Computed once: both the stage ranking and the per-trace pivot read it.
+    selfs = materialize(backend, _self_times(spans, timed))
     if not timed:
         extra_notes.append(
             "spans have no start times: a span's self time is its duration minus the sum "
@@ -141,6 +143,12 @@ def read_span_table(
     aggs["error"] = ibis.ifelse(selfs.is_root & selfs.err, 1, 0).max()
     if timed:
         aggs["start_ms"] = ibis.ifelse(selfs.is_root, selfs.start_ms, ibis.null(dt.float64)).min()
+    for i, name in enumerate((*options.shape, *options.cohorts)):
+        # A request's attribute: the root span's value, else any span's.
+        value = selfs[f"{_ATTR}{i}"]
+        aggs[_column_name(name)] = ibis.coalesce(
+            ibis.ifelse(selfs.is_root, value, ibis.null(value.type())).max(), value.max()
+        )
     per_trace = selfs.group_by(request_id=selfs.trace).aggregate(**aggs)
     if timed:
         start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
@@ -154,8 +162,8 @@ def read_span_table(
         timestamp="ts" if timed else None,
         request_id="request_id",
         error="error",
-        shape=options.shape,
-        cohorts=options.cohorts,
+        shape=tuple(_column_name(n) for n in options.shape),
+        cohorts=tuple(_column_name(n) for n in options.cohorts),
     )
     extra_notes.append(
         f"one request per trace: total = root span duration, stages = {options.span_stage} "
@@ -218,9 +226,33 @@ def _normalise(
         end_ms=end if end is not None else ibis.null(dt.float64),
         dur_ms=ibis.greatest(dur, 0.0),
         err=err,
+        **_attributes(raw, options, source),
     )
     offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0
     return spans, timed, offset_ms
+
+
+def _attributes(raw: Any, options: ReadOptions, source: str) -> dict[str, Any]:
+    """Span columns named as shape covariates or cohorts, to carry per request."""
+    out: dict[str, Any] = {}
+    for i, name in enumerate((*options.shape, *options.cohorts)):
+        if name not in raw.columns:
+            raise LogError(
+                f"{source}: span attribute or column {name!r} (from --shape/--cohort) not found; "
+                f"columns are: {', '.join(c for c in raw.columns if not c.startswith(_ATTR))}"
+            )
+        column = raw[name]
+        if i < len(options.shape):
+            typ = column.type()
+            out[f"{_ATTR}{i}"] = column if typ.is_numeric() else column.try_cast(dt.float64)
+        else:
+            out[f"{_ATTR}{i}"] = column.cast(dt.string)
+    return out
+
+
+def _column_name(name: str) -> str:
+    """Attribute keys such as gen_ai.usage.output_tokens as engine-safe column names."""
+    return re.sub(r"[^0-9A-Za-z_]+", "_", name)
 
 
 def _self_times(spans: Any, timed: bool) -> Any:
@@ -272,6 +304,7 @@ def _self_times(spans: Any, timed: bool) -> Any:
         "dur_ms",
         "err",
         "is_root",
+        *(c for c in spans.columns if c.startswith(_ATTR)),
         self_ms=self_ms,
     )
 

@@ -53,16 +53,23 @@ def read_trace_json(
 ) -> LogTable:
     """Read OTLP or Jaeger JSON trace files into requests."""
     rows: list[dict[str, Any]] = []
+    keys = (*options.shape, *options.cohorts)
     for path in files:
         for doc in _documents(path):
-            rows.extend(otlp_spans(doc, path) if fmt == "otlp" else jaeger_spans(doc, path))
+            spans = otlp_spans(doc, path, keys) if fmt == "otlp" else jaeger_spans(doc, path, keys)
+            rows.extend(_typed(row, options) for row in spans)
     if not rows:
         raise LogError(f"{label}: the {fmt} file holds no spans")
-    table = arrow_table(backend, pa.Table.from_pylist(rows, schema=_SCHEMA))
+    schema = _SCHEMA
+    for key in options.shape:
+        schema = schema.append(pa.field(key, pa.float64()))
+    for key in options.cohorts:
+        schema = schema.append(pa.field(key, pa.string()))
+    table = arrow_table(backend, pa.Table.from_pylist(rows, schema=schema))
     return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
 
 
-def otlp_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
+def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     """Flat span rows from one OTLP JSON TracesData object."""
     if not isinstance(doc, dict):
         raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
@@ -76,7 +83,9 @@ def otlp_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
             for span in _list(scope, "spans"):
                 status = _get(span, "status") or {}
                 code = _get(status, "code") if isinstance(status, dict) else None
+                attrs = {k: _attribute(span, k) or _attribute(resource, k) for k in keys}
                 yield {
+                    **attrs,
                     "trace_id": _text(_get(span, "traceId", "trace_id")),
                     "span_id": _text(_get(span, "spanId", "span_id")),
                     "parent_id": _text(_get(span, "parentSpanId", "parent_span_id")),
@@ -88,7 +97,7 @@ def otlp_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
                 }
 
 
-def jaeger_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
+def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     """Flat span rows from one Jaeger JSON document ({"data": [trace, ...]})."""
     traces = doc.get("data") if isinstance(doc, dict) else doc
     if isinstance(doc, dict) and traces is None and "spans" in doc:
@@ -107,7 +116,11 @@ def jaeger_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
             duration_us = _int(span.get("duration"))
             process = processes.get(str(span.get("processID")), span.get("process")) or {}
             service = process.get("serviceName") if isinstance(process, dict) else None
+            tags = {
+                t.get("key"): t.get("value") for t in span.get("tags") or [] if isinstance(t, dict)
+            }
             yield {
+                **{k: _text(tags.get(k)) for k in keys},
                 "trace_id": _text(span.get("traceID") or trace.get("traceID")),
                 "span_id": _text(span.get("spanID")),
                 "parent_id": _jaeger_parent(span),
@@ -121,6 +134,16 @@ def jaeger_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
                 ),
                 "error": _jaeger_error(span),
             }
+
+
+def _typed(row: dict[str, Any], options: ReadOptions) -> dict[str, Any]:
+    """Shape attributes as floats (None when not a number), cohorts as text."""
+    for key in options.shape:
+        try:
+            row[key] = float(row[key]) if row.get(key) is not None else None
+        except (TypeError, ValueError, OverflowError):
+            row[key] = None
+    return row
 
 
 def _jaeger_parent(span: dict[str, Any]) -> str | None:
