@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.measure.record import Flat, StreamStats
+from tailbudget.measure.record import Clock, Record, StreamStats, error_of, request_id_of, spans_of, stats_of
 from tailbudget.measure.sinks.base import Batch, Sink
 
 _PRIMITIVE = (str, bool, int, float)
@@ -28,9 +28,8 @@ def _otel() -> Any:
     return trace
 
 
-def genai_attributes(stream: StreamStats) -> dict[str, Any]:
+def genai_attributes(stream: StreamStats, a: dict[str, Any]) -> dict[str, Any]:
     """GenAI semantic-convention attributes (and tailbudget timings) of one stream."""
-    a = stream.attributes
     out: dict[str, Any] = {"gen_ai.operation.name": str(a.get("operation", "chat"))}
     if "model" in a:
         out["gen_ai.request.model"] = str(a["model"])
@@ -70,32 +69,35 @@ class OTelSink(Sink):
         self._service = service
 
     def write(self, batch: Batch) -> None:
-        for f in batch.flats:
-            self._request(f)
+        for r in batch.records:
+            self._request(r, batch.clock, batch.prefix)
 
-    def _request(self, f: Flat) -> None:
+    def _request(self, r: Record, clock: Clock, prefix: str) -> None:
         trace = self._trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        fields = f.record.fields
+        fields = r.fields
         route = fields.get("route")
-        attrs: dict[str, Any] = {"tailbudget.request_id": f.request_id}
+        attrs: dict[str, Any] = {"tailbudget.request_id": request_id_of(r, prefix)}
         for key, value in fields.items():
             if isinstance(value, _PRIMITIVE):
                 attrs[f"tailbudget.{key}"] = value
         if route is not None:
             attrs["http.route"] = str(route)
-        if f.record.degraded:
-            attrs["tailbudget.degraded"] = list(f.record.degraded)
+        extra = r.extra
+        if extra is not None and extra.degraded:
+            attrs["tailbudget.degraded"] = list(extra.degraded)
         name = self._root_name or (str(route) if route is not None else self._service)
-        end_ns = f.ts_ns + int(f.total_ms * 1e6)
         root = self._tracer.start_span(
-            name, kind=SpanKind.SERVER, start_time=f.ts_ns, attributes=attrs
+            name, kind=SpanKind.SERVER, start_time=clock.epoch_ns(r.start_ns), attributes=attrs
         )
         root_ctx = trace.set_span_in_context(root)
+        stamps, index = spans_of(r, clock)
         spans: list[Any] = []
-        for sp in f.spans:
-            parent_ctx = root_ctx if sp.parent is None else trace.set_span_in_context(spans[sp.parent])
+        for sp in stamps:
+            parent_ctx = (
+                root_ctx if sp.parent is None else trace.set_span_in_context(spans[sp.parent])
+            )
             span = self._tracer.start_span(
                 sp.name.rsplit("/", 1)[-1],
                 context=parent_ctx,
@@ -106,35 +108,37 @@ class OTelSink(Sink):
                 span.set_status(Status(StatusCode.ERROR, sp.error))
                 span.set_attribute("error.type", sp.error)
             spans.append(span)
-        extra: list[tuple[Any, int]] = []
-        for s in f.streams:
-            attrs_llm = genai_attributes(s)
-            if s.stage is not None:
-                target = spans[s.stage]
+        extra_spans: list[tuple[Any, int]] = []
+        for stream in extra.streams if extra is not None else ():
+            stats = stats_of(stream)
+            attrs_llm = genai_attributes(stats, stream.attributes)
+            at = index.get(stream.parent_t0) if stream.parent_t0 is not None else None
+            if at is not None:
+                target = spans[at]
                 target.set_attributes(attrs_llm)
             else:
                 model = attrs_llm.get("gen_ai.request.model")
                 op = attrs_llm["gen_ai.operation.name"]
+                last = stream.token_ns[-1] if stream.token_ns else stream.start_ns
                 target = self._tracer.start_span(
                     f"{op} {model}" if model else op,
                     kind=SpanKind.CLIENT,
                     context=root_ctx,
-                    start_time=s.start_ns,
+                    start_time=clock.epoch_ns(stream.start_ns),
                     attributes=attrs_llm,
                 )
-                extra.append((target, s.end_ns))
-            if s.ttft_ms is not None:
-                target.add_event(
-                    "gen_ai.first_token", timestamp=s.start_ns + int(s.ttft_ms * 1e6)
-                )
-        for span, end in extra:
+                extra_spans.append((target, clock.epoch_ns(last)))
+            if stream.token_ns:
+                target.add_event("gen_ai.first_token", timestamp=clock.epoch_ns(stream.token_ns[0]))
+        for span, end in extra_spans:
             span.end(end_time=end)
-        for span, sp in zip(reversed(spans), reversed(f.spans), strict=True):
+        for span, sp in zip(reversed(spans), reversed(stamps), strict=True):
             span.end(end_time=sp.end_ns)
-        if f.record.error is not None:
-            root.set_status(Status(StatusCode.ERROR, f.record.error))
-            root.set_attribute("error.type", f.record.error)
-        root.end(end_time=end_ns)
+        err = error_of(r)
+        if err is not None:
+            root.set_status(Status(StatusCode.ERROR, err))
+            root.set_attribute("error.type", err)
+        root.end(end_time=clock.epoch_ns(max(r.start_ns, r.end_ns)))
 
     def flush(self) -> None:
         if self._provider is not None and hasattr(self._provider, "force_flush"):

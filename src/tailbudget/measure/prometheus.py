@@ -13,6 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from tailbudget import _metric_names as names
+from tailbudget.measure.record import valid_stages
 from tailbudget.measure.sinks.base import Batch, Sink
 
 if TYPE_CHECKING:
@@ -138,15 +139,18 @@ class PrometheusSink(Sink):
 
     def write(self, batch: Batch) -> None:
         svc = self._service
-        for f in batch.flats:
-            route = str(f.record.fields.get("route", ""))
-            self._child("request", svc, route).observe(f.total_ms / 1000.0)
-            outcome = "error" if f.record.error is not None else "ok"
+        for r, row in zip(batch.records, batch.rows, strict=True):
+            route = str(r.fields.get("route", ""))
+            self._child("request", svc, route).observe(row["total_ms"] / 1000.0)
+            outcome = "error" if row["error"] else "ok"
             self._child("requests", svc, route, outcome).inc()
-            for stage, ms in f.stage_ms.items():
-                self._child("stage", svc, stage).observe(ms / 1000.0)
-            for s in f.streams:
-                if s.ttft_ms is not None:
-                    self._child("stage", svc, "ttft").observe(s.ttft_ms / 1000.0)
-                if s.decode_ms is not None:
-                    self._child("stage", svc, "decode").observe(s.decode_ms / 1000.0)
+            sums: dict[str, float] = {}
+            for name, t0, t1, _, _ in valid_stages(r) if r.stages else ():
+                d = t1 - t0
+                sums[name] = sums.get(name, 0.0) + (d if d > 0 else 0)
+            for stage, ns in sums.items():
+                self._child("stage", svc, stage).observe(ns / 1e9)
+            for col, stage in (("ttft_ms", "ttft"), ("decode_ms", "decode")):
+                value = row.get(col)
+                if value is not None and r.extra is not None and r.extra.streams:
+                    self._child("stage", svc, stage).observe(value / 1000.0)

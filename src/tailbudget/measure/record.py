@@ -2,10 +2,10 @@
 
 A `Record` is what a finished request hands to the writer thread: raw
 `perf_counter_ns` stamps and the stage timers themselves, so the request path
-does no arithmetic and no formatting. `flatten` turns a batch of records into
+does no arithmetic and no formatting. `to_rows` turns a batch of records into
 the columns `tailbudget audit` reads by default (`request_id`, `ts`,
 `total_ms`, `<stage>_ms`, `error`, covariates as plain columns), off the
-request path.
+request path; `spans_of` gives span-ready stamps for tracing sinks.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from tailbudget.measure.request import StageTimer
     from tailbudget.measure.stream import StreamTimer
+
+Stage = tuple[str, int, int, "int | None", "str | None"]
+"""One stage occurrence: (name, t0_ns, t1_ns, parent's t0_ns or None, error type or None)."""
 
 log = logging.getLogger("tailbudget.measure")
 
@@ -33,6 +35,20 @@ STREAM_COLUMNS = (
 """Columns an LLM stream adds. ttft/decode are stage-like (`_ms`); the ITL
 quantiles deliberately do not end in `_ms` so a `*_ms` stage glob skips them."""
 
+RESERVED = frozenset({"request_id", "ts", "total_ms", "error", "error_type", "degraded"})
+"""Column names a covariate cannot take (the recorder's own columns win)."""
+
+
+class Extra:
+    """Rarely used per-request data, allocated only when needed."""
+
+    __slots__ = ("degraded", "error", "streams")
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.degraded: list[str] = []
+        self.streams: list[StreamTimer[Any]] = []
+
 
 class Record(NamedTuple):
     """One finished request, as raw stamps (frozen: a tuple)."""
@@ -41,40 +57,11 @@ class Record(NamedTuple):
     """An int is a sequence number, formatted with the recorder's prefix off-path."""
     start_ns: int
     end_ns: int
-    stages: list[StageTimer]
+    stages: list[Stage]
     error: str | None
+    """Name of the exception that escaped the request block, if any."""
     fields: dict[str, Any]
-    degraded: list[str] | None
-    streams: list[StreamTimer] | None
-
-
-@dataclass(frozen=True, slots=True)
-class StageSpan:
-    """One timed occurrence of a stage, in epoch nanoseconds (for span exporters)."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    parent: int | None
-    """Index of the enclosing stage's span in the same list, or None (the request)."""
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class StreamStats:
-    """Timing of one streamed LLM response."""
-
-    stage: int | None
-    """Index of the enclosing stage's span, or None."""
-    start_ns: int
-    end_ns: int
-    ttft_ms: float | None
-    decode_ms: float | None
-    output_tokens: int
-    itl_ms_p50: float | None
-    itl_ms_p95: float | None
-    tokens_per_s: float | None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    extra: Extra | None
 
 
 @dataclass(slots=True)
@@ -89,6 +76,38 @@ class Clock:
         return self.wall_ns - (self.perf_ns - perf_ns)
 
 
+def error_of(record: Record) -> str | None:
+    """The request's error: an escaped exception's name, or a reason given by `req.fail`."""
+    if record.error is not None:
+        return record.error
+    return record.extra.error if record.extra is not None else None
+
+
+def request_id_of(record: Record, prefix: str) -> str:
+    """The request id as written to the log."""
+    rid = record.request_id
+    return f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid)
+
+
+def valid_stages(record: Record) -> list[Stage]:
+    """The record's stages that are well formed and ended within the request (misuse logged)."""
+    out: list[Stage] = []
+    end = record.end_ns
+    for st in list(record.stages):
+        try:
+            name, t0, t1, _, _ = st
+            ok = isinstance(name, str) and isinstance(t0, int) and isinstance(t1, int)
+        except (TypeError, ValueError):
+            ok, name, t1 = False, None, 0
+        if not ok:
+            log.warning("tailbudget: dropped a malformed stage (%r)", name)
+        elif t1 > end:
+            log.warning("tailbudget: stage %r ended after its request; dropped", name)
+        else:
+            out.append(st)
+    return out
+
+
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
     # Linear interpolation between closest ranks (numpy's default method).
     pos = (len(sorted_values) - 1) * q
@@ -97,130 +116,165 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+class StreamStats(NamedTuple):
+    """Timing of one streamed LLM response (ms, tokens, tokens/s)."""
+
+    ttft_ms: float | None
+    decode_ms: float | None
+    output_tokens: int
+    itl_ms_p50: float | None
+    itl_ms_p95: float | None
+    tokens_per_s: float | None
+
+
 def stream_stats(
     start_ns: int, token_ns: Sequence[int], counts: Sequence[int] | None = None
-) -> tuple[float | None, float | None, int, float | None, float | None, float | None]:
-    """TTFT, decode, output tokens, ITL p50/p95 (ms) and tokens/s from token arrival stamps.
+) -> StreamStats:
+    """TTFT, decode, output tokens, ITL p50/p95 (ms) and tokens/s from chunk arrival stamps.
 
     `counts[i]` is the number of tokens in chunk i (1 each when None). Tokens/s
-    is (tokens after the first) / decode time, i.e. 1 / TPOT as vLLM defines it.
+    is (tokens after the first chunk) / decode time, i.e. 1 / TPOT as vLLM
+    defines it ((e2e - ttft) / (output_tokens - 1)).
     """
     n_chunks = len(token_ns)
     tokens = sum(counts) if counts is not None else n_chunks
     if n_chunks == 0:
-        return None, None, 0, None, None, None
+        return StreamStats(None, None, 0, None, None, None)
     ttft = max(0, token_ns[0] - start_ns) / 1e6
     decode = max(0, token_ns[-1] - token_ns[0]) / 1e6
     if n_chunks < 2:
-        return ttft, decode, tokens, None, None, None
+        return StreamStats(ttft, decode, tokens, None, None, None)
     gaps = sorted(max(0, b - a) / 1e6 for a, b in zip(token_ns, token_ns[1:], strict=False))
     first = counts[0] if counts is not None else 1
     rate = (tokens - first) / (decode / 1000.0) if decode > 0 else None
-    return ttft, decode, tokens, _quantile(gaps, 0.5), _quantile(gaps, 0.95), rate
+    return StreamStats(ttft, decode, tokens, _quantile(gaps, 0.5), _quantile(gaps, 0.95), rate)
 
 
-class Flat(NamedTuple):
-    """A record resolved off the request path: sums per stage and span-ready stamps."""
-
-    record: Record
-    request_id: str
-    ts_ns: int
-    """Epoch nanoseconds of the request's start."""
-    total_ms: float
-    stage_ms: dict[str, float]
-    stage_count: dict[str, int]
-    spans: list[StageSpan]
-    streams: list[StreamStats]
+def stats_of(stream: StreamTimer[Any]) -> StreamStats:
+    """Stream statistics of one wrapped stream."""
+    return stream_stats(stream.start_ns, list(stream.token_ns), stream.counts)
 
 
-def resolve(record: Record, clock: Clock, id_prefix: str) -> Flat:
-    """Sum repeated stages, clamp negative durations, drop misused timers (logged)."""
-    start, end = record.start_ns, record.end_ns
-    index: dict[int, int] = {}
-    spans: list[StageSpan] = []
-    stage_ms: dict[str, float] = {}
-    stage_count: dict[str, int] = {}
-    for timer in list(record.stages):
-        name, t0, t1 = timer.name, timer.t0, timer.t1
-        if not isinstance(name, str) or not name or t0 is None or t1 is None:
-            log.warning("tailbudget: dropped a malformed stage timer (name=%r)", name)
-            continue
-        if t1 > end:
-            log.warning("tailbudget: stage %r ended after its request; dropped", name)
-            continue
-        dur = t1 - t0 if t1 > t0 else 0
-        ms = dur / 1e6
-        prev = stage_ms.get(name)
-        if prev is None:
-            stage_ms[name] = ms
-            stage_count[name] = 1
-        else:
-            stage_ms[name] = prev + ms
-            stage_count[name] += 1
-        parent = index.get(id(timer.parent)) if timer.parent is not None else None
-        index[id(timer)] = len(spans)
-        spans.append(
-            StageSpan(
-                name, clock.epoch_ns(t0), clock.epoch_ns(max(t0, t1)), parent, timer.error
-            )
-        )
-    streams: list[StreamStats] = []
-    for s in record.streams or ():
-        ttft, decode, tokens, p50, p95, rate = stream_stats(s.start_ns, s.token_ns, s.counts)
-        last = s.token_ns[-1] if s.token_ns else s.start_ns
-        streams.append(
-            StreamStats(
-                index.get(id(s.parent)) if s.parent is not None else None,
-                clock.epoch_ns(s.start_ns),
-                clock.epoch_ns(last),
-                ttft,
-                decode,
-                tokens,
-                p50,
-                p95,
-                rate,
-                s.attributes,
-            )
-        )
-    rid = record.request_id
-    request_id = f"{id_prefix}{rid:08x}" if isinstance(rid, int) else str(rid)
-    total = max(0, end - start) / 1e6
-    return Flat(
-        record, request_id, clock.epoch_ns(start), total, stage_ms, stage_count, spans, streams
-    )
+def to_rows(
+    records: Iterable[Record], clock: Clock, prefix: str, repeated: set[str]
+) -> list[dict[str, Any]]:
+    """Rows in audit column names, one per record.
 
-
-RESERVED = frozenset({"request_id", "ts", "total_ms", "error", "degraded"})
-
-
-def to_rows(flats: Iterable[Flat], repeated: set[str]) -> list[dict[str, Any]]:
-    """Rows in audit column names. `repeated` (updated here) names stages that ever
-    repeated; they get a `<stage>_count` column from then on."""
+    Repeated stages are summed; `repeated` (updated here) names stages that
+    ever repeated, which get a `<stage>_count` column from then on. Negative
+    durations are clamped to 0.
+    """
     rows: list[dict[str, Any]] = []
-    for f in flats:
+    wall = clock.wall_ns - clock.perf_ns
+    cols: dict[str, str] = {}
+    for r in records:
+        start, end = r.start_ns, r.end_ns
+        rid = r.request_id
         row: dict[str, Any] = {
-            "request_id": f.request_id,
-            "ts": f.ts_ns,
-            "total_ms": f.total_ms,
-            "error": f.record.error is not None,
+            "request_id": f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid),
+            "ts": wall + start,
+            "total_ms": (end - start) / 1e6 if end > start else 0.0,
+            "error": False,
         }
-        if f.record.error is not None:
-            row["error_type"] = f.record.error
-        for name, ms in f.stage_ms.items():
-            row[f"{name}_ms"] = ms
-            n = f.stage_count[name]
-            if n > 1:
-                repeated.add(name)
-            if name in repeated:
-                row[f"{name}_count"] = n
-        for s in f.streams[:1]:
-            for col in STREAM_COLUMNS:
-                row[col] = getattr(s, col)
-        if f.record.degraded:
-            row["degraded"] = ",".join(f.record.degraded)
-        for key, value in f.record.fields.items():
-            if key in RESERVED or key in row:
-                continue
-            row[key] = value
+        counts: dict[str, int] | None = None
+        try:
+            for name, t0, t1, _, _ in r.stages:
+                col = cols.get(name)
+                if col is None:
+                    col = cols[name] = _column(name)
+                if t1 > end:
+                    raise ValueError(name)
+                d = t1 - t0
+                ms = d / 1e6 if d > 0 else 0.0
+                prev = row.get(col)
+                if prev is None:
+                    row[col] = ms
+                else:
+                    row[col] = prev + ms
+                    if counts is None:
+                        counts = {}
+                    counts[name] = counts.get(name, 1) + 1
+        except (AttributeError, TypeError, ValueError):
+            row = _slow_row(r, row, cols)  # a misused timer: redo with checks, logged
+            counts = _counts(r)
+        if counts is not None:
+            repeated.update(counts)
+        if repeated:
+            for name in repeated:
+                col = cols.get(name) or _column(name)
+                if col in row:
+                    row[f"{name}_count"] = counts.get(name, 1) if counts else 1
+        err = r.error
+        extra = r.extra
+        if extra is not None:
+            _add_extra(row, extra, err)
+            if err is None:
+                err = extra.error
+        if err is not None:
+            row["error"] = True
+            row["error_type"] = err
+        for key, value in r.fields.items():
+            if key not in row and key not in RESERVED:
+                row[key] = value
         rows.append(row)
     return rows
+
+
+def _column(stage: str) -> str:
+    col = f"{stage}_ms"
+    # A stage called "total" must not add itself to the request's total.
+    return f"stage_{col}" if col == "total_ms" else col
+
+
+def _slow_row(r: Record, row: dict[str, Any], cols: dict[str, str]) -> dict[str, Any]:
+    base = {k: row[k] for k in ("request_id", "ts", "total_ms", "error")}
+    for name, t0, t1, _, _ in valid_stages(r):
+        col = cols.get(name) or _column(name)
+        d = t1 - t0
+        base[col] = base.get(col, 0.0) + (d / 1e6 if d > 0 else 0.0)
+    return base
+
+
+def _counts(r: Record) -> dict[str, int] | None:
+    seen: dict[str, int] = {}
+    for st in valid_stages(r):
+        seen[st[0]] = seen.get(st[0], 0) + 1
+    repeated = {k: v for k, v in seen.items() if v > 1}
+    return repeated or None
+
+
+def _add_extra(row: dict[str, Any], extra: Extra, err: str | None) -> None:
+    if extra.degraded:
+        row["degraded"] = ",".join(extra.degraded)
+    if extra.streams:
+        stats = stats_of(extra.streams[0])
+        for col, value in zip(STREAM_COLUMNS, stats, strict=True):
+            row[col] = value
+
+
+class SpanStamp(NamedTuple):
+    """One timed stage occurrence in epoch ns, with the index of its parent stage."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    parent: int | None
+    error: str | None
+
+
+def spans_of(record: Record, clock: Clock) -> tuple[list[SpanStamp], dict[int, int]]:
+    """Stage occurrences in epoch ns, parents resolved, and {perf t0: index} for streams."""
+    index: dict[int, int] = {}
+    spans: list[SpanStamp] = []
+    for name, t0, t1, parent_t0, error in sorted(valid_stages(record), key=lambda st: st[1]):
+        spans.append(
+            SpanStamp(
+                name,
+                clock.epoch_ns(t0),
+                clock.epoch_ns(max(t0, t1)),
+                index.get(parent_t0) if parent_t0 is not None else None,
+                error,
+            )
+        )
+        index[t0] = len(spans) - 1
+    return spans, index

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tailbudget.budget import Budget
 
 log = logging.getLogger("tailbudget.measure")
+_new = object.__new__
 
 SinkSpec = str | Path | Sink
 
@@ -165,8 +166,15 @@ class Recorder:
         deadline = self.deadline_ms
         if deadline_ms is not None and (deadline is None or deadline_ms < deadline):
             deadline = deadline_ms
-        rid = next(self._seq) if request_id is None else request_id
-        return Request(self, rid, fields, deadline)
+        # Slots filled here rather than in __init__: one Python frame less per request.
+        req = _new(Request)
+        req._rec = self
+        req.request_id = next(self._seq) if request_id is None else request_id
+        req.fields = fields
+        req.deadline_ms = deadline
+        req._done = []
+        req._extra = None
+        return req
 
     def _put(self, record: Record) -> None:
         if not self._pump.put(record):

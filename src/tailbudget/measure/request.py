@@ -1,22 +1,24 @@
 """The request context and its stage timers (sync and async context managers).
 
 Hot path: a stage costs one small slotted object, two `perf_counter_ns`
-calls, a context-variable set/reset (for `parent/child` names that stay right
-under threads and asyncio tasks) and a list append. Sums, names and formatting
-happen in the writer thread. Nothing here raises into the request: misuse is
-logged and dropped.
+calls, a context-variable set/reset (so `parent/child` names stay right under
+threads and concurrent asyncio tasks) and a list append. Slots that are
+rarely used (error, parent, deadline, streams) are left unset rather than
+initialised; readers use `getattr(obj, name, default)`. Sums, names, ids and
+formatting happen in the writer thread. Nothing here raises into the
+request: misuse is logged and dropped.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterable, Callable, Iterable
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tailbudget.measure.record import Record
+from tailbudget.measure.record import Extra, Record, Stage
 from tailbudget.measure.stream import StreamTimer
 
 if TYPE_CHECKING:
@@ -27,6 +29,8 @@ T = TypeVar("T")
 
 _STAGE: ContextVar[StageTimer | None] = ContextVar("tailbudget_stage", default=None)
 _REQUEST: ContextVar[Request | None] = ContextVar("tailbudget_request", default=None)
+_new = object.__new__
+_record = tuple.__new__
 
 
 def current_request() -> Request | None:
@@ -37,40 +41,37 @@ def current_request() -> Request | None:
 class StageTimer:
     """Times one stage occurrence; `with` and `async with` both work.
 
-    For an optional stage that cannot be afforded, `run` is False (and the
-    object is falsy): Python cannot skip a `with` body, so write
-    `with req.stage("rerank", optional=True) as s:` then `if s: ...`.
+    On exit it appends one tuple `(name, t0_ns, t1_ns, parent_t0_ns, error)`
+    to its request and is then garbage: finished requests waiting for the
+    writer hold no per-stage objects the cyclic GC would have to scan.
+    For an optional stage that cannot be afforded, the timer is falsy and
+    records nothing but the degradation. Python cannot skip a `with` body, so
+    write `with req.stage("rerank", optional=True) as s:` then `if s: ...`.
     """
 
-    __slots__ = ("_done", "_req", "_token", "error", "name", "parent", "run", "t0", "t1")
+    __slots__ = ("_done", "_req", "_token", "name", "p", "skipped", "t0")
 
-    def __init__(self, done: list[StageTimer], name: str, req: Request | None) -> None:
-        self._done = done
-        self.name = name
-        self._req = req  # only set for optional stages (to record degradation)
-        self.parent: StageTimer | None = None
-        self.t0: int | None = None
-        self.t1: int | None = None
-        self.error: str | None = None
-        self.run = True
+    _done: list[Stage]
+    _req: Request
+    name: str
+    t0: int
+    p: int | None
+    skipped: bool
 
     def __bool__(self) -> bool:
-        return self.run
+        return not getattr(self, "skipped", False)
 
     def __enter__(self) -> StageTimer:
         try:
-            if self._req is not None:
-                if not self._req._afford(self.name):
-                    self.run = False
-                    return self
-                self._req = None  # no request -> timer -> request cycle for the GC
             parent = _STAGE.get()
             if parent is not None and parent._done is self._done:
-                self.parent = parent
                 self.name = f"{parent.name}/{self.name}"
+                self.p = parent.t0
+            else:
+                self.p = None
             self._token = _STAGE.set(self)
         except Exception:  # never break the request
-            log.exception("tailbudget: stage %r could not start", self.name)
+            log.exception("tailbudget: stage %r could not start", getattr(self, "name", None))
         self.t0 = perf_counter_ns()
         return self
 
@@ -80,16 +81,15 @@ class StageTimer:
         ev: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.t1 = perf_counter_ns()
-        if not self.run:
-            return
+        t1 = perf_counter_ns()
         try:
             _STAGE.reset(self._token)
-            if et is not None:
-                self.error = et.__name__
-            self._done.append(self)
-        except Exception:  # e.g. exited in another context than entered
-            log.warning("tailbudget: stage %r misused (exit without enter?); dropped", self.name)
+            self._done.append(
+                (self.name, self.t0, t1, self.p, None if et is None else et.__name__)
+            )
+        except Exception:  # exit without enter, twice, or in another context
+            if not getattr(self, "skipped", False):
+                log.warning("tailbudget: stage %r misused; dropped", getattr(self, "name", None))
 
     async def __aenter__(self) -> StageTimer:
         return self.__enter__()
@@ -103,41 +103,41 @@ class StageTimer:
         self.__exit__(et, ev, tb)
 
 
+class OptionalStageTimer(StageTimer):
+    """A stage that is skipped (and recorded as degraded) when the deadline cannot afford it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> StageTimer:
+        try:
+            req = self._req
+            del self._req  # no request -> timer -> request cycle for the GC
+            if not req._afford(self.name):
+                self.skipped = True
+                self.t0 = perf_counter_ns()
+                return self
+        except Exception:
+            log.exception("tailbudget: optional stage %r could not decide", self.name)
+        return super().__enter__()
+
+
 class Request:
-    """One request being recorded: `with rec.request(route="chat", seq_len=812) as req:`."""
+    """One request being recorded: `with rec.request(route="chat", seq_len=812) as req:`.
 
-    __slots__ = (
-        "_deadline_ns",
-        "_done",
-        "_error",
-        "_rec",
-        "_streams",
-        "_token",
-        "degraded",
-        "deadline_ms",
-        "fields",
-        "request_id",
-        "t0",
-    )
+    Built by `Recorder.request` (which fills the slots directly: no __init__ frame).
+    """
 
-    def __init__(
-        self,
-        rec: Recorder,
-        request_id: int | str,
-        fields: dict[str, Any],
-        deadline_ms: float | None,
-    ) -> None:
-        self._rec = rec
-        self.request_id = request_id
-        self.fields = fields
-        """Covariates and cohorts; add more with `req.set(key=value)`."""
-        self.deadline_ms = deadline_ms
-        self._done: list[StageTimer] = []
-        self._streams: list[StreamTimer] | None = None
-        self.degraded: list[str] | None = None
-        self._deadline_ns: int | None = None
-        self._error: str | None = None
-        self.t0 = 0
+    __slots__ = ("_deadline_ns", "_done", "_extra", "_rec", "_token", "deadline_ms", "fields", "request_id", "t0")
+
+    _rec: Recorder
+    request_id: int | str
+    fields: dict[str, Any]
+    """Covariates and cohorts; add more with `req.set(key=value)`."""
+    deadline_ms: float | None
+    _done: list[Stage]
+    _extra: Extra | None
+    _deadline_ns: int
+    t0: int
 
     def __enter__(self) -> Request:
         self._token = _REQUEST.set(self)
@@ -158,15 +158,17 @@ class Request:
         except Exception:
             log.warning("tailbudget: request exited in another context than it entered")
         self._rec._put(
-            Record(
-                self.request_id,
-                self.t0,
-                t1,
-                self._done,
-                self._error if et is None else et.__name__,
-                self.fields,
-                self.degraded,
-                self._streams,
+            _record(
+                Record,
+                (
+                    self.request_id,
+                    self.t0,
+                    t1,
+                    self._done,
+                    None if et is None else et.__name__,
+                    self.fields,
+                    self._extra,
+                ),
             )
         )
 
@@ -183,11 +185,26 @@ class Request:
 
     def stage(self, name: str, optional: bool = False) -> StageTimer:
         """A timer for one stage; `optional=True` skips it (degraded) when unaffordable."""
-        return StageTimer(self._done, name, self if optional else None)
+        if optional:
+            o = _new(OptionalStageTimer)
+            o._done = self._done
+            o.name = name
+            o._req = self
+            return o
+        t = _new(StageTimer)
+        t._done = self._done
+        t.name = name
+        return t
+
+    def _extras(self) -> Extra:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = Extra()
+        return extra
 
     def fail(self, reason: str) -> None:
         """Mark the request as failed without an exception (e.g. an HTTP 5xx answer)."""
-        self._error = str(reason)
+        self._extras().error = str(reason)
 
     def set(self, **fields: Any) -> None:
         """Add covariates known only later (output tokens, cache hit...)."""
@@ -199,13 +216,19 @@ class Request:
         rid = self.request_id
         return f"{self._rec.id_prefix}{rid:08x}" if isinstance(rid, int) else rid
 
+    @property
+    def degraded(self) -> list[str]:
+        """Optional stages skipped because the deadline could not afford them."""
+        return list(self._extra.degraded) if self._extra is not None else []
+
     # deadlines ---------------------------------------------------------------
     @property
     def remaining_ms(self) -> float | None:
         """Milliseconds left before the deadline (negative when past), None without one."""
-        if self._deadline_ns is None:
+        deadline = getattr(self, "_deadline_ns", None)
+        if deadline is None:
             return None
-        return (self._deadline_ns - perf_counter_ns()) / 1e6
+        return (deadline - perf_counter_ns()) / 1e6
 
     def can_afford(self, stage: str) -> bool:
         """True when the time left covers the stage's p95 budget (or there is no deadline)."""
@@ -216,13 +239,11 @@ class Request:
         return need is None or remaining >= need
 
     def _afford(self, name: str) -> bool:
-        parent = _STAGE.get()
-        full = f"{parent.name}/{name}" if parent is not None and parent._done is self._done else name
         if self.can_afford(name):
             return True
-        if self.degraded is None:
-            self.degraded = []
-        self.degraded.append(full)
+        parent = _STAGE.get()
+        nested = parent is not None and parent._done is self._done
+        self._extras().degraded.append(f"{parent.name}/{name}" if nested and parent else name)
         return False
 
     def headers(self) -> dict[str, str]:
@@ -242,10 +263,10 @@ class Request:
         """Wrap an LLM token stream (sync or async) to record TTFT, decode time and ITL.
 
         `tokens(chunk)` counts tokens per chunk (1 per item by default);
-        `attributes` (model=..., system=..., input_tokens=...) go to the span.
+        `attributes` (model=..., provider=..., input_tokens=...) go to the span.
         """
-        timer: StreamTimer[T] = StreamTimer(source, tokens, attributes, _STAGE.get())
-        if self._streams is None:
-            self._streams = []
-        self._streams.append(timer)
+        parent = _STAGE.get()
+        parent_t0 = parent.t0 if parent is not None and parent._done is self._done else None
+        timer: StreamTimer[T] = StreamTimer(source, tokens, attributes, parent_t0)
+        self._extras().streams.append(timer)
         return timer

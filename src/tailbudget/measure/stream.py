@@ -9,10 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-if TYPE_CHECKING:
-    from tailbudget.measure.request import StageTimer
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger("tailbudget.measure")
 T = TypeVar("T")
@@ -21,21 +18,22 @@ T = TypeVar("T")
 class StreamTimer(Generic[T]):
     """Iterates a token stream unchanged while stamping each chunk's arrival."""
 
-    __slots__ = ("_ait", "_count", "_it", "_source", "attributes", "counts", "parent", "start_ns", "token_ns")
+    __slots__ = ("_ait", "_count", "_it", "_source", "attributes", "counts", "parent_t0", "start_ns", "token_ns")
 
     def __init__(
         self,
         source: AsyncIterable[T] | Iterable[T],
         count: Callable[[T], int] | None,
         attributes: dict[str, Any],
-        parent: StageTimer | None,
+        parent_t0: int | None,
     ) -> None:
         self._source = source
         self._count = count
         self._ait: AsyncIterator[T] | None = None
         self._it: Iterator[T] | None = None
         self.attributes = attributes
-        self.parent = parent
+        self.parent_t0 = parent_t0
+        """perf_counter_ns start of the enclosing stage, or None."""
         self.start_ns = perf_counter_ns()
         self.token_ns: list[int] = []
         self.counts: list[int] | None = [] if count is not None else None

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tailbudget.measure.record import Clock, Flat, Record, resolve, to_rows
+from tailbudget.measure.record import Clock, Record, to_rows
 
 if TYPE_CHECKING:
     from tailbudget.budget import Budget
@@ -26,12 +26,17 @@ log = logging.getLogger("tailbudget.measure")
 
 
 class Batch:
-    """Records resolved once, with rows in audit column names built on demand."""
+    """Finished records with the clock that maps their stamps to epoch time.
 
-    __slots__ = ("_repeated", "_rows", "flats")
+    `rows` (audit column names) is built on first use and shared by sinks.
+    """
 
-    def __init__(self, flats: list[Flat], repeated: set[str]) -> None:
-        self.flats = flats
+    __slots__ = ("_repeated", "_rows", "clock", "prefix", "records")
+
+    def __init__(self, records: list[Record], clock: Clock, prefix: str, repeated: set[str]) -> None:
+        self.records = records
+        self.clock = clock
+        self.prefix = prefix
         self._repeated = repeated
         self._rows: list[dict[str, Any]] | None = None
 
@@ -39,11 +44,11 @@ class Batch:
     def rows(self) -> list[dict[str, Any]]:
         """One dict per request: request_id, ts (epoch ns), total_ms, <stage>_ms, ..."""
         if self._rows is None:
-            self._rows = to_rows(self.flats, self._repeated)
+            self._rows = to_rows(self.records, self.clock, self.prefix, self._repeated)
         return self._rows
 
     def __len__(self) -> int:
-        return len(self.flats)
+        return len(self.records)
 
 
 class Sink:
@@ -135,22 +140,20 @@ class Pump:
             self._deliver(records)
 
     def _deliver(self, records: list[Record]) -> None:
-        clock = Clock(time.time_ns(), time.perf_counter_ns())
-        flats: list[Flat] = []
-        for r in records:
-            try:
-                flats.append(resolve(r, clock, self.id_prefix))
-            except Exception:
-                log.exception("tailbudget: could not resolve a record; dropped")
-                self._on_drop("resolve", 1)
-        batch = Batch(flats, self._repeated)
+        batch = Batch(records, Clock(time.time_ns(), time.perf_counter_ns()), self.id_prefix, self._repeated)
+        try:
+            _ = batch.rows  # build once here so a bad record cannot fail every sink
+        except Exception:
+            log.exception("tailbudget: could not flatten %d records; dropped", len(records))
+            self._on_drop("flatten", len(records))
+            return
         for sink in self.sinks:
             try:
                 sink.write(batch)
             except Exception:
                 log.exception("tailbudget: sink %s failed on %d records", sink.name, len(batch))
                 self._on_drop(sink.name, len(batch))
-        self.written += len(flats)
+        self.written += len(records)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Block until everything queued now has reached the sinks, then flush them."""

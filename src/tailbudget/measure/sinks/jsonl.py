@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +27,19 @@ class _IsoTime:
         return f"{self._prefix}.{rem // 1000:06d}Z"
 
 
+def _encoder() -> Callable[[Any], bytes]:
+    try:  # orjson (a core dependency) is ~5x faster; the stdlib is the fallback
+        import orjson
+
+        def fast(obj: Any) -> bytes:
+            return orjson.dumps(obj, default=str)
+
+        return fast
+    except ImportError:
+        encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
+        return lambda obj: encode(obj).encode()
+
+
 class JsonlSink(Sink):
     """Appends records to a `.jsonl` file (ts as ISO-8601 UTC, durations in ms)."""
 
@@ -35,25 +49,26 @@ class JsonlSink(Sink):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[str] | None = self.path.open("a" if append else "w", encoding="utf-8")
+            self._fh: IO[bytes] | None = self.path.open("ab" if append else "wb")
         except OSError as exc:
             raise TailbudgetError(
                 f"cannot open JSONL sink {str(path)!r}: {exc.strerror}; give a writable path"
             ) from exc
         self._iso = _IsoTime()
-        self._dumps = json.JSONEncoder(default=str, separators=(",", ":")).encode
+        self._dumps = _encoder()
 
     def write(self, batch: Batch) -> None:
         if self._fh is None:
             return
         iso, dumps = self._iso, self._dumps
-        lines: list[str] = []
+        lines: list[bytes] = []
         for row in batch.rows:
             out: dict[str, Any] = dict(row)
             out["ts"] = iso(row["ts"])
             lines.append(dumps(out))
         if lines:
-            self._fh.write("\n".join(lines) + "\n")
+            lines.append(b"")
+            self._fh.write(b"\n".join(lines))
 
     def flush(self) -> None:
         if self._fh is not None:

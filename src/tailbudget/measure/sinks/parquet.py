@@ -22,25 +22,21 @@ log = logging.getLogger("tailbudget.measure")
 def _table(rows: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 
-    columns: dict[str, list[Any]] = {}
-    n = len(rows)
-    for i, row in enumerate(rows):
-        for key, value in row.items():
-            col = columns.get(key)
-            if col is None:
-                col = columns[key] = [None] * n
-            col[i] = value
+    keys: dict[str, None] = {}
+    for row in rows:
+        if len(row) != len(keys) or row.keys() - keys.keys():
+            keys.update(dict.fromkeys(row))
     arrays: dict[str, Any] = {}
-    for key, values in columns.items():
+    for key in keys:
+        values = [row.get(key) for row in rows]
         if key == "ts":
-            arrays[key] = pa.array(
-                [v // 1000 for v in values], type=pa.timestamp("us", tz="UTC")
-            )
-        else:
-            try:
-                arrays[key] = pa.array(values)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep as text
-                arrays[key] = pa.array([None if v is None else str(v) for v in values])
+            ns = pa.array(values, type=pa.int64()).cast(pa.timestamp("ns", tz="UTC"))
+            arrays[key] = ns.cast(pa.timestamp("us", tz="UTC"), safe=False)
+            continue
+        try:
+            arrays[key] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep as text
+            arrays[key] = pa.array([None if v is None else str(v) for v in values])
     return pa.table(arrays)
 
 
