@@ -9,6 +9,7 @@ import typer
 
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
+from tailbudget.cli.replay import replay_command
 
 app = typer.Typer(
     name="tailbudget",
@@ -19,6 +20,7 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("replay")(replay_command)
 
 
 def main() -> None:

@@ -1,0 +1,127 @@
+"""`tailbudget replay`: run the live policy over a recorded log and list every decision."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tailbudget._units import parse_duration_s
+from tailbudget.budget import load_budget
+from tailbudget.budget.policy import resolve_policy
+from tailbudget.cli._common import clean_errors, emit
+from tailbudget.control.logsource import load_replay_log, p99_of_log
+from tailbudget.control.replay import Baseline, replay, window_baseline
+from tailbudget.control.rules import fmt
+from tailbudget.errors import PolicyError, TailbudgetError
+
+
+class ReplayFormat(StrEnum):
+    """Output formats of `replay`."""
+
+    json = "json"
+    text = "text"
+    html = "html"
+
+
+def replay_text(rep: dict[str, Any]) -> str:
+    """The replay for a terminal: a header, one line per decision, the notes."""
+    rows = rep["rows"]
+    lines = [
+        f"replay of {rep['source']}: {rows['used']:,} requests over {rep['duration_s']:,.0f} s "
+        f"({rep['start']} .. {rep['end']}), {rep['evaluations']:,} evaluations every "
+        f"{rep['evaluate_every_s']:g} s on a {rep['window_s']:g} s window",
+        f"policy: {rep['policy']['source']}" + (" (dry run)" if rep["dry_run"] else ""),
+    ]
+    if rows["rejected"]:
+        reasons = ", ".join(f"{v} {k}" for k, v in rows["rejected_reasons"].items())
+        lines.append(f"rejected rows: {rows['rejected']} ({reasons})")
+    lines.append("")
+    if not rep["decisions"]:
+        lines.append("no decisions: the policy took no action over this log")
+    for d in rep["decisions"]:
+        lines.append(
+            f"+{d['t_offset_s']:>9,.0f}s  {d['t']}  {d['action']:<15} "
+            f"{d['metric']} {fmt(d['metric'], d['value'])} vs {fmt(d['metric'], d['threshold'])}"
+            f"  [{d['rule']}]"
+        )
+        lines.append(f"{'':13}{d['reason']}")
+    lines.append("")
+    summary = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "none"
+    lines.append(
+        f"decisions: {summary}; desired replicas at the end: {rep['final_replicas']}; "
+        f"active at the end: {', '.join(rep['active_at_end']) or 'none'}"
+    )
+    lines.extend(f"note: {n}" for n in rep["notes"])
+    return "\n".join(lines) + "\n"
+
+
+def _html(rep: dict[str, Any]) -> str:
+    try:
+        from tailbudget.report.html import render_replay_html  # type: ignore[import-not-found,attr-defined,unused-ignore]
+    except ImportError:
+        raise TailbudgetError(
+            "HTML replay reports need tailbudget.report.html, which this build lacks; "
+            "use --format json or --format text"
+        ) from None
+    return str(render_replay_html(rep))
+
+
+@clean_errors
+def replay_command(
+    log: str = typer.Argument(..., help="Per-request log: Parquet, CSV or JSONL (with time)."),
+    budget: Path | None = typer.Option(None, "--budget", "-b", help="Budget file with a policy."),
+    baseline_window: str | None = typer.Option(
+        None, "--baseline-window", help="Baseline p99 = the log's first DURATION (e.g. 10m)."
+    ),
+    baseline_p99: float | None = typer.Option(None, "--baseline-p99", help="Baseline p99 in ms."),
+    baseline: str | None = typer.Option(None, "--baseline", help="Baseline log: its p99."),
+    format: ReplayFormat = typer.Option(ReplayFormat.json, "--format", "-f", help="Output."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    total: str | None = typer.Option(None, "--total", help="Total latency column."),
+    timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
+    error: str | None = typer.Option(None, "--error", help="Error flag column."),
+    unit: str | None = typer.Option(None, "--unit", help="Unit of the total: ms, s or us."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Mark decisions as dry run."),
+) -> None:
+    """Replay the policy over LOG in time order and emit every decision it would take."""
+    given = [
+        n
+        for n, v in (
+            ("--baseline-window", baseline_window),
+            ("--baseline-p99", baseline_p99),
+            ("--baseline", baseline),
+        )
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise PolicyError(f"give one baseline, not {' and '.join(given)}")
+    b = load_budget(budget) if budget is not None else None
+    policy = resolve_policy(b)
+    if dry_run:
+        policy = policy.model_copy(update={"dry_run": True})
+    if b is not None:
+        total = total or b.log.total
+        timestamp = timestamp or b.log.timestamp
+        error = error or b.log.error
+    data = load_replay_log(log, timestamp=timestamp, total=total, error=error, unit=unit)
+    base: Baseline | None = None
+    if baseline_p99 is not None:
+        if not baseline_p99 > 0:
+            raise PolicyError(f"--baseline-p99 must be a positive number of ms, got {baseline_p99}")
+        base = Baseline(float(baseline_p99), "--baseline-p99")
+    elif baseline_window is not None:
+        base = window_baseline(data, parse_duration_s(baseline_window, field="--baseline-window"))
+    elif baseline is not None:
+        other = load_replay_log(baseline, timestamp=timestamp, total=total, unit=unit)
+        base = Baseline(p99_of_log(other), f"p99 of {baseline} ({other.ts_s.size} requests)")
+    rep = replay(data, policy, baseline=base, service=b.service if b else None)
+    if format is ReplayFormat.json:
+        emit(json.dumps(rep, indent=2) + "\n", output)
+    elif format is ReplayFormat.html:
+        emit(_html(rep), output)
+    else:
+        emit(replay_text(rep), output)

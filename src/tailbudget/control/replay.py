@@ -1,0 +1,178 @@
+"""Replay: run the live `Controller` over a recorded log with a simulated clock.
+
+The log is fed in time order, one evaluation interval at a time, through
+`observe_many`; the controller is evaluated at every multiple of
+`evaluate_every` of log time. Same engine code as live, no separate path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from tailbudget.budget.policy import Policy
+from tailbudget.control.decision import Decision
+from tailbudget.control.engine import Controller
+from tailbudget.control.logsource import ReplayLog
+from tailbudget.errors import PolicyError
+
+__all__ = ["Baseline", "replay", "window_baseline"]
+
+_LONG_GAP_WINDOWS = 30
+"""A silence longer than this many windows is jumped over (one unknown point is kept)."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The p99 the rollback rule compares with, and where it came from."""
+
+    p99_ms: float
+    source: str
+
+
+def window_baseline(log: ReplayLog, window_s: float) -> Baseline:
+    """The p99 of the first `window_s` of the log (the 'before' of a deploy)."""
+    end = log.ts_s[0] + window_s
+    n = int(np.searchsorted(log.ts_s, end, side="left"))
+    if n < 100:
+        raise PolicyError(
+            f"--baseline-window {window_s:g}s holds only {n} requests; a p99 needs at least "
+            "100: widen the window or pass --baseline-p99 MS"
+        )
+    p99 = float(np.quantile(log.total_ms[:n], 0.99))
+    return Baseline(p99, f"p99 of the log's first {window_s:g}s ({n} requests)")
+
+
+def _iso(ts_s: float, absolute: bool) -> str:
+    if not absolute:
+        return f"+{ts_s:.3f}s"
+    return datetime.fromtimestamp(ts_s, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 6)
+
+
+def _decision_dict(d: Decision, t0: float, absolute: bool) -> dict[str, Any]:
+    return {
+        "t": _iso(d.t_s, absolute),
+        "t_offset_s": round(d.t_s - t0, 3),
+        "action": d.action,
+        "metric": d.metric,
+        "value": _num(d.value),
+        "threshold": _num(d.threshold),
+        "reason": d.reason,
+        "rule": d.rule,
+        "bound": _num(d.bound),
+        "bound_kind": d.bound_kind,
+        "count": d.count,
+        "replicas": d.replicas,
+        "dry_run": d.dry_run,
+    }
+
+
+def replay(
+    log: ReplayLog,
+    policy: Policy,
+    *,
+    baseline: Baseline | None = None,
+    service: str | None = None,
+) -> dict[str, Any]:
+    """Every decision the policy takes over `log`, a per-evaluation timeline and notes."""
+    if baseline is not None:
+        policy = policy.with_baseline(baseline.p99_ms)
+    controller = Controller(policy)
+    every, window = policy.evaluate_every_s, policy.window_s
+    ts, ms, err = log.ts_s, log.total_ms, log.error
+    t0, t_end = float(ts[0]), float(ts[-1])
+    absolute = log.absolute_time
+    decisions: list[dict[str, Any]] = []
+    timeline: list[dict[str, Any]] = []
+    fed = 0
+    skipped = 0
+    k = math.floor(t0 / every) + 1
+    last_k = math.floor(t_end / every) + 1
+    while k <= last_k:
+        now = k * every
+        upto = int(np.searchsorted(ts, now, side="left"))
+        if upto > fed:
+            controller.observe_many(ts[fed:upto], ms[fed:upto], err[fed:upto])
+            fed = upto
+        for d in controller.evaluate(now):
+            decisions.append(_decision_dict(d, t0, absolute))
+        s = controller.last_stats
+        assert s is not None
+        timeline.append(
+            {
+                "t": _iso(now, absolute),
+                "t_offset_s": round(now - t0, 3),
+                "p50": _num(s.p50),
+                "p95": _num(s.p95),
+                "p99": _num(s.p99),
+                "error_rate": _num(s.error_rate),
+                "error_rate_lower": _num(s.error_rate_lower),
+                "count": s.count,
+                "known": s.known,
+            }
+        )
+        k += 1
+        if fed < ts.size and s.count == 0:
+            nxt = float(ts[fed])
+            if nxt - now > _LONG_GAP_WINDOWS * window:
+                # a long silence: evaluating it would only add unknown points
+                jump = math.floor(nxt / every) + 1
+                skipped += jump - k
+                k = jump
+    by_action = Counter(d["action"] for d in decisions)
+    notes = list(log.notes) + controller.notes()
+    if baseline is not None:
+        notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
+    elif policy.baseline_p99_ms is not None:
+        notes.append(f"baseline p99 {policy.baseline_p99_ms:,.1f} ms: from the policy")
+    if skipped:
+        notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
+    unknown = sum(1 for w in timeline if not w["known"])
+    if unknown:
+        notes.append(
+            f"{unknown} of {len(timeline)} evaluations unknown (< {policy.min_samples} requests "
+            "in the window): no action, no recovery"
+        )
+    return {
+        "source": log.source,
+        "format": log.format,
+        "service": service,
+        "rows": log.rows,
+        "start": _iso(t0, absolute),
+        "end": _iso(t_end, absolute),
+        "duration_s": round(t_end - t0, 3),
+        "window_s": window,
+        "evaluate_every_s": every,
+        "evaluations": len(timeline),
+        "baseline_p99_ms": controller.baseline_p99_ms,
+        "baseline_source": baseline.source
+        if baseline
+        else ("policy" if policy.baseline_p99_ms else None),
+        "dry_run": policy.dry_run,
+        "final_replicas": controller.desired_replicas,
+        "active_at_end": sorted(controller.active),
+        "summary": dict(sorted(by_action.items())),
+        "decisions": decisions,
+        "timeline": timeline,
+        "policy": {
+            "source": policy.source,
+            "window_s": window,
+            "evaluate_every_s": every,
+            "min_samples": policy.min_samples,
+            "confidence": policy.confidence,
+            "dry_run": policy.dry_run,
+            "baseline_p99_ms": controller.baseline_p99_ms,
+            "replicas": policy.replicas.model_dump(),
+            "rules": [r.model_dump() for r in policy.rules],
+        },
+        "notes": notes,
+    }

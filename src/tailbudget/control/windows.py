@@ -1,0 +1,270 @@
+"""Rolling windows: a ring of sub-window sketches with request and error counts.
+
+A 60 s window evaluated every 10 s is a ring of 6 sub-windows of 10 s; each
+holds a `LatencySketch`, a request count and an error count. Stats at time
+`now` merge the sub-windows covering [now - window, now). Observations older
+than the ring are counted in `late`, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.control.stats import quantile_rank_bounds, wilson, z_of
+from tailbudget.errors import PolicyError
+from tailbudget.sketch import LatencySketch
+
+__all__ = ["RollingWindow", "WindowStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """What the controller sees of one window; `known` False means "unknown"."""
+
+    count: int
+    errors: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    known: bool
+    error_rate_upper: float | None
+    """Wilson upper bound of the error rate (None without requests)."""
+    error_rate_lower: float | None = None
+    """Wilson lower bound of the error rate (the engine computes it when None)."""
+    p99_lower: float | None = None
+    """Lower confidence bound of the p99 (order statistics), ms."""
+    p99_upper: float | None = None
+    """Upper confidence bound of the p99 (order statistics), ms."""
+    window_s: float | None = None
+    source: str = "window"
+    """'window' (in-process sketches) or where the figures came from (e.g. 'prometheus')."""
+
+    @property
+    def error_rate(self) -> float | None:
+        """errors / count, or None without requests."""
+        return self.errors / self.count if self.count > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        return {
+            "count": self.count,
+            "errors": self.errors,
+            "p50": self.p50,
+            "p95": self.p95,
+            "p99": self.p99,
+            "known": self.known,
+            "error_rate": self.error_rate,
+            "error_rate_lower": self.error_rate_lower,
+            "error_rate_upper": self.error_rate_upper,
+            "p99_lower": self.p99_lower,
+            "p99_upper": self.p99_upper,
+            "window_s": self.window_s,
+            "source": self.source,
+        }
+
+
+UNKNOWN = WindowStats(0, 0, None, None, None, False, None)
+
+
+class _Slot:
+    __slots__ = ("count", "errors", "id", "sketch")
+
+    def __init__(self, slot_id: int, accuracy: float) -> None:
+        self.id = slot_id
+        self.count = 0
+        self.errors = 0
+        self.sketch = LatencySketch(accuracy)
+
+
+class RollingWindow:
+    """A ring of `sub_windows` sketches, each `window_s / sub_windows` seconds wide."""
+
+    def __init__(self, window_s: float, sub_windows: int, *, accuracy: float = 0.01) -> None:
+        if not window_s > 0 or sub_windows < 1:
+            raise PolicyError(
+                f"a rolling window needs window_s > 0 and sub_windows >= 1, "
+                f"got {window_s!r} and {sub_windows!r}"
+            )
+        self.window_s = float(window_s)
+        self.sub_windows = int(sub_windows)
+        self.width_s = self.window_s / self.sub_windows
+        self.accuracy = accuracy
+        self._slots: dict[int, _Slot] = {}
+        self.newest_id: int | None = None
+        self.late = 0
+        """Observations older than the ring when they arrived (counted, not used)."""
+        self.rejected = 0
+        """Observations with a non-finite timestamp or latency (counted, not used)."""
+
+    def _slot_id(self, ts_s: float) -> int:
+        return math.floor(ts_s / self.width_s)
+
+    def _slot(self, slot_id: int) -> _Slot | None:
+        """The slot for `slot_id`, rotating the ring forward; None when too old."""
+        if self.newest_id is None or slot_id > self.newest_id:
+            self.newest_id = slot_id
+            floor_id = slot_id - self.sub_windows + 1
+            for old in [k for k in self._slots if k < floor_id]:
+                del self._slots[old]
+        elif slot_id <= self.newest_id - self.sub_windows:
+            return None
+        slot = self._slots.get(slot_id)
+        if slot is None:
+            slot = self._slots[slot_id] = _Slot(slot_id, self.accuracy)
+        return slot
+
+    def observe(self, ts_s: float, total_ms: float, error: bool = False) -> bool:
+        """Add one request; False when it was rejected or too old (and counted as such)."""
+        try:
+            ts, ms = float(ts_s), float(total_ms)
+        except (TypeError, ValueError):
+            self.rejected += 1
+            return False
+        if not (math.isfinite(ts) and math.isfinite(ms)):
+            self.rejected += 1
+            return False
+        slot = self._slot(self._slot_id(ts))
+        if slot is None:
+            self.late += 1
+            return False
+        slot.sketch.add(max(ms, 0.0))  # timers clamp negative durations
+        slot.count += 1
+        slot.errors += bool(error)
+        return True
+
+    def observe_many(
+        self,
+        ts_s: npt.ArrayLike,
+        total_ms: npt.ArrayLike,
+        error: npt.ArrayLike | None = None,
+    ) -> int:
+        """Add a batch (numpy arrays of equal length); returns how many were used."""
+        ts = np.asarray(ts_s, dtype=np.float64).ravel()
+        ms = np.asarray(total_ms, dtype=np.float64).ravel()
+        err = (
+            np.zeros(ts.size, dtype=bool)
+            if error is None
+            else np.asarray(error, dtype=bool).ravel()
+        )
+        if not ts.size == ms.size == err.size:
+            raise PolicyError(
+                f"observe_many needs arrays of one length, got ts {ts.size}, "
+                f"total_ms {ms.size}, error {err.size}"
+            )
+        ok = np.isfinite(ts) & np.isfinite(ms)
+        if not ok.all():
+            self.rejected += int(ts.size - np.count_nonzero(ok))
+            ts, ms, err = ts[ok], ms[ok], err[ok]
+        if ts.size == 0:
+            return 0
+        ids = np.floor(ts / self.width_s).astype(np.int64)
+        # the newest slot first, so older ones are judged against the rotated ring
+        self._slot(int(ids.max()))
+        used = 0
+        lo_id, hi_id = int(ids.min()), int(ids.max())
+        if lo_id == hi_id:
+            groups: list[tuple[int, npt.NDArray[np.intp] | slice]] = [(lo_id, slice(None))]
+        else:
+            order = np.argsort(ids, kind="stable")
+            sorted_ids = ids[order]
+            cuts = np.flatnonzero(np.diff(sorted_ids)) + 1
+            groups = [
+                (int(sorted_ids[part[0]]), order[part])
+                for part in np.split(np.arange(sorted_ids.size), cuts)
+            ]
+        for slot_id, sel in groups:
+            slot = self._slot(slot_id)
+            part_ms = ms[sel]
+            if slot is None:
+                self.late += int(part_ms.size)
+                continue
+            slot.sketch.add_many(np.maximum(part_ms, 0.0))
+            slot.count += int(part_ms.size)
+            slot.errors += int(np.count_nonzero(err[sel]))
+            used += int(part_ms.size)
+        return used
+
+    def merged(self, now_s: float) -> tuple[LatencySketch, int, int]:
+        """The sketch, request count and error count of [now - window, now)."""
+        last = math.ceil(now_s / self.width_s) - 1
+        first = last - self.sub_windows + 1
+        out = LatencySketch(self.accuracy)
+        count = errors = 0
+        for slot_id, slot in self._slots.items():
+            if first <= slot_id <= last:
+                out.merge(slot.sketch)
+                count += slot.count
+                errors += slot.errors
+        return out, count, errors
+
+    def stats(
+        self, now_s: float, *, min_samples: int = 1, confidence: float = 0.975
+    ) -> WindowStats:
+        """WindowStats of [now - window, now); unknown below `min_samples` requests."""
+        sketch, count, errors = self.merged(now_s)
+        z = z_of(confidence)
+        p50, p95, p99 = sketch.quantiles((0.5, 0.95, 0.99))
+        bounds = wilson(errors, count, z)
+        p99_lo = p99_hi = None
+        if count:
+            lo_q, hi_q = quantile_rank_bounds(0.99, count, z)
+            p99_lo, p99_hi = sketch.quantiles((lo_q, hi_q))
+        return WindowStats(
+            count=count,
+            errors=errors,
+            p50=p50,
+            p95=p95,
+            p99=p99,
+            known=count >= min_samples,
+            error_rate_upper=bounds[1] if bounds else None,
+            error_rate_lower=bounds[0] if bounds else None,
+            p99_lower=p99_lo,
+            p99_upper=p99_hi,
+            window_s=self.window_s,
+        )
+
+    # ---- persistence ---------------------------------------------------------------
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able state: the ring's slots with their sketches (base64)."""
+        return {
+            "window_s": self.window_s,
+            "sub_windows": self.sub_windows,
+            "newest_id": self.newest_id,
+            "late": self.late,
+            "rejected": self.rejected,
+            "slots": [
+                {
+                    "id": s.id,
+                    "count": s.count,
+                    "errors": s.errors,
+                    "sketch": base64.b64encode(s.sketch.to_bytes()).decode("ascii"),
+                }
+                for s in sorted(self._slots.values(), key=lambda s: s.id)
+            ],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore `to_state()` output (ignored when the ring's shape changed)."""
+        if (
+            float(state.get("window_s", -1)) != self.window_s
+            or int(state.get("sub_windows", -1)) != self.sub_windows
+        ):
+            return
+        newest = state.get("newest_id")
+        self.newest_id = None if newest is None else int(newest)
+        self.late = int(state.get("late", 0))
+        self.rejected = int(state.get("rejected", 0))
+        self._slots = {}
+        for raw in state.get("slots", []):
+            slot = _Slot(int(raw["id"]), self.accuracy)
+            slot.count = int(raw["count"])
+            slot.errors = int(raw["errors"])
+            slot.sketch = LatencySketch.from_bytes(base64.b64decode(raw["sketch"]))
+            self._slots[slot.id] = slot

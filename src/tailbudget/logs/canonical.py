@@ -1,0 +1,258 @@
+"""Turning a raw Ibis table into the canonical `LogTable`, rejecting bad rows.
+
+One code path for every backend: typed Ibis expressions only (try_cast,
+isnan, CASE), one aggregate query to count rows by rejection reason, and the
+canonical table stays a lazy expression on the engine.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import ibis
+import ibis.expr.datatypes as dt
+
+from tailbudget.errors import LogError
+from tailbudget.logs.columns import Mapping_, resolve_columns
+from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.table import LogTable, RowCounts
+
+__all__ = ["REASONS", "canonicalize", "epoch_to_timestamp"]
+
+REASONS = ("missing_total", "non_numeric", "nan", "infinite", "negative", "bad_timestamp")
+"""Rejection reasons, in the order they are checked (a row counts under the first)."""
+
+_UNIT_FACTOR = {"ms": 1.0, "s": 1000.0, "us": 0.001, None: 1.0}
+_FALSE_WORDS = ("", "0", "false", "f", "no", "n", "none", "null", "ok", "success", "0.0")
+_REASON = "_tb_reason"
+
+
+def canonicalize(
+    raw: Any,
+    options: ReadOptions,
+    *,
+    backend: Any,
+    source: str,
+    fmt: str,
+    notes: tuple[str, ...] = (),
+    extras: tuple[str, ...] = (),
+    shape: tuple[str, ...] = (),
+    cache: bool = False,
+) -> LogTable:
+    """Resolve the mapping, build the canonical columns, count rejects, keep the rest.
+
+    `extras` are reader-made columns carried unchanged; `shape` are covariates
+    the reader adds to the user's.
+    """
+    schema = raw.schema()
+    numeric = {name for name, typ in schema.items() if typ.is_numeric()}
+    opts = options.with_(shape=tuple(dict.fromkeys((*shape, *options.shape))))
+    mapping = resolve_columns(list(schema.names), numeric, opts, source, extras=extras)
+    factor = _UNIT_FACTOR[options.unit]
+
+    checks: list[tuple[str, Any]] = []
+    stage_cols: dict[str, Any] = {}
+    for stage, column in mapping.stages.items():
+        value, non_numeric = _number(raw[column], column, source)
+        stage_cols[stage] = value
+        checks.append(("non_numeric", non_numeric))
+    if mapping.total is not None:
+        total, non_numeric = _number(raw[mapping.total], mapping.total, source)
+        checks.append(("non_numeric", non_numeric))
+        missing_total = total.isnull() & ~non_numeric
+    else:
+        parts = list(stage_cols.values())
+        total = sum((p.fill_null(0.0) for p in parts[1:]), parts[0].fill_null(0.0))
+        missing_total = ibis.and_(*(p.isnull() for p in parts))
+    latencies = [total, *stage_cols.values()]
+
+    ts, bad_ts = _timestamp(raw, mapping.timestamp, source)
+    reason = ibis.cases(
+        (missing_total, "missing_total"),
+        (ibis.or_(*(c for _, c in checks)) if checks else ibis.literal(False), "non_numeric"),
+        (ibis.or_(*(v.isnan() for v in latencies)), "nan"),
+        (ibis.or_(*(v.isinf() for v in latencies)), "infinite"),
+        (ibis.or_(*(v < 0 for v in latencies)), "negative"),
+        (bad_ts, "bad_timestamp"),
+        else_=ibis.null(dt.string),
+    )
+
+    columns: dict[str, Any] = {
+        "request_id": (
+            raw[mapping.request_id].cast(dt.string)
+            if mapping.request_id
+            else ibis.row_number().cast(dt.string)
+        ),
+        "ts": ts,
+        "total_ms": total * factor,
+    }
+    for stage, value in stage_cols.items():
+        columns[f"{stage}_ms"] = value.fill_null(0.0) * factor
+    columns["error"] = _error(raw, mapping.error)
+    for col in mapping.shape:
+        columns[col] = _covariate(raw[col])
+    for col in mapping.cohorts:
+        columns[col] = raw[col].cast(dt.string)
+    for col in mapping.extras:
+        columns.setdefault(col, raw[col])
+    columns[_REASON] = reason
+    annotated = raw.select(**columns)
+    if cache:
+        annotated = materialize(backend, annotated)
+
+    counts = _count(annotated, backend, source)
+    table = annotated.filter(annotated[_REASON].isnull()).drop(_REASON)
+    all_notes = [*notes, *mapping.notes, *_mapping_notes(mapping, options)]
+    return LogTable(
+        table=table,
+        stages=tuple(stage_cols),
+        shape=mapping.shape,
+        cohorts=mapping.cohorts,
+        has_timestamp=mapping.timestamp is not None,
+        total_derived=mapping.total is None,
+        rows=counts,
+        source=source,
+        format=fmt,
+        notes=tuple(all_notes),
+        backend=backend,
+    )
+
+
+def materialize(backend: Any, expr: Any) -> Any:
+    """The expression computed once into a temporary table on the engine.
+
+    Text formats and span roll-ups are costly to recompute and the audit runs
+    many queries; Parquet stays a lazy scan. Falls back to the lazy expression
+    on backends without temporary tables.
+    """
+    name = f"_tailbudget_{uuid.uuid4().hex[:12]}"
+    try:
+        return backend.create_table(name, expr, temp=True)
+    except (NotImplementedError, TypeError, AttributeError):
+        return expr
+
+
+def epoch_to_timestamp(value: Any) -> Any:
+    """A numeric epoch (s, ms, us or ns, told apart by magnitude) as a timestamp."""
+    ms = ibis.cases(
+        (value.abs() > 1e17, value / 1e6),
+        (value.abs() > 1e14, value / 1e3),
+        (value.abs() > 1e11, value),
+        else_=value * 1e3,
+    )
+    # Interval arithmetic, because Spark converts UNIX time only at second resolution.
+    return ibis.timestamp("1970-01-01 00:00:00") + ms.cast(dt.int64).as_interval("ms")
+
+
+def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
+    """(float64 value or null, flag set when the cell holds text that is no number)."""
+    typ = column.type()
+    if typ.is_numeric():
+        return column.cast(dt.float64), ibis.literal(False)
+    if typ.is_boolean():
+        return column.cast(dt.int64).cast(dt.float64), ibis.literal(False)
+    if typ.is_string():
+        text = column.strip().nullif("")
+        value = text.try_cast(dt.float64)
+        return value, text.notnull() & value.isnull()
+    if typ.is_null():
+        return ibis.null(dt.float64), ibis.literal(False)
+    raise LogError(
+        f"{source}: latency column {name!r} has type {typ}, not a number; "
+        "map the right column with --total COL / --stages 'GLOB'"
+    )
+
+
+def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
+    if column is None:
+        return ibis.null(dt.timestamp), ibis.literal(False)
+    value = raw[column]
+    typ = value.type()
+    if typ.is_timestamp():
+        return value.cast(dt.timestamp), ibis.literal(False)
+    if typ.is_date():
+        return value.cast(dt.timestamp), ibis.literal(False)
+    if typ.is_numeric():
+        number = value.cast(dt.float64)
+        bad = number.isnan() | number.isinf()
+        ok = number.notnull() & ~bad
+        return ibis.ifelse(ok, epoch_to_timestamp(number), ibis.null(dt.timestamp)), bad.fill_null(
+            False
+        )
+    if typ.is_string():
+        text = value.strip().nullif("")
+        number = text.try_cast(dt.float64)
+        parsed = ibis.coalesce(
+            text.try_cast(dt.timestamp),
+            ibis.ifelse(
+                number.isnan() | number.isinf(), ibis.null(dt.timestamp), epoch_to_timestamp(number)
+            ),
+        )
+        return parsed, text.notnull() & parsed.isnull()
+    raise LogError(
+        f"{source}: timestamp column {column!r} has type {typ}; "
+        "give a time or epoch column with --timestamp COL"
+    )
+
+
+def _error(raw: Any, column: str | None) -> Any:
+    if column is None:
+        return ibis.literal(False)
+    value = raw[column]
+    typ = value.type()
+    if typ.is_boolean():
+        return value.fill_null(False)
+    if typ.is_numeric():
+        return (value.cast(dt.float64) != 0).fill_null(False)
+    text = value.cast(dt.string).strip().lower()
+    return (text.notnull() & ~text.isin(_FALSE_WORDS)).fill_null(False)
+
+
+def _covariate(column: Any) -> Any:
+    typ = column.type()
+    if typ.is_numeric():
+        return column
+    if typ.is_boolean():
+        return column.cast(dt.int64)
+    return column.cast(dt.string).strip().try_cast(dt.float64)
+
+
+def _count(annotated: Any, backend: Any, source: str) -> RowCounts:
+    """Rows by rejection reason, in one aggregate query."""
+    reason = annotated[_REASON]
+    result = backend.execute(
+        annotated.group_by(reason.name("reason")).aggregate(n=annotated.count())
+    )
+    by_reason: dict[str, int] = {}
+    used = 0
+    for row in result.to_dict("records"):
+        key = row["reason"]
+        if key is None or key != key:  # null comes back as None or NaN
+            used += int(row["n"])
+        else:
+            by_reason[str(key)] = int(row["n"])
+    total = used + sum(by_reason.values())
+    if total == 0:
+        raise LogError(f"{source}: the log has no rows; check the file (or the --query)")
+    if used == 0:
+        detail = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items()))
+        raise LogError(
+            f"{source}: all {total} rows were rejected ({detail}); "
+            "check the column mapping (--total COL, --stages 'GLOB') and --unit"
+        )
+    ordered = {k: by_reason[k] for k in REASONS if k in by_reason}
+    return RowCounts(total, used, total - used, ordered)
+
+
+def _mapping_notes(mapping: Mapping_, options: ReadOptions) -> list[str]:
+    notes: list[str] = []
+    if mapping.total is None:
+        notes.append(
+            f"the log has no total column: total_ms is the sum of {len(mapping.stages)} stages"
+        )
+    if mapping.request_id is None:
+        notes.append("the log has no request id: request_id is the row number")
+    if options.unit not in (None, "ms"):
+        notes.append(f"latencies converted from {options.unit} to ms")
+    return notes

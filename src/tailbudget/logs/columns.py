@@ -1,0 +1,183 @@
+"""Which log column is what: resolving the mapping of a tabular log.
+
+Pure Python over column names and types, so it is the same for every engine.
+Explicit options win; otherwise tailbudget's defaults (`total_ms`,
+`<stage>_ms`, `ts`, `request_id`, `error`) and a few common spellings are
+looked for, and every guess is stated in `notes`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tailbudget.errors import LogError
+from tailbudget.logs.options import ReadOptions
+
+__all__ = ["Mapping_", "resolve_columns", "stage_name"]
+
+_TOTAL_GUESSES = (
+    "total_ms",
+    "latency_ms",
+    "duration_ms",
+    "e2e_ms",
+    "e2e_latency_ms",
+    "elapsed_ms",
+    "response_time_ms",
+    "latency",
+    "duration",
+    "elapsed",
+    "response_time",
+    "e2e_latency",
+)
+_TS_GUESSES = ("ts", "timestamp", "time", "@timestamp", "start_time", "datetime", "date")
+_ID_GUESSES = ("request_id", "requestid", "req_id", "id", "trace_id", "traceid")
+_ERROR_GUESSES = ("error", "is_error", "failed", "err")
+# `_ms` columns that are per-request metrics, not stages of the request's time.
+_NOT_STAGES = {"tpot_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms"}
+_RESERVED = {"total", "request_id", "ts", "error", "unattributed"}
+
+
+@dataclass(frozen=True)
+class Mapping_:
+    """Which raw column plays which canonical role."""
+
+    total: str | None
+    stages: dict[str, str]
+    """stage name -> raw column"""
+    timestamp: str | None
+    request_id: str | None
+    error: str | None
+    shape: tuple[str, ...]
+    cohorts: tuple[str, ...]
+    extras: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def stage_name(raw: str) -> str:
+    """A stage name safe as part of a column name on every engine."""
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", raw).strip("_")
+    name = re.sub(r"_+", "_", name) or "root"
+    if name[0].isdigit():
+        name = f"s_{name}"
+    return f"{name}_stage" if name.lower() in _RESERVED else name
+
+
+def resolve_columns(
+    columns: Sequence[str],
+    numeric: set[str],
+    options: ReadOptions,
+    source: str,
+    *,
+    extras: Sequence[str] = (),
+) -> Mapping_:
+    """Map raw columns to canonical roles, or raise LogError naming the fix.
+
+    `numeric` holds the columns whose type is numeric (used only for hints).
+    `extras` are reader-made columns carried through unchanged.
+    """
+    cols = list(columns)
+    notes: list[str] = []
+
+    def find(col: str, flag: str) -> str:
+        if col in cols:
+            return col
+        folded = [c for c in cols if c.lower() == col.lower()]
+        if len(folded) == 1:
+            return folded[0]
+        raise LogError(
+            f"{source}: column {col!r} (from {flag}) not found; columns are: {_list(cols)}"
+        )
+
+    def guess(names: Sequence[str]) -> str | None:
+        lower = {c.lower(): c for c in cols}
+        return next((lower[n] for n in names if n in lower), None)
+
+    total = find(options.total, "--total") if options.total else None
+    if total is None:
+        total = guess(_TOTAL_GUESSES)
+        if total is not None and total != "total_ms":
+            notes.append(f"total latency taken from column {total!r} (set --total COL to change)")
+            if not total.lower().endswith("_ms") and options.unit is None:
+                notes.append(f"{total!r} assumed to be in milliseconds (set --unit s|us if not)")
+
+    timestamp = find(options.timestamp, "--timestamp") if options.timestamp else guess(_TS_GUESSES)
+    request_id = (
+        find(options.request_id, "request_id") if options.request_id else guess(_ID_GUESSES)
+    )
+    error = find(options.error, "error") if options.error else guess(_ERROR_GUESSES)
+    shape = tuple(find(c, "--shape") for c in options.shape)
+    cohorts = tuple(find(c, "--cohort") for c in options.cohorts)
+    taken = {total, timestamp, request_id, error, *shape, *cohorts, *extras}
+
+    explicit = options.stage_map()
+    if explicit is not None:
+        stages = {k: find(v, "--stage") for k, v in explicit.items()}
+    elif options.stages_glob:
+        globs = [g.strip() for g in options.stages_glob.split(",") if g.strip()]
+        matched = [
+            c for c in cols if c not in taken and any(fnmatch.fnmatchcase(c, g) for g in globs)
+        ]
+        if not matched:
+            raise LogError(
+                f"{source}: --stages {options.stages_glob!r} matches no column; "
+                f"columns are: {_list(cols)}"
+            )
+        stages = {_stage_of(c): c for c in matched}
+    else:
+        stages = {
+            _stage_of(c): c
+            for c in cols
+            if c.endswith("_ms") and c not in taken and c.lower() not in _NOT_STAGES
+        }
+    stages = _unique_stages(stages)
+
+    if total is None and not stages:
+        hint = [c for c in cols if c in numeric]
+        raise LogError(
+            f"{source}: no latency column found (looked for total_ms and <stage>_ms); "
+            f"columns are: {_list(cols)}; name them with --total COL and --stages 'GLOB'"
+            + (f" (numeric: {_list(hint)})" if hint else "")
+        )
+    if explicit is None and not options.stages_glob and not stages:
+        unused = [c for c in cols if c in numeric and c not in taken]
+        if unused:
+            notes.append(
+                "no <stage>_ms columns; numeric columns not used as stages: "
+                f"{_list(unused)} (map them with --stages 'GLOB' or --stage COL)"
+            )
+    return Mapping_(
+        total=total,
+        stages=stages,
+        timestamp=timestamp,
+        request_id=request_id,
+        error=error,
+        shape=shape,
+        cohorts=cohorts,
+        extras=tuple(e for e in extras if e in cols and e not in stages.values()),
+        notes=tuple(notes),
+    )
+
+
+def _stage_of(column: str) -> str:
+    return column[:-3] if column.endswith("_ms") and len(column) > 3 else column
+
+
+def _unique_stages(stages: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, column in stages.items():
+        # Keep names as the log wrote them when they are already safe identifiers.
+        safe = re.fullmatch(r"[A-Za-z_][0-9A-Za-z_]*", name) and name.lower() not in _RESERVED
+        base = name if safe else stage_name(name)
+        unique, i = base, 2
+        while unique in out:
+            unique, i = f"{base}_{i}", i + 1
+        out[unique] = column
+    return out
+
+
+def _list(cols: Sequence[str], limit: int = 30) -> str:
+    shown = ", ".join(cols[:limit])
+    return shown + (f", ... ({len(cols)} in all)" if len(cols) > limit else "")

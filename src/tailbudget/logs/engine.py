@@ -1,0 +1,92 @@
+"""Connecting to the Ibis backend a log is read on (DuckDB by default)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tailbudget.errors import LogError
+
+__all__ = ["connect", "engine_name", "spark_session"]
+
+_SPARK_LOCK = threading.Lock()
+_SPARK: dict[str, Any] = {}
+
+
+def connect(engine: Any = None) -> Any:
+    """An Ibis backend: None = new in-memory DuckDB, "pyspark" = local Spark, else a URL.
+
+    An already connected Ibis backend is returned as is.
+    """
+    import ibis
+
+    if engine is None or engine in ("duckdb", "duckdb://", "duckdb://:memory:"):
+        return ibis.duckdb.connect()
+    if not isinstance(engine, str):
+        if isinstance(engine, ibis.BaseBackend):
+            return engine
+        raise LogError(f"engine must be a URL string, got {type(engine).__name__}")
+    if engine in ("pyspark", "pyspark://", "spark", "spark://"):
+        return _pyspark_backend()
+    try:
+        return ibis.connect(engine)
+    except ImportError as exc:
+        scheme = engine.split(":", 1)[0]
+        raise LogError(
+            f"engine {engine!r} needs a backend that is not installed ({exc}); "
+            f"install it with pip install 'ibis-framework[{scheme}]'"
+        ) from exc
+    except Exception as exc:
+        raise LogError(f"cannot connect to engine {engine!r}: {_first_line(exc)}") from exc
+
+
+def engine_name(backend: Any) -> str:
+    """The backend's short name (duckdb, pyspark, ...)."""
+    return str(getattr(backend, "name", type(backend).__name__))
+
+
+def spark_session() -> Any:
+    """The process-wide local[2] SparkSession (created on first use, then reused)."""
+    with _SPARK_LOCK:
+        if "session" not in _SPARK:
+            try:
+                from pyspark.sql import SparkSession
+            except ImportError as exc:
+                raise LogError(
+                    "engine 'pyspark' needs PySpark; "
+                    "install it with pip install 'tailbudget[spark]'"
+                ) from exc
+            session = (
+                SparkSession.builder.master("local[2]")
+                .appName("tailbudget")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.driver.memory", "1g")
+                .getOrCreate()
+            )
+            session.sparkContext.setLogLevel("ERROR")
+            _SPARK["session"] = session
+        return _SPARK["session"]
+
+
+def _pyspark_backend() -> Any:
+    session = spark_session()
+    with _SPARK_LOCK:
+        if "backend" not in _SPARK:
+            import ibis
+
+            try:
+                _SPARK["backend"] = ibis.pyspark.connect(session)
+            except ImportError as exc:  # ibis' pyspark extra missing
+                raise LogError(
+                    "engine 'pyspark' needs ibis' PySpark backend; "
+                    "install it with pip install 'tailbudget[spark]'"
+                ) from exc
+        return _SPARK["backend"]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,115 @@
+"""How to read a latency log: column mapping, units, format and engine query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from tailbudget.errors import LogError
+
+if TYPE_CHECKING:
+    from tailbudget.budget.model import Budget
+
+__all__ = ["FORMATS", "ReadOptions", "Unit"]
+
+Unit = Literal["ms", "s", "us"]
+FORMATS = ("parquet", "csv", "jsonl", "otlp", "jaeger", "spans", "vllm", "llmperf", "engine")
+_UNITS = ("ms", "s", "us")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Overrides for reading a log; every field left None is detected from the log.
+
+    `stages` is a tuple of columns (stage name = column without `_ms`) or a
+    mapping {stage name: column}. `unit` applies to the total and stage
+    columns of tabular logs (None = milliseconds); formats that define their
+    own units (spans, LLM benchmarks) ignore it unless a span duration has none.
+    """
+
+    total: str | None = None
+    stages: tuple[str, ...] | Mapping[str, str] | None = None
+    stages_glob: str | None = None
+    timestamp: str | None = None
+    request_id: str | None = None
+    error: str | None = None
+    unit: Unit | None = None
+    shape: tuple[str, ...] = ()
+    cohorts: tuple[str, ...] = ()
+    format: str | None = None
+    query: str | None = None
+    span_stage: Literal["operation", "service"] = "operation"
+    max_stages: int = 12
+    """Span tables: keep this many stages by total self time, sum the rest into `other`."""
+
+    def __post_init__(self) -> None:
+        if self.unit is not None and self.unit not in _UNITS:
+            raise LogError(f"unit must be one of ms, s, us, got {self.unit!r}")
+        if self.format is not None and self.format not in FORMATS:
+            raise LogError(f"unknown log format {self.format!r}; use one of {', '.join(FORMATS)}")
+        if self.span_stage not in ("operation", "service"):
+            raise LogError(f"span_stage must be 'operation' or 'service', got {self.span_stage!r}")
+        if self.max_stages < 1:
+            raise LogError(f"max_stages must be at least 1, got {self.max_stages}")
+        # Accept lists from callers (YAML, CLI) but keep the record immutable.
+        for name in ("shape", "cohorts"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+            elif not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        if isinstance(self.stages, str):
+            object.__setattr__(self, "stages", (self.stages,))
+        elif self.stages is not None and not isinstance(self.stages, tuple | Mapping):
+            object.__setattr__(self, "stages", tuple(self.stages))
+
+    def stage_map(self) -> dict[str, str] | None:
+        """The explicit stages as {stage name: column}, or None when not given."""
+        if self.stages is None:
+            return None
+        if isinstance(self.stages, Mapping):
+            return {str(k): str(v) for k, v in self.stages.items()}
+        return {_strip_ms(c): c for c in self.stages}
+
+    def with_(self, **changes: Any) -> ReadOptions:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_budget(cls, budget: Budget | None, **overrides: Any) -> ReadOptions:
+        """Options from a budget file's `log:` block; non-None overrides win."""
+        values: dict[str, Any] = {}
+        if budget is not None:
+            log = budget.log
+            values.update(
+                total=log.total,
+                timestamp=log.timestamp,
+                request_id=log.request_id,
+                error=log.error,
+                unit=log.unit,
+                stages_glob=log.stages_glob,
+                shape=tuple(log.shape),
+                cohorts=tuple(log.cohorts),
+            )
+            if isinstance(log.stages, dict):
+                values["stages"] = dict(log.stages)
+            elif log.stages:
+                values["stages"] = tuple(log.stages)
+            else:
+                # Stages that name their own log column map all stages explicitly.
+                leaves = [stage for _, stage in budget.stages()]
+                if any(stage.column for stage in leaves):
+                    values["stages"] = {s.name: s.log_column for s in leaves}
+        known = {f.name for f in fields(cls)}
+        for key, value in overrides.items():
+            if key not in known:
+                raise LogError(f"unknown read option {key!r}; known: {', '.join(sorted(known))}")
+            if value is None or (isinstance(value, tuple | list | dict) and not value):
+                continue
+            values[key] = value
+        return cls(**values)
+
+
+def _strip_ms(column: str) -> str:
+    return column[:-3] if column.endswith("_ms") and len(column) > 3 else column

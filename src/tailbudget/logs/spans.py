@@ -1,0 +1,357 @@
+"""Span tables -> one request per trace, stages by self time, on the engine.
+
+A trace's root span (no parent, or parent "root"/"0...") gives the request's
+total and timestamp. Every span contributes its self time - its duration
+minus the union of its children's intervals (clipped to the span) - to the
+stage named by its operation (or service). The union is computed with a
+running max over children ordered by start, so nested and overlapping calls
+are never counted twice inside one parent. The top stages by total self
+time are kept, the rest are summed into `other`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import ibis
+import ibis.expr.datatypes as dt
+
+from tailbudget.errors import LogError
+from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp
+from tailbudget.logs.columns import stage_name
+from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.table import LogTable
+
+__all__ = ["SpanColumns", "read_span_table", "span_columns", "strip_replica"]
+
+_ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
+_POD_SUFFIX = r"(-[a-z0-9]{6,10}-[a-z0-9]{5}|-[a-z0-9]{5}|-[0-9]+)$"
+_ROLES: dict[str, tuple[str, ...]] = {
+    "trace": ("traceid",),
+    "span": ("spanid",),
+    "parent": ("parentid", "parentspanid", "parent"),
+    "name": ("operationname", "spanname", "name", "operation"),
+    "service": ("servicename", "service", "podname", "pod", "process"),
+    "start": ("starttimeunixnano", "starttime", "startns", "starttimens", "start", "timestamp"),
+    "end": ("endtimeunixnano", "endtime", "endns", "endtimens", "end"),
+    "duration": (
+        "durationns",
+        "durationnano",
+        "durationus",
+        "durationms",
+        "durations",
+        "duration",
+    ),
+    "status": ("statuscode", "status", "error", "iserror"),
+}
+
+
+@dataclass(frozen=True)
+class SpanColumns:
+    """Which columns of a span table hold what (None = absent)."""
+
+    trace: str
+    span: str
+    parent: str
+    name: str | None
+    service: str | None
+    start: str | None
+    end: str | None
+    duration: str | None
+    status: str | None
+
+
+def span_columns(columns: list[str]) -> SpanColumns | None:
+    """The span-table roles of `columns`, or None when it is not a span table."""
+    norm = {re.sub(r"[^0-9a-z]", "", c.lower()): c for c in columns}
+    found = {
+        role: next((norm[n] for n in names if n in norm), None) for role, names in _ROLES.items()
+    }
+    if not (found["trace"] and found["span"] and found["parent"]):
+        return None
+    if not (found["duration"] or (found["start"] and found["end"])):
+        return None
+    return SpanColumns(**found)  # type: ignore[arg-type]
+
+
+def strip_replica(pod: Any) -> Any:
+    """Kubernetes pod name -> workload name (drops the ReplicaSet/StatefulSet suffix)."""
+    return pod.re_replace(_POD_SUFFIX, "")
+
+
+def read_span_table(
+    raw: Any,
+    cols: SpanColumns,
+    options: ReadOptions,
+    backend: Any,
+    source: str,
+    *,
+    fmt: str = "spans",
+    notes: tuple[str, ...] = (),
+) -> LogTable:
+    """Canonical requests from a span table (any engine)."""
+    extra_notes = list(notes)
+    spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
+    spans = spans.mutate(
+        is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
+    )
+    selfs = _self_times(spans, timed)
+    if not timed:
+        extra_notes.append(
+            "spans have no start times: a span's self time is its duration minus the sum "
+            "of its children's durations"
+        )
+
+    ranked = backend.execute(
+        selfs.group_by("stage_raw").aggregate(t=selfs.self_ms.sum()).order_by(ibis.desc("t"))
+    )
+    raw_names = [str(n) for n in ranked["stage_raw"].tolist()]
+    if not raw_names:
+        raise LogError(f"{source}: the span table has no spans")
+    keep = raw_names[: options.max_stages]
+    rest = raw_names[options.max_stages :]
+    names: dict[str, str] = {}
+    for raw_name in keep:
+        base = stage_name(raw_name)
+        unique, i = base, 2
+        while unique in names.values() or unique == "other":
+            unique, i = f"{base}_{i}", i + 1
+        names[raw_name] = unique
+    if rest:
+        extra_notes.append(
+            f"{len(raw_names)} span {options.span_stage}s: the top {len(keep)} by total self "
+            f"time are stages, the other {len(rest)} are summed into stage 'other'"
+        )
+    renamed = [f"{stage} = {raw_name!r}" for raw_name, stage in names.items() if stage != raw_name]
+    if renamed:
+        extra_notes.append("stage names from spans: " + "; ".join(renamed[:20]))
+
+    zero = ibis.literal(0.0)
+    aggs: dict[str, Any] = {}
+    for raw_name, stage in names.items():
+        aggs[f"{stage}_ms"] = ibis.ifelse(selfs.stage_raw == raw_name, selfs.self_ms, zero).sum()
+    if rest:
+        aggs["other_ms"] = ibis.ifelse(selfs.stage_raw.isin(keep), zero, selfs.self_ms).sum()
+    aggs["total_ms"] = ibis.ifelse(selfs.is_root, selfs.dur_ms, ibis.null(dt.float64)).max()
+    aggs["n_roots"] = selfs.is_root.cast(dt.int64).sum()
+    aggs["n_spans"] = selfs.count()
+    aggs["error"] = ibis.ifelse(selfs.is_root & selfs.err, 1, 0).max()
+    if timed:
+        aggs["start_ms"] = ibis.ifelse(selfs.is_root, selfs.start_ms, ibis.null(dt.float64)).min()
+    per_trace = selfs.group_by(request_id=selfs.trace).aggregate(**aggs)
+    if timed:
+        start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
+        per_trace = per_trace.mutate(ts=epoch_to_timestamp(start)).drop("start_ms")
+    stage_map = {stage: f"{stage}_ms" for stage in names.values()}
+    if rest:
+        stage_map["other"] = "other_ms"
+    opts = ReadOptions(
+        total="total_ms",
+        stages=stage_map,
+        timestamp="ts" if timed else None,
+        request_id="request_id",
+        error="error",
+        shape=options.shape,
+        cohorts=options.cohorts,
+    )
+    extra_notes.append(
+        f"one request per trace: total = root span duration, stages = {options.span_stage} "
+        "self time (span minus the union of its children); traces without a root span are "
+        "rejected as missing_total"
+    )
+    return canonicalize(
+        per_trace,
+        opts,
+        backend=backend,
+        source=source,
+        fmt=fmt,
+        notes=tuple(extra_notes),
+        extras=("n_spans", "n_roots"),
+        cache=True,
+    )
+
+
+def _normalise(
+    raw: Any, cols: SpanColumns, options: ReadOptions, source: str, notes: list[str]
+) -> tuple[Any, bool, float]:
+    """(trace, span, parent, stage_raw, start_ms, end_ms, dur_ms, err), whether timed,
+    and the epoch (ms) that start_ms/end_ms are relative to."""
+    if options.span_stage == "service":
+        if cols.service is None:
+            raise LogError(
+                f"{source}: span_stage 'service' needs a service or pod column; "
+                f"columns are: {', '.join(raw.columns)}"
+            )
+        label = raw[cols.service].cast(dt.string)
+        if re.sub(r"[^0-9a-z]", "", cols.service.lower()) in ("podname", "pod"):
+            label = strip_replica(label)
+            notes.append(f"service = {cols.service!r} without the replica suffix")
+    elif cols.name is not None:
+        label = raw[cols.name].cast(dt.string)
+    else:
+        raise LogError(f"{source}: the span table has no operation name column (name)")
+
+    base = _epoch_base(raw, cols)
+    start = _time_ms(raw[cols.start], base) if cols.start else None
+    end = _time_ms(raw[cols.end], base) if cols.end else None
+    duration = _duration_ms(raw, cols, options, start, notes) if cols.duration else None
+    if start is not None and end is None and duration is not None:
+        end = start + duration
+    timed = start is not None and end is not None
+    if start is not None and end is not None:
+        dur = end - start
+    elif duration is not None:
+        dur = duration
+    else:
+        raise LogError(f"{source}: spans need start and end times or a duration column")
+    err = _status(raw[cols.status]) if cols.status else ibis.literal(False)
+    parent = raw[cols.parent].cast(dt.string).strip()
+    spans = raw.select(
+        trace=raw[cols.trace].cast(dt.string),
+        span=raw[cols.span].cast(dt.string),
+        parent=parent.nullif(""),
+        stage_raw=label.fill_null("unknown"),
+        start_ms=start if start is not None else ibis.null(dt.float64),
+        end_ms=end if end is not None else ibis.null(dt.float64),
+        dur_ms=ibis.greatest(dur, 0.0),
+        err=err,
+    )
+    offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0
+    return spans, timed, offset_ms
+
+
+def _self_times(spans: Any, timed: bool) -> Any:
+    """Spans with self_ms = duration minus the union of children's (clipped) intervals."""
+    parents = spans.select(
+        p_trace=spans.trace,
+        p_span=spans.span,
+        p_start=spans.start_ms,
+        p_end=spans.end_ms,
+        p_dur=spans.dur_ms,
+    )
+    kids = spans.filter(spans.parent.notnull())
+    joined = kids.join(parents, (kids.trace == parents.p_trace) & (kids.parent == parents.p_span))
+    if timed:
+        clipped = joined.select(
+            trace=joined.trace,
+            parent=joined.parent,
+            c_start=ibis.greatest(joined.start_ms, joined.p_start),
+            c_end=ibis.least(joined.end_ms, joined.p_end),
+        )
+        clipped = clipped.filter(clipped.c_end > clipped.c_start)
+        window = ibis.window(
+            group_by=[clipped.trace, clipped.parent],
+            order_by=[clipped.c_start, clipped.c_end],
+            rows=(None, -1),
+        )
+        reach = clipped.c_end.max().over(window)
+        piece = clipped.c_end - ibis.greatest(
+            clipped.c_start, ibis.coalesce(reach, clipped.c_start)
+        )
+        pieces = clipped.mutate(piece=ibis.greatest(piece, 0.0))
+        covered = pieces.group_by(c_trace=pieces.trace, c_parent=pieces.parent).aggregate(
+            covered=pieces.piece.sum()
+        )
+    else:
+        covered = joined.group_by(c_trace=joined.trace, c_parent=joined.parent).aggregate(
+            covered=joined.dur_ms.sum()
+        )
+    out = spans.left_join(
+        covered, (spans.trace == covered.c_trace) & (spans.span == covered.c_parent)
+    )
+    self_ms = ibis.greatest(out.dur_ms - out.covered.fill_null(0.0), 0.0)
+    return out.select(
+        "trace",
+        "span",
+        "parent",
+        "stage_raw",
+        "start_ms",
+        "dur_ms",
+        "err",
+        "is_root",
+        self_ms=self_ms,
+    )
+
+
+def _epoch_base(raw: Any, cols: SpanColumns) -> int | None:
+    """An integer epoch near the data, subtracted before going to float.
+
+    Nanosecond epochs (~1.7e18) do not fit a float64 exactly; subtracting
+    the first start keeps span durations exact to the nanosecond.
+    """
+    if cols.start is None or not raw[cols.start].type().is_integer():
+        return None
+    first = raw.limit(1).execute()[cols.start].tolist()
+    return int(first[0]) if first and first[0] == first[0] else None
+
+
+def _time_ms(column: Any, base: int | None) -> Any:
+    """Milliseconds from a timestamp column or a numeric epoch of any unit.
+
+    With `base`, integer epochs are taken relative to it (see _epoch_base);
+    the caller adds `base` back (in ms) for timestamps.
+    """
+    typ = column.type()
+    if typ.is_timestamp():
+        return column.epoch_seconds().cast(dt.float64) * 1000.0 + column.millisecond().cast(
+            dt.float64
+        )
+    if base is not None and typ.is_integer():
+        factor = _unit_factor(abs(base))
+        return (column - ibis.literal(base, dt.int64)).cast(dt.float64) * factor
+    value = column.cast(dt.float64) if typ.is_numeric() else column.try_cast(dt.float64)
+    return ibis.cases(
+        (value.abs() > 1e17, value / 1e6),
+        (value.abs() > 1e14, value / 1e3),
+        (value.abs() > 1e11, value),
+        else_=value * 1e3,
+    )
+
+
+def _unit_factor(magnitude: float) -> float:
+    """ms per unit of an epoch of this magnitude (ns, us, ms or s)."""
+    if magnitude > 1e17:
+        return 1e-6
+    if magnitude > 1e14:
+        return 1e-3
+    if magnitude > 1e11:
+        return 1.0
+    return 1e3
+
+
+def _duration_ms(
+    raw: Any, cols: SpanColumns, options: ReadOptions, start: Any, notes: list[str]
+) -> Any:
+    name = re.sub(r"[^0-9a-z]", "", (cols.duration or "").lower())
+    column = raw[cols.duration]
+    value = column.cast(dt.float64) if column.type().is_numeric() else column.try_cast(dt.float64)
+    if name.endswith(("ns", "nano")):
+        unit = "ns"
+    elif name.endswith("us"):
+        unit = "us"
+    elif name.endswith("ms"):
+        unit = "ms"
+    elif name.endswith("durations"):
+        unit = "s"
+    elif options.unit is not None:
+        unit = options.unit
+    elif cols.start is not None and raw[cols.start].type().is_timestamp():
+        unit = "ns"  # the OpenTelemetry Collector's ClickHouse otel_traces layout
+    else:
+        unit = "us"
+        if not (cols.start and cols.end):
+            notes.append(f"span column {cols.duration!r} assumed in microseconds (set --unit)")
+    factor = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+    return value * factor
+
+
+def _status(column: Any) -> Any:
+    typ = column.type()
+    if typ.is_boolean():
+        return column.fill_null(False)
+    if typ.is_numeric():
+        return (column == 2).fill_null(False)  # OTLP STATUS_CODE_ERROR
+    text = column.cast(dt.string).lower()
+    return (text.contains("error") | text.isin(("true", "1"))).fill_null(False)

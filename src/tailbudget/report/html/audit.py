@@ -1,0 +1,351 @@
+"""The audit report as one self-contained HTML page (sections in the markdown report's order)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tailbudget.report.html import charts, page, takeaways
+from tailbudget.report.html.page import (
+    Cell,
+    cards,
+    cell,
+    esc,
+    figure,
+    fmt_ms,
+    fmt_pct,
+    is_num,
+    kv,
+    not_available,
+    table,
+)
+from tailbudget.report.html.timelines import cold_start_chart
+
+PCTS = ("p50", "p95", "p99")
+_SHAPE_CHARTS = 4  # the strongest fits get a chart; all are in the table
+
+
+def _map(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    v = report.get(key)
+    return v if isinstance(v, Mapping) else {}
+
+
+def _list(report: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    v = report.get(key)
+    return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
+
+
+def _provenance(r: Mapping[str, Any]) -> str:
+    prov, rows = _map(r, "provenance"), _map(r, "rows")
+    if not prov and not rows:
+        return not_available("the report carries no provenance or row counts")
+    pairs = [
+        (k, str(prov[k]))
+        for k in ("source", "format", "engine", "generated_at", "version")
+        if prov.get(k) is not None
+    ]
+    if rows and all(is_num(rows.get(k)) for k in ("used", "total")):
+        rejected = rows.get("rejected", 0)
+        pairs.append(
+            ("rows", f"{rows['used']:,} used of {rows['total']:,} read, {rejected:,} rejected")
+        )
+    out = kv(pairs)
+    reasons = rows.get("rejected_reasons") or {}
+    if isinstance(reasons, Mapping) and reasons:
+        out += "<h3>Rejected rows</h3>" + table(
+            ["reason", "rows"],
+            [[cell(k), cell(v, "int")] for k, v in reasons.items()],
+            numeric=[1],
+        )
+    notes = prov.get("notes") or []
+    if notes:
+        out += "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    return out
+
+
+def _snapshot(r: Mapping[str, Any]) -> str:
+    snap, slo = _map(r, "snapshot"), _map(r, "slo")
+    if not snap:
+        return not_available("no end-to-end latency in the report")
+    verdict = snap.get("verdict") or {}
+    items = []
+    for p in PCTS:
+        v = verdict.get(p) if isinstance(verdict, Mapping) else None
+        target = f" / SLO {fmt_ms(slo.get(p))}" if is_num(slo.get(p)) else ""
+        items.append(
+            (f"{p} ms{target}", fmt_ms(snap.get(p)) + (f" {v}" if v else ""), str(v or ""))
+        )
+    items += [("max ms", fmt_ms(snap.get("max")), ""), ("mean ms", fmt_ms(snap.get("mean")), "")]
+    if is_num(snap.get("breach_rate_per_min")):
+        items.append(("p99 breaches / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
+    goodput = _map(r, "goodput")
+    if is_num(goodput.get("share")):
+        items.append(("goodput (within SLO)", fmt_pct(goodput["share"], 1), ""))
+    out = cards(items)
+    cdf = _list(r, "cdf")
+    out += (
+        figure("cdf", takeaways.cdf(snap, slo), charts.cdf_chart(cdf, slo, snap), "latency CDF")
+        if cdf
+        else not_available("no CDF points in the report")
+    )
+    baseline = _list(r, "baseline")
+    if baseline:
+        out += "<h3>Against the baseline</h3>" + table(
+            ["percentile", "before ms", "after ms", "change", "CI low", "CI high"],
+            [
+                [
+                    cell(b.get("percentile")),
+                    cell(b.get("before"), "ms"),
+                    cell(b.get("after"), "ms"),
+                    cell(b.get("change"), "pct"),
+                    cell(b.get("ci_low"), "pct"),
+                    cell(b.get("ci_high"), "pct"),
+                ]
+                for b in baseline
+            ],
+            numeric=[1, 2, 3, 4, 5],
+        )
+    return out
+
+
+def _stages(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "stages")
+    if not rows:
+        return not_available("the log has no per-stage columns")
+    body = table(
+        [
+            "stage",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "budget p50",
+            "budget p95",
+            "budget p99",
+            "share of p99",
+        ],
+        [
+            [cell(s.get("name"))]
+            + [cell(s.get(p), "ms") for p in PCTS]
+            + [cell((s.get("budget") or {}).get(p), "ms") for p in PCTS]
+            + [cell(s.get("share_of_p99"), "pct")]
+            for s in rows
+        ],
+        numeric=list(range(1, 8)),
+    )
+    overlap = _map(r, "overlap")
+    if is_num(overlap.get("share")) and float(overlap["share"]) > 0:
+        share = fmt_pct(overlap["share"], 1)
+        body += (
+            f"<p>Stages overlap (nested or concurrent) in {share} of requests, "
+            "so their sum can exceed the total.</p>"
+        )
+    return (
+        figure("stages", takeaways.stages(rows), charts.stage_chart(rows), "per-stage percentiles")
+        + body
+    )
+
+
+def _tail(r: Mapping[str, Any]) -> str:
+    tail = _map(r, "tail")
+    deltas = [d for d in tail.get("deltas") or [] if isinstance(d, Mapping)]
+    if not deltas:
+        return not_available("no per-stage columns to compare slow and fast requests")
+    body = table(
+        ["stage", "mean slow ms", "mean fast ms", "delta ms"],
+        [
+            [
+                cell(d.get("stage")),
+                cell(d.get("mean_slow"), "ms"),
+                cell(d.get("mean_fast"), "ms"),
+                cell(d.get("delta"), "ms"),
+            ]
+            for d in deltas
+        ],
+        numeric=[1, 2, 3],
+    )
+    driver = f"<p>Driver: <strong>{esc(tail['driver'])}</strong></p>" if tail.get("driver") else ""
+    return (
+        figure(
+            "delta",
+            takeaways.delta(tail),
+            charts.delta_chart(deltas),
+            "slow-vs-fast delta per stage",
+        )
+        + driver
+        + body
+    )
+
+
+def _shape(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "shape")
+    if not rows:
+        return not_available("no input-shape columns (e.g. seq_len) in the log")
+    body = table(
+        ["stage", "covariate", "R\u00b2", "slope ms/unit", "flag"],
+        [
+            [
+                cell(s.get("stage")),
+                cell(s.get("covariate")),
+                cell(s.get("r2"), "num"),
+                cell(s.get("slope"), "num"),
+                cell(s.get("flag") or ""),
+            ]
+            for s in rows
+        ],
+        numeric=[2, 3],
+    )
+    ranked = sorted(
+        (s for s in rows if s.get("profile")),
+        key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0,
+    )
+    figs = "".join(
+        figure(
+            f"shape-{i}",
+            takeaways.shape(s),
+            charts.shape_chart(s, str(i)),
+            f"{s.get('stage')} vs {s.get('covariate')}",
+        )
+        for i, s in enumerate(ranked[:_SHAPE_CHARTS])
+    )
+    return (figs or not_available("no binned profile in the shape results")) + body
+
+
+def _cohorts(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "cohorts")
+    if not rows:
+        return not_available("no cohort columns (e.g. route, model_variant) in the log")
+    body = table(
+        [
+            "dimension",
+            "value",
+            "requests",
+            "share",
+            "p99 ms",
+            "vs global ms",
+            "share of slow",
+            "flag",
+        ],
+        [
+            [
+                cell(c.get("dim")),
+                cell(c.get("value")),
+                cell(c.get("n"), "int"),
+                cell(c.get("share"), "pct"),
+                cell(c.get("p99"), "ms"),
+                cell(c.get("delta_vs_global"), "ms"),
+                cell(c.get("share_of_slow"), "pct"),
+                Cell(str(c.get("flag") or ""), None, "flag"),
+            ]
+            for c in rows
+        ],
+        numeric=[2, 3, 4, 5, 6],
+    )
+    svg = charts.cohort_chart(rows, _map(r, "snapshot").get("p99"), _map(r, "slo").get("p99"))
+    return figure("cohorts", takeaways.cohorts(rows), svg, "cohort p99 vs traffic share") + body
+
+
+def _cold(r: Mapping[str, Any]) -> str:
+    cold = _map(r, "cold_start")
+    if not cold:
+        return not_available("no cold-start analysis in the report")
+    pairs = [
+        ("verdict", str(cold.get("verdict", "-"))),
+        ("window", f"{cold.get('window_min', '-')} min"),
+        ("p99, all requests", f"{fmt_ms(cold.get('unfiltered_p99'))} ms"),
+        ("p99, cold windows left out", f"{fmt_ms(cold.get('filtered_p99'))} ms"),
+    ]
+    events = [e for e in cold.get("events") or [] if isinstance(e, Mapping)]
+    if events:
+        pairs.append(("events", "; ".join(f"{e.get('t')} {e.get('event', '')}" for e in events)))
+    if cold.get("timeline"):
+        fig = figure(
+            "cold",
+            takeaways.cold_start(cold),
+            cold_start_chart(cold, _map(r, "slo").get("p99")),
+            "cold-start timeline",
+        )
+    else:
+        fig = (
+            f'<p class="takeaway"><strong>{esc(takeaways.cold_start(cold))}</strong></p>'
+            + not_available("no per-minute timeline (the log has no timestamps)")
+        )
+    return fig + kv(pairs)
+
+
+def _hypotheses(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "hypotheses")
+    if not rows:
+        return not_available("no hypothesis was supported by the data")
+    return table(
+        ["kind", "stage", "evidence"],
+        [[cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"))] for h in rows],
+    )
+
+
+def _ranking(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "ranking")
+    refusals = [str(x) for x in r.get("refusals") or []]
+    out = ""
+    if rows:
+        out = table(
+            ["fix", "stage", "p99 saved ms", "hours", "risk", "reversible", "score (ms/h)"],
+            [
+                [
+                    cell(f.get("fix")),
+                    cell(f.get("stage") or "-"),
+                    cell(f.get("p99_saved_ms"), "ms"),
+                    cell(f.get("hours"), "num"),
+                    cell(f.get("risk")),
+                    cell("yes" if f.get("reversible") else "no"),
+                    cell(f.get("score"), "num"),
+                ]
+                for f in rows
+            ],
+            numeric=[2, 3, 6],
+        )
+    else:
+        out = not_available(refusals[0] if refusals else "no fix could be ranked")
+    if refusals:
+        out += "<h3>Refused</h3><ul>" + "".join(f"<li>{esc(x)}</li>" for x in refusals) + "</ul>"
+    return out
+
+
+def _recommendation(r: Mapping[str, Any]) -> str:
+    rec = _map(r, "recommendation")
+    if not rec:
+        return not_available("no recommendation in the report")
+    choice = str(rec.get("choice", "none")).replace("_", " ")
+    text = esc(rec.get("text", ""))
+    return f'<div class="rec"><p><strong>{esc(choice)}</strong></p><p>{text}</p></div>'
+
+
+SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("provenance", "Provenance", _provenance),
+    ("snapshot", "Snapshot", _snapshot),
+    ("stages", "Per-stage percentiles", _stages),
+    ("slow-vs-fast", "Slow vs fast requests", _tail),
+    ("shape", "Input shape", _shape),
+    ("cohorts", "Cohorts", _cohorts),
+    ("cold-start", "Cold start", _cold),
+    ("hypotheses", "Hypotheses", _hypotheses),
+    ("ranking", "Fixes ranked by p99 ms saved per hour", _ranking),
+    ("recommendation", "Recommendation", _recommendation),
+)
+
+
+def render_audit_html(report: Mapping[str, Any]) -> str:
+    """Render an audit report dict (the audit JSON contract) as one self-contained HTML page."""
+    prov = _map(report, "provenance")
+    name = report.get("service") or prov.get("source") or "latency log"
+    sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
+    if prov.get("version"):
+        sub += f" by tailbudget {prov['version']}"
+    body = []
+    for sid, title, fn in SECTIONS:
+        try:
+            html = fn(report)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # A malformed section must not cost the reader the rest of the report.
+            html = not_available(f"this section's data is malformed ({type(exc).__name__}: {exc})")
+        body.append((sid, title, html))
+    return page.document(f"Latency audit: {name}", sub, body)

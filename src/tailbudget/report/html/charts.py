@@ -1,0 +1,307 @@
+"""Audit charts: latency CDF, per-stage percentiles vs budget, slow-vs-fast deltas,
+shape profiles, cohorts. Each returns an inline SVG string, or None when the data
+is missing (the page then says why).
+
+Every series carries a gid `tb-<chart>-<series>` (per-item suffix `-<i>` where a
+series is drawn as several artists) so tests and readers can find it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+from tailbudget.report.html.page import is_num
+from tailbudget.report.html.svg import (
+    BLUE,
+    GREY,
+    INK,
+    P95,
+    P99,
+    PCT_COLORS,
+    new_figure,
+    style,
+    to_svg,
+)
+
+PCTS = ("p50", "p95", "p99")
+_Q = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
+
+
+def _ms_tick(v: float, _pos: object = None) -> str:
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
+
+
+def _log_minor_tick(v: float, _pos: object = None) -> str:
+    # Label 2x and 5x between the decades so a log axis reads in plain ms.
+    lead = f"{v:.0e}"[0]
+    return _ms_tick(v) if lead in "25" else ""
+
+
+def _q_tick(v: float, _pos: object = None) -> str:
+    return f"{v * 100:.3g}%"
+
+
+def cdf_chart(
+    cdf: Sequence[Mapping[str, Any]], slo: Mapping[str, Any], snapshot: Mapping[str, Any]
+) -> str | None:
+    """Latency CDF on log-x, logit-y (so p99 and p99.9 get room) with SLO lines."""
+    pts = [
+        (float(p["ms"]), float(p["q"])) for p in cdf if is_num(p.get("ms")) and is_num(p.get("q"))
+    ]
+    pts = sorted((ms, q) for ms, q in pts if ms > 0 and 0 < q < 1)
+    if len(pts) < 2:
+        return None
+    ms = np.array([p[0] for p in pts])
+    q = np.array([p[1] for p in pts])
+    with style("cdf"):
+        fig = new_figure()
+        ax = fig.add_subplot()
+        (line,) = ax.plot(ms, q, color=BLUE, lw=2, label="requests (CDF)")
+        line.set_gid("tb-cdf-curve")
+        ax.set_xscale("log")
+        ax.set_yscale("logit")
+        top = max(0.999, float(q.max()))
+        ax.set_ylim(max(0.01, float(q.min())), top)
+        for p in PCTS:
+            target = slo.get(p)
+            if is_num(target):
+                ln = ax.axvline(
+                    float(target),
+                    color=PCT_COLORS[p],
+                    ls="--",
+                    lw=1.3,
+                    label=f"{p} SLO {_ms_tick(float(target))} ms",
+                )
+                ln.set_gid(f"tb-cdf-slo-{p}")
+        measured = [(float(snapshot[p]), _Q[p], p) for p in PCTS if is_num(snapshot.get(p))]
+        if measured:
+            sc = ax.scatter(
+                [m[0] for m in measured],
+                [m[1] for m in measured],
+                color=INK,
+                zorder=5,
+                s=22,
+                label="measured p50/p95/p99",
+            )
+            sc.set_gid("tb-cdf-measured")
+            for x, y, p in measured:
+                ax.annotate(
+                    f"{p} {_ms_tick(x)} ms",
+                    (x, y),
+                    xytext=(5, -10),
+                    textcoords="offset points",
+                    fontsize=8,
+                )
+        ax.xaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.xaxis.set_minor_formatter(FuncFormatter(_log_minor_tick))
+        ax.yaxis.set_major_formatter(FuncFormatter(_q_tick))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+        ax.set_xlabel("end-to-end latency (ms, log scale)")
+        ax.set_ylabel("share of requests at or below (logit scale)")
+        ax.set_title("Latency distribution vs SLO")
+        ax.legend(loc="lower right")
+        return to_svg(fig)
+
+
+def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
+    """Grouped bars of each stage's p50/p95/p99, with its budget as a black tick."""
+    rows = [s for s in stages if any(is_num(s.get(p)) for p in PCTS)]
+    if not rows:
+        return None
+    names = [str(s.get("name", "?")) for s in rows]
+    x = np.arange(len(rows))
+    width = 0.26
+    with style("stages"):
+        fig = new_figure(7.6, 3.6)
+        ax = fig.add_subplot()
+        for k, p in enumerate(PCTS):
+            vals = [float(s[p]) if is_num(s.get(p)) else 0.0 for s in rows]
+            bars = ax.bar(x + (k - 1) * width, vals, width, color=PCT_COLORS[p], label=p)
+            for i, bar in enumerate(bars):
+                bar.set_gid(f"tb-stages-{p}-{i}")
+        bx, by = [], []
+        for i, s in enumerate(rows):
+            budget = s.get("budget") or {}
+            for k, p in enumerate(PCTS):
+                if is_num(budget.get(p)):
+                    bx.append(x[i] + (k - 1) * width)
+                    by.append(float(budget[p]))
+        if bx:
+            (ln,) = ax.plot(
+                bx,
+                by,
+                ls="none",
+                marker="_",
+                markersize=17,
+                mew=2.4,
+                color=INK,
+                label="stage budget",
+            )
+            ln.set_gid("tb-stages-budget")
+        ax.set_xticks(
+            x, names, rotation=20 if len(rows) > 5 else 0, ha="right" if len(rows) > 5 else "center"
+        )
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_ylabel("stage latency (ms)")
+        ax.set_xlabel("stage")
+        ax.set_title("Per-stage percentiles vs stage budget")
+        ax.grid(axis="x", visible=False)
+        ax.legend(ncols=4, loc="upper left")
+        return to_svg(fig)
+
+
+def delta_chart(deltas: Sequence[Mapping[str, Any]]) -> str | None:
+    """Horizontal bars: how much longer each stage is in slow requests than in fast ones."""
+    rows = [d for d in deltas if is_num(d.get("delta"))]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda d: float(d["delta"]))
+    total = sum(max(0.0, float(d["delta"])) for d in rows)
+    with style("delta"):
+        fig = new_figure(7.6, max(2.2, 0.45 * len(rows) + 1.2))
+        ax = fig.add_subplot()
+        y = np.arange(len(rows))
+        vals = [float(d["delta"]) for d in rows]
+        colors = [P99 if v == max(vals) and v > 0 else BLUE if v >= 0 else GREY for v in vals]
+        bars = ax.barh(y, vals, color=colors, height=0.6)
+        for i, (bar, v) in enumerate(zip(bars, vals, strict=True)):
+            bar.set_gid(f"tb-delta-bar-{i}")
+            share = f" ({v / total:.0%})" if total > 0 and v > 0 else ""
+            ax.annotate(
+                f"{_ms_tick(v)} ms{share}",
+                (max(v, 0), i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
+        ax.set_yticks(y, [str(d.get("stage", "?")) for d in rows])
+        ax.axvline(0, color=INK, lw=0.8)
+        ax.set_xlim(min(0.0, min(vals) * 1.1), max(vals) * 1.25 if max(vals) > 0 else 1)
+        ax.xaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_xlabel("mean in slow requests minus mean in fast requests (ms)")
+        ax.set_ylabel("stage")
+        ax.set_title("Where the slow requests spend their extra time")
+        ax.grid(axis="y", visible=False)
+        return to_svg(fig)
+
+
+def shape_chart(entry: Mapping[str, Any], key: str) -> str | None:
+    """Binned latency vs a covariate (mean, p50, p95 per bin) with the fitted line."""
+    prof = [
+        b for b in entry.get("profile") or [] if is_num(b.get("x")) and is_num(b.get("mean_ms"))
+    ]
+    if len(prof) < 2:
+        return None
+    x = np.array([float(b["x"]) for b in prof])
+    n = np.array([float(b["n"]) if is_num(b.get("n")) else 1.0 for b in prof])
+    mean = np.array([float(b["mean_ms"]) for b in prof])
+    stage, cov = str(entry.get("stage", "?")), str(entry.get("covariate", "?"))
+    with style(f"shape-{key}"):
+        fig = new_figure(7.6, 3.3)
+        ax = fig.add_subplot()
+        for p, color, lw in (("p95", P95, 1.6), ("p50", PCT_COLORS["p50"], 1.6)):
+            ys = [float(b[f"{p}_ms"]) if is_num(b.get(f"{p}_ms")) else np.nan for b in prof]
+            if not all(np.isnan(ys)):
+                (ln,) = ax.plot(x, ys, color=color, lw=lw, marker=".", label=f"{p} per bin")
+                ln.set_gid(f"tb-shape-{key}-{p}")
+        sizes = 12 + 60 * n / n.max()
+        sc = ax.scatter(
+            x, mean, s=sizes, color=BLUE, zorder=4, label="mean per bin (size = requests)"
+        )
+        sc.set_gid(f"tb-shape-{key}-mean")
+        slope = entry.get("slope")
+        if is_num(slope):
+            icpt = entry.get("intercept")
+            if not is_num(icpt):
+                # An OLS line passes through the mean point of the data it was fit on.
+                icpt = float(np.average(mean, weights=n) - float(slope) * np.average(x, weights=n))
+            xs = np.linspace(x.min(), x.max(), 50)
+            r2 = entry.get("r2")
+            r2s = f", R\u00b2 {float(r2):.2f}" if is_num(r2) else ""
+            (fit,) = ax.plot(
+                xs,
+                float(icpt) + float(slope) * xs,
+                color=INK,
+                ls="--",
+                lw=1.4,
+                label=f"fit: {float(slope):,.3g} ms per unit{r2s}",
+            )
+            fit.set_gid(f"tb-shape-{key}-fit")
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_xlabel(f"{cov} (bin centre)")
+        ax.set_ylabel(f"{stage} latency (ms)")
+        ax.set_title(f"{stage} latency vs {cov}")
+        ax.legend(loc="upper left")
+        return to_svg(fig)
+
+
+def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99: Any) -> str | None:
+    """Each cohort's p99 against its share of traffic; flagged cohorts in red."""
+    rows = [c for c in cohorts if is_num(c.get("share")) and is_num(c.get("p99"))]
+    if not rows:
+        return None
+    with style("cohorts"):
+        fig = new_figure(7.6, 3.6)
+        ax = fig.add_subplot()
+        flagged = [bool(c.get("flag")) for c in rows]
+        for is_flag, gid, color, label in (
+            (False, "points", BLUE, "cohort"),
+            (True, "flagged", P99, "flagged cohort"),
+        ):
+            pick = [c for c, f in zip(rows, flagged, strict=True) if f is is_flag]
+            if not pick:
+                continue
+            sc = ax.scatter(
+                [float(c["share"]) * 100 for c in pick],
+                [float(c["p99"]) for c in pick],
+                s=[20 + 180 * float(c.get("share_of_slow") or 0) for c in pick],
+                color=color,
+                alpha=0.85,
+                edgecolor="white",
+                zorder=4,
+                label=label,
+            )
+            sc.set_gid(f"tb-cohorts-{gid}")
+
+        # Label only the most telling points so the chart stays readable.
+        def badness(c: Mapping[str, Any]) -> float:
+            return float(c["p99"]) * (2 if c.get("flag") else 1)
+
+        for c in sorted(rows, key=badness, reverse=True)[:8]:
+            ax.annotate(
+                f"{c.get('dim')}={c.get('value')}",
+                (float(c["share"]) * 100, float(c["p99"])),
+                xytext=(5, 3),
+                textcoords="offset points",
+                fontsize=7.5,
+            )
+        if is_num(global_p99):
+            ln = ax.axhline(
+                float(global_p99),
+                color=GREY,
+                ls=":",
+                lw=1.3,
+                label=f"all traffic p99 {_ms_tick(float(global_p99))} ms",
+            )
+            ln.set_gid("tb-cohorts-global")
+        if is_num(slo_p99):
+            ln = ax.axhline(
+                float(slo_p99),
+                color=P99,
+                ls="--",
+                lw=1.2,
+                label=f"p99 SLO {_ms_tick(float(slo_p99))} ms",
+            )
+            ln.set_gid("tb-cohorts-slo")
+        ax.set_xlim(left=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_xlabel("share of traffic (%), point size = share of slow requests")
+        ax.set_ylabel("cohort p99 (ms)")
+        ax.set_title("Cohort p99 vs traffic share")
+        ax.legend(loc="best")
+        return to_svg(fig)

@@ -1,0 +1,108 @@
+"""The replay report (a policy run over a recorded log) as one self-contained HTML page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tailbudget.report.html import page, takeaways
+from tailbudget.report.html.page import cell, esc, figure, is_num, kv, not_available, table
+from tailbudget.report.html.timelines import replay_chart
+
+_SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance"}
+
+
+def _summary(rep: Mapping[str, Any]) -> str:
+    prov = rep.get("provenance") if isinstance(rep.get("provenance"), Mapping) else {}
+    assert isinstance(prov, Mapping)
+    pairs = [(k, str(v)) for k, v in prov.items() if k != "notes" and v is not None]
+    # Scalar top-level keys (source, baseline_p99_ms, rows, ...) are shown as they are.
+    pairs += [
+        (k, f"{v:,.6g}" if is_num(v) else str(v))
+        for k, v in rep.items()
+        if k not in _SKIP and not isinstance(v, list | dict)
+    ]
+    timeline = [w for w in rep.get("timeline") or [] if isinstance(w, Mapping)]
+    if timeline:
+        known = sum(1 for w in timeline if w.get("known", True) is not False)
+        pairs.append(("windows evaluated", f"{len(timeline):,} ({known:,} with enough samples)"))
+    return kv(pairs) if pairs else not_available("the replay carries no summary fields")
+
+
+def _policy(rep: Mapping[str, Any]) -> str:
+    pol = rep.get("policy")
+    rules = pol.get("rules") if isinstance(pol, Mapping) else rep.get("thresholds")
+    if not isinstance(rules, list) or not rules:
+        return not_available("the replay does not list its policy rules")
+    head = ""
+    if isinstance(pol, Mapping):
+        head = kv((k, str(v)) for k, v in pol.items() if k != "rules" and not isinstance(v, list))
+    return head + table(
+        ["rule", "metric", "op", "threshold", "for (s)", "action", "cooldown (s)", "clear below"],
+        [
+            [
+                cell(r.get("name")),
+                cell(r.get("metric")),
+                cell(r.get("op", ">")),
+                cell(r.get("threshold"), "num"),
+                cell(r.get("for_s"), "num"),
+                cell(r.get("action")),
+                cell(r.get("cooldown_s"), "num"),
+                cell(r.get("clear_threshold"), "num"),
+            ]
+            for r in rules
+            if isinstance(r, Mapping)
+        ],
+        numeric=[3, 4, 6, 7],
+    )
+
+
+def _timeline(rep: Mapping[str, Any]) -> str:
+    if not rep.get("timeline"):
+        return (
+            f'<p class="takeaway"><strong>{esc(takeaways.replay(rep))}</strong></p>'
+            + not_available("the replay has no window timeline")
+        )
+    return figure("replay", takeaways.replay(rep), replay_chart(rep), "replay timeline")
+
+
+def _decisions(rep: Mapping[str, Any]) -> str:
+    rows = [d for d in rep.get("decisions") or [] if isinstance(d, Mapping)]
+    if not rows:
+        return not_available("the policy took no action over this log")
+    return table(
+        ["time", "offset (s)", "action", "metric", "value", "threshold", "reason"],
+        [
+            [
+                cell(d.get("t")),
+                cell(d.get("t_offset_s"), "num"),
+                cell(d.get("action")),
+                cell(d.get("metric")),
+                cell(d.get("value"), "num"),
+                cell(d.get("threshold"), "num"),
+                cell(d.get("reason")),
+            ]
+            for d in rows
+        ],
+        numeric=[1, 4, 5],
+    )
+
+
+def render_replay_html(replay: Mapping[str, Any]) -> str:
+    """Render a replay dict (the replay JSON contract plus `timeline`) as one HTML page."""
+    sections = []
+    for sid, title, fn in (
+        ("summary", "Replay", _summary),
+        ("timeline", "Timeline", _timeline),
+        ("decisions", "Decisions", _decisions),
+        ("policy", "Policy", _policy),
+    ):
+        try:
+            html = fn(replay)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            html = not_available(f"this section's data is malformed ({type(exc).__name__}: {exc})")
+        sections.append((sid, title, html))
+    name = replay.get("service") or replay.get("source") or "latency log"
+    return page.document(
+        f"Policy replay: {name}", "What the controller would have done, window by window", sections
+    )

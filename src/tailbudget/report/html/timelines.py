@@ -1,0 +1,241 @@
+"""Time charts: the cold-start timeline with deploy events, and the replay timeline
+of window p95/p99 with policy thresholds and every controller decision marked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+from matplotlib.ticker import FuncFormatter
+
+from tailbudget.report.html.page import is_num
+from tailbudget.report.html.svg import (
+    BLUE,
+    GREEN,
+    GREY,
+    INK,
+    P95,
+    P99,
+    PURPLE,
+    new_figure,
+    style,
+    to_svg,
+)
+
+ACTION_COLORS = {
+    "scale_up": BLUE,
+    "scale_down": "#56B4E9",
+    "trim_logging": P95,
+    "restore_logging": "#F0E442",
+    "shed_load": P99,
+    "stop_shedding": GREEN,
+    "rollback": PURPLE,
+}
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 string (or epoch seconds) as an aware UTC datetime; None if unparsable."""
+    try:
+        if is_num(value):
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def _ms_tick(v: float, _pos: object = None) -> str:
+    return f"{v:,.0f}"
+
+
+def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
+    """Per-minute p99 over time, deploy/restart events as lines, the cold window shaded."""
+    pts = []
+    for row in cold.get("timeline") or []:
+        t = parse_time(row.get("t"))
+        if t is not None and is_num(row.get("p99")):
+            pts.append((t, float(row["p99"])))
+    if len(pts) < 2:
+        return None
+    pts.sort()
+    events = [
+        (parse_time(e.get("t")), str(e.get("event", "event"))) for e in cold.get("events") or []
+    ]
+    window = float(cold["window_min"]) if is_num(cold.get("window_min")) else 5.0
+    with style("cold"):
+        fig = new_figure(7.6, 3.4)
+        ax = fig.add_subplot()
+        (ln,) = ax.plot(
+            date2num([p[0] for p in pts]),  # type: ignore[no-untyped-call]
+            [p[1] for p in pts],
+            color=BLUE,
+            lw=1.6,
+            marker=".",
+            label="p99 per minute",
+        )
+        ln.set_gid("tb-cold-p99")
+        lo, hi = pts[0][0] - timedelta(minutes=window), pts[-1][0]
+        shown = [(t, name) for t, name in events if t is not None and lo <= t <= hi]
+        for i, (t, name) in enumerate(shown):
+            x0, x1 = date2num([t, t + timedelta(minutes=window)])  # type: ignore[no-untyped-call]
+            ev = ax.axvline(x0, color=PURPLE, lw=1.4, label="event" if i == 0 else None)
+            ev.set_gid(f"tb-cold-event-{i}")
+            span = ax.axvspan(
+                x0,
+                x1,
+                color=PURPLE,
+                alpha=0.12,
+                lw=0,
+                label=f"first {window:g} min after" if i == 0 else None,
+            )
+            span.set_gid(f"tb-cold-window-{i}")
+            ax.annotate(
+                name,
+                (x0, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -10),
+                textcoords="offset points",
+                fontsize=7.5,
+                color=PURPLE,
+            )
+        if is_num(slo_p99):
+            s = ax.axhline(
+                float(slo_p99),
+                color=P99,
+                ls="--",
+                lw=1.2,
+                label=f"p99 SLO {float(slo_p99):,.0f} ms",
+            )
+            s.set_gid("tb-cold-slo")
+        loc = AutoDateLocator()  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(loc)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=UTC))  # type: ignore[no-untyped-call]
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("time (UTC)")
+        ax.set_ylabel("p99 latency (ms)")
+        ax.set_title("Cold start: p99 per minute around events")
+        ax.legend(loc="upper right")
+        return to_svg(fig)
+
+
+def rule_thresholds(replay: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+    """(metric, label, value) per rule: ms for p50/p95/p99 (a p99_vs_baseline ratio is
+    turned into ms when the baseline is known), a ratio for error_rate.
+
+    Read from `policy.rules[]` or a top-level `thresholds` list (same fields).
+    """
+    rules: Sequence[Any] = []
+    policy = replay.get("policy")
+    if isinstance(policy, Mapping) and isinstance(policy.get("rules"), list):
+        rules = policy["rules"]
+    elif isinstance(replay.get("thresholds"), list):
+        rules = replay["thresholds"]
+    base = replay.get("baseline_p99_ms")
+    if not is_num(base) and isinstance(policy, Mapping):
+        base = policy.get("baseline_p99_ms")
+    out = []
+    for r in rules:
+        if not isinstance(r, Mapping) or not is_num(r.get("threshold")):
+            continue
+        metric, thr = r.get("metric"), float(r["threshold"])
+        action = r.get("action", r.get("name", "?"))
+        if metric in ("p50", "p95", "p99"):
+            out.append((str(metric), f"{metric} > {thr:,.0f} ms: {action}", thr))
+        elif metric == "p99_vs_baseline" and is_num(base):
+            ms = thr * float(base)
+            out.append(("p99", f"p99 > {thr:g}x baseline ({ms:,.0f} ms): {action}", ms))
+        elif metric == "error_rate":
+            out.append(("error_rate", f"errors > {thr:.2%}: {action}", thr))
+    return out
+
+
+def _series(timeline: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    # Unknown windows (too few samples) are gaps, not zeros.
+    return np.array(
+        [
+            float(w[key]) if is_num(w.get(key)) and w.get("known", True) is not False else np.nan
+            for w in timeline
+        ]
+    )
+
+
+def replay_chart(replay: Mapping[str, Any]) -> str | None:
+    """Window p95/p99 over replay time with thresholds; each decision is a marked line."""
+    timeline = [w for w in replay.get("timeline") or [] if is_num(w.get("t_offset_s"))]
+    if len(timeline) < 2:
+        return None
+    timeline.sort(key=lambda w: float(w["t_offset_s"]))
+    tmin = np.array([float(w["t_offset_s"]) / 60 for w in timeline])
+    err = _series(timeline, "error_rate")
+    two = not bool(np.all(np.isnan(err)))
+    with style("replay"):
+        fig = new_figure(7.6, 4.6 if two else 3.5)
+        if two:
+            ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
+        else:
+            ax, ax2 = fig.add_subplot(), None
+        for key, color in (("p95", P95), ("p99", P99)):
+            (ln,) = ax.plot(
+                tmin, _series(timeline, key), color=color, lw=1.5, label=f"window {key}"
+            )
+            ln.set_gid(f"tb-replay-{key}")
+        rules = rule_thresholds(replay)
+        for i, (metric, label, thr) in enumerate(r for r in rules if r[0] != "error_rate"):
+            th = ax.axhline(
+                thr,
+                color=P95 if metric == "p95" else P99,
+                ls=(0, (4, 2 + i)),
+                lw=1,
+                alpha=0.8,
+                label=label,
+            )
+            th.set_gid(f"tb-replay-threshold-{i}")
+        seen: set[str] = set()
+        px, py = [], []
+        for i, d in enumerate(replay.get("decisions") or []):
+            if not is_num(d.get("t_offset_s")):
+                continue
+            x = float(d["t_offset_s"]) / 60
+            action = str(d.get("action", "?"))
+            color = ACTION_COLORS.get(action, INK)
+            dlabel = f"decision: {action}" if action not in seen else None
+            seen.add(action)
+            dl = ax.axvline(x, color=color, lw=1.2, alpha=0.9, label=dlabel)
+            dl.set_gid(f"tb-replay-decision-{i}")
+            if ax2 is not None:
+                ax2.axvline(x, color=color, lw=1.0, alpha=0.6)
+            if d.get("metric") in ("p50", "p95", "p99") and is_num(d.get("value")):
+                px.append(x)
+                py.append(float(d["value"]))
+        if px:
+            sc = ax.scatter(
+                px, py, marker="v", color=INK, s=28, zorder=5, label="value that triggered"
+            )
+            sc.set_gid("tb-replay-decision-values")
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_ylabel("window latency (ms)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("Replay: rolling-window percentiles and controller decisions")
+        bottom = ax
+        if ax2 is not None:
+            (el,) = ax2.plot(tmin, err * 100, color=GREY, lw=1.3, label="window error rate")
+            el.set_gid("tb-replay-error-rate")
+            for i, (_, label, thr) in enumerate(r for r in rules if r[0] == "error_rate"):
+                et = ax2.axhline(thr * 100, color=PURPLE, ls="--", lw=1, label=label)
+                et.set_gid(f"tb-replay-error-threshold-{i}")
+            ax2.set_ylabel("errors (%)")
+            ax2.set_ylim(bottom=0)
+            bottom = ax2
+        bottom.set_xlabel("time since the log's first request (min)")
+        handles, labels = [], []
+        for a in (ax, ax2) if ax2 is not None else (ax,):
+            h, lab = a.get_legend_handles_labels()
+            handles += h
+            labels += lab
+        # Below the plot: the decision lines would hide behind a legend drawn inside.
+        fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=7.5)
+        return to_svg(fig)

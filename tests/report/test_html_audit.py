@@ -1,0 +1,200 @@
+"""The audit HTML report: sections, charts with their series, offline, tolerant of gaps."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+
+import html_probe as hp
+import html_sample
+import numpy as np
+import pytest
+
+from tailbudget.report.html import render_audit_html
+from tailbudget.report.html.audit import SECTIONS
+
+ORDER = [
+    "provenance",
+    "snapshot",
+    "stages",
+    "slow-vs-fast",
+    "shape",
+    "cohorts",
+    "cold-start",
+    "hypotheses",
+    "ranking",
+    "recommendation",
+]
+
+
+@pytest.fixture(scope="module")
+def log():
+    return html_sample.make_log()
+
+
+@pytest.fixture(scope="module")
+def report(log):
+    return html_sample.make_audit(log)
+
+
+@pytest.fixture(scope="module")
+def html(report):
+    return render_audit_html(report)
+
+
+@pytest.fixture(scope="module")
+def figs(html):
+    return hp.figures(html)
+
+
+def test_sections_in_markdown_order(html):
+    page = hp.parse(html)
+    assert page.sections == ORDER
+    assert page.na_notes == []  # the full sample has data for every section
+
+
+def test_self_contained_no_network(html):
+    page = hp.parse(html)
+    # Only in-page anchors and fragment references; no external resource of any kind.
+    assert all(v.startswith("#") for _, _, v in page.urls), page.urls
+    assert not {"link", "img", "iframe", "object", "embed"} & page.tags
+    assert "@import" not in html and "url(http" not in html
+    assert not re.search(r"<script[^>]+src=", html)
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+
+
+def test_ids_are_unique_and_references_resolve(html):
+    ids = Counter(hp.parse(html).ids)
+    assert [i for i, n in ids.items() if n > 1] == []
+    refs = re.findall(r'(?:href="#|url\(#)([^")]+)', html)
+    assert refs and all(r in ids for r in refs)
+
+
+def test_every_audit_chart_has_its_series(figs, report):
+    assert set(figs) == {"cdf", "stages", "delta", "shape-0", "shape-1", "cohorts", "cold"}
+    _, cdf = figs["cdf"]
+    for gid in (
+        "tb-cdf-curve",
+        "tb-cdf-slo-p50",
+        "tb-cdf-slo-p95",
+        "tb-cdf-slo-p99",
+        "tb-cdf-measured",
+    ):
+        (el,) = hp.by_id(cdf, gid)
+        assert hp.drawn(el), gid
+    # The curve is drawn from the report's CDF points, not a handful of them.
+    assert hp.path_points(hp.by_id(cdf, "tb-cdf-curve")[0]) > 50
+    _, stages = figs["stages"]
+    n = len(report["stages"])
+    for p in ("p50", "p95", "p99"):
+        assert len(hp.by_id(stages, f"tb-stages-{p}-")) == n
+    assert hp.drawn(hp.by_id(stages, "tb-stages-budget")[0])
+    _, delta = figs["delta"]
+    assert len(hp.by_id(delta, "tb-delta-bar-")) == len(report["tail"]["deltas"])
+    _, shape = figs["shape-0"]
+    for gid in ("mean", "p50", "p95", "fit"):
+        assert hp.drawn(hp.by_id(shape, f"tb-shape-0-{gid}")[0])
+    _, cohorts = figs["cohorts"]
+    assert hp.by_id(cohorts, "tb-cohorts-flagged") and hp.by_id(cohorts, "tb-cohorts-points")
+    assert hp.by_id(cohorts, "tb-cohorts-slo")
+    _, cold = figs["cold"]
+    assert hp.path_points(hp.by_id(cold, "tb-cold-p99")[0]) == len(report["cold_start"]["timeline"])
+    assert len(hp.by_id(cold, "tb-cold-event-")) == len(report["cold_start"]["events"])
+
+
+def test_charts_have_titles_and_axis_labels_with_units(figs):
+    for name, (takeaway, svg) in figs.items():
+        texts = " ".join(t.text or "" for t in svg.iter(f"{hp.SVG_NS}text"))
+        assert re.search(r"\((ms|%|min|UTC)|\bms\b", texts), name
+        assert takeaway.strip(), name
+
+
+def test_shape_chart_order_is_strongest_fit_first(figs, report):
+    best = max(report["shape"], key=lambda s: s["r2"])
+    assert figs["shape-0"][0].startswith(best["stage"])
+
+
+def test_takeaway_names_the_driver_from_the_log(figs, log, report):
+    # Recompute the slow-vs-fast split straight from the log, independently of the fixture.
+    total = log["total"]
+    slow = total >= np.percentile(total, 95)
+    gaps = {s: log[s][slow].mean() - log[s][~slow].mean() for s in html_sample.BUDGETS}
+    top = max(gaps, key=gaps.__getitem__)
+    share = gaps[top] / sum(v for v in gaps.values() if v > 0)
+    text = figs["delta"][0]
+    assert text.startswith(f"{top} drives ")
+    got = int(re.search(r"drives (\d+)%", text).group(1))
+    assert abs(got - share * 100) <= 2  # the fixture drops a few bad rows first
+
+
+def test_tables_are_sortable_and_hold_every_row(html, report):
+    page = hp.parse(html)
+    assert html.count('<table class="sortable">') == len(page.tables)
+    stage_table = next(t for t in page.tables if t[0][:2] == ["stage", "p50 ms"])
+    assert [r[0] for r in stage_table[1:]] == [s["name"] for s in report["stages"]]
+    # Numbers sort by value: every numeric cell carries its raw value.
+    assert re.search(r'<td class="num" data-v="[0-9.e+-]+">', html)
+
+
+def test_rendering_is_deterministic(report, html):
+    # Same data, same bytes (svg.hashsalt, no Date): re-render two chart sections to compare.
+    again = {sid: fn for sid, _, fn in SECTIONS}
+    for sid in ("snapshot", "cold-start"):
+        part = again[sid](copy.deepcopy(report))
+        assert "<svg" in part and part in html
+
+
+def test_escapes_names_from_the_log(report):
+    r = copy.deepcopy(report)
+    r["stages"][0]["name"] = "<script>alert(1)</script>"
+    r["cohorts"][0]["value"] = '"><img src=x>'
+    sections = {sid: fn for sid, _, fn in SECTIONS}
+    out = sections["stages"](r) + sections["cohorts"](r)
+    assert "<script>alert(1)" not in out and "<img src=x>" not in out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+
+
+@pytest.mark.parametrize("key", ORDER)
+def test_missing_section_says_not_available(report, key):
+    field = {
+        "slow-vs-fast": "tail",
+        "cold-start": "cold_start",
+        "provenance": "provenance",
+    }.get(key, key)
+    r = copy.deepcopy(report)
+    r.pop(field, None)
+    if key == "provenance":
+        r.pop("rows", None)
+    # Render just that section (the whole page is covered by the empty-report test below).
+    render = {sid: fn for sid, _, fn in SECTIONS}[key]
+    notes = hp.parse(render(r)).na_notes
+    assert len(notes) >= 1
+    assert all(n.startswith("not available: ") and len(n) > 20 for n in notes)
+
+
+def test_empty_report_renders_every_section_as_not_available():
+    page = hp.parse(render_audit_html({}))
+    assert page.sections == ORDER
+    assert len(page.na_notes) == len(ORDER)
+
+
+def test_malformed_section_does_not_cost_the_rest(report):
+    r = copy.deepcopy(report)
+    r["stages"] = [{"name": "llm", "p50": "fast", "p95": None, "p99": [1]}]
+    r["cdf"] = [{"q": "x", "ms": None}]
+    r["cold_start"]["timeline"] = [{"t": "not a time", "p99": 5}]
+    out = render_audit_html(r)
+    page = hp.parse(out)
+    assert page.sections == ORDER
+    figs = hp.figures(out)
+    assert "cdf" not in figs and "stages" not in figs and "cold" not in figs
+    assert {"delta", "cohorts", "shape-0"} <= set(figs)
+
+
+def test_refusals_shown_when_nothing_ranked(report):
+    r = copy.deepcopy(report)
+    r["ranking"] = []
+    r["refusals"] = ["no per-stage columns, so no fix can be ranked by stage"]
+    section = {sid: fn for sid, _, fn in SECTIONS}["ranking"]
+    assert any("no per-stage columns" in n for n in hp.parse(section(r)).na_notes)
