@@ -127,9 +127,12 @@ class TailbudgetMiddleware:
     async def _refuse(self, send: Send, admission: Admission) -> None:
         self.refused += 1
         status = admission.status if admission.status in (429, 503) else 503
-        reason = admission.reason if admission.reason in _SHED_REASONS else (
-            "rate_limited" if status == 429 else "shed"
-        )
+        reason = admission.reason
+        if reason not in _SHED_REASONS:
+            if "concurrency" in reason:
+                reason = "concurrency"
+            else:
+                reason = "rate_limited" if status == 429 else "shed"
         try:
             if self._shed is None:
                 from tailbudget.measure.prometheus import request_metrics

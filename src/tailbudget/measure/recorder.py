@@ -209,6 +209,14 @@ class Recorder:
         with self._drop_lock:
             return dict(self._dropped)
 
+    def snapshot(self) -> dict[str, Any]:
+        """Rolling-window count, errors, p50/p95/p99 (ms) when recording without a sink."""
+        if self.sketches is None:
+            raise TailbudgetError("snapshot() needs Recorder() with no sink (rolling sketches)")
+        self.flush()
+        result: dict[str, Any] = self.sketches.snapshot()
+        return result
+
     @property
     def written(self) -> int:
         """Records handed to the sinks so far."""
