@@ -56,8 +56,8 @@ def test_async_stream_metrics_from_controlled_timing(tmp_path, registry, clock, 
     assert row["ttft_ms"] == pytest.approx(ttft)
     assert row["decode_ms"] == pytest.approx(sum(gaps))
     assert row["output_tokens"] == 6
-    assert row["itl_ms_p50"] == pytest.approx(np.percentile(gaps, 50))
-    assert row["itl_ms_p95"] == pytest.approx(np.percentile(gaps, 95))
+    assert row["itl_p50_ms"] == pytest.approx(np.percentile(gaps, 50))
+    assert row["itl_p95_ms"] == pytest.approx(np.percentile(gaps, 95))
     assert row["tokens_per_s"] == pytest.approx(5 / (sum(gaps) / 1000))
 
 
@@ -97,6 +97,6 @@ def test_stream_stats_match_numpy(first, gaps):
     g = np.asarray(gaps) / 1e6
     assert s.ttft_ms == pytest.approx(first / 1e6)
     assert s.decode_ms == pytest.approx(g.sum())
-    assert s.itl_ms_p50 == pytest.approx(np.percentile(g, 50), rel=1e-9, abs=1e-9)
-    assert s.itl_ms_p95 == pytest.approx(np.percentile(g, 95), rel=1e-9, abs=1e-9)
+    assert s.itl_p50_ms == pytest.approx(np.percentile(g, 50), rel=1e-9, abs=1e-9)
+    assert s.itl_p95_ms == pytest.approx(np.percentile(g, 95), rel=1e-9, abs=1e-9)
     assert s.output_tokens == len(gaps) + 1

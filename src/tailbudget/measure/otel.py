@@ -42,7 +42,7 @@ def genai_attributes(stream: StreamStats, a: dict[str, Any]) -> dict[str, Any]:
     if "input_tokens" in a:
         out["gen_ai.usage.input_tokens"] = int(a["input_tokens"])
     out["gen_ai.usage.output_tokens"] = stream.output_tokens
-    for key in ("ttft_ms", "decode_ms", "itl_ms_p50", "itl_ms_p95", "tokens_per_s"):
+    for key in ("ttft_ms", "decode_ms", "itl_p50_ms", "itl_p95_ms", "tokens_per_s"):
         value = getattr(stream, key)
         if value is not None:
             out[f"tailbudget.{key}"] = float(value)

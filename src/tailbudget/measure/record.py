@@ -28,12 +28,12 @@ STREAM_COLUMNS = (
     "ttft_ms",
     "decode_ms",
     "output_tokens",
-    "itl_ms_p50",
-    "itl_ms_p95",
+    "itl_p50_ms",
+    "itl_p95_ms",
     "tokens_per_s",
 )
-"""Columns an LLM stream adds. ttft/decode are stage-like (`_ms`); the ITL
-quantiles deliberately do not end in `_ms` so a `*_ms` stage glob skips them."""
+"""Columns an LLM stream adds. ttft/decode are stage-like (nested in the LLM stage);
+`tailbudget.logs` knows `itl_p50_ms`/`itl_p95_ms` are per-request metrics, not stages."""
 
 RESERVED = frozenset({"request_id", "ts", "total_ms", "error", "error_type", "degraded"})
 """Column names a covariate cannot take (the recorder's own columns win)."""
@@ -122,8 +122,8 @@ class StreamStats(NamedTuple):
     ttft_ms: float | None
     decode_ms: float | None
     output_tokens: int
-    itl_ms_p50: float | None
-    itl_ms_p95: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
     tokens_per_s: float | None
 
 
