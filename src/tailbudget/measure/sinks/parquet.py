@@ -48,7 +48,7 @@ class ParquetSink(Sink):
     def __init__(
         self, path: str | Path, *, row_group_rows: int = 20_000, compression: str = "zstd"
     ) -> None:
-        import pyarrow  # noqa: F401  (fail early with a clear message below if missing)
+        import pyarrow.parquet  # noqa: F401
 
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
@@ -67,6 +67,9 @@ class ParquetSink(Sink):
         self._writer: Any = None
         self._schema: Any = None
         self.rows_written = 0
+        # Import everything pyarrow pulls in lazily now: the first write may be the
+        # atexit flush, when Python refuses new atexit registrations (pandas' pools).
+        _table([{"request_id": "warm-up", "ts": 0, "total_ms": 0.0}])
 
     def write(self, batch: Batch) -> None:
         self._pending.extend(batch.rows)
