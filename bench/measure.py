@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tailbudget import Recorder  # noqa: E402
+from tailbudget import Recorder
 
 STAGE_NAMES = ["embedding", "retrieval", "rerank", "llm", "post", "guard", "tool", "cache"]
 
@@ -53,9 +53,7 @@ def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
     tracer = provider.get_tracer("bench")
     t0 = time.perf_counter()
     for i in range(n):
-        with tracer.start_as_current_span(
-            "request", attributes={"route": "chat", "seq_len": i}
-        ):
+        with tracer.start_as_current_span("request", attributes={"route": "chat", "seq_len": i}):
             for s in stages:
                 with tracer.start_as_current_span(s):
                     pass

@@ -191,7 +191,7 @@ def test_every_request_is_in_the_parquet(served):
             FROM t WHERE route = '/proxy'"""
     ).fetchone()
     assert (proxies, echoed) == (3, 3)
-    bad, = con.execute(
+    (bad,) = con.execute(
         f"""SELECT count(*) FROM read_parquet('{path}') WHERE route = '/chat' AND NOT (
               embedding_ms >= 0 AND retrieval_ms > 0 AND llm_ms > 0 AND ttft_ms > 0
               AND embedding_ms + retrieval_ms + llm_ms <= total_ms AND status = 200
@@ -231,6 +231,7 @@ def test_deadline_header_reaches_the_downstream_call(served):
 def test_audit_names_the_planted_stage(served):
     pytest.importorskip("tailbudget.audit", reason="tailbudget.audit is on another branch")
     from tailbudget.audit import AuditConfig, run_audit
+
     from tailbudget.logs import ReadOptions, read_log
 
     path, _ = served

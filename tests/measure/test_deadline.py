@@ -54,10 +54,9 @@ def test_optional_stage_is_skipped_and_recorded_as_degraded(rec, tmp_path, read_
         with req.stage("retrieval", optional=True) as s:
             if s:
                 ran.append("retrieval")
-        with req.stage("llm"):
-            with req.stage("rerank", optional=True) as s:
-                if s:
-                    ran.append("rerank")
+        with req.stage("llm"), req.stage("rerank", optional=True) as s:
+            if s:
+                ran.append("rerank")
         assert req.degraded == ["llm/rerank"]
     rec.close()
     (row,) = read_jsonl(tmp_path / "r.jsonl")
@@ -77,8 +76,16 @@ def test_no_deadline_means_everything_is_affordable(tmp_path, registry):
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("250", 250.0), (b" 12.5 ", 12.5), ("-3", 0.001), ("0", 0.001), ("soon", None),
-     ("nan", None), ("inf", None), (None, None)],
+    [
+        ("250", 250.0),
+        (b" 12.5 ", 12.5),
+        ("-3", 0.001),
+        ("0", 0.001),
+        ("soon", None),
+        ("nan", None),
+        ("inf", None),
+        (None, None),
+    ],
 )
 def test_parse_deadline(raw, expected, caplog):
     with caplog.at_level(logging.WARNING, "tailbudget.measure"):

@@ -37,7 +37,9 @@ def test_request_becomes_a_span_tree_with_genai_attributes(exporter, registry):
             with req.stage("retrieval"), req.stage("db"):
                 pass
             async with req.stage("llm"):
-                async for _ in req.stream(tokens(), model="llama-3-8b", provider="vllm", input_tokens=812):
+                async for _ in req.stream(
+                    tokens(), model="llama-3-8b", provider="vllm", input_tokens=812
+                ):
                     pass
 
     asyncio.run(main())
@@ -58,7 +60,13 @@ def test_request_becomes_a_span_tree_with_genai_attributes(exporter, registry):
     assert llm.parent.span_id == root.context.span_id
     assert db.attributes["tailbudget.stage"] == "retrieval/db"
     assert root.attributes["tailbudget.seq_len"] == 812 and root.attributes["http.route"] == "chat"
-    assert root.start_time <= retrieval.start_time <= db.start_time <= db.end_time <= retrieval.end_time
+    assert (
+        root.start_time
+        <= retrieval.start_time
+        <= db.start_time
+        <= db.end_time
+        <= retrieval.end_time
+    )
     assert llm.end_time <= root.end_time
     a = llm.attributes
     assert a["gen_ai.request.model"] == "llama-3-8b"

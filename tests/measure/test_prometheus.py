@@ -65,8 +65,11 @@ def test_histograms_counts_and_budget_buckets(tmp_path, registry):
     duration = fams["tailbudget_request_duration_seconds"]
     (count,) = [s.value for s in duration.samples if s.name.endswith("_count")]
     assert count == n
-    (inf,) = [s.value for s in stage.samples if s.name.endswith("_bucket")
-              and s.labels["le"] == "+Inf" and s.labels["stage"] == "llm"]
+    (inf,) = [
+        s.value
+        for s in stage.samples
+        if s.name.endswith("_bucket") and s.labels["le"] == "+Inf" and s.labels["stage"] == "llm"
+    ]
     assert inf == n
 
 
@@ -93,6 +96,9 @@ def test_two_recorders_share_one_registry(registry):
             pass
         rec.close()
     fams = _families(registry)
-    (count,) = [s.value for s in fams["tailbudget_stage_duration_seconds"].samples
-                if s.name.endswith("_count")]
+    (count,) = [
+        s.value
+        for s in fams["tailbudget_stage_duration_seconds"].samples
+        if s.name.endswith("_count")
+    ]
     assert count == pytest.approx(2)

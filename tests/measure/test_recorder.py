@@ -15,9 +15,8 @@ def test_record_columns_sums_counts_and_nesting(tmp_path, registry, read_jsonl):
     path = tmp_path / "r.jsonl"
     rec = Recorder(sink=path, registry=registry)
     with rec.request(route="chat", seq_len=812) as req:
-        with req.stage("retrieval"):
-            with req.stage("db"):
-                pass
+        with req.stage("retrieval"), req.stage("db"):
+            pass
         for _ in range(3):
             with req.stage("tool"):
                 pass
@@ -97,9 +96,7 @@ def test_stage_misuse_never_raises(tmp_path, registry, caplog, read_jsonl):
 
 
 def test_queue_full_counts_drops_and_reports_them(tmp_path, registry, caplog, read_jsonl):
-    rec = Recorder(
-        sink=tmp_path / "r.jsonl", registry=registry, capacity=5, flush_interval_s=60
-    )
+    rec = Recorder(sink=tmp_path / "r.jsonl", registry=registry, capacity=5, flush_interval_s=60)
     rec._pump.batch_size = 10**9  # keep the writer asleep so the queue fills
     for _ in range(12):
         with rec.request():
@@ -109,9 +106,7 @@ def test_queue_full_counts_drops_and_reports_them(tmp_path, registry, caplog, re
         rec.close()
     assert "7 records dropped" in caplog.text
     assert len(read_jsonl(tmp_path / "r.jsonl")) == 5
-    value = registry.get_sample_value(
-        "tailbudget_dropped_records_total", {"sink": "jsonl"}
-    )
+    value = registry.get_sample_value("tailbudget_dropped_records_total", {"sink": "jsonl"})
     assert value == 7
 
 

@@ -18,11 +18,17 @@ covariate = st.one_of(
     st.text(max_size=12),
 )
 request = st.fixed_dictionaries(
-    {"stages": st.lists(names, max_size=6), "seq_len": st.integers(0, 10_000), "tag": st.text(max_size=8)}
+    {
+        "stages": st.lists(names, max_size=6),
+        "seq_len": st.integers(0, 10_000),
+        "tag": st.text(max_size=8),
+    }
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(reqs=st.lists(request, min_size=1, max_size=30), fmt=st.sampled_from(["jsonl", "parquet"]))
 def test_round_trip(tmp_path_factory, reqs, fmt, read_jsonl, read_parquet):
     from prometheus_client import CollectorRegistry
@@ -98,5 +104,7 @@ def test_duckdb_reads_the_audit_columns(tmp_path, registry, fmt):
     assert types["ts"].startswith("TIMESTAMP")
     assert types["total_ms"] == "DOUBLE" and types["llm_ms"] == "DOUBLE"
     assert types["error"] == "BOOLEAN"
-    n, = con.execute(f"SELECT count(*) FROM {reader}('{path}') WHERE llm_ms <= total_ms").fetchone()
+    (n,) = con.execute(
+        f"SELECT count(*) FROM {reader}('{path}') WHERE llm_ms <= total_ms"
+    ).fetchone()
     assert n == 20

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.measure.record import Clock, Record, StreamStats, error_of, request_id_of, spans_of, stats_of
+from tailbudget.measure.record import (
+    Clock,
+    Record,
+    StreamStats,
+    error_of,
+    request_id_of,
+    spans_of,
+    stats_of,
+)
 from tailbudget.measure.sinks.base import Batch, Sink
 
 _PRIMITIVE = (str, bool, int, float)

@@ -28,7 +28,9 @@ _lock = threading.Lock()
 _metrics: dict[int, dict[str, Any]] = {}
 
 
-def budget_buckets(budget: Budget | None, base: tuple[float, ...] = DEFAULT_BUCKETS_S) -> list[float]:
+def budget_buckets(
+    budget: Budget | None, base: tuple[float, ...] = DEFAULT_BUCKETS_S
+) -> list[float]:
     """Bucket upper bounds (seconds): `base` plus every SLO and stage threshold of the budget."""
     bounds = set(base)
     if budget is not None:

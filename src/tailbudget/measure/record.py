@@ -14,6 +14,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def stream_stats(
     decode = max(0, token_ns[-1] - token_ns[0]) / 1e6
     if n_chunks < 2:
         return StreamStats(ttft, decode, tokens, None, None, None)
-    gaps = sorted(max(0, b - a) / 1e6 for a, b in zip(token_ns, token_ns[1:], strict=False))
+    gaps = sorted(max(0, b - a) / 1e6 for a, b in pairwise(token_ns))
     first = counts[0] if counts is not None else 1
     rate = (tokens - first) / (decode / 1000.0) if decode > 0 else None
     return StreamStats(ttft, decode, tokens, _quantile(gaps, 0.5), _quantile(gaps, 0.95), rate)

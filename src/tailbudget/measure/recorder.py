@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import logging
 import os
@@ -26,7 +27,7 @@ SinkSpec = str | Path | Sink
 
 
 def make_sink(spec: SinkSpec) -> Sink:
-    """A sink from a path (`.parquet`, `.jsonl`/`.ndjson`), a name (`prometheus`, `otel`) or itself."""
+    """A sink from a path (`.parquet`, `.jsonl`), a name (`prometheus`, `otel`) or itself."""
     if isinstance(spec, Sink):
         return spec
     if isinstance(spec, str | Path):
@@ -109,8 +110,10 @@ class Recorder:
             raise TailbudgetError(f"flush_interval_s must be > 0, got {flush_interval_s}")
         if deadline_ms is not None and deadline_ms <= 0:
             raise TailbudgetError(f"deadline_ms must be > 0, got {deadline_ms}")
-        self.deadline_ms = deadline_ms if deadline_ms is not None else (
-            _slo_deadline(budget) if budget is not None else None
+        self.deadline_ms = (
+            deadline_ms
+            if deadline_ms is not None
+            else (_slo_deadline(budget) if budget is not None else None)
         )
         self._need = _stage_need(budget) if budget is not None else {}
         specs: list[SinkSpec]
@@ -232,10 +235,8 @@ class Recorder:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(Exception):
             atexit.unregister(self.close)
-        except Exception:
-            pass
         self._pump.close()
         if self.dropped:
             log.warning(

@@ -84,9 +84,7 @@ class StageTimer:
         t1 = perf_counter_ns()
         try:
             _STAGE.reset(self._token)
-            self._done.append(
-                (self.name, self.t0, t1, self.p, None if et is None else et.__name__)
-            )
+            self._done.append((self.name, self.t0, t1, self.p, None if et is None else et.__name__))
         except Exception:  # exit without enter, twice, or in another context
             if not getattr(self, "skipped", False):
                 log.warning("tailbudget: stage %r misused; dropped", getattr(self, "name", None))
@@ -127,7 +125,17 @@ class Request:
     Built by `Recorder.request` (which fills the slots directly: no __init__ frame).
     """
 
-    __slots__ = ("_deadline_ns", "_done", "_extra", "_rec", "_token", "deadline_ms", "fields", "request_id", "t0")
+    __slots__ = (
+        "_deadline_ns",
+        "_done",
+        "_extra",
+        "_rec",
+        "_token",
+        "deadline_ms",
+        "fields",
+        "request_id",
+        "t0",
+    )
 
     _rec: Recorder
     request_id: int | str
@@ -225,7 +233,7 @@ class Request:
     @property
     def remaining_ms(self) -> float | None:
         """Milliseconds left before the deadline (negative when past), None without one."""
-        deadline = getattr(self, "_deadline_ns", None)
+        deadline: int | None = getattr(self, "_deadline_ns", None)
         if deadline is None:
             return None
         return (deadline - perf_counter_ns()) / 1e6

@@ -18,7 +18,17 @@ T = TypeVar("T")
 class StreamTimer(Generic[T]):
     """Iterates a token stream unchanged while stamping each chunk's arrival."""
 
-    __slots__ = ("_ait", "_count", "_it", "_source", "attributes", "counts", "parent_t0", "start_ns", "token_ns")
+    __slots__ = (
+        "_ait",
+        "_count",
+        "_it",
+        "_source",
+        "attributes",
+        "counts",
+        "parent_t0",
+        "start_ns",
+        "token_ns",
+    )
 
     def __init__(
         self,

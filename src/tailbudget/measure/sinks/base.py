@@ -33,7 +33,9 @@ class Batch:
 
     __slots__ = ("_repeated", "_rows", "clock", "prefix", "records")
 
-    def __init__(self, records: list[Record], clock: Clock, prefix: str, repeated: set[str]) -> None:
+    def __init__(
+        self, records: list[Record], clock: Clock, prefix: str, repeated: set[str]
+    ) -> None:
         self.records = records
         self.clock = clock
         self.prefix = prefix
@@ -140,7 +142,9 @@ class Pump:
             self._deliver(records)
 
     def _deliver(self, records: list[Record]) -> None:
-        batch = Batch(records, Clock(time.time_ns(), time.perf_counter_ns()), self.id_prefix, self._repeated)
+        batch = Batch(
+            records, Clock(time.time_ns(), time.perf_counter_ns()), self.id_prefix, self._repeated
+        )
         try:
             _ = batch.rows  # build once here so a bad record cannot fail every sink
         except Exception:
@@ -175,7 +179,9 @@ class Pump:
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             left = len(self._q)
-            log.warning("tailbudget: writer did not finish in %.0fs; %d records dropped", timeout_s, left)
+            log.warning(
+                "tailbudget: writer did not finish in %.0fs; %d records dropped", timeout_s, left
+            )
             self._on_drop("close", left)
         else:
             self._drain()  # a put that raced the stop flag lands here, not on the floor

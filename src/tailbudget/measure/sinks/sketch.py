@@ -72,7 +72,7 @@ class SketchSink(Sink):
             for key, value in row.items():
                 if key.endswith("_ms") and key != "total_ms" and isinstance(value, float):
                     values.setdefault(key[:-3], []).append(value)
-        oldest = int(self._clock() // self.slot_s) - int(round(self.window_s / self.slot_s))
+        oldest = int(self._clock() // self.slot_s) - round(self.window_s / self.slot_s)
         with self._lock:
             for idx, values in grouped.items():
                 slot = self._slots.get(idx)
@@ -88,7 +88,7 @@ class SketchSink(Sink):
     def _live(self, now: float | None) -> list[_Slot]:
         t = self._clock() if now is None else now
         newest = int(t // self.slot_s)
-        oldest = newest - int(round(self.window_s / self.slot_s)) + 1
+        oldest = newest - round(self.window_s / self.slot_s) + 1
         return [s for i, s in self._slots.items() if oldest <= i <= newest]
 
     def window(self, stage: str | None = None, *, now: float | None = None) -> LatencySketch:
