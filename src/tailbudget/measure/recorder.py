@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.measure.record import Record
 from tailbudget.measure.request import Request
 from tailbudget.measure.sinks.base import Pump, Sink
 
@@ -150,6 +149,7 @@ class Recorder:
             id_prefix=self.id_prefix,
             on_drop=self._on_drop,
         )
+        self._enqueue = self._pump.put  # bound once: Request.__exit__ calls it directly
         self._closed = False
         atexit.register(self.close)
 
@@ -179,9 +179,9 @@ class Recorder:
         req._extra = None
         return req
 
-    def _put(self, record: Record) -> None:
-        if not self._pump.put(record):
-            self._on_drop("closed" if self._closed else "queue_full", 1)
+    def _refused(self) -> None:
+        """The queue did not take a record (called by Request on the rare path)."""
+        self._on_drop("closed" if self._closed else "queue_full", 1)
 
     def _stage_need_ms(self, stage: str) -> float | None:
         need = self._need.get(stage)

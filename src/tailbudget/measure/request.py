@@ -165,7 +165,8 @@ class Request:
             _REQUEST.reset(self._token)
         except Exception:
             log.warning("tailbudget: request exited in another context than it entered")
-        self._rec._put(
+        rec = self._rec
+        if not rec._enqueue(
             _record(
                 Record,
                 (
@@ -178,7 +179,8 @@ class Request:
                     self._extra,
                 ),
             )
-        )
+        ):
+            rec._refused()
 
     async def __aenter__(self) -> Request:
         return self.__enter__()

@@ -99,6 +99,7 @@ class Pump:
         self._stop = False
         self._repeated: set[str] = set()
         self.written = 0
+        self._inflight = 0
         self._thread = threading.Thread(target=self._run, name="tailbudget-writer", daemon=True)
         self._thread.start()
 
@@ -139,7 +140,9 @@ class Pump:
                     records.append(pop())
             except IndexError:
                 pass
+            self._inflight = len(records)
             self._deliver(records)
+            self._inflight = 0
 
     def _deliver(self, records: list[Record]) -> None:
         batch = Batch(
@@ -178,11 +181,14 @@ class Pump:
         self._wake.set()
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            left = len(self._q)
+            left = len(self._q) + self._inflight
             log.warning(
-                "tailbudget: writer did not finish in %.0fs; %d records dropped", timeout_s, left
+                "tailbudget: writer still busy after %.0fs at close; %d records may be lost",
+                timeout_s,
+                left,
             )
             self._on_drop("close", left)
+            return  # the sinks stay open: the writer thread is still using them
         else:
             self._drain()  # a put that raced the stop flag lands here, not on the floor
         for sink in self.sinks:
