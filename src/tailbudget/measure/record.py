@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -63,6 +64,23 @@ class Record(NamedTuple):
     """Name of the exception that escaped the request block, if any."""
     fields: dict[str, Any]
     extra: Extra | None
+
+
+class IsoTime:
+    """Epoch ns -> ISO-8601 UTC with microseconds, caching the per-second prefix."""
+
+    __slots__ = ("_prefix", "_sec")
+
+    def __init__(self) -> None:
+        self._sec = -1
+        self._prefix = ""
+
+    def __call__(self, ns: int) -> str:
+        sec, rem = divmod(ns, 1_000_000_000)
+        if sec != self._sec:
+            self._sec = sec
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        return f"{self._prefix}.{rem // 1000:06d}Z"
 
 
 @dataclass(slots=True)
@@ -157,15 +175,20 @@ def stats_of(stream: StreamTimer[Any]) -> StreamStats:
 
 
 def to_rows(
-    records: Iterable[Record], clock: Clock, prefix: str, repeated: set[str]
+    records: Iterable[Record],
+    clock: Clock,
+    prefix: str,
+    repeated: set[str],
+    iso: IsoTime | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows in audit column names, one per record.
+    """Rows in audit column names, one per record; `ts` is ISO-8601 UTC text.
 
     Repeated stages are summed; `repeated` (updated here) names stages that
     ever repeated, which get a `<stage>_count` column from then on. Negative
     durations are clamped to 0.
     """
     rows: list[dict[str, Any]] = []
+    iso = iso or IsoTime()
     wall = clock.wall_ns - clock.perf_ns
     cols: dict[str, str] = {}
     for r in records:
@@ -173,7 +196,7 @@ def to_rows(
         rid = r.request_id
         row: dict[str, Any] = {
             "request_id": f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid),
-            "ts": wall + start,
+            "ts": iso(wall + start),
             "total_ms": (end - start) / 1e6 if end > start else 0.0,
             "error": False,
         }

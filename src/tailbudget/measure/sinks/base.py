@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tailbudget.measure.record import Clock, Record, to_rows
+from tailbudget.measure.record import Clock, IsoTime, Record, to_rows
 
 if TYPE_CHECKING:
     from tailbudget.budget import Budget
@@ -31,22 +31,28 @@ class Batch:
     `rows` (audit column names) is built on first use and shared by sinks.
     """
 
-    __slots__ = ("_repeated", "_rows", "clock", "prefix", "records")
+    __slots__ = ("_iso", "_repeated", "_rows", "clock", "prefix", "records")
 
     def __init__(
-        self, records: list[Record], clock: Clock, prefix: str, repeated: set[str]
+        self,
+        records: list[Record],
+        clock: Clock,
+        prefix: str,
+        repeated: set[str],
+        iso: IsoTime | None = None,
     ) -> None:
         self.records = records
         self.clock = clock
         self.prefix = prefix
         self._repeated = repeated
+        self._iso = iso
         self._rows: list[dict[str, Any]] | None = None
 
     @property
     def rows(self) -> list[dict[str, Any]]:
         """One dict per request: request_id, ts (epoch ns), total_ms, <stage>_ms, ..."""
         if self._rows is None:
-            self._rows = to_rows(self.records, self.clock, self.prefix, self._repeated)
+            self._rows = to_rows(self.records, self.clock, self.prefix, self._repeated, self._iso)
         return self._rows
 
     def __len__(self) -> int:
@@ -98,6 +104,7 @@ class Pump:
         self._busy = False
         self._stop = False
         self._repeated: set[str] = set()
+        self._iso = IsoTime()
         self.written = 0
         self._inflight = 0
         self._thread = threading.Thread(target=self._run, name="tailbudget-writer", daemon=True)
@@ -145,9 +152,8 @@ class Pump:
             self._inflight = 0
 
     def _deliver(self, records: list[Record]) -> None:
-        batch = Batch(
-            records, Clock(time.time_ns(), time.perf_counter_ns()), self.id_prefix, self._repeated
-        )
+        clock = Clock(time.time_ns(), time.perf_counter_ns())
+        batch = Batch(records, clock, self.id_prefix, self._repeated, self._iso)
         try:
             _ = batch.rows  # build once here so a bad record cannot fail every sink
         except Exception:

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from tailbudget.errors import TailbudgetError
 from tailbudget.measure.sinks.base import Batch, Sink
-
-
-class _IsoTime:
-    """Epoch ns -> ISO-8601 UTC, caching the per-second prefix (batches share seconds)."""
-
-    def __init__(self) -> None:
-        self._sec = -1
-        self._prefix = ""
-
-    def __call__(self, ns: int) -> str:
-        sec, rem = divmod(ns, 1_000_000_000)
-        if sec != self._sec:
-            self._sec = sec
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        return f"{self._prefix}.{rem // 1000:06d}Z"
 
 
 def _encoder() -> Callable[[Any], bytes]:
@@ -54,18 +38,13 @@ class JsonlSink(Sink):
             raise TailbudgetError(
                 f"cannot open JSONL sink {str(path)!r}: {exc.strerror}; give a writable path"
             ) from exc
-        self._iso = _IsoTime()
         self._dumps = _encoder()
 
     def write(self, batch: Batch) -> None:
         if self._fh is None:
             return
-        iso, dumps = self._iso, self._dumps
-        lines: list[bytes] = []
-        for row in batch.rows:
-            out: dict[str, Any] = dict(row)
-            out["ts"] = iso(row["ts"])
-            lines.append(dumps(out))
+        dumps = self._dumps
+        lines = [dumps(row) for row in batch.rows]
         if lines:
             lines.append(b"")
             self._fh.write(b"\n".join(lines))

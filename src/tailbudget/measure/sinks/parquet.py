@@ -29,9 +29,8 @@ def _table(rows: list[dict[str, Any]]) -> Any:
     arrays: dict[str, Any] = {}
     for key in keys:
         values = [row.get(key) for row in rows]
-        if key == "ts":
-            ns = pa.array(values, type=pa.int64()).cast(pa.timestamp("ns", tz="UTC"))
-            arrays[key] = ns.cast(pa.timestamp("us", tz="UTC"), safe=False)
+        if key == "ts":  # ISO-8601 text from the writer; Arrow parses it in C++
+            arrays[key] = pa.array(values, type=pa.string()).cast(pa.timestamp("us", tz="UTC"))
             continue
         try:
             arrays[key] = pa.array(values)
@@ -63,17 +62,22 @@ class ParquetSink(Sink):
             ) from exc
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self._pending: list[dict[str, Any]] = []
+        # Each batch becomes an Arrow table at once: columnar memory the GC never scans.
+        self._pending: list[Any] = []
+        self._pending_rows = 0
         self._writer: Any = None
         self._schema: Any = None
         self.rows_written = 0
         # Import everything pyarrow pulls in lazily now: the first write may be the
         # atexit flush, when Python refuses new atexit registrations (pandas' pools).
-        _table([{"request_id": "warm-up", "ts": 0, "total_ms": 0.0}])
+        _table([{"request_id": "warm-up", "ts": "2000-01-01T00:00:00.000000Z", "total_ms": 0.0}])
 
     def write(self, batch: Batch) -> None:
-        self._pending.extend(batch.rows)
-        if len(self._pending) >= self.row_group_rows:
+        if not batch.rows:
+            return
+        self._pending.append(_table(batch.rows))
+        self._pending_rows += len(batch.rows)
+        if self._pending_rows >= self.row_group_rows:
             self._write_pending()
 
     def _open(self, schema: Any) -> None:
@@ -86,10 +90,19 @@ class ParquetSink(Sink):
         if not self._pending:
             return
         import pyarrow as pa
+
+        tables, self._pending, self._pending_rows = self._pending, [], 0
+        try:
+            merged = [pa.concat_tables(tables, promote_options="permissive")]
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # clashing types: one at a time
+            merged = tables
+        for table in merged:
+            self._write_table(table)
+
+    def _write_table(self, table: Any) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = _table(self._pending)
-        self._pending = []
         if self._writer is None:
             self._open(table.schema)
         elif not table.schema.equals(self._schema):

@@ -63,8 +63,9 @@ class SketchSink(Sink):
     def write(self, batch: Batch) -> None:
         grouped: dict[int, dict[str, list[float]]] = {}
         errors: dict[int, int] = {}
-        for row in batch.rows:
-            idx = int(row["ts"] / 1e9 // self.slot_s)
+        epoch_ns = batch.clock.epoch_ns
+        for r, row in zip(batch.records, batch.rows, strict=True):
+            idx = int(epoch_ns(r.start_ns) / 1e9 // self.slot_s)
             values = grouped.setdefault(idx, {})
             values.setdefault(TOTAL, []).append(row["total_ms"])
             if row["error"]:
