@@ -34,7 +34,7 @@ from tailbudget import Recorder
 STAGE_NAMES = ["embedding", "retrieval", "rerank", "llm", "post", "guard", "tool", "cache"]
 
 
-def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
+def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float, float]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
@@ -51,7 +51,7 @@ def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
         BatchSpanProcessor(NoopExporter(), max_queue_size=n * (len(stages) + 1) + 1)
     )
     tracer = provider.get_tracer("bench")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
         with tracer.start_as_current_span("request", attributes={"route": "chat", "seq_len": i}):
             for s in stages:
@@ -59,9 +59,9 @@ def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
                     pass
     hot = time.perf_counter() - t0
     provider.force_flush()
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
     provider.shutdown()
-    return hot, total
+    return hot, total, cpu
 
 
 class PlainTimer:
@@ -79,10 +79,10 @@ class PlainTimer:
         self.row[self.name] = (time.perf_counter() - self.t0) * 1000.0
 
 
-def bench_plain(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
+def bench_plain(n: int, stages: list[str], tmp: Path) -> tuple[float, float, float]:
     cols = [f"{s}_ms" for s in stages]
     with (tmp / "plain.jsonl").open("w") as fh:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(n):
             row: dict[str, Any] = {"route": "chat", "seq_len": i, "ts": time.time()}
             start = time.perf_counter()
@@ -92,13 +92,13 @@ def bench_plain(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
             row["total_ms"] = (time.perf_counter() - start) * 1000.0
             fh.write(json.dumps(row) + "\n")
         hot = time.perf_counter() - t0
-    return hot, time.perf_counter() - t0
+    return hot, time.perf_counter() - t0, time.process_time() - c0
 
 
-def _bench_recorder(sink: str) -> Callable[[int, list[str], Path], tuple[float, float]]:
-    def run(n: int, stages: list[str], tmp: Path) -> tuple[float, float]:
+def _bench_recorder(sink: str) -> Callable[[int, list[str], Path], tuple[float, float, float]]:
+    def run(n: int, stages: list[str], tmp: Path) -> tuple[float, float, float]:
         rec = Recorder(sink=str(tmp / sink), capacity=n + 1)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(n):
             with rec.request(route="chat", seq_len=i) as req:
                 for s in stages:
@@ -106,14 +106,14 @@ def _bench_recorder(sink: str) -> Callable[[int, list[str], Path], tuple[float, 
                         pass
         hot = time.perf_counter() - t0
         rec.close()
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert rec.dropped == 0 and rec.written == n, (rec.dropped, rec.written)
-        return hot, total
+        return hot, total, cpu
 
     return run
 
 
-CONTENDERS: list[tuple[str, Callable[[int, list[str], Path], tuple[float, float]]]] = [
+CONTENDERS: list[tuple[str, Callable[[int, list[str], Path], tuple[float, float, float]]]] = [
     ("otel-sdk span (BatchSpanProcessor, no-op exporter)", bench_otel),
     ("plain class timer -> JSONL (sync)", bench_plain),
     ("tailbudget Recorder -> JSONL", _bench_recorder("t.jsonl")),
@@ -131,28 +131,31 @@ def main(argv: list[str] | None = None) -> None:
     n = args.requests or (2_000 if args.quick else 20_000)
     rounds = args.rounds or (3 if args.quick else 5)
     stages = STAGE_NAMES[: max(1, min(args.stages, len(STAGE_NAMES)))]
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in CONTENDERS}
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in CONTENDERS}
     for _ in range(rounds):  # interleaved rounds: machine noise hits every contender alike
         for name, fn in CONTENDERS:
             with tempfile.TemporaryDirectory() as d:
                 results[name].append(fn(n, stages, Path(d)))
     per = n * len(stages)
     med = {
-        name: (
-            statistics.median(h for h, _ in r) / per * 1e6,
-            statistics.median(t for _, t in r) / per * 1e6,
-        )
+        name: [statistics.median(x[k] for x in r) / per * 1e6 for k in range(3)]
         for name, r in results.items()
     }
-    ref = med[CONTENDERS[0][0]][1]
+    ref_wall, ref_cpu = med[CONTENDERS[0][0]][1], med[CONTENDERS[0][0]][2]
     print(
-        f"{n} requests x {len(stages)} stages, median of {rounds} rounds; "
-        "cost per stage includes the request and the sink.\n"
+        f"{n} requests x {len(stages)} stages, median of {rounds} interleaved rounds; "
+        "cost per stage includes the request and the sink (writer threads included).\n"
     )
-    print("| contender | hot path µs/stage | incl. sink µs/stage | share of OTel span |")
-    print("|---|---:|---:|---:|")
-    for name, (hot, total) in med.items():
-        print(f"| {name} | {hot:.2f} | {total:.2f} | {total / ref:.3f} |")
+    print(
+        "| contender | wall µs/stage (request path) | wall µs/stage (incl. sink) "
+        "| CPU µs/stage (incl. sink) | share of OTel (wall) | share of OTel (CPU) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, (hot, total, cpu) in med.items():
+        print(
+            f"| {name} | {hot:.2f} | {total:.2f} | {cpu:.2f} "
+            f"| {total / ref_wall:.3f} | {cpu / ref_cpu:.3f} |"
+        )
 
 
 if __name__ == "__main__":
