@@ -84,7 +84,7 @@ class OTelSink(Sink):
         trace = self._trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        fields = r.fields
+        fields = dict(r.fields)
         route = fields.get("route")
         attrs: dict[str, Any] = {"tailbudget.request_id": request_id_of(r, prefix)}
         for key, value in fields.items():

@@ -142,7 +142,7 @@ class PrometheusSink(Sink):
     def write(self, batch: Batch) -> None:
         svc = self._service
         for r, row in zip(batch.records, batch.rows, strict=True):
-            route = str(r.fields.get("route", ""))
+            route = next((str(v) for k, v in r.fields if k == "route"), "")
             self._child("request", svc, route).observe(row["total_ms"] / 1000.0)
             outcome = "error" if row["error"] else "ok"
             self._child("requests", svc, route, outcome).inc()

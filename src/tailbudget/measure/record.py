@@ -59,10 +59,11 @@ class Record(NamedTuple):
     """An int is a sequence number, formatted with the recorder's prefix off-path."""
     start_ns: int
     end_ns: int
-    stages: list[Stage]
+    stages: Sequence[Stage]
     error: str | None
     """Name of the exception that escaped the request block, if any."""
-    fields: dict[str, Any]
+    fields: Sequence[tuple[str, Any]]
+    """Covariates as (name, value) pairs, in the order given."""
     extra: Extra | None
 
 
@@ -237,7 +238,7 @@ def to_rows(
         if err is not None:
             row["error"] = True
             row["error_type"] = err
-        for key, value in r.fields.items():
+        for key, value in r.fields:
             if key not in row and key not in RESERVED:
                 row[key] = value
         rows.append(row)

@@ -77,9 +77,11 @@ class Recorder:
 
     `sink`: a path (`.parquet` / `.jsonl`), `"prometheus"`, `"otel"`, a `Sink`
     object, or a list of them. With no sink, rolling sketches are kept for the
-    controller (`rec.sketch`). `budget` (a `Budget` or a path) gives the
+    controller (`rec.snapshot()`). `budget` (a `Budget` or a path) gives the
     default deadline (the largest SLO percentile), the stage budgets
-    `can_afford` compares with, and histogram buckets.
+    `can_afford` compares with, and histogram buckets. `batch_size` is kept
+    small on purpose: the writer's per-row objects then die young, which keeps
+    the cyclic GC (and so the request threads) from paying for them.
     """
 
     def __init__(
@@ -90,7 +92,7 @@ class Recorder:
         service: str | None = None,
         deadline_ms: float | None = None,
         capacity: int = 100_000,
-        batch_size: int = 2048,
+        batch_size: int = 256,
         flush_interval_s: float = 0.25,
         window_s: float = 60.0,
         registry: Any = None,

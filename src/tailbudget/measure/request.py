@@ -173,9 +173,11 @@ class Request:
                     self.request_id,
                     self.t0,
                     t1,
-                    self._done,
+                    # Tuples of atomic values: the GC untracks the whole record at its
+                    # first pass, so records waiting for the writer cost it nothing.
+                    tuple(self._done),
                     None if et is None else et.__name__,
-                    self.fields,
+                    tuple(self.fields.items()),
                     self._extra,
                 ),
             )
