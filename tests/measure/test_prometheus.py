@@ -102,3 +102,15 @@ def test_two_recorders_share_one_registry(registry):
         if s.name.endswith("_count")
     ]
     assert count == pytest.approx(2)
+
+
+def test_metrics_registered_elsewhere_are_reused():
+    from prometheus_client import CollectorRegistry, Counter
+
+    registry = CollectorRegistry()
+    mine = Counter("tailbudget_dropped_records", "made by the app", ["sink"], registry=registry)
+    rec = Recorder(sink=PrometheusSink(registry), registry=registry)
+    rec.close()
+    with rec.request():
+        pass
+    assert mine.labels(sink="prometheus")._value.get() == 1

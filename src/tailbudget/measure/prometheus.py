@@ -52,6 +52,18 @@ def _registry(registry: Any) -> Any:
     return registry
 
 
+def _create(factory: Any, name: str, *args: Any, registry: Any, **kwargs: Any) -> Any:
+    """A new collector, or the one already registered under `name` (made elsewhere)."""
+    try:
+        return factory(name, *args, registry=registry, **kwargs)
+    except ValueError:  # duplicated timeseries: reuse what the registry holds
+        for key in (name, f"{name}_total"):
+            existing = getattr(registry, "_names_to_collectors", {}).get(key)
+            if existing is not None:
+                return existing
+        raise
+
+
 def dropped_counter(registry: Any = None) -> Any:
     """The `tailbudget_dropped_records_total{sink}` counter of a registry (created once)."""
     from prometheus_client import Counter
@@ -60,7 +72,8 @@ def dropped_counter(registry: Any = None) -> Any:
     with _lock:
         slot = _metrics.setdefault(id(reg), {"_registry": reg})
         if "dropped" not in slot:
-            slot["dropped"] = Counter(
+            slot["dropped"] = _create(
+                Counter,
                 names.DROPPED_RECORDS.removesuffix("_total"),
                 "Records a full sink queue (or a failing sink) could not take.",
                 ["sink"],
@@ -78,27 +91,31 @@ def request_metrics(registry: Any = None, buckets: list[float] | None = None) ->
         slot = _metrics.setdefault(id(reg), {"_registry": reg})
         if "stage" not in slot:
             b = buckets or list(DEFAULT_BUCKETS_S)
-            slot["stage"] = Histogram(
+            slot["stage"] = _create(
+                Histogram,
                 names.STAGE_DURATION,
                 "Time per stage per request.",
                 ["service", "stage"],
                 buckets=b,
                 registry=reg,
             )
-            slot["request"] = Histogram(
+            slot["request"] = _create(
+                Histogram,
                 names.REQUEST_DURATION,
                 "End-to-end time of each request.",
                 ["service", "route"],
                 buckets=b,
                 registry=reg,
             )
-            slot["requests"] = Counter(
+            slot["requests"] = _create(
+                Counter,
                 names.REQUESTS_TOTAL.removesuffix("_total"),
                 "Requests recorded, by outcome.",
                 ["service", "route", "outcome"],
                 registry=reg,
             )
-            slot["shed"] = Counter(
+            slot["shed"] = _create(
+                Counter,
                 names.SHED_TOTAL.removesuffix("_total"),
                 "Requests refused by backpressure.",
                 ["reason"],
