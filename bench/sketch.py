@@ -4,7 +4,8 @@ On N heavy-tailed values (lognormal and Pareto latencies, ms) it measures, per
 method: ingest time, relative error at p50/p95/p99/p99.9 against the exact
 order statistic, serialized size, and whether merging two halves gives the
 whole. The per-value `add` loops of ddsketch and HdrHistogram are timed on a
-subset and extrapolated to N (the table says so). Prints a markdown table.
+subset and extrapolated to N (the table says so). Every time is the best of
+three runs, to damp noise from other processes. Prints a markdown table.
 
     python bench/sketch.py            # 5,000,000 values per distribution
     python bench/sketch.py --quick    # 500,000
@@ -77,7 +78,7 @@ def bench(name: str, x: np.ndarray, subset: int) -> list[dict[str, object]]:
             add(v)
         return d
 
-    t_sub, _ = _timed(lambda: dd_loop(sub))
+    t_sub, _ = _timed(lambda: dd_loop(sub), repeat=3)
     full = dd_loop(x) if subset >= n else None
     # accuracy on the whole array (not timed when extrapolated), to compare like with like
     dd = full if full is not None else dd_loop(x)
@@ -104,7 +105,7 @@ def bench(name: str, x: np.ndarray, subset: int) -> list[dict[str, object]]:
             rec(v)
         return h
 
-    t_sub, _ = _timed(lambda: hdr_loop(sub))
+    t_sub, _ = _timed(lambda: hdr_loop(sub), repeat=3)
     h = hdr_loop(x)
     h1, h2 = hdr_loop(x[: n // 2]), hdr_loop(x[n // 2 :])
     h1.add(h2)

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from tailbudget.control.logsource import ReplayLog
 
@@ -46,15 +48,24 @@ def synth(
     )
 
 
-def to_parquet(log: ReplayLog, path: Path) -> Path:
-    """Write the log as a Parquet file with ts (timestamp), total_ms and error."""
-    pd.DataFrame(
-        {
-            "ts": pd.to_datetime(log.ts_s, unit="s", utc=True),
-            "total_ms": log.total_ms,
-            "error": log.error,
-        }
-    ).to_parquet(path)
+def _times(ts_s: np.ndarray, unit: str) -> pa.Array:
+    scale = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    return pa.array(np.rint(ts_s * scale).astype(np.int64), pa.timestamp(unit, tz="UTC"))
+
+
+def to_parquet(log: ReplayLog, path: Path, unit: str = "us") -> Path:
+    """Write the log as Parquet: ts (UTC timestamp in `unit`), total_ms and error."""
+    pq.write_table(
+        pa.table({"ts": _times(log.ts_s, unit), "total_ms": log.total_ms, "error": log.error}),
+        path,
+    )
+    return path
+
+
+def write_csv(path: Path, columns: dict[str, np.ndarray], *, time_col: str | None = None) -> Path:
+    """Write columns as CSV; `time_col` (epoch seconds) is written as ISO timestamps."""
+    data = {k: _times(v, "us") if k == time_col else pa.array(v) for k, v in columns.items()}
+    pacsv.write_csv(pa.table(data), path)
     return path
 
 

@@ -203,3 +203,13 @@ def test_observe_never_raises_and_counts_bad_input() -> None:
 def test_set_baseline_validates(bad: float) -> None:
     with pytest.raises(PolicyError, match="baseline p99 must be a positive number"):
         Controller(resolve_policy(None)).set_baseline(bad)
+
+
+def test_status_shows_external_stats_when_given() -> None:
+    c = Controller(resolve_policy(None))
+    c.evaluate(10.0, _stats(1234.0, count=321))
+    st = c.status(10.0)
+    assert st["stats"]["p95"] == 1234.0 and st["stats"]["count"] == 321
+    c.evaluate(20.0)  # back to the own (empty) window: unknown
+    st = c.status(20.0)
+    assert st["stats"]["count"] == 0 and st["known"] is False

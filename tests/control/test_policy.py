@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tailbudget.budget import parse_budget
-from tailbudget.budget.policy import parse_policy, resolve_policy
+from tailbudget.budget.policy import parse_policy, resolve_policy, resolve_threshold
 from tailbudget.errors import PolicyError
 
 BUDGET = """
@@ -141,3 +143,45 @@ def test_with_baseline_is_a_copy() -> None:
     p = resolve_policy(None)
     q = p.with_baseline(800.0)
     assert p.baseline_p99_ms is None and q.baseline_p99_ms == 800.0
+
+
+_SLO = parse_budget(BUDGET).slo
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=1, max_value=50_000), st.sampled_from(["p50", "p95", "p99"]))
+def test_threshold_share_of_slo(tenths: int, ref: str) -> None:
+    share = tenths / 10
+    value, expr = resolve_threshold(f"{share:g}% of {ref}", "p95", _SLO, "t")
+    assert value == pytest.approx(share / 100 * getattr(_SLO, ref))
+    assert expr == f"{share:g}% of {ref}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.floats(min_value=0.001, max_value=1e6, allow_nan=False),
+    st.sampled_from(["ms", "s", ""]),
+)
+def test_threshold_durations(value: float, unit: str) -> None:
+    got, _ = resolve_threshold(f"{value:.3f}{unit}", "p99", _SLO, "t")
+    assert got == pytest.approx(round(value, 3) * (1000.0 if unit == "s" else 1.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.text(max_size=20), st.floats(), st.integers(), st.booleans(), st.none()),
+    st.sampled_from(["p50", "p95", "p99", "error_rate", "p99_vs_baseline"]),
+)
+@example("inf", "error_rate")
+@example("1e400", "p99_vs_baseline")
+@example("-0%", "error_rate")
+@example("0%", "error_rate")
+@example("0% of p95", "p95")
+@example("0x", "p99_vs_baseline")
+def test_threshold_parser_only_raises_policy_error(raw: object, metric: str) -> None:
+    try:
+        value, _ = resolve_threshold(raw, metric, _SLO, "policy.rules[0].threshold")
+    except PolicyError as exc:
+        assert str(exc).startswith("policy.rules[0].threshold: ")
+    else:
+        assert value > 0 and value == value and value != float("inf")

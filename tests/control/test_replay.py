@@ -140,3 +140,13 @@ def test_baseline_value_passes_through() -> None:
     log = synth(600, 10, const(500), seed=9)
     rep = replay(log, resolve_policy(None), baseline=Baseline(321.0, "--baseline-p99"))
     assert rep["baseline_p99_ms"] == 321.0 and rep["policy"]["baseline_p99_ms"] == 321.0
+
+
+def test_dry_run_replay_marks_every_decision() -> None:
+    log = synth(600, 10, const(2500), seed=10)
+    live = replay(log, resolve_policy(None))
+    shadow = replay(log, parse_policy({"dry_run": True}))
+    assert live["decisions"] and all(not d["dry_run"] for d in live["decisions"])
+    assert [d["action"] for d in shadow["decisions"]] == [d["action"] for d in live["decisions"]]
+    assert all(d["dry_run"] for d in shadow["decisions"])
+    assert any("dry run" in n for n in shadow["notes"])

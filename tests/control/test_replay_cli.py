@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
 
-from .synth import const, synth, to_parquet
+from .synth import const, synth, to_parquet, write_csv
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -26,6 +26,18 @@ def _ramp_log(tmp_path: Path) -> Path:
         return np.interp(t, [0, 300, 900], [900, 900, 3400])
 
     return to_parquet(synth(1200, 10, ramp, seed=11), tmp_path / "ramp.parquet")
+
+
+@pytest.mark.parametrize("unit", ["ns", "us"])
+def test_parquet_time_units(tmp_path: Path, unit: str) -> None:
+    log = synth(300, 10, const(2500), seed=15)
+    path = to_parquet(log, tmp_path / f"{unit}.parquet", unit=unit)
+    res = runner.invoke(app, ["replay", str(path)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["rows"]["used"] == log.ts_s.size
+    assert rep["decisions"][0]["action"] == "scale_up"
+    assert rep["duration_s"] == pytest.approx(log.ts_s[-1] - log.ts_s[0], abs=1e-3)
 
 
 def test_json_to_file(tmp_path: Path) -> None:
@@ -54,9 +66,7 @@ def test_text_and_html(tmp_path: Path) -> None:
 def test_budget_policy_and_columns(tmp_path: Path) -> None:
     log = synth(900, 10, const(1500), seed=12)
     path = tmp_path / "log.csv"
-    pd.DataFrame(
-        {"when": pd.to_datetime(log.ts_s, unit="s", utc=True), "lat": log.total_ms}
-    ).to_csv(path, index=False)
+    write_csv(path, {"when": log.ts_s, "lat": log.total_ms}, time_col="when")
     budget = tmp_path / "b.yaml"
     budget.write_text(
         "service: fraud\nenvironment: qa\nslo: {p95: 2000}\npipeline:\n  - stage: model\n"
@@ -95,8 +105,8 @@ def _bad(args: list[str]) -> str:
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     no_ts = tmp_path / "nots.csv"
-    pd.DataFrame({"total_ms": [1.0, 2.0]}).to_csv(no_ts, index=False)
-    assert "no timestamp column" in _bad([str(no_ts)])
+    write_csv(no_ts, {"total_ms": np.array([1.0, 2.0])})
+    assert "replay needs one: pass --timestamp COL" in _bad([str(no_ts)])
     assert re.search("not found|no such file", _bad([str(tmp_path / "missing.parquet")]))
     log = _ramp_log(tmp_path)
     assert "give one baseline" in _bad([str(log), "--baseline-p99", "5", "--baseline-window", "1m"])
@@ -117,3 +127,17 @@ def test_subprocess_no_timestamp_exit_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_relative_time_log(tmp_path: Path) -> None:
+    log = synth(600, 10, const(2500), seed=14)
+    path = tmp_path / "rel.csv"
+    offsets = log.ts_s - log.ts_s[0] + 3.0
+    write_csv(path, {"t_s": offsets, "total_ms": log.total_ms})
+    res = runner.invoke(app, ["replay", str(path), "--timestamp", "t_s"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["start"] == "PT3.000S"
+    d = rep["decisions"][0]
+    assert d["action"] == "scale_up" and d["t"].startswith("PT")
+    assert float(d["t"][2:-1]) == pytest.approx(d["t_offset_s"] + 3.0, abs=1e-3)

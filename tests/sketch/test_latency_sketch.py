@@ -77,7 +77,7 @@ def test_merge_of_halves_equals_whole() -> None:
     a.merge(b)
     assert a.count == whole.count
     assert a.quantiles(QS) == whole.quantiles(QS)
-    assert a.to_bytes()[72:] == whole.to_bytes()[72:]  # same buckets (sum may round)
+    assert a.to_bytes()[76:] == whole.to_bytes()[76:]  # same buckets (sum may round)
     assert a.min == whole.min and a.max == whole.max
 
 
@@ -158,3 +158,37 @@ def test_truncated_bytes_raise() -> None:
         LatencySketch.from_bytes(raw[:-3])
     with pytest.raises(TailbudgetError, match="bad header"):
         LatencySketch.from_bytes(b"nope")
+
+
+def test_merged_many_equals_sequential_merge() -> None:
+    rng = np.random.default_rng(5)
+    parts = [rng.lognormal(m, 1.0, 2000) for m in (2.0, 5.0, 8.0)]
+    sketches = []
+    for p in parts:
+        s = LatencySketch()
+        s.add_many(p)
+        sketches.append(s)
+    seq = LatencySketch()
+    for s in sketches:
+        seq.merge(s)
+    assert LatencySketch.merged([*sketches, LatencySketch()]) == seq
+    assert LatencySketch.merged([]).count == 0
+    with pytest.raises(TailbudgetError, match="different settings"):
+        LatencySketch.merged([sketches[0], LatencySketch(0.05)])
+
+
+def test_crafted_header_out_of_range_is_rejected() -> None:
+    import struct
+
+    s = LatencySketch()
+    s.add_many(np.array([1.0, 2.0, 3.0]))
+    raw = bytearray(s.to_bytes())
+    # header: magic, 6 doubles (accuracy, min_value, max_value, min, max, sum), then
+    # count, clamped and the zigzagged bucket offset (int64 at byte 68): move it far away
+    struct.pack_into("<q", raw, 68, 2 * 10**15)
+    with pytest.raises(TailbudgetError, match="outside the sketch's value range"):
+        LatencySketch.from_bytes(bytes(raw))
+    raw = bytearray(s.to_bytes())
+    struct.pack_into("<d", raw, 28, float("nan"))  # min
+    with pytest.raises(TailbudgetError):
+        LatencySketch.from_bytes(bytes(raw))

@@ -22,6 +22,7 @@ error_rate`) and for p99_vs_baseline (`1.2`, `1.2x`, `120% of baseline`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -189,6 +190,13 @@ def _slo_ms(slo: SLO | None, name: str, path: str) -> float:
 
 def resolve_threshold(raw: Any, metric: str, slo: SLO | None, path: str) -> tuple[float, str]:
     """A threshold as written -> (resolved value, text); PolicyError naming `path`."""
+    value, text = _threshold(raw, metric, slo, path)
+    if not (value > 0 and math.isfinite(value)):
+        raise PolicyError(f"{path}: must resolve to a positive finite number, got {raw!r}")
+    return value, text
+
+
+def _threshold(raw: Any, metric: str, slo: SLO | None, path: str) -> tuple[float, str]:
     latency = metric in ("p50", "p95", "p99")
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         raise PolicyError(f"{path}: must be a number or text like '90% of p95', got {raw!r}")
@@ -230,7 +238,7 @@ def resolve_threshold(raw: Any, metric: str, slo: SLO | None, path: str) -> tupl
     except ValueError:
         hint = "0.01 or '1%'" if metric == "error_rate" else "1.2, '1.2x' or '120% of baseline'"
         raise PolicyError(f"{path}: a {metric} threshold looks like {hint}, got {raw!r}") from None
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise PolicyError(f"{path}: must be a positive number, got {raw!r}")
     return value, raw.strip()
 
@@ -259,10 +267,10 @@ def default_rules(slo: SLO | None, rollback_for_s: float = 120.0) -> tuple[list[
     up, trim, shed = (SEED_SCALE_UP_MS * scale, SEED_TRIM_MS * scale, SEED_SHED_MS * scale)
     if p95 is None:
         where = "default (seed framework)"
-        exprs = ("1800 ms", "2800 ms", "3000 ms")
+        exprs: tuple[str, ...] = ("1800 ms", "2800 ms", "3000 ms")
     else:
         where = f"default (seed framework), scaled to slo.p95 = {p95:g} ms"
-        exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))  # type: ignore[assignment]
+        exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))
 
     def latency(name: str, t: float, expr: str, for_s: float, action: Action) -> Rule:
         return Rule(
@@ -417,12 +425,11 @@ def parse_policy(spec: str | dict[str, Any] | None, slo: SLO | None = None) -> P
             f"policy.replicas: must be a mapping with min, max and step, got {replicas_raw!r}"
         )
     for key, value in replicas_raw.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (1 if key != "min" else 0)
-        ):
-            raise PolicyError(f"policy.replicas.{key}: must be a whole number >= 1, got {value!r}")
+        least = 0 if key == "min" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PolicyError(
+                f"policy.replicas.{key}: must be a whole number >= {least}, got {value!r}"
+            )
     if "rules" in spec:
         raw_rules = spec["rules"]
         if not isinstance(raw_rules, list) or not raw_rules:

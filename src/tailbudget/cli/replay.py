@@ -61,7 +61,7 @@ def replay_text(rep: dict[str, Any]) -> str:
 
 def _html(rep: dict[str, Any]) -> str:
     try:
-        from tailbudget.report.html import render_replay_html  # type: ignore[import-not-found,attr-defined,unused-ignore]
+        from tailbudget.report.html import render_replay_html
     except ImportError:
         raise TailbudgetError(
             "HTML replay reports need tailbudget.report.html, which this build lacks; "

@@ -69,6 +69,7 @@ class Controller:
         self.last_stats: WindowStats | None = None
         self.recent: deque[Decision] = deque(maxlen=_RECENT)
         self._z = z_of(policy.confidence)
+        self._external = False
         self._rules: dict[str, _RuleState] = {r.name: _RuleState() for r in policy.rules}
 
     # ---- input ----------------------------------------------------------------------
@@ -109,6 +110,7 @@ class Controller:
     def evaluate(self, now_s: float, stats: WindowStats | None = None) -> list[Decision]:
         """Evaluate every rule at `now_s` (on `stats` when given, else the own window)."""
         p = self.policy
+        self._external = stats is not None
         if stats is None:
             stats = self.window_stats(now_s)
         known = stats.known and stats.count >= p.min_samples
@@ -317,7 +319,8 @@ class Controller:
 
     def status(self, now_s: float) -> dict[str, Any]:
         """A JSON-able picture: window stats, rules, active actions, replicas, notes."""
-        external = self.last_stats is not None and self.last_stats.source != "window"
+        # stats handed in (e.g. from Prometheus) are what the controller judged by
+        external = self._external and self.last_stats is not None
         stats = self.last_stats if external and self.last_stats else self.window_stats(now_s)
         p = self.policy
         return {

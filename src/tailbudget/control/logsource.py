@@ -285,7 +285,13 @@ def _via_read_log(
     err = np.asarray(
         arrow.column("error").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
     )
-    out = _clean(ts, tot, err, source, table.format, list(table.notes), True)
+    finite = ts[np.isfinite(ts)]
+    # small numbers are seconds from the log's start, not dates in 1970
+    absolute = not (finite.size and float(np.median(finite)) < 1e8)
+    notes = list(table.notes)
+    if not absolute:
+        notes.append("timestamps are offsets (seconds from the log's start), not dates")
+    out = _clean(ts, tot, err, source, table.format, notes, absolute)
     reasons = dict(table.rows.rejected_reasons)
     for k, v in out.rejected_reasons.items():
         reasons[k] = reasons.get(k, 0) + v
@@ -298,6 +304,7 @@ def _via_read_log(
         rows_total=table.rows.total,
         rejected_reasons=reasons,
         notes=out.notes,
+        absolute_time=out.absolute_time,
     )
 
 

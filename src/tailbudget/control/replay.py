@@ -49,8 +49,8 @@ def window_baseline(log: ReplayLog, window_s: float) -> Baseline:
 
 
 def _iso(ts_s: float, absolute: bool) -> str:
-    if not absolute:
-        return f"+{ts_s:.3f}s"
+    if not absolute:  # offsets from an unknown zero: an ISO-8601 duration
+        return f"PT{ts_s:.3f}S"
     return datetime.fromtimestamp(ts_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 

@@ -9,6 +9,7 @@ than the ring are counted in `late`, never silently dropped.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,11 @@ class WindowStats:
 
 
 UNKNOWN = WindowStats(0, 0, None, None, None, False, None)
+
+
+@functools.lru_cache(maxsize=8)
+def _z(confidence: float) -> float:
+    return z_of(confidence)
 
 
 class _Slot:
@@ -194,27 +200,23 @@ class RollingWindow:
         """The sketch, request count and error count of [now - window, now)."""
         last = math.ceil(now_s / self.width_s) - 1
         first = last - self.sub_windows + 1
-        out = LatencySketch(self.accuracy)
-        count = errors = 0
-        for slot_id, slot in self._slots.items():
-            if first <= slot_id <= last:
-                out.merge(slot.sketch)
-                count += slot.count
-                errors += slot.errors
-        return out, count, errors
+        inside = [s for k, s in self._slots.items() if first <= k <= last]
+        if not inside:
+            return LatencySketch(self.accuracy), 0, 0
+        out = LatencySketch.merged([s.sketch for s in inside])
+        return out, sum(s.count for s in inside), sum(s.errors for s in inside)
 
     def stats(
         self, now_s: float, *, min_samples: int = 1, confidence: float = 0.975
     ) -> WindowStats:
         """WindowStats of [now - window, now); unknown below `min_samples` requests."""
         sketch, count, errors = self.merged(now_s)
-        z = z_of(confidence)
-        p50, p95, p99 = sketch.quantiles((0.5, 0.95, 0.99))
+        z = _z(confidence)
         bounds = wilson(errors, count, z)
-        p99_lo = p99_hi = None
+        p50 = p95 = p99 = p99_lo = p99_hi = None
         if count:
             lo_q, hi_q = quantile_rank_bounds(0.99, count, z)
-            p99_lo, p99_hi = sketch.quantiles((lo_q, hi_q))
+            p50, p95, p99, p99_lo, p99_hi = sketch.quantiles((0.5, 0.95, 0.99, lo_q, hi_q))
         return WindowStats(
             count=count,
             errors=errors,

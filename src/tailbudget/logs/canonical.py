@@ -7,6 +7,7 @@ canonical table stays a lazy expression on the engine.
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -71,7 +72,7 @@ def canonicalize(
     reason = ibis.cases(
         (missing_total, "missing_total"),
         (ibis.or_(*(c for _, c in checks)) if checks else ibis.literal(False), "non_numeric"),
-        (ibis.or_(*(v.isnan() for v in latencies)), "nan"),
+        (ibis.or_(*(_is_nan(v, backend) for v in latencies)), "nan"),
         (ibis.or_(*(v.isinf() for v in latencies)), "infinite"),
         (ibis.or_(*(v < 0 for v in latencies)), "negative"),
         (bad_ts, "bad_timestamp"),
@@ -127,9 +128,22 @@ def materialize(backend: Any, expr: Any) -> Any:
     on backends without temporary tables.
     """
     name = f"_tailbudget_{uuid.uuid4().hex[:12]}"
+    if getattr(backend, "name", "") == "pyspark":
+        return _spark_persist(backend, expr, name)
     try:
         return backend.create_table(name, expr, temp=True)
     except (NotImplementedError, TypeError, AttributeError):
+        return expr
+
+
+def _spark_persist(backend: Any, expr: Any, name: str) -> Any:
+    # ibis' PySpark backend has no temporary tables; a persisted temp view is one.
+    try:
+        backend._run_pre_execute_hooks(expr)
+        frame = backend._session.sql(backend.compile(expr)).persist()
+        frame.createOrReplaceTempView(name)
+        return backend.table(name)
+    except AttributeError:  # private hooks moved in another ibis version: stay lazy
         return expr
 
 
@@ -145,6 +159,23 @@ def epoch_to_timestamp(value: Any) -> Any:
     return ibis.timestamp("1970-01-01 00:00:00") + ms.cast(dt.int64).as_interval("ms")
 
 
+@ibis.udf.scalar.builtin(name="isfinite")  # type: ignore[untyped-decorator]
+def _duckdb_isfinite(x: float) -> bool:  # type: ignore[empty-body]
+    """DuckDB's isfinite()."""
+
+
+def _is_nan(value: Any, backend: Any) -> Any:
+    """NaN test that survives DuckDB's Parquet statistics.
+
+    DuckDB 2 folds isnan() to false when a Parquet column's min/max (which
+    leave NaN out) say there is none, so NaN rows would slip through; its
+    isfinite() is not folded.
+    """
+    if getattr(backend, "name", "") == "duckdb":
+        return value.isnan() | (~_duckdb_isfinite(value) & ~value.isinf())
+    return value.isnan()
+
+
 def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
     """(float64 value or null, flag set when the cell holds text that is no number)."""
     typ = column.type()
@@ -154,7 +185,17 @@ def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
         return column.cast(dt.int64).cast(dt.float64), ibis.literal(False)
     if typ.is_string():
         text = column.strip().nullif("")
-        value = text.try_cast(dt.float64)
+        low = text.lower()
+        # Spelled out so every engine reads them alike (Spark's try_cast returns null).
+        value = ibis.cases(
+            (low.isin(("nan", "+nan", "-nan")), ibis.literal(math.nan, dt.float64)),
+            (
+                low.isin(("inf", "+inf", "infinity", "+infinity")),
+                ibis.literal(math.inf, dt.float64),
+            ),
+            (low.isin(("-inf", "-infinity")), ibis.literal(-math.inf, dt.float64)),
+            else_=text.try_cast(dt.float64),
+        )
         return value, text.notnull() & value.isnull()
     if typ.is_null():
         return ibis.null(dt.float64), ibis.literal(False)

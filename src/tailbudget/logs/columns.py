@@ -172,7 +172,7 @@ def _unique_stages(stages: Mapping[str, str]) -> dict[str, str]:
         safe = re.fullmatch(r"[A-Za-z_][0-9A-Za-z_]*", name) and name.lower() not in _RESERVED
         base = name if safe else stage_name(name)
         unique, i = base, 2
-        while unique in out:
+        while unique.lower() in {k.lower() for k in out}:  # engines fold case
             unique, i = f"{base}_{i}", i + 1
         out[unique] = column
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -56,8 +57,12 @@ def spark_session() -> Any:
                     "engine 'pyspark' needs PySpark; "
                     "install it with pip install 'tailbudget[spark]'"
                 ) from exc
+            # Servers here bind to loopback only; Spark's driver is one.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             session = (
                 SparkSession.builder.master("local[2]")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
                 .appName("tailbudget")
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")

@@ -116,7 +116,8 @@ def read_span_table(
     for raw_name in keep:
         base = stage_name(raw_name)
         unique, i = base, 2
-        while unique in names.values() or unique == "other":
+        # Engines compare column names without case (DuckDB, Spark): so must we.
+        while unique.lower() in {v.lower() for v in names.values()} | {"other"}:
             unique, i = f"{base}_{i}", i + 1
         names[raw_name] = unique
     if rest:

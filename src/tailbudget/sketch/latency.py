@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -199,25 +199,28 @@ class LatencySketch:
 
     # ---- queries ----------------------------------------------------------------
 
-    def _value(self, index: npt.NDArray[np.int64]) -> FloatArray:
-        # the point within `accuracy` of both ends of [gamma**i, gamma**(i+1))
-        return np.asarray(2.0 * np.power(self._gamma, index + 1) / (self._gamma + 1.0))
-
     def quantiles(self, qs: Iterable[float]) -> list[float | None]:
         """Several quantiles at once (each q in [0, 1]); None for each when empty."""
-        q = np.asarray(list(qs), dtype=np.float64)
-        if np.any(~((q >= 0.0) & (q <= 1.0))):
-            raise TailbudgetError(f"quantiles must be in [0, 1], got {q.tolist()}")
+        q = [float(v) for v in qs]
+        if not all(0.0 <= v <= 1.0 for v in q):
+            raise TailbudgetError(f"quantiles must be in [0, 1], got {q}")
         if self._count == 0:
-            return [None] * q.size
+            return [None] * len(q)
         cum = np.cumsum(self._counts)
         # rank of the lower order statistic, as np.quantile(method="lower")
-        ranks = np.floor(q * (self._count - 1))
-        pos = np.searchsorted(cum, ranks, side="right")
-        values = self._value(pos.astype(np.int64) + self._offset)
-        values = np.clip(values, self._min, self._max)
-        values = np.where(q <= 0.0, self._min, np.where(q >= 1.0, self._max, values))
-        out: list[float | None] = [float(v) for v in values]
+        ranks = [math.floor(v * (self._count - 1)) for v in q]
+        pos = np.searchsorted(cum, ranks, side="right").tolist()
+        g, lo, hi = self._gamma, self._min, self._max
+        out: list[float | None] = []
+        for v, i in zip(q, pos, strict=True):
+            if v <= 0.0:
+                out.append(lo)
+            elif v >= 1.0:
+                out.append(hi)
+            else:
+                # the point within `accuracy` of both ends of [gamma**i, gamma**(i+1))
+                x = 2.0 * g ** (i + self._offset + 1) / (g + 1.0)
+                out.append(min(max(x, lo), hi))
         return out
 
     def quantile(self, q: float) -> float | None:
@@ -262,6 +265,32 @@ class LatencySketch:
         self._sum += other._sum
         self._min = min(self._min, other._min)
         self._max = max(self._max, other._max)
+
+    @classmethod
+    def merged(cls, sketches: Sequence[LatencySketch]) -> LatencySketch:
+        """One new sketch holding every value of `sketches` (all with the same settings)."""
+        if not sketches:
+            return cls()
+        first = sketches[0]
+        out = cls(first.relative_accuracy, min_value=first.min_value, max_value=first.max_value)
+        for s in sketches:
+            out._compatible(s)
+        full = [s for s in sketches if s._count]
+        if not full:
+            return out
+        lo = min(s._offset for s in full)
+        hi = max(s._offset + s._counts.size for s in full)
+        counts = np.zeros(hi - lo, dtype=np.int64)
+        for s in full:
+            start = s._offset - lo
+            counts[start : start + s._counts.size] += s._counts
+        out._counts, out._offset = counts, lo
+        out._count = sum(s._count for s in full)
+        out._clamped = sum(s._clamped for s in full)
+        out._sum = math.fsum(s._sum for s in full)
+        out._min = min(s._min for s in full)
+        out._max = max(s._max for s in full)
+        return out
 
     def copy(self) -> LatencySketch:
         """An independent copy."""
@@ -337,8 +366,14 @@ class LatencySketch:
                 f"corrupt LatencySketch: header count {count} != bucket total {int(counts.sum())}"
             )
         if counts.size:
+            offset = unzigzag(zz)
+            lo_i, hi_i = sketch._index(lo_v) - 2, sketch._index(hi_v) + 2
+            if offset < lo_i or offset + counts.size - 1 > hi_i or not lo_v <= mn <= mx <= hi_v:
+                raise TailbudgetError(
+                    "corrupt LatencySketch: buckets or min/max outside the sketch's value range"
+                )
             sketch._counts = counts
-            sketch._offset = unzigzag(zz)
+            sketch._offset = offset
             sketch._min, sketch._max = mn, mx
         sketch._count, sketch._clamped, sketch._sum = count, clamped, total
         return sketch

@@ -1,0 +1,205 @@
+"""OTLP JSON and Jaeger JSON traces -> a span table -> requests (see spans.py).
+
+OTLP JSON: `{"resourceSpans": [{"resource": {...}, "scopeSpans": [{"spans":
+[...]}]}]}` as the OTLP/HTTP JSON encoding, protobuf's json_format (camelCase
+or snake_case field names, ids hex or base64) and the Collector's file
+exporter (one such object per line) write it. Jaeger JSON: `{"data": [{
+"spans": [...], "processes": {...}}]}` from its query API or UI export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import ibis
+import pyarrow as pa
+
+from tailbudget.errors import LogError
+from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.spans import SpanColumns, read_span_table
+from tailbudget.logs.table import LogTable
+
+__all__ = ["jaeger_spans", "otlp_spans", "read_trace_json"]
+
+_COLUMNS = SpanColumns(
+    trace="trace_id",
+    span="span_id",
+    parent="parent_id",
+    name="name",
+    service="service",
+    start="start_ns",
+    end="end_ns",
+    duration=None,
+    status="error",
+)
+_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("name", pa.string()),
+        ("service", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("error", pa.bool_()),
+    ]
+)
+
+
+def read_trace_json(
+    files: Sequence[str], fmt: str, options: ReadOptions, backend: Any, label: str
+) -> LogTable:
+    """Read OTLP or Jaeger JSON trace files into requests."""
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        for doc in _documents(path):
+            rows.extend(otlp_spans(doc, path) if fmt == "otlp" else jaeger_spans(doc, path))
+    if not rows:
+        raise LogError(f"{label}: the {fmt} file holds no spans")
+    table = ibis.memtable(pa.Table.from_pylist(rows, schema=_SCHEMA))
+    return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
+
+
+def otlp_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
+    """Flat span rows from one OTLP JSON TracesData object."""
+    if not isinstance(doc, dict):
+        raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
+    for resource_spans in _list(doc, "resourceSpans", "resource_spans"):
+        resource = _get(resource_spans, "resource") or {}
+        service = _attribute(resource, "service.name") or "unknown"
+        scopes = _list(resource_spans, "scopeSpans", "scope_spans") or _list(
+            resource_spans, "instrumentationLibrarySpans", "instrumentation_library_spans"
+        )
+        for scope in scopes:
+            for span in _list(scope, "spans"):
+                status = _get(span, "status") or {}
+                code = _get(status, "code") if isinstance(status, dict) else None
+                yield {
+                    "trace_id": _text(_get(span, "traceId", "trace_id")),
+                    "span_id": _text(_get(span, "spanId", "span_id")),
+                    "parent_id": _text(_get(span, "parentSpanId", "parent_span_id")),
+                    "name": _text(_get(span, "name")) or "unknown",
+                    "service": service,
+                    "start_ns": _int(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
+                    "end_ns": _int(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
+                    "error": code in (2, "2", "STATUS_CODE_ERROR", "ERROR"),
+                }
+
+
+def jaeger_spans(doc: Any, path: str) -> Iterator[dict[str, Any]]:
+    """Flat span rows from one Jaeger JSON document ({"data": [trace, ...]})."""
+    traces = doc.get("data") if isinstance(doc, dict) else doc
+    if isinstance(doc, dict) and traces is None and "spans" in doc:
+        traces = [doc]
+    if not isinstance(traces, list):
+        raise LogError(f"{path}: Jaeger JSON must hold a 'data' list of traces")
+    for trace in traces:
+        if not isinstance(trace, dict):
+            continue
+        found = trace.get("processes")
+        processes: dict[str, Any] = found if isinstance(found, dict) else {}
+        for span in trace.get("spans") or []:
+            if not isinstance(span, dict):
+                continue
+            start_us = _int(span.get("startTime"))
+            duration_us = _int(span.get("duration"))
+            process = processes.get(str(span.get("processID")), span.get("process")) or {}
+            service = process.get("serviceName") if isinstance(process, dict) else None
+            yield {
+                "trace_id": _text(span.get("traceID") or trace.get("traceID")),
+                "span_id": _text(span.get("spanID")),
+                "parent_id": _jaeger_parent(span),
+                "name": _text(span.get("operationName")) or "unknown",
+                "service": _text(service) or "unknown",
+                "start_ns": None if start_us is None else start_us * 1000,
+                "end_ns": (
+                    None
+                    if start_us is None or duration_us is None
+                    else (start_us + duration_us) * 1000
+                ),
+                "error": _jaeger_error(span),
+            }
+
+
+def _jaeger_parent(span: dict[str, Any]) -> str | None:
+    refs = [r for r in span.get("references") or [] if isinstance(r, dict)]
+    for kind in ("CHILD_OF", "FOLLOWS_FROM"):
+        for ref in refs:
+            if ref.get("refType") == kind and ref.get("spanID"):
+                return _text(ref["spanID"])
+    return _text(span.get("parentSpanID"))
+
+
+def _jaeger_error(span: dict[str, Any]) -> bool:
+    for tag in span.get("tags") or []:
+        if isinstance(tag, dict) and tag.get("key") == "error":
+            return tag.get("value") in (True, "true", "True", 1)
+        if isinstance(tag, dict) and tag.get("key") == "otel.status_code":
+            return str(tag.get("value")).upper() == "ERROR"
+    return False
+
+
+def _documents(path: str) -> Iterator[Any]:
+    """One JSON document, or one per line (the Collector's file exporter)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LogError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
+    try:
+        yield json.loads(text)
+        return
+    except json.JSONDecodeError:
+        pass
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LogError(f"{path}: line {number} is not valid JSON ({exc.msg})") from exc
+
+
+def _attribute(holder: Any, key: str) -> str | None:
+    for attr in _list(holder, "attributes"):
+        if isinstance(attr, dict) and attr.get("key") == key:
+            value = attr.get("value")
+            if isinstance(value, dict):
+                for v in value.values():
+                    return _text(v)
+            return _text(value)
+    return None
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    if not isinstance(obj, dict):
+        return None
+    for key in keys:
+        if key in obj:
+            return obj[key]
+    return None
+
+
+def _list(obj: Any, *keys: str) -> list[Any]:
+    value = _get(obj, *keys)
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _int(value: Any) -> int | None:
+    """An integer (nanoseconds, microseconds) from a JSON number or decimal string."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value) if isinstance(value, int | str) else int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if -(2**62) < number < 2**62 else None
