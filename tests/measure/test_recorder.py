@@ -151,3 +151,23 @@ def test_failing_sink_is_counted_and_others_still_written(tmp_path, registry, ca
 def test_constructor_errors_name_the_bad_value(kwargs, needle, registry):
     with pytest.raises(TailbudgetError, match=needle):
         Recorder(registry=registry, **kwargs)
+
+
+def test_sinks_by_name_and_budget_by_path(tmp_path, registry):
+    from tailbudget.measure import PrometheusSink
+    from tailbudget.measure.otel import OTelSink
+    from tailbudget.measure.sinks import JsonlSink, ParquetSink
+
+    budget = tmp_path / "b.yaml"
+    budget.write_text(
+        "service: svc\nslo: {p99: 900}\npipeline:\n  - stage: a\n    budget: {p95: 100}\n"
+    )
+    rec = Recorder(
+        sink=[tmp_path / "r.parquet", str(tmp_path / "r.ndjson"), "prometheus", "otel"],
+        budget=str(budget),
+        registry=registry,
+    )
+    kinds = [type(s) for s in rec.sinks]
+    assert kinds == [ParquetSink, JsonlSink, PrometheusSink, OTelSink]
+    assert rec.service == "svc" and rec.deadline_ms == 900
+    rec.close()
