@@ -191,10 +191,10 @@ def to_rows(
     rows: list[dict[str, Any]] = []
     iso = iso or IsoTime()
     wall = clock.wall_ns - clock.perf_ns
-    cols: dict[str, str] = {}
+    cols = _COLUMNS
+    reserved = RESERVED
     for r in records:
-        start, end = r.start_ns, r.end_ns
-        rid = r.request_id
+        rid, start, end, stages, err, fields, extra = r
         row: dict[str, Any] = {
             "request_id": f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid),
             "ts": iso(wall + start),
@@ -203,34 +203,29 @@ def to_rows(
         }
         counts: dict[str, int] | None = None
         try:
-            for name, t0, t1, _, _ in r.stages:
-                col = cols.get(name)
-                if col is None:
-                    col = cols[name] = _column(name)
+            for name, t0, t1, _, _ in stages:
+                col = cols.get(name) or _column(name)
                 if t1 > end:
                     raise ValueError(name)
-                d = t1 - t0
-                ms = d / 1e6 if d > 0 else 0.0
-                prev = row.get(col)
-                if prev is None:
-                    row[col] = ms
-                else:
-                    row[col] = prev + ms
+                ms = (t1 - t0) / 1e6
+                if ms < 0.0:
+                    ms = 0.0
+                if col in row:
+                    row[col] += ms
                     if counts is None:
                         counts = {}
                     counts[name] = counts.get(name, 1) + 1
+                else:
+                    row[col] = ms
         except (AttributeError, TypeError, ValueError):
-            row = _slow_row(r, row, cols)  # a misused timer: redo with checks, logged
+            row = _slow_row(r, row)  # a misused stage: redo with checks, logged
             counts = _counts(r)
         if counts is not None:
             repeated.update(counts)
         if repeated:
             for name in repeated:
-                col = cols.get(name) or _column(name)
-                if col in row:
+                if _column(name) in row:
                     row[f"{name}_count"] = counts.get(name, 1) if counts else 1
-        err = r.error
-        extra = r.extra
         if extra is not None:
             _add_extra(row, extra, err)
             if err is None:
@@ -238,23 +233,33 @@ def to_rows(
         if err is not None:
             row["error"] = True
             row["error_type"] = err
-        for key, value in r.fields:
-            if key not in row and key not in RESERVED:
-                row[key] = value
+        for key, value in fields:
+            if key not in reserved:
+                row.setdefault(key, value)
         rows.append(row)
     return rows
 
 
+_COLUMNS: dict[str, str] = {}
+"""stage name -> column name, shared by every batch (stage names are few)."""
+
+
 def _column(stage: str) -> str:
-    col = f"{stage}_ms"
-    # A stage called "total" must not add itself to the request's total.
-    return f"stage_{col}" if col == "total_ms" else col
+    col = _COLUMNS.get(stage)
+    if col is None:
+        col = f"{stage}_ms"
+        # A stage called "total" must not add itself to the request's total.
+        if col == "total_ms":
+            col = "stage_total_ms"
+        if len(_COLUMNS) < 10_000:  # bounded: misuse with endless names cannot grow it
+            _COLUMNS[stage] = col
+    return col
 
 
-def _slow_row(r: Record, row: dict[str, Any], cols: dict[str, str]) -> dict[str, Any]:
+def _slow_row(r: Record, row: dict[str, Any]) -> dict[str, Any]:
     base = {k: row[k] for k in ("request_id", "ts", "total_ms", "error")}
     for name, t0, t1, _, _ in valid_stages(r):
-        col = cols.get(name) or _column(name)
+        col = _column(name)
         d = t1 - t0
         base[col] = base.get(col, 0.0) + (d / 1e6 if d > 0 else 0.0)
     return base
