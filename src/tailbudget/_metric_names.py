@@ -17,7 +17,7 @@ DROPPED_RECORDS = "tailbudget_dropped_records_total"
 """Counter, labels: sink. Records a full sink queue could not take."""
 
 SHED_TOTAL = "tailbudget_shed_requests_total"
-"""Counter, labels: reason ("shed" | "rate_limited" | "concurrency"). Requests refused by backpressure."""
+"""Counter, labels: reason ("shed" | "rate_limited" | "concurrency"): refused requests."""
 
 DECISIONS_TOTAL = "tailbudget_decisions_total"
 """Counter, labels: action, rule. Every decision the controller took."""

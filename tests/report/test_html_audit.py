@@ -6,14 +6,35 @@ import copy
 import re
 from collections import Counter
 
-import html_probe as hp
-import html_sample
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tailbudget.report.html import render_audit_html
 from tailbudget.report.html.audit import SECTIONS
+from tests.report import html_probe as hp
+from tests.report import html_sample
 
+AUDIT_KEYS = [
+    "provenance",
+    "rows",
+    "slo",
+    "snapshot",
+    "cdf",
+    "stages",
+    "overlap",
+    "tail",
+    "shape",
+    "cohorts",
+    "cold_start",
+    "hypotheses",
+    "ranking",
+    "refusals",
+    "recommendation",
+    "goodput",
+    "baseline",
+]
 ORDER = [
     "provenance",
     "snapshot",
@@ -54,6 +75,12 @@ def test_sections_in_markdown_order(html):
     assert page.na_notes == []  # the full sample has data for every section
 
 
+def test_section_titles_match_the_markdown_report():
+    from tailbudget.report.audit_md import SECTIONS as MD_SECTIONS
+
+    assert tuple(title for _, title, _ in SECTIONS) == MD_SECTIONS
+
+
 def test_self_contained_no_network(html):
     page = hp.parse(html)
     # Only in-page anchors and fragment references; no external resource of any kind.
@@ -72,7 +99,9 @@ def test_ids_are_unique_and_references_resolve(html):
 
 
 def test_every_audit_chart_has_its_series(figs, report):
-    assert set(figs) == {"cdf", "stages", "delta", "shape-0", "shape-1", "cohorts", "cold"}
+    n_shape = sum(1 for s in report["shape"] if s["flag"]) or 1  # flagged fits, else the best
+    shapes = {f"shape-{i}" for i in range(n_shape)}
+    assert set(figs) == {"cdf", "stages", "delta", "cohorts", "cold"} | shapes
     _, cdf = figs["cdf"]
     for gid in (
         "tb-cdf-curve",
@@ -198,3 +227,52 @@ def test_refusals_shown_when_nothing_ranked(report):
     r["refusals"] = ["no per-stage columns, so no fix can be ranked by stage"]
     section = {sid: fn for sid, _, fn in SECTIONS}["ranking"]
     assert any("no per-stage columns" in n for n in hp.parse(section(r)).na_notes)
+
+
+def test_shape_charts_follow_the_flags(report):
+    shape = {sid: fn for sid, _, fn in SECTIONS}["shape"]
+    r = copy.deepcopy(report)
+    for s in r["shape"]:
+        s["flag"] = True
+    assert len(hp.figures(shape(r))) == len(r["shape"])
+    for s in r["shape"]:
+        s["flag"] = False
+    only = hp.figures(shape(r))
+    assert len(only) == 1  # nothing flagged: the strongest fit alone
+    best = max(r["shape"], key=lambda s: s["r2"])
+    assert only["shape-0"][0].startswith(f"{best['stage']} grows")
+
+
+def test_missing_section_quotes_the_audits_own_refusal(report):
+    r = copy.deepcopy(report)
+    r["cold_start"] = None
+    r["refusals"] = ["the log has no timestamps: no cold-start check and no per-minute timeline"]
+    section = {sid: fn for sid, _, fn in SECTIONS}["cold-start"]
+    assert hp.parse(section(r)).na_notes == [f"not available: {r['refusals'][0]}"]
+
+
+junk = st.one_of(
+    st.none(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=3)), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["p99", "name", "q", "ms", "t", "share"]), st.text(max_size=3), max_size=3
+    ),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(AUDIT_KEYS), junk, max_size=8))
+def test_any_junk_in_any_section_still_renders_every_section(report):
+    page = hp.parse(render_audit_html(report))
+    assert page.sections == ORDER
+
+
+def test_baseline_change_in_ms_and_relative(html, report):
+    table = next(t for t in hp.parse(html).tables if t[0][:2] == ["percentile", "before ms"])
+    p99 = next(b for b in report["baseline"] if b["percentile"] == "p99")
+    row = next(r for r in table[1:] if r[0] == "p99")
+    assert row[3] == f"{p99['change']:,.0f}"
+    assert row[4] == f"{p99['change'] / p99['before'] * 100:.1f}%"

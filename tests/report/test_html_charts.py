@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-import html_probe as hp
 import numpy as np
 
 from tailbudget.report.html import charts
 from tailbudget.report.html.timelines import cold_start_chart, parse_time
+from tests.report import html_probe as hp
 
 
 def _svg(text: str | None) -> ET.Element:
@@ -77,3 +77,29 @@ def test_parse_time_accepts_iso_z_naive_and_epoch():
     a = parse_time("2026-01-01T00:00:00Z")
     assert a is not None and a == parse_time("2026-01-01T00:00:00") == parse_time(1767225600)
     assert parse_time("yesterday") is None
+
+
+def test_long_stage_names_turn_the_bars_sideways():
+    rows = [
+        {
+            "name": f"ItemsControllerFindItem{i}",
+            "p50": 2.0 + i,
+            "p95": 40.0 * (i + 1),
+            "p99": 90.0 * (i + 1),
+            "budget": {"p99": 100.0},
+        }
+        for i in range(7)
+    ]
+    svg = _svg(charts.stage_chart(rows))
+    assert len(hp.by_id(svg, "tb-stages-p95-")) == 7
+    assert hp.drawn(hp.by_id(svg, "tb-stages-budget")[0])
+    texts = [t.text or "" for t in svg.iter(f"{hp.SVG_NS}text")]
+    assert "ItemsControllerFindItem6" in texts and "stage latency (ms, log scale)" in texts
+
+
+def test_far_slo_is_a_note_not_a_squashed_axis():
+    timeline = [{"t": f"2026-01-01T00:{m:02d}:00Z", "p99": 800 + 10 * m} for m in range(10)]
+    far = _svg(cold_start_chart({"timeline": timeline}, 40_000))
+    assert [e.get("id") for e in hp.by_id(far, "tb-cold-slo")] == ["tb-cold-slo-above"]
+    near = _svg(cold_start_chart({"timeline": timeline}, 1000))
+    assert [e.get("id") for e in hp.by_id(near, "tb-cold-slo")] == ["tb-cold-slo"]

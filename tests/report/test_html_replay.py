@@ -5,13 +5,15 @@ from __future__ import annotations
 import copy
 import math
 
-import html_probe as hp
-import html_sample
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tailbudget.report.html import render_replay_html
 from tailbudget.report.html.timelines import _series, rule_thresholds
+from tests.report import html_probe as hp
+from tests.report import html_sample
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +89,36 @@ def test_missing_timeline_or_decisions_says_not_available(replay):
     assert any("no window timeline" in n for n in page.na_notes)
     assert any("took no action" in n for n in page.na_notes)
     assert len(hp.parse(render_replay_html({})).na_notes) == 4
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["decisions", "timeline", "policy", "thresholds", "summary", "notes", "source"]
+        ),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=4),
+            st.lists(
+                st.dictionaries(
+                    st.sampled_from(["t_offset_s", "p95", "action", "known"]),
+                    st.one_of(st.none(), st.integers(), st.text(max_size=3)),
+                ),
+                max_size=3,
+            ),
+            st.dictionaries(
+                st.sampled_from(["rules", "window_s"]), st.one_of(st.none(), st.text(max_size=3))
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_any_junk_still_renders_every_replay_section(rep):
+    assert hp.parse(render_replay_html(rep)).sections == [
+        "summary",
+        "timeline",
+        "decisions",
+        "policy",
+    ]

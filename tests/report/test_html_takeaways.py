@@ -65,9 +65,11 @@ def test_stages_prefers_budget_overrun_then_biggest_p99():
             "share_of_p99": 0.6,
         },
     ]
-    assert takeaways.stages(rows).startswith(
-        "retrieval p99 is 1,600 ms, 100% over its 800 ms budget"
-    )
+    assert takeaways.stages(rows).startswith("retrieval p99 is 1,600 ms, 2.0x its 800 ms budget")
+    rows[0]["p99"] = 1000
+    assert takeaways.stages(rows).startswith("retrieval p99 is 1,000 ms, 25% over its 800 ms")
+    rows[0]["p99"] = 1000
+    assert takeaways.stages(rows).startswith("retrieval p99 is 1,000 ms, 25% over its 800 ms")
     rows[0]["p99"] = 700
     assert takeaways.stages(rows) == (
         "Every stage is within its budget; llm has the largest p99 at 3,000 ms, "
@@ -92,9 +94,13 @@ def test_cold_start_verdicts():
         "filtered_p99": 4000.0,
         "window_min": 5,
     }
-    assert "drops p99 from 5,400 to 4,000 ms (+1,400 ms)" in takeaways.cold_start(cold)
+    assert "takes p99 from 5,400 to 4,000 ms (-1,400 ms, -26%)" in takeaways.cold_start(cold)
     assert takeaways.cold_start({"verdict": "no_events"}).startswith("No deploy")
-    assert takeaways.cold_start({**cold, "verdict": "not_cold_start"}).startswith("Not cold start")
+    cold = {**cold, "verdict": "not_cold_start", "filtered_p99": 5000.0}
+    assert takeaways.cold_start(cold) == (
+        "Not flagged as cold start: leaving out the first 5 min after each event moves p99 "
+        "from 5,400 to 5,000 ms (-400 ms, -7%)."
+    )
 
 
 def test_replay_counts_and_first_decision():

@@ -6,7 +6,9 @@ from tailbudget.budget.distributions import (
     Exponential,
     Lognormal,
     Normal,
+    SplicedLognormal,
     fit_lognormal,
+    fit_stage,
 )
 from tailbudget.budget.load import load_budget, parse_budget
 from tailbudget.budget.model import (
@@ -38,10 +40,12 @@ __all__ = [
     "Plan",
     "Problem",
     "Sequence",
+    "SplicedLognormal",
     "Stage",
     "additive",
     "compose",
     "fit_lognormal",
+    "fit_stage",
     "load_budget",
     "make_plan",
     "monte_carlo",

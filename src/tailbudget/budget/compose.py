@@ -16,7 +16,7 @@ import numpy as np
 
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget import model as m
-from tailbudget.budget.distributions import Distribution, FloatArray, fit_lognormal
+from tailbudget.budget.distributions import Distribution, FloatArray, fit_stage
 
 Node = tuple[str, Any]
 """('stage', Distribution) | ('seq', [Node]) | ('par', [Node])."""
@@ -48,8 +48,8 @@ def stage_points(stage: m.Stage, gated: Sequence[str]) -> dict[str, float]:
 def stage_distribution(
     stage: m.Stage, gated: Sequence[str], *, default_sigma: float
 ) -> Distribution:
-    """The fitted distribution of a stage (lognormal in log space)."""
-    return fit_lognormal(stage_points(stage, gated), default_sigma=default_sigma)
+    """The fitted distribution of a stage (lognormal pieces through its percentiles)."""
+    return fit_stage(stage_points(stage, gated), default_sigma=default_sigma)
 
 
 def budget_tree(budget: m.Budget) -> tuple[Node, dict[str, Distribution]]:
@@ -152,7 +152,8 @@ def compose(budget: m.Budget, *, samples: int | None = None, seed: int | None = 
         overhead_ms=budget.overhead_ms,
         quantiles=[quantile_of(p) for p in PERCENTILES],
     )
-    method = "monte_carlo_lognormal_" + ("independent" if rho == 0 else f"copula_rho_{rho:g}")
+    dependence = "independent" if rho == 0 else f"copula_rho_{rho:g}"
+    method = f"monte_carlo_spliced_lognormal_{dependence}"
     return Composed(
         percentiles={p: float(v) for p, v in zip(PERCENTILES, qs, strict=True)},
         samples=n,

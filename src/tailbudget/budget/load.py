@@ -32,9 +32,13 @@ def load_budget(path: str | Path) -> Budget:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BudgetError(f"{p}: budget file not found (create one with `tailbudget init`)")
+        raise BudgetError(
+            f"{p}: budget file not found (create one with `tailbudget init`)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BudgetError(f"{p}: cannot read budget file ({exc.__class__.__name__}: {exc})")
+        raise BudgetError(
+            f"{p}: cannot read budget file ({exc.__class__.__name__}: {exc})"
+        ) from None
     return parse_budget(text, source=str(p))
 
 
@@ -46,9 +50,9 @@ def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Bud
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise BudgetError(f"{source}: not valid YAML{where}: {exc.problem}")
+            raise BudgetError(f"{source}: not valid YAML{where}: {exc.problem}") from None
         except Exception as exc:  # the YAML parser raises more than YAMLError on odd input
-            raise BudgetError(f"{source}: not valid YAML: {exc}".splitlines()[0])
+            raise BudgetError(f"{source}: not valid YAML: {exc}".splitlines()[0]) from None
     else:
         data = text
     if not isinstance(data, dict):
@@ -93,7 +97,10 @@ def describe(exc: ValidationError) -> str:
     elif kind == "extra_forbidden":
         msg = "unknown key; check the spelling (see `tailbudget init` for every key)"
     elif kind in ("union_tag_not_found", "union_tag_invalid"):
-        msg = f"each entry needs a `stage:` name, a `parallel:` list or a `sequence:` list, got {got!r}"
+        msg = (
+            "each entry needs a `stage:` name, a `parallel:` list or a `sequence:` list, "
+            f"got {got!r}"
+        )
     elif kind in _NUMBER_ERRORS and last in _MS_FIELDS:
         msg = f"must be a positive number of milliseconds, got {got!r}"
     else:

@@ -6,6 +6,7 @@ threads and layers without copies.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -54,7 +55,7 @@ class Percentiles(_Frozen):
         if not given and type(self) is Percentiles:
             raise ValueError("give at least one of p50, p95, p99 (milliseconds)")
         values = list(given.items())
-        for (lo_name, lo), (hi_name, hi) in zip(values, values[1:], strict=False):
+        for (lo_name, lo), (hi_name, hi) in itertools.pairwise(values):
             if hi < lo:
                 raise ValueError(
                     f"{hi_name} ({hi:g} ms) is below {lo_name} ({lo:g} ms); "

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
-from tailbudget.budget.distributions import Lognormal
+from tailbudget.budget.distributions import Lognormal, SplicedLognormal
 
 Severity = Literal["error", "warning"]
 
@@ -67,8 +67,15 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     for path, stage in budget.stages():
         points = stage_points(stage, budget.gated)
         fit = fits[stage.name]
-        fit_info: dict[str, Any] = {"distribution": type(fit).__name__.lower()}
-        if isinstance(fit, Lognormal):
+        fit_info: dict[str, Any] = {"distribution": "lognormal"}
+        if isinstance(fit, SplicedLognormal):
+            fit_info = {
+                "distribution": "spliced_lognormal",
+                "points": len(fit.z),
+                "sigmas": [round(x, 6) for x in fit.sigmas],
+                "default_spread": False,
+            }
+        elif isinstance(fit, Lognormal):
             fit_info |= {
                 "mu": round(fit.mu, 6),
                 "sigma": round(fit.sigma, 6),
@@ -122,10 +129,10 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                         stage=stage.name,
                         percentile=p,
                         message=(
-                            f"{stage.name}: TTFT {spec.ttft_ms:,.0f} ms + {spec.output_tokens} tokens "
-                            f"at {spec.tokens_per_s:g} tok/s ({spec.decode_ms:,.0f} ms) + tail "
-                            f"{spec.tail_ms:,.0f} ms = {_fmt(spec.total_ms)}, over its {p} slice of "
-                            f"{_fmt(slice_ms)} by {_fmt(spec.total_ms - slice_ms)}; {fix}"
+                            f"{stage.name}: TTFT {spec.ttft_ms:,.0f} ms + {spec.output_tokens} "
+                            f"tokens at {spec.tokens_per_s:g} tok/s ({spec.decode_ms:,.0f} ms) + "
+                            f"tail {spec.tail_ms:,.0f} ms = {_fmt(spec.total_ms)}, over its {p} "
+                            f"slice of {_fmt(slice_ms)} by {_fmt(spec.total_ms - slice_ms)}; {fix}"
                         ),
                     )
                 )
@@ -190,7 +197,8 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         service=budget.service,
         environment=budget.environment,
         fits=not any(pr.severity == "error" for pr in problems),
-        slo={p: getattr(budget.slo, p) for p in PERCENTILES} | {"error_rate": budget.slo.error_rate},
+        slo={p: getattr(budget.slo, p) for p in PERCENTILES}
+        | {"error_rate": budget.slo.error_rate},
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         gating="additive",

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import typer
 
+from tailbudget.cli.audit import audit_command
+from tailbudget.cli.demo import demo_command
+from tailbudget.cli.export import export_command
+from tailbudget.cli.import_ import import_command
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
 from tailbudget.cli.replay import replay_command
@@ -20,7 +24,11 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("audit")(audit_command)
+app.command("demo")(demo_command)
 app.command("replay")(replay_command)
+app.command("export")(export_command)
+app.command("import")(import_command)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from tailbudget.cli._common import clean_errors, emit
 from tailbudget.errors import TailbudgetError
 
 
-class Template(str, Enum):
+class Template(StrEnum):
     """Starting points for common inference services."""
 
     rag = "rag"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -14,7 +14,7 @@ from tailbudget.errors import BudgetError
 from tailbudget.report.plan import plan_json, plan_markdown, print_plan
 
 
-class PlanFormat(str, Enum):
+class PlanFormat(StrEnum):
     """Output formats of `plan`."""
 
     text = "text"

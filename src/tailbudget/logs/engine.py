@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from typing import Any
 
 from tailbudget.errors import LogError
@@ -39,6 +40,25 @@ def connect(engine: Any = None) -> Any:
         ) from exc
     except Exception as exc:
         raise LogError(f"cannot connect to engine {engine!r}: {_first_line(exc)}") from exc
+
+
+def arrow_table(backend: Any, table: Any) -> Any:
+    """An Ibis table on `backend` holding a pyarrow Table (nulls kept as nulls).
+
+    Spark receives the Arrow data directly: going through pandas, as ibis'
+    memtable does there, would turn float nulls into NaN.
+    """
+    import ibis
+
+    if engine_name(backend) == "pyspark":
+        try:
+            frame = backend._session.createDataFrame(table)
+        except (TypeError, ValueError, AttributeError):
+            return ibis.memtable(table)
+        name = f"_tailbudget_arrow_{uuid.uuid4().hex[:12]}"
+        frame.createOrReplaceTempView(name)
+        return backend.table(name)
+    return ibis.memtable(table)
 
 
 def engine_name(backend: Any) -> str:

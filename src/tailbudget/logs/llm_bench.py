@@ -16,12 +16,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import ibis
 import numpy as np
 import pyarrow as pa
 
 from tailbudget.errors import LogError
 from tailbudget.logs.canonical import canonicalize
+from tailbudget.logs.engine import arrow_table
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable
 
@@ -51,7 +51,7 @@ def read_llm_bench(
             notes.append(note)
     if not rows:
         raise LogError(f"{label}: the {fmt} result holds no requests")
-    table = ibis.memtable(_to_arrow(rows))
+    table = arrow_table(backend, _to_arrow(rows))
     extras = tuple(c for c in _EXTRAS if any(r.get(c) is not None for r in rows))
     opts = ReadOptions(
         total="total_ms",

@@ -87,7 +87,9 @@ class ReadOptions:
                 timestamp=log.timestamp,
                 request_id=log.request_id,
                 error=log.error,
-                unit=log.unit,
+                # "ms" is the model's default: passing it on would override the
+                # units span and benchmark formats define themselves.
+                unit=None if log.unit == "ms" else log.unit,
                 stages_glob=log.stages_glob,
                 shape=tuple(log.shape),
                 cohorts=tuple(log.cohorts),

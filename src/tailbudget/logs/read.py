@@ -47,7 +47,7 @@ def read_log(
     backend = connect(engine)
     label = "query" if source is None else str(source)
     try:
-        return _read(source, options, backend)
+        return _read(source, options, backend, on_engine=engine is not None)
     except TailbudgetError:
         raise
     except Exception as exc:  # engine and parser errors become one-line LogErrors
@@ -62,7 +62,9 @@ def detect_format(path: str) -> str:
     return _file_format(files[0])
 
 
-def _read(source: str | os.PathLike[str] | None, options: ReadOptions, backend: Any) -> LogTable:
+def _read(
+    source: str | os.PathLike[str] | None, options: ReadOptions, backend: Any, *, on_engine: bool
+) -> LogTable:
     if source is None:
         if not options.query:
             raise LogError("no log given: pass a log file, or --engine URL with --query SQL")
@@ -71,7 +73,8 @@ def _read(source: str | os.PathLike[str] | None, options: ReadOptions, backend: 
     text = str(source)
     if options.query:
         raise LogError(f"give either a log ({text}) or --query, not both")
-    if not _is_path_like(text) and engine_name(backend) != "duckdb":
+    if on_engine and not os.path.exists(text) and not any(ch in text for ch in "*?[/\\"):
+        # A bare name on an engine the user named is a table there.
         raw = backend.table(text)
         return _tabular(raw, options, backend, text, "engine", cache=False)
 
@@ -223,10 +226,6 @@ def _ext(name: str) -> str:
     if lower.endswith(".gz"):
         lower = lower[:-3]
     return os.path.splitext(lower)[1]
-
-
-def _is_path_like(text: str) -> bool:
-    return os.path.exists(text) or any(ch in text for ch in "/\\*?[.")
 
 
 def _first_line(exc: BaseException) -> str:

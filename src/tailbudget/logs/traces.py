@@ -13,10 +13,10 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import ibis
 import pyarrow as pa
 
 from tailbudget.errors import LogError
+from tailbudget.logs.engine import arrow_table
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.spans import SpanColumns, read_span_table
 from tailbudget.logs.table import LogTable
@@ -58,7 +58,7 @@ def read_trace_json(
             rows.extend(otlp_spans(doc, path) if fmt == "otlp" else jaeger_spans(doc, path))
     if not rows:
         raise LogError(f"{label}: the {fmt} file holds no spans")
-    table = ibis.memtable(pa.Table.from_pylist(rows, schema=_SCHEMA))
+    table = arrow_table(backend, pa.Table.from_pylist(rows, schema=_SCHEMA))
     return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
 
 

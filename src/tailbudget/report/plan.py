@@ -26,12 +26,13 @@ def _bar(share: float) -> Text:
 
 def plan_json(plan: Plan) -> str:
     """The `plan --format json` contract."""
-    return json.dumps(plan.model_dump(mode="json"), indent=2)
+    text: str = json.dumps(plan.model_dump(mode="json"), indent=2)
+    return text
 
 
 def _key(plan: Plan) -> str:
     # The strictest gated percentile is the one a reader cares about first.
-    return plan.gates["gated"][-1]
+    return str(plan.gates["gated"][-1])
 
 
 def print_plan(plan: Plan, console: Console) -> None:
@@ -62,9 +63,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     table.add_section()
     table.add_row("additive ✓gate", *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
     comp = plan.composed
-    table.add_row(
-        "composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", ""
-    )
+    table.add_row("composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", "")
     table.add_row("SLO", *(_ms(plan.slo[p]) for p in PERCENTILES), "", "", style="bold")
     console.print(table)
     for check in plan.gates["checks"]:
@@ -124,7 +123,8 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row['stage']}: TTFT {row['ttft_ms']:,.0f} ms + decode {row['decode_ms']:,.0f} ms "
+                f"- {row['stage']}: TTFT {row['ttft_ms']:,.0f} ms + decode "
+                f"{row['decode_ms']:,.0f} ms "
                 f"({row['output_tokens']} tokens at {row['tokens_per_s']:g} tok/s) + tail "
                 f"{row['tail_ms']:,.0f} ms = {row['total_ms']:,.0f} ms; {row['dominant']} dominates"
             )

@@ -22,7 +22,7 @@ from tailbudget.report.html.page import (
 from tailbudget.report.html.timelines import cold_start_chart
 
 PCTS = ("p50", "p95", "p99")
-_SHAPE_CHARTS = 4  # the strongest fits get a chart; all are in the table
+_SHAPE_CHARTS = 4  # at most this many flagged fits get a chart; all are in the table
 
 
 def _map(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -33,6 +33,19 @@ def _map(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _list(report: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     v = report.get(key)
     return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
+
+
+def _why(r: Mapping[str, Any], default: str, *words: str) -> str:
+    """The audit's own refusal that mentions one of `words`, else `default`."""
+    for text in r.get("refusals") or []:
+        if any(w in str(text).lower() for w in words):
+            return str(text)
+    return default
+
+
+def _flag(value: Any) -> Cell:
+    text = "flagged" if value is True else "" if value in (None, False) else str(value)
+    return Cell(text, None, "flag")
 
 
 def _provenance(r: Mapping[str, Any]) -> str:
@@ -76,8 +89,12 @@ def _snapshot(r: Mapping[str, Any]) -> str:
             (f"{p} ms{target}", fmt_ms(snap.get(p)) + (f" {v}" if v else ""), str(v or ""))
         )
     items += [("max ms", fmt_ms(snap.get("max")), ""), ("mean ms", fmt_ms(snap.get("mean")), "")]
+    if is_num(snap.get("count")):
+        items.append(("requests", f"{float(snap['count']):,.0f}", ""))
+    if is_num(snap.get("errors")):
+        items.append(("errors", f"{float(snap['errors']):,.0f}", ""))
     if is_num(snap.get("breach_rate_per_min")):
-        items.append(("p99 breaches / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
+        items.append(("requests over SLO / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
     goodput = _map(r, "goodput")
     if is_num(goodput.get("share")):
         items.append(("goodput (within SLO)", fmt_pct(goodput["share"], 1), ""))
@@ -90,16 +107,22 @@ def _snapshot(r: Mapping[str, Any]) -> str:
     )
     baseline = _list(r, "baseline")
     if baseline:
+        # `change` and its 95% interval are in ms (after - before), as the audit reports them.
         out += "<h3>Against the baseline</h3>" + table(
-            ["percentile", "before ms", "after ms", "change", "CI low", "CI high"],
+            ["percentile", "before ms", "after ms", "change ms", "change", "95% CI ms"],
             [
                 [
                     cell(b.get("percentile")),
                     cell(b.get("before"), "ms"),
                     cell(b.get("after"), "ms"),
-                    cell(b.get("change"), "pct"),
-                    cell(b.get("ci_low"), "pct"),
-                    cell(b.get("ci_high"), "pct"),
+                    cell(b.get("change"), "ms"),
+                    cell(
+                        float(b["change"]) / float(b["before"])
+                        if is_num(b.get("change")) and is_num(b.get("before")) and b["before"]
+                        else None,
+                        "pct",
+                    ),
+                    Cell(f"{fmt_ms(b.get('ci_low'))} .. {fmt_ms(b.get('ci_high'))}", None, "num"),
                 ]
                 for b in baseline
             ],
@@ -111,7 +134,7 @@ def _snapshot(r: Mapping[str, Any]) -> str:
 def _stages(r: Mapping[str, Any]) -> str:
     rows = _list(r, "stages")
     if not rows:
-        return not_available("the log has no per-stage columns")
+        return not_available(_why(r, "the log has no per-stage columns", "stage"))
     body = table(
         [
             "stage",
@@ -149,7 +172,9 @@ def _tail(r: Mapping[str, Any]) -> str:
     tail = _map(r, "tail")
     deltas = [d for d in tail.get("deltas") or [] if isinstance(d, Mapping)]
     if not deltas:
-        return not_available("no per-stage columns to compare slow and fast requests")
+        return not_available(
+            _why(r, "no per-stage columns to compare slow and fast requests", "slow", "stage")
+        )
     body = table(
         ["stage", "mean slow ms", "mean fast ms", "delta ms"],
         [
@@ -164,6 +189,13 @@ def _tail(r: Mapping[str, Any]) -> str:
         numeric=[1, 2, 3],
     )
     driver = f"<p>Driver: <strong>{esc(tail['driver'])}</strong></p>" if tail.get("driver") else ""
+    groups = []
+    for name in ("slow", "fast"):
+        n, span = tail.get(f"n_{name}"), tail.get(f"{name}_range_ms")
+        if is_num(n) and isinstance(span, list) and len(span) == 2:
+            groups.append(f"{name}: {n:,} requests, {fmt_ms(span[0])} to {fmt_ms(span[1])} ms")
+    if groups:
+        driver += f"<p>{esc('; '.join(groups))}.</p>"
     return (
         figure(
             "delta",
@@ -179,7 +211,9 @@ def _tail(r: Mapping[str, Any]) -> str:
 def _shape(r: Mapping[str, Any]) -> str:
     rows = _list(r, "shape")
     if not rows:
-        return not_available("no input-shape columns (e.g. seq_len) in the log")
+        return not_available(
+            _why(r, "no input-shape columns (e.g. seq_len) in the log", "shape", "covariate")
+        )
     body = table(
         ["stage", "covariate", "R\u00b2", "slope ms/unit", "flag"],
         [
@@ -188,16 +222,17 @@ def _shape(r: Mapping[str, Any]) -> str:
                 cell(s.get("covariate")),
                 cell(s.get("r2"), "num"),
                 cell(s.get("slope"), "num"),
-                cell(s.get("flag") or ""),
+                _flag(s.get("flag")),
             ]
             for s in rows
         ],
         numeric=[2, 3],
     )
-    ranked = sorted(
-        (s for s in rows if s.get("profile")),
-        key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0,
-    )
+    # Chart the fits the audit flagged; when none is, the strongest one alone.
+    profiled = [s for s in rows if s.get("profile")]
+    ranked = sorted(profiled, key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0)
+    flagged = [s for s in ranked if s.get("flag")]
+    ranked = flagged or ranked[:1]
     figs = "".join(
         figure(
             f"shape-{i}",
@@ -213,7 +248,9 @@ def _shape(r: Mapping[str, Any]) -> str:
 def _cohorts(r: Mapping[str, Any]) -> str:
     rows = _list(r, "cohorts")
     if not rows:
-        return not_available("no cohort columns (e.g. route, model_variant) in the log")
+        return not_available(
+            _why(r, "no cohort columns (e.g. route, model_variant) in the log", "cohort")
+        )
     body = table(
         [
             "dimension",
@@ -234,7 +271,7 @@ def _cohorts(r: Mapping[str, Any]) -> str:
                 cell(c.get("p99"), "ms"),
                 cell(c.get("delta_vs_global"), "ms"),
                 cell(c.get("share_of_slow"), "pct"),
-                Cell(str(c.get("flag") or ""), None, "flag"),
+                _flag(c.get("flag")),
             ]
             for c in rows
         ],
@@ -247,13 +284,15 @@ def _cohorts(r: Mapping[str, Any]) -> str:
 def _cold(r: Mapping[str, Any]) -> str:
     cold = _map(r, "cold_start")
     if not cold:
-        return not_available("no cold-start analysis in the report")
+        return not_available(_why(r, "no cold-start analysis in the report", "cold", "timestamp"))
     pairs = [
         ("verdict", str(cold.get("verdict", "-"))),
         ("window", f"{cold.get('window_min', '-')} min"),
         ("p99, all requests", f"{fmt_ms(cold.get('unfiltered_p99'))} ms"),
         ("p99, cold windows left out", f"{fmt_ms(cold.get('filtered_p99'))} ms"),
     ]
+    if is_num(cold.get("n_cold")):
+        pairs.append(("requests in cold windows", f"{cold['n_cold']:,}"))
     events = [e for e in cold.get("events") or [] if isinstance(e, Mapping)]
     if events:
         pairs.append(("events", "; ".join(f"{e.get('t')} {e.get('event', '')}" for e in events)))
@@ -275,10 +314,13 @@ def _cold(r: Mapping[str, Any]) -> str:
 def _hypotheses(r: Mapping[str, Any]) -> str:
     rows = _list(r, "hypotheses")
     if not rows:
-        return not_available("no hypothesis was supported by the data")
+        return not_available(_why(r, "no hypothesis was supported by the data", "hypothes"))
     return table(
         ["kind", "stage", "evidence"],
-        [[cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"))] for h in rows],
+        [
+            [cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"), "long")]
+            for h in rows
+        ],
     )
 
 
@@ -287,21 +329,33 @@ def _ranking(r: Mapping[str, Any]) -> str:
     refusals = [str(x) for x in r.get("refusals") or []]
     out = ""
     if rows:
-        out = table(
-            ["fix", "stage", "p99 saved ms", "hours", "risk", "reversible", "score (ms/h)"],
+        out = "<p>Fixes ranked by p99 ms saved per engineering hour (score).</p>" + table(
+            [
+                "fix",
+                "stage",
+                "p99 saved ms",
+                "p99 after ms",
+                "hours",
+                "risk",
+                "reversible",
+                "score (ms/h)",
+                "how it was estimated",
+            ],
             [
                 [
                     cell(f.get("fix")),
                     cell(f.get("stage") or "-"),
                     cell(f.get("p99_saved_ms"), "ms"),
+                    cell(f.get("p99_after_ms"), "ms"),
                     cell(f.get("hours"), "num"),
                     cell(f.get("risk")),
                     cell("yes" if f.get("reversible") else "no"),
                     cell(f.get("score"), "num"),
+                    cell(f.get("counterfactual") or "-", "long"),
                 ]
                 for f in rows
             ],
-            numeric=[2, 3, 6],
+            numeric=[2, 3, 4, 7],
         )
     else:
         out = not_available(refusals[0] if refusals else "no fix could be ranked")
@@ -322,13 +376,13 @@ def _recommendation(r: Mapping[str, Any]) -> str:
 SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("provenance", "Provenance", _provenance),
     ("snapshot", "Snapshot", _snapshot),
-    ("stages", "Per-stage percentiles", _stages),
-    ("slow-vs-fast", "Slow vs fast requests", _tail),
+    ("stages", "Stages", _stages),
+    ("slow-vs-fast", "Slow vs fast", _tail),
     ("shape", "Input shape", _shape),
     ("cohorts", "Cohorts", _cohorts),
     ("cold-start", "Cold start", _cold),
     ("hypotheses", "Hypotheses", _hypotheses),
-    ("ranking", "Fixes ranked by p99 ms saved per hour", _ranking),
+    ("ranking", "Ranking", _ranking),
     ("recommendation", "Recommendation", _recommendation),
 )
 
@@ -336,7 +390,8 @@ SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
 def render_audit_html(report: Mapping[str, Any]) -> str:
     """Render an audit report dict (the audit JSON contract) as one self-contained HTML page."""
     prov = _map(report, "provenance")
-    name = report.get("service") or prov.get("source") or "latency log"
+    source = str(prov.get("source") or "")
+    name = report.get("service") or source.rstrip("/").rsplit("/", 1)[-1] or "latency log"
     sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
     if prov.get("version"):
         sub += f" by tailbudget {prov['version']}"

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from tailbudget.report.html.page import is_num
 from tailbudget.report.html.svg import (
@@ -23,6 +23,7 @@ from tailbudget.report.html.svg import (
     P99,
     PCT_COLORS,
     new_figure,
+    slo_line,
     style,
     to_svg,
 )
@@ -32,7 +33,7 @@ _Q = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
 def _ms_tick(v: float, _pos: object = None) -> str:
-    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
+    return f"{v:,.0f}" if abs(v) >= 10 or float(v).is_integer() else f"{v:,.1f}"
 
 
 def _log_minor_tick(v: float, _pos: object = None) -> str:
@@ -42,7 +43,7 @@ def _log_minor_tick(v: float, _pos: object = None) -> str:
 
 
 def _q_tick(v: float, _pos: object = None) -> str:
-    return f"{v * 100:.3g}%"
+    return f"{v * 100:.6g}%"
 
 
 def cdf_chart(
@@ -99,7 +100,7 @@ def cdf_chart(
         ax.xaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.xaxis.set_minor_formatter(FuncFormatter(_log_minor_tick))
         ax.yaxis.set_major_formatter(FuncFormatter(_q_tick))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+        ax.yaxis.set_minor_locator(NullLocator())  # logit minor ticks: clutter, and slow to lay out
         ax.set_xlabel("end-to-end latency (ms, log scale)")
         ax.set_ylabel("share of requests at or below (logit scale)")
         ax.set_title("Latency distribution vs SLO")
@@ -108,49 +109,69 @@ def cdf_chart(
 
 
 def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
-    """Grouped bars of each stage's p50/p95/p99, with its budget as a black tick."""
+    """Grouped bars of each stage's p50/p95/p99, with its budget as a black tick.
+
+    Long stage names (e.g. RPC operation names) or many stages turn the bars
+    sideways so the names stay readable.
+    """
     rows = [s for s in stages if any(is_num(s.get(p)) for p in PCTS)]
     if not rows:
         return None
     names = [str(s.get("name", "?")) for s in rows]
-    x = np.arange(len(rows))
+    sideways = len(rows) > 6 or max(len(n) for n in names) > 14
+    pos = np.arange(len(rows))[::-1] if sideways else np.arange(len(rows))
     width = 0.26
     with style("stages"):
-        fig = new_figure(7.6, 3.6)
+        fig = new_figure(7.6, max(3.6, 0.55 * len(rows) + 1.4) if sideways else 3.6)
         ax = fig.add_subplot()
         for k, p in enumerate(PCTS):
             vals = [float(s[p]) if is_num(s.get(p)) else 0.0 for s in rows]
-            bars = ax.bar(x + (k - 1) * width, vals, width, color=PCT_COLORS[p], label=p)
+            # Sideways, p50 sits on top of each group, as in the legend's reading order.
+            off = (1 - k if sideways else k - 1) * width
+            draw = ax.barh if sideways else ax.bar
+            bars = draw(pos + off, vals, width, color=PCT_COLORS[p], label=p)
             for i, bar in enumerate(bars):
                 bar.set_gid(f"tb-stages-{p}-{i}")
-        bx, by = [], []
+        at, val = [], []
         for i, s in enumerate(rows):
             budget = s.get("budget") or {}
             for k, p in enumerate(PCTS):
                 if is_num(budget.get(p)):
-                    bx.append(x[i] + (k - 1) * width)
-                    by.append(float(budget[p]))
-        if bx:
+                    at.append(pos[i] + (1 - k if sideways else k - 1) * width)
+                    val.append(float(budget[p]))
+        if at:
+            xy = (val, at) if sideways else (at, val)
             (ln,) = ax.plot(
-                bx,
-                by,
+                *xy,
                 ls="none",
-                marker="_",
-                markersize=17,
+                marker="|" if sideways else "_",
+                markersize=13 if sideways else 17,
                 mew=2.4,
                 color=INK,
                 label="stage budget",
             )
             ln.set_gid("tb-stages-budget")
-        ax.set_xticks(
-            x, names, rotation=20 if len(rows) > 5 else 0, ha="right" if len(rows) > 5 else "center"
-        )
-        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
-        ax.set_ylabel("stage latency (ms)")
-        ax.set_xlabel("stage")
+        heights = [float(s[p]) for s in rows for p in PCTS if is_num(s.get(p)) and float(s[p]) > 0]
+        log = bool(heights) and max(heights + val) / min(heights + val) > 30
+        axis = ax.xaxis if sideways else ax.yaxis
+        if log:
+            # Stages span orders of magnitude; on a linear axis the small ones vanish.
+            (ax.set_xscale if sideways else ax.set_yscale)("log")
+            axis.set_minor_formatter(FuncFormatter(_log_minor_tick))
+        axis.set_major_formatter(FuncFormatter(_ms_tick))
+        label = "stage latency (ms, log scale)" if log else "stage latency (ms)"
+        if sideways:
+            ax.set_yticks(pos, names)
+            ax.set_xlabel(label)
+            ax.set_ylabel("stage")
+            ax.grid(axis="y", visible=False)
+        else:
+            ax.set_xticks(pos, names)
+            ax.set_ylabel(label)
+            ax.set_xlabel("stage")
+            ax.grid(axis="x", visible=False)
         ax.set_title("Per-stage percentiles vs stage budget")
-        ax.grid(axis="x", visible=False)
-        ax.legend(ncols=4, loc="upper left")
+        fig.legend(ncols=4, loc="outside lower center")
         return to_svg(fig)
 
 
@@ -290,15 +311,10 @@ def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99:
             )
             ln.set_gid("tb-cohorts-global")
         if is_num(slo_p99):
-            ln = ax.axhline(
-                float(slo_p99),
-                color=P99,
-                ls="--",
-                lw=1.2,
-                label=f"p99 SLO {_ms_tick(float(slo_p99))} ms",
-            )
-            ln.set_gid("tb-cohorts-slo")
+            slo_line(ax, float(slo_p99), max(float(c["p99"]) for c in rows), "tb-cohorts-slo")
         ax.set_xlim(left=0)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo - 0.05 * (hi - lo), hi)  # so a line at the lowest value stays visible
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_xlabel("share of traffic (%), point size = share of slow requests")
         ax.set_ylabel("cohort p99 (ms)")

@@ -39,7 +39,9 @@ figcaption { color: var(--muted); font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0 14px; font-size: .9rem; }
 th, td { padding: 5px 9px; border-bottom: 1px solid var(--line); text-align: left;
   vertical-align: top; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.wide { min-width: 12em; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
 thead th { background: var(--soft); position: sticky; top: 0; }
 table.sortable thead th { cursor: pointer; user-select: none; }
 table.sortable thead th::after { content: " \\2195"; color: #aab; font-size: .8em; }
@@ -152,7 +154,7 @@ class Cell:
 
 
 def cell(value: Any, kind: str = "text") -> Cell:
-    """Build a cell from a value: kind is text, ms, pct, int or num."""
+    """Build a cell from a value: kind is text, long (prose), ms, pct, int or num."""
     if kind == "ms":
         return Cell(fmt_ms(value), float(value) if is_num(value) else None, "num")
     if kind == "pct":
@@ -163,6 +165,8 @@ def cell(value: Any, kind: str = "text") -> Cell:
         )
     if kind == "num":
         return Cell(fmt_num(value), float(value) if is_num(value) else None, "num")
+    if kind == "long":
+        return Cell("-" if value is None else str(value), None, "wide")
     return Cell("-" if value is None else str(value))
 
 

@@ -9,24 +9,35 @@ from tailbudget.report.html import page, takeaways
 from tailbudget.report.html.page import cell, esc, figure, is_num, kv, not_available, table
 from tailbudget.report.html.timelines import replay_chart
 
-_SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance"}
+_SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance", "notes"}
+
+
+def _value(v: Any) -> str:
+    if is_num(v):
+        return f"{v:,.6g}"
+    if isinstance(v, Mapping):
+        # e.g. rows {total, used, ...} or summary {action: count}
+        return ", ".join(f"{k} {_value(x)}" for k, x in v.items() if not isinstance(x, Mapping))
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v) or "none"
+    return str(v)
 
 
 def _summary(rep: Mapping[str, Any]) -> str:
     prov = rep.get("provenance") if isinstance(rep.get("provenance"), Mapping) else {}
     assert isinstance(prov, Mapping)
     pairs = [(k, str(v)) for k, v in prov.items() if k != "notes" and v is not None]
-    # Scalar top-level keys (source, baseline_p99_ms, rows, ...) are shown as they are.
-    pairs += [
-        (k, f"{v:,.6g}" if is_num(v) else str(v))
-        for k, v in rep.items()
-        if k not in _SKIP and not isinstance(v, list | dict)
-    ]
+    # Top-level fields (source, rows, baseline_p99_ms, summary, ...) as they are.
+    pairs += [(k.replace("_", " "), _value(v)) for k, v in rep.items() if k not in _SKIP]
     timeline = [w for w in rep.get("timeline") or [] if isinstance(w, Mapping)]
     if timeline:
         known = sum(1 for w in timeline if w.get("known", True) is not False)
         pairs.append(("windows evaluated", f"{len(timeline):,} ({known:,} with enough samples)"))
-    return kv(pairs) if pairs else not_available("the replay carries no summary fields")
+    if not pairs:
+        return not_available("the replay carries no summary fields")
+    notes = [*(prov.get("notes") or []), *(rep.get("notes") or [])]
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return kv(pairs) + (f"<ul>{items}</ul>" if items else "")
 
 
 def _policy(rep: Mapping[str, Any]) -> str:
@@ -71,20 +82,21 @@ def _decisions(rep: Mapping[str, Any]) -> str:
     if not rows:
         return not_available("the policy took no action over this log")
     return table(
-        ["time", "offset (s)", "action", "metric", "value", "threshold", "reason"],
+        ["time", "offset (s)", "action", "rule", "metric", "value", "threshold", "reason"],
         [
             [
                 cell(d.get("t")),
                 cell(d.get("t_offset_s"), "num"),
                 cell(d.get("action")),
+                cell(d.get("rule") or "-"),
                 cell(d.get("metric")),
                 cell(d.get("value"), "num"),
                 cell(d.get("threshold"), "num"),
-                cell(d.get("reason")),
+                cell(d.get("reason"), "long"),
             ]
             for d in rows
         ],
-        numeric=[1, 4, 5],
+        numeric=[1, 5, 6],
     )
 
 

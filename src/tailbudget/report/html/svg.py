@@ -9,6 +9,7 @@ null Date make the same data give byte-identical SVG.
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from collections.abc import Iterator
@@ -52,6 +53,27 @@ _REF = re.compile(r'(id="|#)([^"\s)]+)')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 
+def slo_line(ax: Any, slo_ms: float, data_max: float, gid: str) -> None:
+    """A dashed p99 SLO line; far above the data it becomes a note, so the data keeps the room."""
+    label = f"p99 SLO {slo_ms:,.0f} ms"
+    if data_max > 0 and slo_ms > 2.5 * data_max:
+        note = ax.annotate(
+            f"{label}: far above this chart",
+            (1.0, 1.0),
+            xycoords="axes fraction",
+            xytext=(-4, -4),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            fontsize=8,
+            color=P99,
+        )
+        note.set_gid(f"{gid}-above")
+        return
+    line = ax.axhline(slo_ms, color=P99, ls="--", lw=1.2, label=label)
+    line.set_gid(gid)
+
+
 @contextmanager
 def style(key: str) -> Iterator[None]:
     """rcParams for one chart; `key` salts the SVG ids so charts never share one."""
@@ -73,7 +95,8 @@ def to_svg(fig: Figure) -> str:
     svg = text[text.index("<svg") :]
     # Matplotlib writes fixed pt sizes; the viewBox alone lets CSS scale the chart.
     svg = re.sub(r'^<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", svg, count=1)
-    svg = svg.replace("<svg ", '<svg role="img" ', 1)
+    title = next((a.get_title() for a in fig.axes if a.get_title()), "chart")
+    svg = svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
     svg = _METADATA.sub("", svg)  # RDF boilerplate: namespace URLs a reader might mistake for links
     # Matplotlib numbers its ids per figure (figure_1, patch_1, ...); several charts on one
     # page would repeat them, so prefix every id but ours with this chart's root id.

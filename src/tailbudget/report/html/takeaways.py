@@ -54,18 +54,22 @@ def stages(rows: Sequence[Mapping[str, Any]]) -> str:
                     worst = (r, str(s.get("name")), p, float(got), float(lim))
     if worst is not None and worst[0] > 0:
         r, name, p, got, lim = worst
+        over = f"{r + 1:.1f}x" if r >= 1 else f"{r:.0%} over"
         return (
-            f"{name} {p} is {fmt_ms(got)} ms, {r:.0%} over its {fmt_ms(lim)} ms budget "
+            f"{name} {p} is {fmt_ms(got)} ms, {over} its {fmt_ms(lim)} ms budget "
             f"({n_over} stage percentile{'s' if n_over != 1 else ''} over budget)."
         )
-    big = [s for s in rows if is_num(s.get("p99")) and s.get("name") != "unattributed"]
+    big = [s for s in rows if is_num(s.get("p99"))]
     if not big:
         return "Per-stage percentiles."
     top = max(big, key=lambda s: float(s["p99"]))
     share = top.get("share_of_p99")
     tail = f", {float(share):.0%} of the end-to-end p99" if is_num(share) else ""
     head = "Every stage is within its budget; " if worst is not None else ""
-    return f"{head}{top.get('name')} has the largest p99 at {fmt_ms(top['p99'])} ms{tail}."
+    label = str(top.get("name"))
+    if label == "unattributed":
+        label = "time outside every stage (unattributed)"
+    return f"{head}{label} has the largest p99 at {fmt_ms(top['p99'])} ms{tail}."
 
 
 def delta(tail: Mapping[str, Any]) -> str:
@@ -131,15 +135,16 @@ def cold_start(cold: Mapping[str, Any]) -> str:
     if verdict == "no_events":
         return "No deploy or restart events were given, so cold start was not tested."
     if is_num(un) and is_num(fil):
-        diff = float(un) - float(fil)
+        diff = float(fil) - float(un)
+        change = f" ({diff:+,.0f} ms, {diff / float(un):+.0%})" if float(un) else ""
         if verdict == "cold_start":
             return (
-                f"Cold start matters: leaving out {win} drops p99 from {fmt_ms(un)} to "
-                f"{fmt_ms(fil)} ms ({diff:+,.0f} ms)."
+                f"Cold start matters: leaving out {win} takes p99 from {fmt_ms(un)} to "
+                f"{fmt_ms(fil)} ms{change}."
             )
         return (
-            f"Not cold start: leaving out {win} moves p99 only from {fmt_ms(un)} to "
-            f"{fmt_ms(fil)} ms."
+            f"Not flagged as cold start: leaving out {win} moves p99 from {fmt_ms(un)} to "
+            f"{fmt_ms(fil)} ms{change}."
         )
     return f"Cold-start verdict: {verdict or 'unknown'}."
 

@@ -21,16 +21,18 @@ from tailbudget.report.html.svg import (
     P99,
     PURPLE,
     new_figure,
+    slo_line,
     style,
     to_svg,
 )
 
+# Decision colours stay clear of the p95/p99 series colours so a mark never reads as data.
 ACTION_COLORS = {
     "scale_up": BLUE,
     "scale_down": "#56B4E9",
-    "trim_logging": P95,
-    "restore_logging": "#F0E442",
-    "shed_load": P99,
+    "trim_logging": "#8c6d31",
+    "restore_logging": "#bcbd22",
+    "shed_load": INK,
     "stop_shedding": GREEN,
     "rollback": PURPLE,
 }
@@ -81,7 +83,9 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
         shown = [(t, name) for t, name in events if t is not None and lo <= t <= hi]
         for i, (t, name) in enumerate(shown):
             x0, x1 = date2num([t, t + timedelta(minutes=window)])  # type: ignore[no-untyped-call]
-            ev = ax.axvline(x0, color=PURPLE, lw=1.4, label="event" if i == 0 else None)
+            names = sorted({n for _, n in shown})
+            label = f"event: {', '.join(names)[:40]} ({len(shown)})"
+            ev = ax.axvline(x0, color=PURPLE, lw=1.4, label=label if i == 0 else None)
             ev.set_gid(f"tb-cold-event-{i}")
             span = ax.axvspan(
                 x0,
@@ -92,6 +96,8 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
                 label=f"first {window:g} min after" if i == 0 else None,
             )
             span.set_gid(f"tb-cold-window-{i}")
+            if len(shown) > 3:
+                continue  # many events: their labels would overprint; the table lists them
             ax.annotate(
                 name,
                 (x0, 1.0),
@@ -102,14 +108,7 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
                 color=PURPLE,
             )
         if is_num(slo_p99):
-            s = ax.axhline(
-                float(slo_p99),
-                color=P99,
-                ls="--",
-                lw=1.2,
-                label=f"p99 SLO {float(slo_p99):,.0f} ms",
-            )
-            s.set_gid("tb-cold-slo")
+            slo_line(ax, float(slo_p99), max(p[1] for p in pts), "tb-cold-slo")
         loc = AutoDateLocator()  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(loc)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=UTC))  # type: ignore[no-untyped-call]
@@ -169,7 +168,11 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
     if len(timeline) < 2:
         return None
     timeline.sort(key=lambda w: float(w["t_offset_s"]))
-    tmin = np.array([float(w["t_offset_s"]) / 60 for w in timeline])
+    span_s = float(timeline[-1]["t_offset_s"]) - float(timeline[0]["t_offset_s"])
+    scale, unit = (
+        (1.0, "s") if span_s <= 300 else (60.0, "min") if span_s <= 6 * 3600 else (3600.0, "h")
+    )
+    tmin = np.array([float(w["t_offset_s"]) / scale for w in timeline])
     err = _series(timeline, "error_rate")
     two = not bool(np.all(np.isnan(err)))
     with style("replay"):
@@ -199,7 +202,7 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
         for i, d in enumerate(replay.get("decisions") or []):
             if not is_num(d.get("t_offset_s")):
                 continue
-            x = float(d["t_offset_s"]) / 60
+            x = float(d["t_offset_s"]) / scale
             action = str(d.get("action", "?"))
             color = ACTION_COLORS.get(action, INK)
             dlabel = f"decision: {action}" if action not in seen else None
@@ -230,7 +233,7 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
             ax2.set_ylabel("errors (%)")
             ax2.set_ylim(bottom=0)
             bottom = ax2
-        bottom.set_xlabel("time since the log's first request (min)")
+        bottom.set_xlabel(f"time since the log's first request ({unit})")
         handles, labels = [], []
         for a in (ax, ax2) if ax2 is not None else (ax,):
             h, lab = a.get_legend_handles_labels()

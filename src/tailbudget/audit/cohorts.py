@@ -1,0 +1,59 @@
+"""Step 5: cohorts. Per value of each cohort dimension: share of traffic, p99, delta from the
+global p99, and share of the slow group. A cohort is flagged when its share of the slow
+group is at least SLOW_RATIO times its share of traffic and at least MIN_SLOW_SHARE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.report import CohortRow
+
+SLOW_RATIO = 2.0
+MIN_SLOW_SHARE = 0.10
+MIN_ROWS = 30
+TOP_VALUES = 50
+"""Dimensions with many values (user ids) keep their busiest values only."""
+
+
+def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> list[CohortRow]:
+    """One grouped pass per cohort dimension."""
+    out: list[CohortRow] = []
+    t = ctx.t
+    for dim in ctx.log.cohorts:
+        expr = (
+            t.group_by(value=t[dim].cast("string").fill_null("(null)"))
+            .aggregate(
+                n=t.count(),
+                p99=t[TOTAL].quantile(0.99),
+                n_slow=slow.cast("int64").sum(),
+            )
+            .order_by(ibis_desc("n"))
+            .limit(TOP_VALUES)
+        )
+        for r in ctx.run_frame(f"cohort {dim}", expr):
+            n = int(r["n"])
+            share = n / n_total if n_total else 0.0
+            slow_share = fnum(r["n_slow"]) / n_slow if n_slow else 0.0
+            out.append(
+                CohortRow(
+                    dim=dim,
+                    value=str(r["value"]),
+                    n=n,
+                    share=share,
+                    p99=fnum(r["p99"]),
+                    delta_vs_global=fnum(r["p99"]) - global_p99,
+                    share_of_slow=slow_share,
+                    flag=n >= MIN_ROWS
+                    and slow_share >= MIN_SLOW_SHARE
+                    and slow_share >= SLOW_RATIO * share,
+                )
+            )
+    return out
+
+
+def ibis_desc(name: str) -> Any:
+    """Descending sort key."""
+    import ibis
+
+    return ibis.desc(name)

@@ -1,0 +1,103 @@
+"""Step 6: cold start. The p99 of every request next to the p99 without the requests that
+arrived within `cold_window_min` after a scale-up or deploy event. Verdict `cold_start` when
+the filtered p99 meets the SLO and the unfiltered one does not (without a p99 target: when
+filtering lowers the p99 by at least MATERIAL). Also the per-minute timeline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
+
+MATERIAL = 0.15
+
+
+def _epoch(t: datetime) -> int:
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return int(t.timestamp())
+
+
+def cold_mask(ctx: Ctx) -> Any | None:
+    """True for requests inside a cold window; None without events or timestamps."""
+    if not ctx.config.events or not ctx.log.has_timestamp:
+        return None
+    es = ctx.t["ts"].epoch_seconds().cast("float64")
+    window = int(ctx.config.cold_window_min * 60)
+    mask = None
+    for when, _ in ctx.config.events:
+        e = _epoch(when)
+        part = (es >= e) & (es < e + window)
+        mask = part if mask is None else mask | part
+    return mask.fill_null(False) if mask is not None else None
+
+
+def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
+    """Pass A: p50/p99 of the warm requests and how many are cold."""
+    return {
+        "cold_n": cold.cast("int64").sum(),
+        "warm_q": ctx.t[TOTAL].quantile([0.5, 0.99], where=~cold),
+    }
+
+
+def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
+    """Per minute: n, p99 of total and each stage's mean (one grouped pass)."""
+    t = ctx.t
+    minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
+    aggs: dict[str, Any] = {"n": t.count(), "p99": t[TOTAL].approx_quantile(0.99)}
+    for j, name in enumerate(names):
+        aggs[f"m{j}"] = ctx.col(name).mean()
+    expr = t.group_by(minute=minute).aggregate(**aggs)
+    rows = [r for r in ctx.run_frame("timeline", expr) if r["minute"] is not None]
+    return sorted(rows, key=lambda r: int(r["minute"]))
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def build(
+    ctx: Ctx, row: dict[str, Any] | None, p99: float, minutes: list[dict[str, Any]]
+) -> ColdStart:
+    """The cold-start section."""
+    tl = [
+        TimelinePoint(t=_iso(int(r["minute"]) * 60), p99=fnum(r["p99"]), n=int(r["n"]))
+        for r in minutes
+    ]
+    events = [EventPoint(t=_iso(_epoch(w)), event=e) for w, e in ctx.config.events]
+    window = ctx.config.cold_window_min
+    if row is None:
+        return ColdStart(
+            window_min=window,
+            unfiltered_p99=p99,
+            filtered_p99=None,
+            verdict="no_events",
+            timeline=tl,
+            events=events,
+        )
+    warm_q = row.get("warm_q") or [None, None]
+    filtered = fnum(warm_q[1], p99)
+    target = ctx.config.slo.get("p99")
+    if target is not None:
+        cold = filtered <= target < p99
+    else:
+        cold = p99 > 0 and (p99 - filtered) / p99 >= MATERIAL
+    return ColdStart(
+        window_min=window,
+        unfiltered_p99=p99,
+        filtered_p99=filtered,
+        verdict="cold_start" if cold else "not_cold_start",
+        n_cold=int(fnum(row.get("cold_n"))),
+        timeline=tl,
+        events=events,
+    )
+
+
+def warm_p50(row: dict[str, Any] | None) -> float | None:
+    """Median of the warm requests (what a cold request would take served warm)."""
+    if row is None:
+        return None
+    q = row.get("warm_q") or [None, None]
+    return None if q[0] is None else float(q[0])

@@ -1,0 +1,113 @@
+"""Shared state of one audit: the Ibis table, derived expressions, and how to run a pass."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tailbudget.audit.config import AuditConfig
+from tailbudget.logs.table import LogTable
+
+UNATTRIBUTED = "unattributed"
+TOTAL = "total_ms"
+
+OVERLAP_TOLERANCE_MS = 1.0
+"""Integer-ms logs round each stage; a sum over the total by less than this is rounding."""
+
+SAMPLE_ROWS = 250_000
+"""Distribution shapes (CDF plot, gap test, covariate bins) come from a row sample this big."""
+
+NESTED_SHARE = 0.05
+"""Above this share of requests with sum(stages) > total, stages are treated as nested."""
+
+
+@dataclass
+class Ctx:
+    """One audit in progress: the log, its config and the figures of earlier passes."""
+
+    log: LogTable
+    config: AuditConfig
+    passes: int = 0
+    parent: Ctx | None = None
+    """The full-log context of a sample context; passes are counted on the root."""
+    notes: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+    @property
+    def t(self) -> Any:
+        """The Ibis table."""
+        return self.log.table
+
+    def col(self, stage: str) -> Any:
+        """Latency expression of a stage (nulls as 0), `unattributed`, or the total."""
+        if stage == UNATTRIBUTED:
+            return self.t[TOTAL] - self.stage_sum()
+        if stage == TOTAL:
+            return self.t[TOTAL]
+        return self.t[self.log.stage_column(stage)].cast("float64")
+
+    def sampled(self) -> Ctx:
+        """A context over a uniform row sample of about SAMPLE_ROWS (itself when small)."""
+        n = self.log.rows.used
+        if n <= 2 * SAMPLE_ROWS:
+            return self
+        table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
+        return Ctx(replace(self.log, table=table), self.config, parent=self)
+
+    def stage_sum(self) -> Any:
+        """Sum of every stage column (a missing stage counts as 0)."""
+        cols = [
+            self.t[self.log.stage_column(s)].cast("float64").fill_null(0.0) for s in self.log.stages
+        ]
+        out = cols[0]
+        for c in cols[1:]:
+            out = out + c
+        return out
+
+    def run_row(self, label: str, exprs: dict[str, Any]) -> dict[str, Any]:
+        """Run one aggregate pass over the log and return its single row as Python values."""
+        self._progress(label)
+        expr = self.t.aggregate(**exprs)
+        return {k: _py(v) for k, v in self._execute(expr)[0].items()}
+
+    def run_frame(self, label: str, expr: Any) -> list[dict[str, Any]]:
+        """Run a grouped pass and return its rows as dicts of Python values."""
+        self._progress(label)
+        return [{k: _py(v) for k, v in row.items()} for row in self._execute(expr)]
+
+    def _progress(self, label: str) -> None:
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        root.passes += 1
+        if self.config.progress is not None:
+            self.config.progress(label)
+
+    def _execute(self, expr: Any) -> list[dict[str, Any]]:
+        # Arrow, not pandas: results are small, and this skips a pandas round trip.
+        rows: list[dict[str, Any]] = to_arrow(self.log, expr).to_pylist()
+        return rows
+
+
+def to_arrow(log: LogTable, expr: Any) -> Any:
+    """Run an expression on the log's backend and return a pyarrow Table."""
+    if log.backend is not None:
+        return log.backend.to_pyarrow(expr)
+    return expr.to_pyarrow()
+
+
+def _py(v: Any) -> Any:
+    """Plain Python values, None for NaN."""
+    if isinstance(v, list):
+        return [_py(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def fnum(v: Any, default: float = 0.0) -> float:
+    """A result value as float, with a default for null."""
+    if v is None:
+        return default
+    return float(v)

@@ -1,0 +1,80 @@
+"""Step 9: what to do first.
+
+- none: every SLO percentile given passes.
+- add_capacity: contention is the best-ranked cause (or, unranked, a contention hypothesis
+  exists): the tail is load, and capacity is the quick lever.
+- renegotiate_slo: the p50 breaches without contention (the typical request misses; no
+  tail fix reaches it), or the ranked fixes together save less than a third of the
+  p99 breach, or a breach has no hypothesis at all.
+- fix_tail: otherwise; the text names the first fix and what it saves.
+"""
+
+from __future__ import annotations
+
+from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
+
+PARTIAL = 1 / 3
+
+
+def recommend(
+    snap: Snapshot, slo: dict[str, float], hyps: list[Hypothesis], ranking: list[RankedFix]
+) -> Recommendation:
+    """The recommendation with a sentence citing the figures."""
+    breached = [p for p, v in snap.verdict.items() if v == "breach"]
+    if not breached:
+        figs = ", ".join(f"{p} {getattr(snap, p):,.0f} ms <= {slo[p]:,.0f}" for p in slo)
+        return Recommendation(
+            choice="none", text=f"Every SLO target is met ({figs}); nothing to fix."
+        )
+    top = breached[-1]
+    gap = getattr(snap, top) - slo[top]
+    kinds = {h.kind for h in hyps}
+    if (ranking and ranking[0].kind == "contention") or (not ranking and "contention" in kinds):
+        return Recommendation(
+            choice="add_capacity",
+            text=(
+                f"{top} is {gap:,.0f} ms over its target and latency rises with traffic: add "
+                "capacity (or cap concurrency per replica) before tuning code."
+            ),
+        )
+    if "p50" in breached:
+        return Recommendation(
+            choice="renegotiate_slo",
+            text=(
+                f"The median request already misses p50 ({snap.p50:,.0f} ms vs {slo['p50']:,.0f}): "
+                "this is not a tail problem; renegotiate the SLO or redesign the pipeline."
+            ),
+        )
+    if not hyps:
+        return Recommendation(
+            choice="renegotiate_slo",
+            text=(
+                f"{top} is {gap:,.0f} ms over its target and no cause stands out in this log; "
+                "either instrument more stages or renegotiate the target."
+            ),
+        )
+    if ranking:
+        saved = sum(r.p99_saved_ms for r in ranking)
+        first = ranking[0]
+        if top == "p99" and saved < PARTIAL * gap:
+            return Recommendation(
+                choice="renegotiate_slo",
+                text=(
+                    f"p99 is {gap:,.0f} ms over target but every ranked fix together saves about "
+                    f"{saved:,.0f} ms: renegotiate the SLO, then apply {first.fix}."
+                ),
+            )
+        where = f" on {first.stage}" if first.stage else ""
+        return Recommendation(
+            choice="fix_tail",
+            text=(
+                f"{top} is {gap:,.0f} ms over target. Start with {first.fix}{where}: it saves "
+                f"about {first.p99_saved_ms:,.0f} ms of p99 for {first.hours:g} h "
+                f"({first.risk} risk{', reversible' if first.reversible else ''})."
+            ),
+        )
+    kinds_s = ", ".join(sorted(kinds))
+    return Recommendation(
+        choice="fix_tail",
+        text=f"{top} is {gap:,.0f} ms over target; the tail has a cause ({kinds_s}): fix it.",
+    )

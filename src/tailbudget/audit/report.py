@@ -1,0 +1,262 @@
+"""The audit report: the `audit --format json` contract of DESIGN.md plus BRIEF extension keys."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+HypothesisKind = Literal[
+    "input_shape",
+    "cold_start",
+    "contention",
+    "external_dependency",
+    "cache_miss",
+    "fanout",
+    "missing_slice",
+    "llm_prefill",
+    "llm_decode",
+]
+Choice = Literal["fix_tail", "add_capacity", "renegotiate_slo", "none"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Provenance(_Model):
+    """Where the figures come from."""
+
+    source: str
+    format: str
+    engine: str
+    generated_at: str
+    version: str
+    notes: list[str] = Field(default_factory=list)
+
+
+class Rows(_Model):
+    """Rows read, used and rejected by reason."""
+
+    total: int
+    used: int
+    rejected: int
+    rejected_reasons: dict[str, int] = Field(default_factory=dict)
+
+
+class Percentiles(_Model):
+    """SLO targets in ms (null when not given)."""
+
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class Snapshot(_Model):
+    """End-to-end percentiles and pass/breach against the SLO."""
+
+    p50: float
+    p95: float
+    p99: float
+    max: float
+    mean: float
+    """Not an SLO figure: the mean hides the tail."""
+    verdict: dict[str, Literal["pass", "breach"]]
+    breach_rate_per_min: float | None
+    """Requests per minute slower than the highest SLO target, at the log's own traffic."""
+    count: int
+    errors: int
+    duration_min: float | None
+
+
+class CdfPoint(_Model):
+    """One point of the end-to-end quantile function."""
+
+    q: float
+    ms: float
+
+
+class StageRow(_Model):
+    """Per-stage percentiles and share of the end-to-end p99."""
+
+    name: str
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+    share_of_p99: float
+    budget: dict[str, float] | None = None
+
+
+class Overlap(_Model):
+    """Requests whose stages add up to more than their total (nested or parallel calls)."""
+
+    share: float
+    nested: bool
+
+
+class Delta(_Model):
+    """Mean of one stage in the slow group minus the fast group."""
+
+    stage: str
+    mean_slow: float
+    mean_fast: float
+    delta: float
+
+
+class Tail(_Model):
+    """Slow-vs-fast comparison; the driver is the stage with the largest delta."""
+
+    driver: str | None
+    deltas: list[Delta]
+    slow_range_ms: list[float]
+    fast_range_ms: list[float]
+    n_slow: int
+    n_fast: int
+
+
+class ProfilePoint(_Model):
+    """One bin of a covariate: its mean x and the stage's latency there."""
+
+    x: float
+    n: int
+    mean_ms: float
+    p50_ms: float
+    p95_ms: float
+
+
+class ShapeRow(_Model):
+    """Linear fit of a stage's latency on a covariate."""
+
+    stage: str
+    covariate: str
+    r2: float
+    slope: float
+    intercept: float
+    flag: bool
+    profile: list[ProfilePoint] = Field(default_factory=list)
+
+
+class CohortRow(_Model):
+    """One value of a cohort dimension."""
+
+    dim: str
+    value: str
+    n: int
+    share: float
+    p99: float
+    delta_vs_global: float
+    share_of_slow: float
+    flag: bool
+
+
+class TimelinePoint(_Model):
+    """One minute of traffic."""
+
+    t: str
+    p99: float
+    n: int
+
+
+class EventPoint(_Model):
+    """A scale-up or deploy."""
+
+    t: str
+    event: str
+
+
+class ColdStart(_Model):
+    """p99 with and without the requests just after each event."""
+
+    window_min: float
+    unfiltered_p99: float
+    filtered_p99: float | None
+    verdict: Literal["cold_start", "not_cold_start", "no_events"]
+    n_cold: int = 0
+    timeline: list[TimelinePoint] = Field(default_factory=list)
+    events: list[EventPoint] = Field(default_factory=list)
+
+
+class Hypothesis(_Model):
+    """A suspected cause with its evidence in words and numbers."""
+
+    kind: HypothesisKind
+    stage: str | None
+    evidence: str
+    covariate: str | None = None
+    figures: dict[str, float] = Field(default_factory=dict)
+
+
+class RankedFix(_Model):
+    """A candidate fix with its counterfactual p99 saving and cost."""
+
+    fix: str
+    stage: str | None
+    p99_saved_ms: float
+    hours: float
+    risk: Literal["low", "medium", "high"]
+    reversible: bool
+    score: float
+    """p99 ms saved per engineering hour."""
+    kind: HypothesisKind
+    counterfactual: str
+    p99_after_ms: float
+
+
+class Recommendation(_Model):
+    """What to do first."""
+
+    choice: Choice
+    text: str
+
+
+class Goodput(_Model):
+    """Share of requests that are not errors and finish within the SLO's request-level target."""
+
+    share: float
+    target: str
+    target_ms: float
+    by_target: dict[str, float]
+    error_share: float
+
+
+class BaselineRow(_Model):
+    """Change of one percentile against a baseline log, with a bootstrap interval."""
+
+    percentile: str
+    before: float
+    after: float
+    change: float
+    ci_low: float
+    ci_high: float
+
+
+class AuditReport(_Model):
+    """Everything `tailbudget audit` finds; serialises to the JSON contract."""
+
+    provenance: Provenance
+    rows: Rows
+    slo: Percentiles
+    snapshot: Snapshot
+    cdf: list[CdfPoint]
+    stages: list[StageRow]
+    overlap: Overlap
+    tail: Tail
+    shape: list[ShapeRow]
+    cohorts: list[CohortRow]
+    cold_start: ColdStart | None
+    hypotheses: list[Hypothesis]
+    ranking: list[RankedFix]
+    refusals: list[str]
+    recommendation: Recommendation
+    goodput: Goodput
+    baseline: list[BaselineRow] | None
+    gated: list[str]
+
+    def breaches_gate(self) -> bool:
+        """True when a gated percentile breaches the SLO (for `--fail-on-breach`)."""
+        return any(self.snapshot.verdict.get(p) == "breach" for p in self.gated)
+
+    def to_json(self) -> str:
+        """The JSON contract, indented."""
+        return self.model_dump_json(indent=2)

@@ -1,0 +1,95 @@
+"""Step 1: end-to-end snapshot (p50/p95/p99/max, mean last) and pass/breach per SLO percentile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.report import CdfPoint, Snapshot
+
+
+def _grid() -> list[float]:
+    # Dense in the tail, where the SLO lives: 1% steps to p90, then finer.
+    qs = [i / 100 for i in range(1, 90)]
+    qs += [round(0.90 + i * 0.002, 4) for i in range(45)]
+    qs += [round(0.99 + i * 0.0005, 5) for i in range(18)]
+    qs += [round(0.999 + i * 0.0001, 5) for i in range(10)]
+    return sorted(set(qs))
+
+
+CDF_QS: list[float] = _grid()
+
+
+EXACT_QS: list[float] = [0.4, 0.5, 0.95, 0.99]
+"""Exact quantiles of the total: the SLO verdicts and the slow/fast group bounds."""
+
+
+def at(qs: list[float], values: list[float], q: float) -> float:
+    """Value of quantile `q` in a grid computed for `qs`."""
+    i = min(range(len(qs)), key=lambda j: abs(qs[j] - q))
+    return float(values[i])
+
+
+def exprs(ctx: Ctx) -> dict[str, Any]:
+    """Aggregates of pass A for the snapshot."""
+    t = ctx.t
+    total = t[TOTAL]
+    out: dict[str, Any] = {
+        "n": t.count(),
+        "total_q": total.quantile(EXACT_QS),
+        "total_max": total.max(),
+        "total_mean": total.mean(),
+        "errors": t["error"].cast("int64").sum(),
+    }
+    target = _top_target(ctx)
+    if target is not None:
+        out["n_over_top"] = (total > target[1]).cast("int64").sum()
+    if ctx.log.has_timestamp:
+        es = t["ts"].epoch_seconds().cast("float64")
+        out["ts_min"] = es.min()
+        out["ts_max"] = es.max()
+    return out
+
+
+def sample_exprs(ctx: Ctx) -> dict[str, Any]:
+    """The CDF, for plotting: an approximate sketch on the sample, not 160 exact ranks."""
+    return {"total_cdf": ctx.t[TOTAL].approx_quantile(CDF_QS)}
+
+
+def _top_target(ctx: Ctx) -> tuple[str, float] | None:
+    slo = ctx.config.slo
+    return next(((p, slo[p]) for p in ("p99", "p95", "p50") if p in slo), None)
+
+
+def build(ctx: Ctx, row: dict[str, Any]) -> tuple[Snapshot, list[CdfPoint], dict[float, float]]:
+    """Snapshot, CDF points and the exact quantiles of the total by q."""
+    exact = {q: fnum(v) for q, v in zip(EXACT_QS, row["total_q"], strict=True)}
+    p = {name: exact[q] for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
+    verdict: dict[str, Any] = {
+        name: ("pass" if p[name] <= target else "breach") for name, target in ctx.config.slo.items()
+    }
+    duration_min = None
+    rate = None
+    if ctx.log.has_timestamp and row.get("ts_min") is not None and row.get("ts_max") is not None:
+        # A log of one instant still spans the minute it was recorded in.
+        duration_min = max((fnum(row["ts_max"]) - fnum(row["ts_min"])) / 60.0, 1.0 / 60.0)
+        if "n_over_top" in row:
+            rate = fnum(row["n_over_top"]) / duration_min
+    snap = Snapshot(
+        p50=p["p50"],
+        p95=p["p95"],
+        p99=p["p99"],
+        max=fnum(row["total_max"]),
+        mean=fnum(row["total_mean"]),
+        verdict=verdict,
+        breach_rate_per_min=rate,
+        count=int(row["n"]),
+        errors=int(fnum(row.get("errors"))),
+        duration_min=duration_min,
+    )
+    cdf, last = [], 0.0
+    for q, v in zip(CDF_QS, row["total_cdf"] or [], strict=False):
+        last = max(last, min(fnum(v), snap.max))  # keep the sketch monotone and within max
+        cdf.append(CdfPoint(q=q, ms=last))
+    cdf.append(CdfPoint(q=1.0, ms=snap.max))
+    return snap, cdf, exact

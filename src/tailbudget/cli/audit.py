@@ -1,0 +1,182 @@
+"""`tailbudget audit`: what drives the tail of a latency log, and what to fix first."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from tailbudget.audit import AuditConfig, AuditReport, parse_slo, run_audit
+from tailbudget.audit.events import read_events
+from tailbudget.budget import load_budget
+from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.errors import TailbudgetError
+
+
+class AuditFormat(StrEnum):
+    """Output formats of `audit`."""
+
+    md = "md"
+    json = "json"
+    html = "html"
+
+
+class Workload(StrEnum):
+    """Kinds of workload; only online services have a per-request SLO."""
+
+    online = "online"
+    batch = "batch"
+
+
+class Unit(StrEnum):
+    """Units of the latency columns."""
+
+    ms = "ms"
+    s = "s"
+    us = "us"
+
+
+NO_SLO = (
+    "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) or "
+    "--budget FILE with an slo: block (tailbudget init writes one)"
+)
+BATCH = (
+    "--workload batch: a batch job has no per-request latency SLO, so a tail audit does not "
+    "apply; a throughput analysis (rows/s, job makespan, stragglers) is the right tool"
+)
+
+
+def _slow(value: str) -> str | float:
+    if value in ("p95", "p99"):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {value!r}") from None
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str], None] | None]:
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("reading the log", total=None)
+        yield lambda label: bar.update(task, description=f"audit: {label}")
+
+
+def render(report: AuditReport, fmt: str) -> str:
+    """The report in md, json or html."""
+    if fmt == "json":
+        return report.to_json() + "\n"
+    if fmt == "html":
+        try:
+            # Imported by name: the HTML report is an optional part of some builds.
+            html_mod = importlib.import_module("tailbudget.report.html")
+        except ImportError:
+            raise TailbudgetError(
+                "--format html is not available in this build (tailbudget.report.html is "
+                "missing); use --format md or json"
+            ) from None
+        html: str = html_mod.render_audit_html(report.model_dump(mode="json"))
+        return html
+    from tailbudget.report.audit_md import audit_markdown
+
+    return audit_markdown(report)
+
+
+@clean_errors
+def audit_command(
+    log: str | None = typer.Argument(
+        None,
+        help="Log: Parquet (file, folder, glob), CSV, JSONL, OTLP/Jaeger JSON, vLLM or "
+        "LLMPerf results; omit with --engine URL --query SQL.",
+    ),
+    budget: Path | None = typer.Option(
+        None, "--budget", "-b", help="Budget file: SLO and log mapping."
+    ),
+    slo: str | None = typer.Option(None, "--slo", help="SLO in ms, e.g. p95=2800,p99=5200."),
+    shape: list[str] = typer.Option([], "--shape", help="Covariate column (repeatable)."),
+    cohort: list[str] = typer.Option([], "--cohort", help="Cohort column (repeatable)."),
+    events: Path | None = typer.Option(None, "--events", help="CSV of timestamp,event."),
+    cold_window_min: float = typer.Option(
+        5.0, "--cold-window-min", help="Minutes after an event that count as cold."
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Baseline log for a regression check."
+    ),
+    slow: str = typer.Option("p95", "--slow", help="Slow group: p95 ([p95,p99]), p99 or ms."),
+    engine: str | None = typer.Option(
+        None, "--engine", help="Ibis URL, or pyspark (default: DuckDB)."
+    ),
+    query: str | None = typer.Option(None, "--query", help="SQL on the engine giving the log."),
+    total: str | None = typer.Option(None, "--total", help="End-to-end latency column."),
+    stage: list[str] = typer.Option([], "--stage", help="Stage column (repeatable)."),
+    stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
+    timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
+    unit: Unit | None = typer.Option(None, "--unit", help="Unit of the latency columns."),
+    workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
+    format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    fail_on_breach: bool = typer.Option(
+        False, "--fail-on-breach", help="Exit 1 when a gated percentile breaches."
+    ),
+) -> None:
+    """Find what drives the tail of a latency log and rank the fixes; exit 2 on bad input."""
+    if workload is Workload.batch:
+        raise TailbudgetError(BATCH)
+    if slo is None and budget is None:
+        raise TailbudgetError(NO_SLO)
+    if log is None and query is None:
+        raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+    from tailbudget.logs import ReadOptions, read_log
+
+    b = load_budget(budget) if budget is not None else None
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "total": total,
+            "stages": tuple(stage) or None,
+            "stages_glob": stages,
+            "timestamp": timestamp,
+            "unit": unit.value if unit is not None else None,
+            "query": query,
+        }.items()
+        if v is not None
+    }
+    if shape:
+        overrides["shape"] = tuple(shape)
+    if cohort:
+        overrides["cohorts"] = tuple(cohort)
+    options = ReadOptions.from_budget(b, **overrides) if b is not None else ReadOptions(**overrides)
+    extra: dict[str, Any] = {"slow": _slow(slow), "cold_window_min": cold_window_min}
+    if slo is not None:
+        extra["slo"] = parse_slo(slo)
+        extra["gated"] = tuple(b.gated) if b is not None else tuple(extra["slo"])
+    if events is not None:
+        extra["events"] = read_events(events)
+    with _progress() as progress:
+        extra["progress"] = progress
+        table = read_log(log, options, engine=engine)
+        if baseline is not None:
+            extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
+        config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
+        report = run_audit(table, config)
+    emit(render(report, format.value), output)
+    if fail_on_breach and report.breaches_gate():
+        raise typer.Exit(EXIT_GATE)

@@ -1,0 +1,35 @@
+"""`tailbudget demo`: build a sample RAG log, plan, audit, write reports, print a summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from tailbudget.cli._common import clean_errors
+from tailbudget.errors import TailbudgetError
+
+
+@clean_errors
+def demo_command(
+    out: Path = typer.Option(Path("tailbudget-demo"), "--out", help="Folder to write into."),
+    rows: int = typer.Option(300_000, "--rows", help="Requests in the generated log."),
+    seed: int = typer.Option(7, "--seed", help="Random seed of the generated log."),
+) -> None:
+    """Run the whole job on a generated RAG-service log, on DuckDB with nothing to start."""
+    if not 1_000 <= rows <= 20_000_000:
+        raise TailbudgetError(f"--rows must be between 1,000 and 20,000,000, got {rows}")
+    from tailbudget.demo import run_demo
+
+    err = Console(stderr=True)
+    with err.status("demo") as status:
+        state = run_demo(out, rows=rows, seed=seed, on_step=lambda s: status.update(f"demo: {s}"))
+    typer.echo(f"tailbudget demo -> {out}")
+    for line in state.summary:
+        typer.echo(f"  {line}")
+    typer.echo("  files: " + ", ".join(p.name for p in state.files))
+    if "report_html" in state.extra:
+        typer.echo(f"  open the HTML report: {Path(state.extra['report_html']).resolve()}")
+    if "replay_html" in state.extra:
+        typer.echo(f"  and the policy replay: {Path(state.extra['replay_html']).resolve()}")

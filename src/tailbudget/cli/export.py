@@ -1,0 +1,52 @@
+"""`tailbudget export`: the budget as Prometheus, KEDA, Argo, Flagger, OpenSLO or Grafana config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tailbudget.budget import load_budget
+from tailbudget.cli._common import clean_errors, emit
+from tailbudget.errors import BudgetError
+from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
+from tailbudget.export.common import DEFAULT_BURN_WINDOWS
+
+_DEFAULTS = ExportOptions()
+
+
+@clean_errors
+def export_command(
+    budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
+    # A plain string, checked by `export`, so a bad target is a one-line error (exit 2).
+    to: str = typer.Option(..., "--to", "-t", help=f"What to generate: {', '.join(TARGETS)}."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    prometheus_url: str = typer.Option(
+        _DEFAULTS.prometheus_url,
+        "--prometheus-url",
+        help="Prometheus as KEDA/Argo/Flagger reach it.",
+    ),
+    verdict_url: str = typer.Option(
+        _DEFAULTS.verdict_url, "--verdict-url", help="`tailbudget serve`'s /v1/verdict URL (Argo)."
+    ),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace."),
+    target_name: str | None = typer.Option(
+        None, "--scale-target", help="Deployment KEDA scales (default: the service name)."
+    ),
+    burn: str | None = typer.Option(
+        None,
+        "--burn",
+        help="Burn-rate window pairs, e.g. '1h/5m:14.4,6h/30m:6,3d/6h:1' (the default).",
+    ),
+) -> None:
+    """Generate configuration for the tools that enforce the budget at fleet scale."""
+    options = ExportOptions(
+        prometheus_url=prometheus_url,
+        verdict_url=verdict_url,
+        namespace=namespace,
+        target_name=target_name,
+        burn_windows=parse_burn_windows(burn) if burn else DEFAULT_BURN_WINDOWS,
+    )
+    if to not in TARGETS:
+        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")
+    emit(export(load_budget(budget), to, options), output)

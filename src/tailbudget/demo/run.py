@@ -1,0 +1,165 @@
+"""`tailbudget demo` as a list of steps over one shared state, so more steps (replay, HTML)
+slot in by appending to STEPS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailbudget.audit import AuditConfig, AuditReport, run_audit
+from tailbudget.audit.events import read_events
+from tailbudget.budget import Budget, Plan, load_budget, make_plan
+from tailbudget.demo.generate import BUDGET_YAML, DemoLog, generate
+
+
+@dataclass
+class DemoState:
+    """What the steps share: inputs, intermediate results, files written, summary lines."""
+
+    out_dir: Path
+    rows: int = 300_000
+    seed: int = 7
+    data: DemoLog | None = None
+    budget_path: Path | None = None
+    budget: Budget | None = None
+    plan: Plan | None = None
+    report: AuditReport | None = None
+    files: list[Path] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Room for later steps (replay decisions, ...)."""
+
+
+Step = Callable[[DemoState], None]
+
+
+def step_generate(state: DemoState) -> None:
+    """Write the RAG log and its scale-up events."""
+    state.data = generate(state.out_dir, rows=state.rows, seed=state.seed)
+    state.files += [state.data.log, state.data.events]
+    state.summary.append(
+        f"log: {state.data.rows:,} requests over 4 h, {len(state.data.event_times)} scale-ups"
+    )
+
+
+def step_budget(state: DemoState) -> None:
+    """Write and load the service's budget file."""
+    path = state.out_dir / "budget.yaml"
+    path.write_text(BUDGET_YAML, encoding="utf-8")
+    state.budget_path = path
+    state.budget = load_budget(path)
+    state.files.append(path)
+
+
+def step_plan(state: DemoState) -> None:
+    """Check the slices fit the SLO."""
+    assert state.budget is not None
+    from tailbudget.report.plan import plan_markdown
+
+    state.plan = make_plan(state.budget, seed=state.seed)
+    path = state.out_dir / "plan.md"
+    path.write_text(plan_markdown(state.plan), encoding="utf-8")
+    state.files.append(path)
+    fits = "fits" if state.plan.fits else "does NOT fit"
+    state.summary.append(f"plan: the budget {fits} the SLO with headroom")
+
+
+def step_audit(state: DemoState) -> None:
+    """Audit the log on DuckDB against the budget; write report.md and report.json."""
+    assert state.budget is not None and state.data is not None
+    from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.report.audit_md import audit_markdown
+
+    log = read_log(str(state.data.log), ReadOptions.from_budget(state.budget))
+    config = AuditConfig.from_budget(state.budget, events=read_events(state.data.events))
+    state.report = run_audit(log, config)
+    md = state.out_dir / "report.md"
+    md.write_text(
+        audit_markdown(state.report, title="Latency audit: rag-chat (demo)"), encoding="utf-8"
+    )
+    js = state.out_dir / "report.json"
+    js.write_text(state.report.to_json() + "\n", encoding="utf-8")
+    state.files += [md, js]
+    r = state.report
+    verdict = ", ".join(
+        f"{p} {getattr(r.snapshot, p):,.0f} ms {v}" for p, v in r.snapshot.verdict.items()
+    )
+    state.summary.append(f"audit: {verdict}; tail driver {r.tail.driver}")
+    state.summary.append("causes: " + ", ".join(f"{h.kind} ({h.stage})" for h in r.hypotheses))
+    if r.ranking:
+        f = r.ranking[0]
+        state.summary.append(
+            f"first fix: {f.fix} on {f.stage}, saves {f.p99_saved_ms:,.0f} ms of p99 "
+            f"for {f.hours:g} h"
+        )
+    state.summary.append(f"recommendation: {r.recommendation.choice}")
+
+
+def step_replay(state: DemoState) -> None:
+    """Replay the budget's policy over the log; write replay.json."""
+    assert state.budget is not None and state.data is not None
+    import json
+
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.logsource import load_replay_log
+    from tailbudget.control.replay import replay, window_baseline
+    from tailbudget.errors import PolicyError
+
+    mapping = state.budget.log
+    log = load_replay_log(
+        state.data.log, timestamp=mapping.timestamp, total=mapping.total, error=mapping.error
+    )
+    try:
+        baseline = window_baseline(log, 600.0)  # the first 10 minutes, as `--baseline-window 10m`
+    except PolicyError:
+        baseline = None  # too few requests for a p99: the rollback-vs-baseline rule stays off
+    rep = replay(log, resolve_policy(state.budget), baseline=baseline, service=state.budget.service)
+    path = state.out_dir / "replay.json"
+    path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    state.files.append(path)
+    state.extra["replay"] = rep
+    counts = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "no action"
+    state.summary.append(f"replay: {len(rep['decisions'])} decisions ({counts})")
+
+
+def step_html(state: DemoState) -> None:
+    """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
+    assert state.report is not None
+    from tailbudget.report.html import render_audit_html, render_replay_html
+
+    path = state.out_dir / "report.html"
+    path.write_text(render_audit_html(state.report.model_dump(mode="json")), encoding="utf-8")
+    state.files.append(path)
+    state.extra["report_html"] = path
+    replay = state.extra.get("replay")
+    if isinstance(replay, dict):
+        rpath = state.out_dir / "replay.html"
+        rpath.write_text(render_replay_html(replay), encoding="utf-8")
+        state.files.append(rpath)
+        state.extra["replay_html"] = rpath
+
+
+STEPS: list[Step] = [step_generate, step_budget, step_plan, step_audit]
+STEPS.append(step_replay)
+STEPS.append(step_html)  # last, so it can show whatever the steps before it produced
+"""The demo, in order; append a step to extend it."""
+
+
+def run_demo(
+    out_dir: Path,
+    *,
+    rows: int = 300_000,
+    seed: int = 7,
+    steps: list[Step] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DemoState:
+    """Run every step into `out_dir` and return the final state."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = DemoState(out_dir=out_dir, rows=rows, seed=seed)
+    for step in steps if steps is not None else STEPS:
+        if on_step is not None:
+            on_step((step.__doc__ or step.__name__).strip().splitlines()[0])
+        step(state)
+    return state

@@ -1,0 +1,167 @@
+"""`--to argo-rollouts`: an AnalysisTemplate mirroring the policy's rollback rules.
+
+Reference: https://argo-rollouts.readthedocs.io/en/stable/features/analysis/ and
+https://argo-rollouts.readthedocs.io/en/stable/analysis/prometheus/ and
+https://argo-rollouts.readthedocs.io/en/stable/analysis/web/.
+
+Argo counts failed measurements in total, not in a row, so a rule's `for` is put
+in the query instead: the minimum over a `for`-long subquery at the policy's
+evaluation step exceeds the threshold only when the condition held at every
+evaluation of the span, exactly the policy's meaning. One such failure rolls
+back (`failureLimit: 0`). No data or too few samples returns an empty result,
+which passes: unknown never triggers a rollback.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tailbudget.budget.model import Budget
+from tailbudget.budget.policy import Policy, Rule
+from tailbudget.export.common import (
+    LABEL_PREFIX,
+    ExportOptions,
+    dump_yaml,
+    error_lower_rule,
+    header,
+    k8s_name,
+    num,
+    policy_of,
+    promql_duration,
+    request_count_rule,
+    request_quantile_rule,
+    seconds,
+    service_selector,
+)
+from tailbudget.export.prometheus_rules import requests_increase_rule
+
+PROMETHEUS_ARG = "prometheus-address"
+VERDICT_ARG = "verdict-url"
+
+
+def held_for(series: str, rule: Rule, policy: Policy) -> str:
+    """PromQL that is `series` when it held over the rule's whole `for` span, else empty."""
+    if rule.for_s <= 0:
+        return series
+    span = promql_duration(rule.for_s)
+    step = promql_duration(policy.evaluate_every_s)
+    points = max(1, math.floor(rule.for_s / policy.evaluate_every_s))
+    return (
+        f"min_over_time(({series})[{span}:{step}])\n"
+        f"and on (service)\ncount_over_time(({series})[{span}:{step}]) >= {points}"
+    )
+
+
+def success_condition(rule: Rule) -> str:
+    """Argo expression: passes on no data, NaN, or a value that does not trigger the rule."""
+    keep = "<=" if rule.op == ">" else "<"
+    return f"len(result) == 0 || isNaN(result[0]) || result[0] {keep} {num(rule.threshold)}"
+
+
+def rollback_metric(
+    budget: Budget, policy: Policy, rule: Rule, notes: list[str]
+) -> dict[str, Any] | None:
+    """One rollback rule as a Prometheus-provider metric (None when it cannot apply)."""
+    sel = service_selector(budget)
+    w = policy.window_s
+    if rule.metric == "error_rate":
+        guard = f"{requests_increase_rule(w)}{{{sel}}} >= {policy.min_samples}"
+        series = f"{error_lower_rule(w)}{{{sel}}} and on (service) {guard}"
+    elif rule.metric == "p99_vs_baseline":
+        if policy.baseline_p99_ms is None:
+            notes.append(
+                f"rule {rule.name!r} (p99 > {num(rule.threshold)}x baseline) is inactive: no "
+                "baseline_p99_ms in the policy; the verdict metric still covers it when "
+                "`tailbudget serve` has a baseline."
+            )
+            return None
+        guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
+        base = num(seconds(policy.baseline_p99_ms))
+        series = f"{request_quantile_rule('p99', w)}{{{sel}}} / {base} and on (service) {guard}"
+    else:
+        guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
+        series = f"{request_quantile_rule(rule.metric, w)}{{{sel}}} and on (service) {guard}"
+        rule = rule.model_copy(update={"threshold": seconds(rule.threshold)})
+    return {
+        "name": k8s_name(rule.name),
+        "interval": promql_duration(policy.evaluate_every_s),
+        "failureLimit": 0,
+        "successCondition": success_condition(rule),
+        "provider": {
+            "prometheus": {
+                "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
+                "query": held_for(series, rule, policy),
+            }
+        },
+    }
+
+
+def verdict_metric(policy: Policy) -> dict[str, Any]:
+    """The web metric reading `tailbudget serve`'s verdict (the in-process controller)."""
+    return {
+        "name": "tailbudget-verdict",
+        "interval": promql_duration(policy.evaluate_every_s),
+        "failureLimit": 0,
+        "successCondition": 'result != "rollback"',
+        "provider": {
+            "web": {
+                "url": f"{{{{args.{VERDICT_ARG}}}}}",
+                "jsonPath": "{$.verdict}",
+                "timeoutSeconds": 5,
+            }
+        },
+    }
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The AnalysisTemplate as a mapping, and notes."""
+    options = options or ExportOptions()
+    policy = policy_of(budget)
+    notes: list[str] = []
+    metrics = [
+        m
+        for r in policy.rules
+        if r.action == "rollback" and (m := rollback_metric(budget, policy, r, notes))
+    ]
+    if not any(r.action == "rollback" for r in policy.rules):
+        notes.append("the policy has no rollback rule: only the verdict metric is generated.")
+    metrics.append(verdict_metric(policy))
+    metadata: dict[str, Any] = {
+        "name": k8s_name(budget.service, "tailbudget"),
+        "labels": {
+            "app.kubernetes.io/managed-by": "tailbudget",
+            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
+        },
+    }
+    if options.namespace:
+        metadata["namespace"] = options.namespace
+    doc = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisTemplate",
+        "metadata": metadata,
+        "spec": {
+            "args": [
+                {"name": PROMETHEUS_ARG, "value": options.prometheus_url},
+                {"name": VERDICT_ARG, "value": options.verdict_url},
+            ],
+            "metrics": metrics,
+        },
+    }
+    notes.append(
+        "run it as background analysis (strategy.canary.analysis.templates): the metrics "
+        "have no count and measure until the rollout completes. The conditions use isNaN, "
+        "which older Argo Rollouts releases lack."
+    )
+    notes.append(
+        "queries read the recording rules of `--to prometheus-rules` (service-wide: during a "
+        "canary they mix stable and canary pods; the verdict metric is the canary's own view "
+        "when `tailbudget serve` runs beside it)."
+    )
+    return doc, notes
+
+
+def render(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The AnalysisTemplate (YAML)."""
+    doc, notes = build(budget, options)
+    return dump_yaml([doc], header(budget, "argo-rollouts", notes))

@@ -1,0 +1,275 @@
+"""`--to grafana`: a dashboard JSON model with percentile panels, budget lines and actions.
+
+Reference: https://grafana.com/docs/grafana/latest/dashboards/build-dashboards/view-dashboard-json-model/
+(dashboard, panels, gridPos, templating, annotations) and
+https://grafana.com/docs/grafana/latest/panels-visualizations/configure-thresholds/
+(thresholds drawn as lines with `custom.thresholdsStyle`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from tailbudget import _metric_names as names
+from tailbudget._units import PERCENTILES
+from tailbudget.budget.model import Budget
+from tailbudget.export.common import (
+    ExportOptions,
+    error_ratio_rule,
+    k8s_name,
+    num,
+    policy_of,
+    promql_duration,
+    quantile,
+    request_quantile_rule,
+    seconds,
+    service_selector,
+    slow_ratio_rule,
+    stage_quantile_rule,
+)
+
+SCHEMA_VERSION = 39
+"""Dashboard schema of Grafana 11."""
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+_COLORS = {"p50": "green", "p95": "orange", "p99": "red"}
+_LINE_COLORS = ("yellow", "orange", "red", "purple")
+
+
+def _thresholds(lines: list[float]) -> dict[str, Any]:
+    steps: list[dict[str, Any]] = [{"color": "transparent", "value": None}]
+    for i, value in enumerate(sorted(set(lines))):
+        steps.append({"color": _LINE_COLORS[min(i, len(_LINE_COLORS) - 1)], "value": value})
+    return {"mode": "absolute", "steps": steps}
+
+
+def _timeseries(
+    panel_id: int,
+    title: str,
+    targets: list[tuple[str, str]],
+    lines: list[float],
+    unit: str,
+    y: int,
+    description: str,
+    width: int = 12,
+    x: int = 0,
+) -> dict[str, Any]:
+    return {
+        "id": panel_id,
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 8, "w": width, "x": x, "y": y},
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "min": 0,
+                "custom": {
+                    "drawStyle": "line",
+                    "lineWidth": 1,
+                    "fillOpacity": 0,
+                    "spanNulls": False,
+                    "thresholdsStyle": {"mode": "dashed" if lines else "off"},
+                },
+                "thresholds": _thresholds(lines),
+            },
+            "overrides": [],
+        },
+        "options": {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": [
+            {
+                "refId": chr(ord("A") + i),
+                "datasource": DATASOURCE,
+                "expr": expr,
+                "legendFormat": legend,
+                "range": True,
+            }
+            for i, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def _burn_panels(
+    budget: Budget, options: ExportOptions, y: int, first_id: int
+) -> list[dict[str, Any]]:
+    """Error-budget and latency-SLI burn rates over the fastest alert pair's long window.
+
+    Burn rate = bad share / allowed share; the lines are the alert factors.
+    """
+    if not options.burn_windows:
+        return []
+    sel = service_selector(budget)
+    long_s = min(b.long_s for b in options.burn_windows)
+    factors = sorted({b.factor for b in options.burn_windows})
+    window = promql_duration(long_s)
+    panels: list[dict[str, Any]] = []
+    if budget.slo.error_rate:
+        panels.append(
+            _timeseries(
+                first_id,
+                f"error budget burn rate ({window})",
+                [(f"{error_ratio_rule(long_s)}{{{sel}}} / {num(budget.slo.error_rate)}", "burn")],
+                factors,
+                "short",
+                y,
+                "Error ratio over slo.error_rate; lines: the burn-rate alert factors.",
+            )
+        )
+    targets = [
+        (f"{slow_ratio_rule(p, long_s)}{{{sel}}} / {num(round(1 - quantile(p), 9))}", p)
+        for p in budget.gated
+    ]
+    panels.append(
+        _timeseries(
+            first_id + len(panels),
+            f"latency SLI burn rate ({window})",
+            targets,
+            factors,
+            "short",
+            y,
+            "Share of requests over the gated SLO percentile, over the share it allows "
+            "(1 - q); lines: the burn-rate alert factors.",
+            x=12 if panels else 0,
+        )
+    )
+    return panels
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any]:
+    """The dashboard model (a dict ready for json.dumps)."""
+    policy = policy_of(budget)
+    sel = service_selector(budget)
+    w = policy.window_s
+    panels: list[dict[str, Any]] = []
+    slo_lines = [seconds(v) for v in budget.slo.given().values()]
+    policy_lines = [seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES]
+    panels.append(
+        _timeseries(
+            1,
+            f"{budget.service}: end-to-end latency",
+            [(f"{request_quantile_rule(p, w)}{{{sel}}}", p) for p in PERCENTILES],
+            slo_lines + policy_lines,
+            "s",
+            0,
+            "Rolling "
+            + promql_duration(w)
+            + " percentiles. Lines: the SLO ("
+            + ", ".join(f"{p} {num(v)} ms" for p, v in budget.slo.given().items())
+            + ") and the policy's latency thresholds.",
+            width=24,
+        )
+    )
+    stages = [stage for _, stage in budget.stages()]
+    for i, stage in enumerate(stages):
+        given = stage.budget.given() if stage.budget is not None else {}
+        stage_sel = f'{sel}, stage="{stage.name}"'
+        panels.append(
+            _timeseries(
+                len(panels) + 1,
+                f"stage {stage.name}",
+                [(f"{stage_quantile_rule(p, w)}{{{stage_sel}}}", p) for p in PERCENTILES],
+                [seconds(v) for v in given.values()],
+                "s",
+                8 + (i // 2) * 8,
+                "Budget slice: "
+                + (", ".join(f"{p} {num(v)} ms" for p, v in given.items()) or "none (llm block)"),
+                x=(i % 2) * 12,
+            )
+        )
+    y = 8 + math.ceil(len(stages) / 2) * 8
+    err_lines = [budget.slo.error_rate] if budget.slo.error_rate else []
+    err_lines += [r.threshold for r in policy.rules if r.metric == "error_rate"]
+    panels.append(
+        _timeseries(
+            len(panels) + 1,
+            "error ratio",
+            [(f"{error_ratio_rule(w)}{{{sel}}}", "error ratio")],
+            err_lines,
+            "percentunit",
+            y,
+            "Share of requests with outcome=error; lines: slo.error_rate and the rollback rule.",
+        )
+    )
+    panels.append(
+        _timeseries(
+            len(panels) + 1,
+            "controller actions and desired replicas",
+            [
+                (
+                    f"sum by (action) (increase({names.DECISIONS_TOTAL}[{promql_duration(w)}]))",
+                    "{{action}}",
+                ),
+                (f"max({names.DESIRED_REPLICAS})", "desired replicas"),
+            ],
+            [],
+            "short",
+            y,
+            "Decisions of `tailbudget serve` (also shown as annotations) and its replica request.",
+            x=12,
+        )
+    )
+    panels.extend(_burn_panels(budget, options or ExportOptions(), y + 8, len(panels) + 1))
+    return {
+        "uid": k8s_name(budget.service, "tb")[:40],
+        "title": f"tailbudget: {budget.service}",
+        "description": f"Latency budget of {budget.service} ({budget.environment}, gates "
+        f"{', '.join(budget.gated)}), generated by tailbudget export.",
+        "tags": ["tailbudget", budget.service],
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "timezone": "browser",
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Prometheus",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 1,
+                }
+            ]
+        },
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                },
+                {
+                    "name": "tailbudget actions",
+                    "datasource": DATASOURCE,
+                    "enable": True,
+                    "iconColor": "orange",
+                    "expr": f"sum by (action, rule) (increase({names.DECISIONS_TOTAL}"
+                    f"[{promql_duration(policy.evaluate_every_s * 6)}])) > 0",
+                    "step": promql_duration(policy.evaluate_every_s),
+                    "titleFormat": "{{action}}",
+                    "textFormat": "rule {{rule}}",
+                    "tagKeys": "action,rule",
+                    "useValueForTime": False,
+                },
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def render(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The dashboard as JSON text (import it in Grafana or provision it)."""
+    return json.dumps(build(budget, options), indent=2) + "\n"

@@ -1,0 +1,139 @@
+"""`--to keda`: a ScaledObject scaling on the p95 recording rule before the SLO breaks.
+
+Reference: https://keda.sh/docs/latest/reference/scaledobject-spec/ and
+https://keda.sh/docs/latest/scalers/prometheus/. The trigger uses
+`metricType: Value`: with the default AverageValue the HPA would divide the
+latency by the replica count, which has no meaning for a percentile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailbudget._units import PERCENTILES
+from tailbudget.budget.model import Budget
+from tailbudget.budget.policy import Policy, Rule
+from tailbudget.errors import PolicyError
+from tailbudget.export.common import (
+    LABEL_PREFIX,
+    ExportOptions,
+    dump_yaml,
+    header,
+    k8s_name,
+    num,
+    policy_of,
+    request_count_rule,
+    request_quantile_rule,
+    seconds,
+    service_selector,
+)
+
+HPA_MAX_PERIOD_S = 1800
+"""HPAScalingPolicy.periodSeconds must be in (0, 1800]."""
+HPA_MAX_STABILIZATION_S = 3600
+"""stabilizationWindowSeconds must be in [0, 3600]."""
+
+
+def scale_rule(policy: Policy) -> Rule:
+    """The policy's scale-up rule on a latency percentile (the scale-before-breach point)."""
+    for rule in policy.rules:
+        if rule.action == "scale_up" and rule.metric in PERCENTILES:
+            return rule
+    raise PolicyError(
+        "the policy has no scale_up rule on p50/p95/p99; KEDA needs one "
+        "(e.g. {metric: p95, threshold: 90% of p95, action: scale_up})"
+    )
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return max(low, min(high, round(value)))
+
+
+def behavior(policy: Policy, rule: Rule) -> dict[str, Any]:
+    """HPA behavior: scale-up after the rule's `for`, scale-down after its clear stabilization."""
+    step = policy.replicas.step
+    period = _clamp(rule.cooldown_s or policy.evaluate_every_s, 1, HPA_MAX_PERIOD_S)
+    return {
+        "scaleUp": {
+            "stabilizationWindowSeconds": _clamp(rule.for_s, 0, HPA_MAX_STABILIZATION_S),
+            "selectPolicy": "Max",
+            "policies": [{"type": "Pods", "value": step, "periodSeconds": period}],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": _clamp(rule.clear_for_s, 0, HPA_MAX_STABILIZATION_S),
+            "selectPolicy": "Max",
+            "policies": [{"type": "Pods", "value": step, "periodSeconds": period}],
+        },
+    }
+
+
+def query(budget: Budget, policy: Policy, rule: Rule) -> str:
+    """A single-value PromQL query; empty (an error for KEDA) when samples are too few."""
+    sel = service_selector(budget)
+    series = f"{request_quantile_rule(rule.metric, policy.window_s)}{{{sel}}}"
+    guard = f"{request_count_rule(policy.window_s)}{{{sel}}} >= {policy.min_samples}"
+    return f"max({series} and on (service) ({guard}))"
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The ScaledObject as a mapping, and notes."""
+    options = options or ExportOptions()
+    policy = policy_of(budget)
+    rule = scale_rule(policy)
+    target = options.target_name or k8s_name(budget.service)
+    metadata: dict[str, Any] = {
+        "name": k8s_name(budget.service, "latency"),
+        "labels": {
+            "app.kubernetes.io/managed-by": "tailbudget",
+            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
+        },
+        "annotations": {
+            f"{LABEL_PREFIX}/rule": rule.name,
+            f"{LABEL_PREFIX}/threshold-ms": num(rule.threshold),
+        },
+    }
+    if options.namespace:
+        metadata["namespace"] = options.namespace
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": options.target_kind, "name": target},
+        "pollingInterval": _clamp(policy.evaluate_every_s, 1, 3600),
+        "cooldownPeriod": _clamp(rule.clear_for_s or 300, 1, 86400),
+        "minReplicaCount": policy.replicas.min,
+        "maxReplicaCount": policy.replicas.max,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior(policy, rule)}},
+        "triggers": [
+            {
+                "type": "prometheus",
+                "name": f"tailbudget-{rule.metric}",
+                "metricType": "Value",
+                "metadata": {
+                    "serverAddress": options.prometheus_url,
+                    "query": query(budget, policy, rule),
+                    "threshold": num(seconds(rule.threshold)),
+                    # No data (or too few samples) is unknown: an error keeps the current
+                    # replicas instead of reading as 0 and scaling down.
+                    "ignoreNullValues": "false",
+                },
+            }
+        ],
+    }
+    notes = [
+        f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
+        f"{rule.expr or 'threshold'}); needs the recording rules of `--to prometheus-rules`.",
+        "the HPA scales in proportion to value/threshold (10% tolerance); the rule's clear "
+        "threshold has no HPA equivalent, scale-down waits for the stabilization window.",
+    ]
+    if policy.replicas.min == 0:
+        notes.append("replicas.min is 0: KEDA scales to zero when the query is under threshold.")
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": metadata,
+        "spec": spec,
+    }, notes
+
+
+def render(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The ScaledObject (YAML)."""
+    doc, notes = build(budget, options)
+    return dump_yaml([doc], header(budget, "keda", notes))

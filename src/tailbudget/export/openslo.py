@@ -1,0 +1,318 @@
+"""`--to openslo` and `tailbudget import openslo`: OpenSLO v1 SLO documents and back.
+
+Reference: https://github.com/OpenSLO/OpenSLO#slo (apiVersion openslo/v1, kind SLO,
+ratioMetric with good/total, budgetingMethod Occurrences).
+
+A latency percentile pN <= T ms is the ratio SLI "requests at or under T"
+(the histogram bucket `le=T`) over all requests, with target N/100; the error
+rate is the ratio of ok requests with target 1 - error_rate. One SLO per SLO
+percentile (labelled gated or not, so the environment survives the trip) and
+one for the error rate. Annotations carry the exact figures, so importing our
+own export is lossless; a foreign document is read from its target and the
+`le` bound of its good query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import yaml
+
+from tailbudget import _metric_names as names
+from tailbudget._units import PERCENTILES
+from tailbudget.budget.model import GATES, Budget
+from tailbudget.errors import BudgetError
+from tailbudget.export.common import (
+    LABEL_PREFIX,
+    ExportOptions,
+    dump_yaml,
+    header,
+    k8s_name,
+    le_label,
+    num,
+    quantile,
+    seconds,
+    service_selector,
+)
+
+API_VERSION = "openslo/v1"
+TIME_WINDOW = "28d"
+A_SERVICE = f"{LABEL_PREFIX}/service"
+A_KIND = f"{LABEL_PREFIX}/objective"
+A_THRESHOLD_MS = f"{LABEL_PREFIX}/threshold-ms"
+A_ERROR_RATE = f"{LABEL_PREFIX}/error-rate"
+A_ENVIRONMENT = f"{LABEL_PREFIX}/environment"
+L_GATED = "gated"
+
+
+def _source(query: str) -> dict[str, Any]:
+    return {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}
+
+
+def _metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": k8s_name(budget.service, suffix),
+        "displayName": display,
+        "annotations": {
+            A_SERVICE: budget.service,
+            A_ENVIRONMENT: budget.environment,
+            **extra,
+        },
+    }
+
+
+def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
+    """The SLO 'pN of end-to-end latency <= ms' as a ratio of histogram buckets."""
+    sel = service_selector(budget)
+    bound = le_label(seconds(ms))
+    good = f'sum(rate({names.REQUEST_DURATION}_bucket{{{sel}, le="{bound}"}}[5m]))'
+    total = f"sum(rate({names.REQUEST_DURATION}_count{{{sel}}}[5m]))"
+    gated = p in budget.gated
+    meta = _metadata(
+        budget,
+        f"latency-{p}",
+        f"{budget.service} {p} latency <= {num(ms)} ms",
+        {A_KIND: p, A_THRESHOLD_MS: num(ms)},
+    )
+    meta["labels"] = {L_GATED: "true" if gated else "false"}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SLO",
+        "metadata": meta,
+        "spec": {
+            "description": f"{quantile(p) * 100:g}% of requests complete within {num(ms)} ms "
+            f"(end to end, {names.REQUEST_DURATION} bucket le={bound}).",
+            "service": k8s_name(budget.service),
+            "indicator": {
+                "metadata": {"name": k8s_name(budget.service, f"latency-le-{bound}")},
+                "spec": {
+                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
+                },
+            },
+            "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
+            "budgetingMethod": "Occurrences",
+            "objectives": [{"displayName": f"{p} <= {num(ms)} ms", "target": quantile(p)}],
+        },
+    }
+
+
+def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
+    """The SLO 'share of ok requests >= 1 - error_rate'."""
+    sel = service_selector(budget)
+    good = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="ok"}}[5m]))'
+    total = f"sum(rate({names.REQUESTS_TOTAL}{{{sel}}}[5m]))"
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SLO",
+        "metadata": _metadata(
+            budget,
+            "availability",
+            f"{budget.service} error rate <= {num(rate)}",
+            {A_KIND: "error_rate", A_ERROR_RATE: num(rate)},
+        ),
+        "spec": {
+            "description": f"At most {num(rate * 100)}% of requests fail.",
+            "service": k8s_name(budget.service),
+            "indicator": {
+                "metadata": {"name": k8s_name(budget.service, "ok-requests")},
+                "spec": {
+                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
+                },
+            },
+            "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
+            "budgetingMethod": "Occurrences",
+            "objectives": [{"displayName": "ok requests", "target": round(1.0 - rate, 12)}],
+        },
+    }
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str, Any]]:
+    """One SLO document per SLO percentile, plus the error rate when set."""
+    docs = [latency_slo(budget, p, ms) for p, ms in budget.slo.given().items()]
+    if budget.slo.error_rate is not None and budget.slo.error_rate > 0:
+        docs.append(error_slo(budget, budget.slo.error_rate))
+    return docs
+
+
+def render(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The OpenSLO documents (multi-document YAML)."""
+    notes = [
+        f"gated percentiles in {budget.environment}: {', '.join(budget.gated)} "
+        f"(label {L_GATED}=true)."
+    ]
+    return dump_yaml(build(budget, options), header(budget, "openslo", notes))
+
+
+# ---- import ------------------------------------------------------------------------
+
+_LE = re.compile(r'\ble\s*=\s*"([^"]+)"')
+
+
+def _target_percentile(target: Any, where: str) -> str:
+    if isinstance(target, bool) or not isinstance(target, int | float):
+        raise BudgetError(f"{where}: objectives[0].target must be a number, got {target!r}")
+    for p in PERCENTILES:
+        if math.isclose(float(target), quantile(p), abs_tol=1e-9):
+            return p
+    raise BudgetError(
+        f"{where}: a latency target of {target!r} is not p50, p95 or p99 (targets 0.5, 0.95, 0.99)"
+    )
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    """value[k1][k2]... or None when a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _good_le(doc: dict[str, Any]) -> str | None:
+    """The `le` bound of a ratio SLI's good query, as written, if it counts a bucket."""
+    query = _dig(doc, "spec", "indicator", "spec", "ratioMetric", "good", "metricSource")
+    m = _LE.search(str(_dig(query, "spec", "query") or ""))
+    return m.group(1) if m else None
+
+
+def _number(raw: Any, what: str) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise BudgetError(f"{what} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise BudgetError(f"{what} must be a finite number, got {raw!r}")
+    return value
+
+
+def _threshold_ms(doc: dict[str, Any], ann: dict[str, Any], where: str) -> float:
+    if A_THRESHOLD_MS in ann:
+        return _number(ann[A_THRESHOLD_MS], f"{where}: annotation {A_THRESHOLD_MS}")
+    bound = _good_le(doc)
+    if bound is None:
+        raise BudgetError(
+            f"{where}: cannot find the latency threshold: no {A_THRESHOLD_MS} annotation and "
+            'no le="..." bucket in the good query'
+        )
+    return round(_number(bound, f"{where}: le bound") * 1000.0, 6)
+
+
+def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
+    """OpenSLO documents -> {service, environment, slo: {p..: ms, error_rate}}.
+
+    Our own documents carry their figures in annotations. A foreign ratio SLO is a
+    latency SLO when its good query counts a histogram bucket (`le="..."`; the
+    target names the percentile), else an availability SLO (error rate = 1 - target).
+    """
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise BudgetError(f"{source}: not valid YAML ({' '.join(str(exc).split())})") from None
+    slos = [d for d in docs if isinstance(d, dict) and d.get("kind") == "SLO"]
+    if not slos:
+        raise BudgetError(f"{source}: no OpenSLO document of kind SLO found")
+    service: str | None = None
+    environment: Any = None
+    slo: dict[str, float] = {}
+    gated: list[str] = []
+    for i, doc in enumerate(slos):
+        where = f"{source}: SLO #{i + 1}"
+        if doc.get("apiVersion") != API_VERSION:
+            raise BudgetError(
+                f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
+            )
+        ann = _dig(doc, "metadata", "annotations")
+        ann = ann if isinstance(ann, dict) else {}
+        name = ann.get(A_SERVICE) or _dig(doc, "spec", "service")
+        if not isinstance(name, str) or not name:
+            raise BudgetError(f"{where}: spec.service is missing")
+        if service is None:
+            service = name
+        elif name != service:
+            raise BudgetError(
+                f"{where}: service {name!r} differs from {service!r}; import one service at a time"
+            )
+        environment = environment or ann.get(A_ENVIRONMENT)
+        objectives = _dig(doc, "spec", "objectives")
+        target = (
+            _dig(objectives[0], "target") if isinstance(objectives, list) and objectives else None
+        )
+        if isinstance(target, bool) or not isinstance(target, int | float):
+            raise BudgetError(
+                f"{where}: spec.objectives[0].target must be a number, got {target!r}"
+            )
+        kind = ann.get(A_KIND)
+        if kind == "error_rate" or (kind is None and _good_le(doc) is None):
+            if A_ERROR_RATE in ann:
+                rate = _number(ann[A_ERROR_RATE], f"{where}: annotation {A_ERROR_RATE}")
+            elif 0 < target <= 1:
+                rate = round(1.0 - float(target), 12)
+            else:
+                raise BudgetError(
+                    f"{where}: objectives[0].target must be in (0, 1], got {target!r}"
+                )
+            if not 0 <= rate < 1:
+                raise BudgetError(f"{where}: error rate must be in [0, 1), got {rate!r}")
+            slo["error_rate"] = rate
+            continue
+        p = kind if kind in PERCENTILES else _target_percentile(target, where)
+        ms = _threshold_ms(doc, ann, where)
+        if not ms > 0:
+            raise BudgetError(f"{where}: the {p} threshold must be above 0 ms, got {ms!r}")
+        slo[p] = ms
+        labels = _dig(doc, "metadata", "labels")
+        if not isinstance(labels, dict) or labels.get(L_GATED, "true") in ("true", ["true"]):
+            gated.append(p)
+    if not any(p in slo for p in PERCENTILES):
+        raise BudgetError(
+            f"{source}: no latency SLO found (a ratio SLO whose good query counts a "
+            'histogram bucket le="...", with target 0.5, 0.95 or 0.99)'
+        )
+    if environment not in GATES:
+        environment = next(
+            (env for env, g in GATES.items() if sorted(g) == sorted(gated)), None
+        ) or ("prd" if "p99" in slo else "qa" if "p95" in slo else "dev")
+    return {"service": service, "environment": environment, "slo": slo}
+
+
+def _one_line(text: str) -> str:
+    """A YAML double-quoted scalar on one line, for any text (escapes, astral planes)."""
+    out = yaml.safe_dump(text, default_style='"', width=math.inf, allow_unicode=True)
+    return out.splitlines()[0]
+
+
+def budget_yaml(found: dict[str, Any]) -> str:
+    """A starter budget file (YAML with comments) around the imported SLO."""
+    slo: dict[str, float] = found["slo"]
+    latency = {p: slo[p] for p in PERCENTILES if p in slo}
+    slo_text = ", ".join(f"{k}: {num(v)}" for k, v in latency.items())
+    if "error_rate" in slo:
+        slo_text += f", error_rate: {num(slo['error_rate'])}"
+    # One placeholder stage holding 90% of each percentile, so `plan` passes until the
+    # real stages are written in.
+    stage = ", ".join(f"{k}: {num(round(v * 0.9, 3))}" for k, v in latency.items())
+    return (
+        "# tailbudget budget file started by `tailbudget import openslo`.\n"
+        "# Replace the placeholder stage with your pipeline's stages, then run\n"
+        "#   tailbudget plan budget.yaml\n"
+        f"service: {_one_line(found['service'])}\n"
+        f"environment: {found['environment']}\n"
+        f"slo: {{{slo_text}}}\n"
+        "headroom: 0.10\n"
+        "overhead_ms: 0\n"
+        "pipeline:\n"
+        "  - stage: app\n"
+        f"    budget: {{{stage}}}\n"
+        "policy: default\n"
+    )
+
+
+def import_openslo(text: str, source: str = "OpenSLO file") -> str:
+    """OpenSLO text -> a starter budget file; BudgetError when it holds no usable SLO."""
+    from tailbudget.budget import parse_budget
+
+    out = budget_yaml(read_slos(text, source))
+    parse_budget(out)  # what we write must load
+    return out
