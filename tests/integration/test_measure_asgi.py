@@ -231,7 +231,6 @@ def test_deadline_header_reaches_the_downstream_call(served):
 def test_audit_names_the_planted_stage(served):
     pytest.importorskip("tailbudget.audit", reason="tailbudget.audit is on another branch")
     from tailbudget.audit import AuditConfig, run_audit
-
     from tailbudget.logs import ReadOptions, read_log
 
     path, _ = served
