@@ -15,6 +15,7 @@ def test_exported_members():
         "LogError",
         "Plan",
         "PolicyError",
+        "Recorder",
         "TailbudgetError",
         "load_budget",
         "make_plan",

@@ -6,6 +6,7 @@ the tail, and act on rolling percentiles.
 
 from tailbudget.budget import Budget, Plan, load_budget, make_plan, parse_budget
 from tailbudget.errors import BudgetError, LogError, PolicyError, TailbudgetError
+from tailbudget.measure.recorder import Recorder
 
 __version__ = "0.1.0"
 
@@ -15,6 +16,7 @@ __all__ = [
     "LogError",
     "Plan",
     "PolicyError",
+    "Recorder",
     "TailbudgetError",
     "__version__",
     "load_budget",

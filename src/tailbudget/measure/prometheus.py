@@ -1,0 +1,175 @@
+"""Prometheus bridge: stage and request histograms in seconds, request and drop counters.
+
+Observations happen in the writer thread. Histogram buckets are a default
+latency ladder plus every threshold of the budget file (SLO and stage
+percentiles), so `histogram_quantile` and `le` ratios are exact at the limits
+that matter. Metrics are created once per registry (a registry refuses
+duplicates); the first sink to create them fixes the buckets.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tailbudget import _metric_names as names
+from tailbudget.measure.record import valid_stages
+from tailbudget.measure.sinks.base import Batch, Sink
+
+if TYPE_CHECKING:
+    from tailbudget.budget import Budget
+
+DEFAULT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+
+_lock = threading.Lock()
+_metrics: dict[int, dict[str, Any]] = {}
+
+
+def budget_buckets(
+    budget: Budget | None, base: tuple[float, ...] = DEFAULT_BUCKETS_S
+) -> list[float]:
+    """Bucket upper bounds (seconds): `base` plus every SLO and stage threshold of the budget."""
+    bounds = set(base)
+    if budget is not None:
+        bounds.update(ms / 1000.0 for ms in budget.slo.given().values())
+        for _, stage in budget.stages():
+            if stage.budget is not None:
+                bounds.update(ms / 1000.0 for ms in stage.budget.given().values())
+            if stage.llm is not None:
+                bounds.add(stage.llm.ttft_ms / 1000.0)
+                bounds.add(stage.llm.total_ms / 1000.0)
+    return sorted(round(b, 9) for b in bounds)
+
+
+def _registry(registry: Any) -> Any:
+    if registry is None:
+        from prometheus_client import REGISTRY
+
+        return REGISTRY
+    return registry
+
+
+def _create(factory: Any, name: str, *args: Any, registry: Any, **kwargs: Any) -> Any:
+    """A new collector, or the one already registered under `name` (made elsewhere)."""
+    try:
+        return factory(name, *args, registry=registry, **kwargs)
+    except ValueError:  # duplicated timeseries: reuse what the registry holds
+        for key in (name, f"{name}_total"):
+            existing = getattr(registry, "_names_to_collectors", {}).get(key)
+            if existing is not None:
+                return existing
+        raise
+
+
+def dropped_counter(registry: Any = None) -> Any:
+    """The `tailbudget_dropped_records_total{sink}` counter of a registry (created once)."""
+    from prometheus_client import Counter
+
+    reg = _registry(registry)
+    with _lock:
+        slot = _metrics.setdefault(id(reg), {"_registry": reg})
+        if "dropped" not in slot:
+            slot["dropped"] = _create(
+                Counter,
+                names.DROPPED_RECORDS.removesuffix("_total"),
+                "Records a full sink queue (or a failing sink) could not take.",
+                ["sink"],
+                registry=reg,
+            )
+        return slot["dropped"]
+
+
+def request_metrics(registry: Any = None, buckets: list[float] | None = None) -> dict[str, Any]:
+    """Stage/request histograms and the request counter of a registry (created once)."""
+    from prometheus_client import Counter, Histogram
+
+    reg = _registry(registry)
+    with _lock:
+        slot = _metrics.setdefault(id(reg), {"_registry": reg})
+        if "stage" not in slot:
+            b = buckets or list(DEFAULT_BUCKETS_S)
+            slot["stage"] = _create(
+                Histogram,
+                names.STAGE_DURATION,
+                "Time per stage per request.",
+                ["service", "stage"],
+                buckets=b,
+                registry=reg,
+            )
+            slot["request"] = _create(
+                Histogram,
+                names.REQUEST_DURATION,
+                "End-to-end time of each request.",
+                ["service", "route"],
+                buckets=b,
+                registry=reg,
+            )
+            slot["requests"] = _create(
+                Counter,
+                names.REQUESTS_TOTAL.removesuffix("_total"),
+                "Requests recorded, by outcome.",
+                ["service", "route", "outcome"],
+                registry=reg,
+            )
+            slot["shed"] = _create(
+                Counter,
+                names.SHED_TOTAL.removesuffix("_total"),
+                "Requests refused by backpressure.",
+                ["reason"],
+                registry=reg,
+            )
+        return slot
+
+
+class PrometheusSink(Sink):
+    """Observes each request into `tailbudget_*` histograms and counters.
+
+    Stream timings are observed as the stages `ttft` and `decode`.
+    """
+
+    name = "prometheus"
+
+    def __init__(self, registry: Any = None, *, buckets: list[float] | None = None) -> None:
+        self.registry = _registry(registry)
+        self._buckets = buckets
+        self._service = "service"
+        self._m: dict[str, Any] | None = None
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def bind(self, service: str, budget: Budget | None) -> None:
+        self._service = service
+        if self._buckets is None:
+            self._buckets = budget_buckets(budget)
+
+    def _metrics(self) -> dict[str, Any]:
+        if self._m is None:
+            self._m = request_metrics(self.registry, self._buckets or budget_buckets(None))
+        return self._m
+
+    def _child(self, kind: str, *labels: str) -> Any:
+        key = (kind, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._metrics()[kind].labels(*labels)
+        return child
+
+    def write(self, batch: Batch) -> None:
+        svc = self._service
+        for r, row in zip(batch.records, batch.rows, strict=True):
+            route = next((str(v) for k, v in r.fields if k == "route"), "")
+            self._child("request", svc, route).observe(row["total_ms"] / 1000.0)
+            outcome = "error" if row["error"] else "ok"
+            self._child("requests", svc, route, outcome).inc()
+            sums: dict[str, float] = {}
+            for name, t0, t1, _, _ in valid_stages(r) if r.stages else ():
+                d = t1 - t0
+                sums[name] = sums.get(name, 0.0) + (d if d > 0 else 0)
+            for stage, ns in sums.items():
+                self._child("stage", svc, stage).observe(ns / 1e9)
+            for col, stage in (("ttft_ms", "ttft"), ("decode_ms", "decode")):
+                value = row.get(col)
+                if value is not None and r.extra is not None and r.extra.streams:
+                    self._child("stage", svc, stage).observe(value / 1000.0)
