@@ -110,7 +110,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     assert re.search("not found|no such file", _bad([str(tmp_path / "missing.parquet")]))
     log = _ramp_log(tmp_path)
     assert "give one baseline" in _bad([str(log), "--baseline-p99", "5", "--baseline-window", "1m"])
-    assert "no column 'nope'" in _bad([str(log), "--total", "nope"])
+    assert "column 'nope' (from --total) not found" in _bad([str(log), "--total", "nope"])
     assert "--baseline-window" in _bad([str(log), "--baseline-window", "soon"])
 
 

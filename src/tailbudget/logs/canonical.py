@@ -232,7 +232,9 @@ def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
     typ = value.type()
     if typ.is_timestamp():
         return value.cast(dt.timestamp), ibis.literal(False)
-    if typ.is_date():
+    if typ.is_date() or (typ.is_unknown() and "TIMESTAMP" in str(typ).upper()):
+        # Ibis has no type for DuckDB's TIMESTAMP_NS / TIMESTAMPTZ_NS (pyarrow's default
+        # for nanosecond Parquet); the engine casts them to a plain timestamp itself.
         return value.cast(dt.timestamp), ibis.literal(False)
     if typ.is_numeric():
         number = value.cast(dt.float64)
