@@ -395,12 +395,4 @@ def render_audit_html(report: Mapping[str, Any]) -> str:
     sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
     if prov.get("version"):
         sub += f" by tailbudget {prov['version']}"
-    body = []
-    for sid, title, fn in SECTIONS:
-        try:
-            html = fn(report)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            # A malformed section must not cost the reader the rest of the report.
-            html = not_available(f"this section's data is malformed ({type(exc).__name__}: {exc})")
-        body.append((sid, title, html))
-    return page.document(f"Latency audit: {name}", sub, body)
+    return page.document(f"Latency audit: {name}", sub, page.render_sections(report, SECTIONS))

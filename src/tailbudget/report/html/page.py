@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -231,6 +231,25 @@ def cards(pairs: Iterable[tuple[str, str, str]]) -> str:
         for k, v, c in pairs
     )
     return f'<div class="cards">{out}</div>'
+
+
+def render_sections(
+    data: Mapping[str, Any],
+    sections: Iterable[tuple[str, str, Callable[[Mapping[str, Any]], str]]],
+) -> list[tuple[str, str, str]]:
+    """Run each (id, title, render) on `data`, for `document`.
+
+    A malformed section must not cost the reader the rest of the report: its
+    renderer's error becomes a "not available" note in its place.
+    """
+    out = []
+    for sid, title, fn in sections:
+        try:
+            body = fn(data)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            body = not_available(f"this section's data is malformed ({type(exc).__name__}: {exc})")
+        out.append((sid, title, body))
+    return out
 
 
 def document(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -> str:

@@ -102,18 +102,15 @@ def _decisions(rep: Mapping[str, Any]) -> str:
 
 def render_replay_html(replay: Mapping[str, Any]) -> str:
     """Render a replay dict (the replay JSON contract plus `timeline`) as one HTML page."""
-    sections = []
-    for sid, title, fn in (
-        ("summary", "Replay", _summary),
-        ("timeline", "Timeline", _timeline),
-        ("decisions", "Decisions", _decisions),
-        ("policy", "Policy", _policy),
-    ):
-        try:
-            html = fn(replay)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            html = not_available(f"this section's data is malformed ({type(exc).__name__}: {exc})")
-        sections.append((sid, title, html))
+    sections = page.render_sections(
+        replay,
+        (
+            ("summary", "Replay", _summary),
+            ("timeline", "Timeline", _timeline),
+            ("decisions", "Decisions", _decisions),
+            ("policy", "Policy", _policy),
+        ),
+    )
     name = replay.get("service") or replay.get("source") or "latency log"
     return page.document(
         f"Policy replay: {name}", "What the controller would have done, window by window", sections
