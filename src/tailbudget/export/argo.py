@@ -20,11 +20,11 @@ from typing import Any
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.export.common import (
-    LABEL_PREFIX,
     ExportOptions,
     dump_yaml,
     error_lower_rule,
     header,
+    k8s_metadata,
     k8s_name,
     num,
     policy_of,
@@ -127,15 +127,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     if not any(r.action == "rollback" for r in policy.rules):
         notes.append("the policy has no rollback rule: only the verdict metric is generated.")
     metrics.append(verdict_metric(policy))
-    metadata: dict[str, Any] = {
-        "name": k8s_name(budget.service, "tailbudget"),
-        "labels": {
-            "app.kubernetes.io/managed-by": "tailbudget",
-            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
-        },
-    }
-    if options.namespace:
-        metadata["namespace"] = options.namespace
+    metadata = k8s_metadata(budget, options, "tailbudget")
     doc = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "AnalysisTemplate",

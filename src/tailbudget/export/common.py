@@ -148,6 +148,27 @@ def k8s_name(text: str, suffix: str = "") -> str:
     return (base[: 63 - len(tail)].rstrip("-") + tail).strip("-")
 
 
+def k8s_metadata(
+    budget: Budget,
+    options: ExportOptions,
+    suffix: str,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A manifest's metadata: name, tailbudget labels, annotations if any, namespace if set."""
+    metadata: dict[str, Any] = {
+        "name": k8s_name(budget.service, suffix),
+        "labels": {
+            "app.kubernetes.io/managed-by": "tailbudget",
+            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
+        },
+    }
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    if options.namespace:
+        metadata["namespace"] = options.namespace
+    return metadata
+
+
 def camel(text: str) -> str:
     """'shed_load_p95' -> 'ShedLoadP95' (alert names)."""
     return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", text) if p)

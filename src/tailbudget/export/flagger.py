@@ -21,10 +21,10 @@ from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.export.common import (
-    LABEL_PREFIX,
     ExportOptions,
     dump_yaml,
     header,
+    k8s_metadata,
     k8s_name,
     label_value,
     num,
@@ -63,15 +63,7 @@ def quantile_query(budget: Budget, p: str, pods: str) -> str:
 
 def template(budget: Budget, options: ExportOptions, suffix: str, query: str) -> dict[str, Any]:
     """One MetricTemplate."""
-    metadata: dict[str, Any] = {
-        "name": k8s_name(budget.service, suffix),
-        "labels": {
-            "app.kubernetes.io/managed-by": "tailbudget",
-            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
-        },
-    }
-    if options.namespace:
-        metadata["namespace"] = options.namespace
+    metadata = k8s_metadata(budget, options, suffix)
     return {
         "apiVersion": "flagger.app/v1beta1",
         "kind": "MetricTemplate",

@@ -19,6 +19,7 @@ from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
     header,
+    k8s_metadata,
     k8s_name,
     num,
     policy_of,
@@ -81,19 +82,15 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     policy = policy_of(budget)
     rule = scale_rule(policy)
     target = options.target_name or k8s_name(budget.service)
-    metadata: dict[str, Any] = {
-        "name": k8s_name(budget.service, "latency"),
-        "labels": {
-            "app.kubernetes.io/managed-by": "tailbudget",
-            f"{LABEL_PREFIX}/service": k8s_name(budget.service),
-        },
-        "annotations": {
+    metadata = k8s_metadata(
+        budget,
+        options,
+        "latency",
+        annotations={
             f"{LABEL_PREFIX}/rule": rule.name,
             f"{LABEL_PREFIX}/threshold-ms": num(rule.threshold),
         },
-    }
-    if options.namespace:
-        metadata["namespace"] = options.namespace
+    )
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": options.target_kind, "name": target},
         "pollingInterval": _clamp(policy.evaluate_every_s, 1, 3600),
