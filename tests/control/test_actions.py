@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -30,6 +27,7 @@ from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Decision
 from tailbudget.control.journal import DecisionLike, Journal, decision_key
 from tailbudget.errors import PolicyError
+from tests._net import free_port, serve_in_thread
 
 
 def _decision(action: str = "rollback", t_s: float = 1000.0, dry_run: bool = False) -> Decision:
@@ -43,12 +41,6 @@ def _decision(action: str = "rollback", t_s: float = 1000.0, dry_run: bool = Fal
         reason="error rate upper bound 5% > 1%",
         dry_run=dry_run,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Receiver:
@@ -70,18 +62,10 @@ class Receiver:
 @pytest.fixture
 def receiver() -> Iterator[tuple[Receiver, str]]:
     rec = Receiver()
-    port = _free_port()
+    port = free_port()
     app = Starlette(routes=[Route("/hook", rec.hook, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "receiver did not start"
-    yield rec, f"http://127.0.0.1:{port}/hook"
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app, port, "receiver"):
+        yield rec, f"http://127.0.0.1:{port}/hook"
 
 
 def test_webhook_retries_with_backoff_and_a_stable_idempotency_key(receiver):
@@ -118,7 +102,7 @@ def test_webhook_gives_up_after_retries_and_does_not_retry_a_4xx(receiver):
 
 
 def test_webhook_unreachable_is_a_failed_outcome_in_the_journal(tmp_path):
-    url = f"http://127.0.0.1:{_free_port()}/hook"  # nothing listens
+    url = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens
     journal = Journal(tmp_path / "journal.jsonl")
     outcomes = Dispatcher(journal, [WebhookAction(url, retries=1, backoff_s=0.0)]).dispatch(
         _decision()

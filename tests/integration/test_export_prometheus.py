@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -32,6 +31,7 @@ from tailbudget.export.common import (
     request_quantile_rule,
     stage_quantile_rule,
 )
+from tests._net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -39,15 +39,10 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 RAG = (
     Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
 )
+
 FAST_S, SLOW_S = 0.6, 2.4  # 90% / 10% of observations
 ERROR_EVERY = 50  # 2% errors
 DEADLINE_S = 40.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class App:
@@ -77,7 +72,7 @@ class App:
             registry=self.registry,
         )
         self.service = budget.service
-        self.port = _free_port()
+        self.port = free_port()
         self.server, self.thread = start_http_server(
             self.port, addr="127.0.0.1", registry=self.registry
         )
@@ -128,7 +123,7 @@ def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "prometheus.log").open("w")
     proc = subprocess.Popen(
         [

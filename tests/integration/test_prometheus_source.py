@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.engine import Controller
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tests._net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +27,6 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))  # 100 ms resolution up to 1 s
 CYCLE = [0.01 * i for i in range(1, 101)]  # uniform 10..1000 ms: true p95 = 950 ms
 ERROR_EVERY = 50  # 2% errors
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -57,7 +51,7 @@ def app_port() -> Iterator[int]:
                 h.observe(value)
                 (err if i % ERROR_EVERY == 0 else ok).inc()
 
-    port = _free_port()
+    port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     worker = threading.Thread(target=traffic, daemon=True)
     worker.start()
@@ -73,7 +67,7 @@ def app_port() -> Iterator[int]:
 def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     if not Path(PROMETHEUS).exists():
         pytest.skip("the prometheus binary is missing (Debian package `prometheus`)")
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"

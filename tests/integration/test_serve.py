@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,6 +24,7 @@ from starlette.routing import Route
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
+from tests._net import free_port, serve_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -48,12 +48,6 @@ policy:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     """One `python -m tailbudget serve` process on a free loopback port."""
 
@@ -72,7 +66,7 @@ class Server:
         self.log = state_dir.parent / f"serve-{state_dir.name}.log"
 
     def start(self) -> Server:
-        port = _free_port()
+        port = free_port()
         argv = [sys.executable, "-m", "tailbudget", "serve", "--port", str(port)]
         argv += ["--state-dir", str(self.state_dir)]
         if self.token_file is not None:
@@ -301,18 +295,10 @@ def receiver() -> Iterator[tuple[list[tuple[str, dict[str, object]]], str]]:
         posts.append((request.headers.get("idempotency-key", ""), json.loads(await request.body())))
         return JSONResponse({"ok": True})
 
-    port = _free_port()
+    port = free_port()
     app_ = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
-    srv = uvicorn.Server(uvicorn.Config(app_, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.started, "webhook receiver did not start"
-    yield posts, f"http://127.0.0.1:{port}/hook"
-    srv.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app_, port, "webhook receiver"):
+        yield posts, f"http://127.0.0.1:{port}/hook"
 
 
 def test_verdict_flips_to_rollback_under_an_error_burst(tmp_path, files, receiver):
