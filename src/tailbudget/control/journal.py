@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from tailbudget.control.state import fsync_dir
 from tailbudget.errors import TailbudgetError
 
 __all__ = ["DecisionLike", "Journal", "decision_key", "decision_record"]
@@ -99,11 +100,7 @@ class Journal:
             # O_APPEND: concurrent writers (threads, or a second process by mistake)
             # never interleave inside a record.
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)  # the new entry survives power loss
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            fsync_dir(self.path.parent)  # the new entry survives power loss
         except OSError as exc:
             raise TailbudgetError(
                 f"{self.path}: cannot open the decision journal ({exc.strerror}); "

@@ -56,6 +56,15 @@ def _encode(seq: int, ts: np.ndarray, total: np.ndarray, err: np.ndarray) -> byt
     return _HEADER.pack(_MAGIC, seq, len(ts), zlib.crc32(payload)) + payload
 
 
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory `path` (a new or renamed file) survive power loss."""
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class ObservationLog:
     """Write-ahead log of observation batches: binary records, one fsync per append."""
 
@@ -189,14 +198,7 @@ class StateDir:
             ) from None
         self.wal = ObservationLog(self.root / self.WAL)
         # A newly created log's directory entry must be durable too (power loss).
-        self._fsync_dir()
-
-    def _fsync_dir(self) -> None:
-        dir_fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(self.root)
 
     @property
     def journal_path(self) -> Path:
@@ -229,7 +231,7 @@ class StateDir:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        self._fsync_dir()
+        fsync_dir(self.root)
 
     def pending(self, after_seq: int) -> Iterator[Batch]:
         """Log batches newer than the snapshot's last sequence number."""
