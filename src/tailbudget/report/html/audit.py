@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tailbudget._units import PERCENTILES
 from tailbudget.report.html import charts, page, takeaways
 from tailbudget.report.html.page import (
     Cell,
@@ -21,7 +22,6 @@ from tailbudget.report.html.page import (
 )
 from tailbudget.report.html.timelines import cold_start_chart
 
-PCTS = ("p50", "p95", "p99")
 _SHAPE_CHARTS = 4  # at most this many flagged fits get a chart; all are in the table
 
 
@@ -82,7 +82,7 @@ def _snapshot(r: Mapping[str, Any]) -> str:
         return not_available("no end-to-end latency in the report")
     verdict = snap.get("verdict") or {}
     items = []
-    for p in PCTS:
+    for p in PERCENTILES:
         v = verdict.get(p) if isinstance(verdict, Mapping) else None
         target = f" / SLO {fmt_ms(slo.get(p))}" if is_num(slo.get(p)) else ""
         items.append(
@@ -148,8 +148,8 @@ def _stages(r: Mapping[str, Any]) -> str:
         ],
         [
             [cell(s.get("name"))]
-            + [cell(s.get(p), "ms") for p in PCTS]
-            + [cell((s.get("budget") or {}).get(p), "ms") for p in PCTS]
+            + [cell(s.get(p), "ms") for p in PERCENTILES]
+            + [cell((s.get("budget") or {}).get(p), "ms") for p in PERCENTILES]
             + [cell(s.get("share_of_p99"), "pct")]
             for s in rows
         ],

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.report.html.page import is_num
 from tailbudget.report.html.svg import (
     BLUE,
@@ -27,9 +28,6 @@ from tailbudget.report.html.svg import (
     style,
     to_svg,
 )
-
-PCTS = ("p50", "p95", "p99")
-_Q = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 
 
 def _ms_tick(v: float, _pos: object = None) -> str:
@@ -67,7 +65,7 @@ def cdf_chart(
         ax.set_yscale("logit")
         top = max(0.999, float(q.max()))
         ax.set_ylim(max(0.01, float(q.min())), top)
-        for p in PCTS:
+        for p in PERCENTILES:
             target = slo.get(p)
             if is_num(target):
                 ln = ax.axvline(
@@ -78,7 +76,9 @@ def cdf_chart(
                     label=f"{p} SLO {_ms_tick(float(target))} ms",
                 )
                 ln.set_gid(f"tb-cdf-slo-{p}")
-        measured = [(float(snapshot[p]), _Q[p], p) for p in PCTS if is_num(snapshot.get(p))]
+        measured = [
+            (float(snapshot[p]), quantile_of(p), p) for p in PERCENTILES if is_num(snapshot.get(p))
+        ]
         if measured:
             sc = ax.scatter(
                 [m[0] for m in measured],
@@ -114,7 +114,7 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
     Long stage names (e.g. RPC operation names) or many stages turn the bars
     sideways so the names stay readable.
     """
-    rows = [s for s in stages if any(is_num(s.get(p)) for p in PCTS)]
+    rows = [s for s in stages if any(is_num(s.get(p)) for p in PERCENTILES)]
     if not rows:
         return None
     names = [str(s.get("name", "?")) for s in rows]
@@ -124,7 +124,7 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
     with style("stages"):
         fig = new_figure(7.6, max(3.6, 0.55 * len(rows) + 1.4) if sideways else 3.6)
         ax = fig.add_subplot()
-        for k, p in enumerate(PCTS):
+        for k, p in enumerate(PERCENTILES):
             vals = [float(s[p]) if is_num(s.get(p)) else 0.0 for s in rows]
             # Sideways, p50 sits on top of each group, as in the legend's reading order.
             off = (1 - k if sideways else k - 1) * width
@@ -135,7 +135,7 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
         at, val = [], []
         for i, s in enumerate(rows):
             budget = s.get("budget") or {}
-            for k, p in enumerate(PCTS):
+            for k, p in enumerate(PERCENTILES):
                 if is_num(budget.get(p)):
                     at.append(pos[i] + (1 - k if sideways else k - 1) * width)
                     val.append(float(budget[p]))
@@ -151,7 +151,9 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
                 label="stage budget",
             )
             ln.set_gid("tb-stages-budget")
-        heights = [float(s[p]) for s in rows for p in PCTS if is_num(s.get(p)) and float(s[p]) > 0]
+        heights = [
+            float(s[p]) for s in rows for p in PERCENTILES if is_num(s.get(p)) and float(s[p]) > 0
+        ]
         log = bool(heights) and max(heights + val) / min(heights + val) > 30
         axis = ax.xaxis if sideways else ax.yaxis
         if log:

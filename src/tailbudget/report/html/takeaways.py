@@ -9,15 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tailbudget._units import PERCENTILES
 from tailbudget.report.html.page import fmt_ms, is_num
-
-PCTS = ("p50", "p95", "p99")
 
 
 def cdf(snapshot: Mapping[str, Any], slo: Mapping[str, Any]) -> str:
     """Which percentiles breach their SLO, and by how much the worst one does."""
     over = []
-    for p in PCTS:
+    for p in PERCENTILES:
         got, target = snapshot.get(p), slo.get(p)
         if is_num(got) and is_num(target) and float(target) > 0:
             over.append((float(got) / float(target) - 1, p, float(got), float(target)))
@@ -45,7 +44,7 @@ def stages(rows: Sequence[Mapping[str, Any]]) -> str:
     n_over = 0
     for s in rows:
         budget = s.get("budget") or {}
-        for p in PCTS:
+        for p in PERCENTILES:
             got, lim = s.get(p), budget.get(p)
             if is_num(got) and is_num(lim) and float(lim) > 0:
                 r = float(got) / float(lim) - 1
