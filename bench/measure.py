@@ -12,12 +12,16 @@ exported), so serialization off the request path is counted too.
 - tailbudget -> JSONL / Parquet: Recorder(sink=...), timed through close();
   "hot path" is the same run timed before close (what the request pays).
 
+Every contender starts from a collected heap (gc.collect() before each timed
+run, outside the timing); rounds are interleaved and the median is reported.
+
 Usage: python bench/measure.py [--quick] [--requests N] [--stages K] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -129,12 +133,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=None)
     args = ap.parse_args(argv)
     n = args.requests or (2_000 if args.quick else 20_000)
-    rounds = args.rounds or (3 if args.quick else 5)
+    rounds = args.rounds or (3 if args.quick else 7)
     stages = STAGE_NAMES[: max(1, min(args.stages, len(STAGE_NAMES)))]
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in CONTENDERS}
     for _ in range(rounds):  # interleaved rounds: machine noise hits every contender alike
         for name, fn in CONTENDERS:
             with tempfile.TemporaryDirectory() as d:
+                # Start every contender from a collected heap, so none pays a full
+                # collection triggered by the garbage of the one before it.
+                gc.collect()
                 results[name].append(fn(n, stages, Path(d)))
     per = n * len(stages)
     med = {

@@ -189,15 +189,23 @@ def to_rows(
     durations are clamped to 0.
     """
     rows: list[dict[str, Any]] = []
+    append = rows.append
     iso = iso or IsoTime()
     wall = clock.wall_ns - clock.perf_ns
     cols = _COLUMNS
     reserved = RESERVED
+    # The ISO prefix is cached per second; only the microseconds are formatted per row.
+    sec_now, ts_prefix = iso._sec, iso._prefix
     for r in records:
         rid, start, end, stages, err, fields, extra = r
+        ns = wall + start
+        sec, rem = divmod(ns, 1_000_000_000)
+        if sec != sec_now:
+            iso(ns)
+            sec_now, ts_prefix = iso._sec, iso._prefix
         row: dict[str, Any] = {
             "request_id": f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid),
-            "ts": iso(wall + start),
+            "ts": f"{ts_prefix}.{rem // 1000:06d}Z",
             "total_ms": (end - start) / 1e6 if end > start else 0.0,
             "error": False,
         }
@@ -207,9 +215,7 @@ def to_rows(
                 col = cols.get(name) or _column(name)
                 if t1 > end:
                     raise ValueError(name)
-                ms = (t1 - t0) / 1e6
-                if ms < 0.0:
-                    ms = 0.0
+                ms = (t1 - t0) / 1e6 if t1 > t0 else 0.0
                 if col in row:
                     row[col] += ms
                     if counts is None:
@@ -234,9 +240,9 @@ def to_rows(
             row["error"] = True
             row["error_type"] = err
         for key, value in fields:
-            if key not in reserved:
-                row.setdefault(key, value)
-        rows.append(row)
+            if key not in row and key not in reserved:
+                row[key] = value
+        append(row)
     return rows
 
 

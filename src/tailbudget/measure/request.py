@@ -2,7 +2,8 @@
 
 Hot path: a stage costs one small slotted object, two `perf_counter_ns`
 calls, a context-variable set/reset (so `parent/child` names stay right under
-threads and concurrent asyncio tasks) and a list append. Slots that are
+threads and concurrent asyncio tasks; the set's token names the enclosing
+stage, so no separate get) and a list append. Slots that are
 rarely used (error, parent, deadline, streams) are left unset rather than
 initialised; readers use `getattr(obj, name, default)`. Sums, names, ids and
 formatting happen in the writer thread. Nothing here raises into the
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterable, Callable, Iterable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,6 +30,9 @@ T = TypeVar("T")
 
 _STAGE: ContextVar[StageTimer | None] = ContextVar("tailbudget_stage", default=None)
 _REQUEST: ContextVar[Request | None] = ContextVar("tailbudget_request", default=None)
+_set_stage = _STAGE.set
+_reset_stage = _STAGE.reset
+_MISSING = Token.MISSING
 _new = object.__new__
 _record = tuple.__new__
 
@@ -63,13 +67,14 @@ class StageTimer:
 
     def __enter__(self) -> StageTimer:
         try:
-            parent = _STAGE.get()
-            if parent is not None and parent._done is self._done:
+            # One context-variable call: the token carries the enclosing stage.
+            self._token = token = _set_stage(self)
+            parent = token.old_value
+            if parent is not _MISSING and parent is not None and parent._done is self._done:
                 self.name = f"{parent.name}/{self.name}"
                 self.p = parent.t0
             else:
                 self.p = None
-            self._token = _STAGE.set(self)
         except Exception:  # never break the request
             log.exception("tailbudget: stage %r could not start", getattr(self, "name", None))
         self.t0 = perf_counter_ns()
@@ -83,7 +88,7 @@ class StageTimer:
     ) -> None:
         t1 = perf_counter_ns()
         try:
-            _STAGE.reset(self._token)
+            _reset_stage(self._token)
             self._done.append((self.name, self.t0, t1, self.p, None if et is None else et.__name__))
         except Exception:  # exit without enter, twice, or in another context
             if not getattr(self, "skipped", False):

@@ -139,14 +139,10 @@ class Pump:
 
     def _drain(self) -> None:
         q = self._q
+        pop = q.popleft
         while q:
-            records: list[Record] = []
-            pop = q.popleft
-            try:
-                for _ in range(self.batch_size):
-                    records.append(pop())
-            except IndexError:
-                pass
+            # Only this thread pops, so the queue holds at least len(q) records now.
+            records: list[Record] = [pop() for _ in range(min(len(q), self.batch_size))]
             self._inflight = len(records)
             self._deliver(records)
             self._inflight = 0
