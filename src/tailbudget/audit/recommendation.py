@@ -69,7 +69,7 @@ def recommend(
             choice="fix_tail",
             text=(
                 f"{top} is {gap:,.0f} ms over target. Start with {first.fix}{where}: it saves "
-                f"about {first.p99_saved_ms:,.0f} ms of p99 for {first.hours:g} h "
+                f"about {first.p99_saved_ms:,.0f} ms of p99 for {first.hours:g} engineering hours "
                 f"({first.risk} risk{', reversible' if first.reversible else ''})."
             ),
         )

@@ -92,7 +92,7 @@ def step_audit(state: DemoState) -> None:
         f = r.ranking[0]
         state.summary.append(
             f"first fix: {f.fix} on {f.stage}, saves {f.p99_saved_ms:,.0f} ms of p99 "
-            f"for {f.hours:g} h"
+            f"for {f.hours:g} engineering hours"
         )
     state.summary.append(f"recommendation: {r.recommendation.choice}")
 
