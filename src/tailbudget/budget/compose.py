@@ -70,12 +70,13 @@ def budget_tree(budget: m.Budget) -> tuple[Node, dict[str, Distribution]]:
     return ("seq", [build(i) for i in budget.pipeline]), fits
 
 
-def additive(budget: m.Budget) -> dict[str, float]:
+def additive(budget: m.Budget, *, fits: dict[str, Distribution] | None = None) -> dict[str, float]:
     """Seed arithmetic per percentile: sequences sum, parallel groups take the max, + overhead.
 
     A stage that does not give a percentile contributes its fitted quantile there.
     """
-    _, fits = budget_tree(budget)
+    if fits is None:
+        _, fits = budget_tree(budget)
 
     def value(item: Any, p: str) -> float:
         if isinstance(item, m.Stage):
@@ -138,9 +139,16 @@ def monte_carlo(
     return np.quantile(total, list(quantiles))
 
 
-def compose(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Composed:
+def compose(
+    budget: m.Budget,
+    *,
+    samples: int | None = None,
+    seed: int | None = None,
+    tree: Node | None = None,
+) -> Composed:
     """Monte Carlo composition of the budget's fitted stage distributions."""
-    tree, _ = budget_tree(budget)
+    if tree is None:
+        tree, _ = budget_tree(budget)
     n = samples if samples is not None else budget.composition.samples
     s = seed if seed is not None else budget.composition.seed
     rho = budget.composition.correlation

@@ -57,9 +57,10 @@ def _fmt(ms: float) -> str:
 
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: seed arithmetic, composition, LLM slices, headroom per gated percentile."""
-    add = additive(budget)
-    comp = compose(budget, samples=samples, seed=seed)
-    _, fits = budget_tree(budget)
+    # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
+    tree, fits = budget_tree(budget)
+    add = additive(budget, fits=fits)
+    comp = compose(budget, samples=samples, seed=seed, tree=tree)
     slo = budget.slo.given()
     problems: list[Problem] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from enum import StrEnum
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def plan_command(
     elif output is None:
         print_plan(result, Console())
     else:
-        console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
+        console = Console(record=True, width=110, file=io.StringIO())
         print_plan(result, console)
         emit(console.export_text(), output)
     if not result.fits:
