@@ -97,8 +97,9 @@ def test_many_asyncio_tasks_no_record_lost_and_parallel_stages_not_nested(
 
 def test_close_flushes_everything_queued(tmp_path, registry, read_jsonl):
     # A long interval and huge batches: nothing is written until close drains.
-    rec = Recorder(sink=tmp_path / "r.jsonl", registry=registry, flush_interval_s=3600)
-    rec._pump.batch_size = 10**9
+    rec = Recorder(
+        sink=tmp_path / "r.jsonl", registry=registry, flush_interval_s=3600, batch_size=10**6
+    )
     for i in range(1000):
         with rec.request(request_id=str(i)) as req, req.stage("s"):
             pass

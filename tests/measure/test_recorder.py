@@ -69,9 +69,9 @@ def test_current_request_and_async_stage(tmp_path, registry, read_jsonl):
 
 
 def test_negative_durations_are_clamped_and_misused_stages_dropped(caplog):
-    stages = [("fine", 100, 200, None, None), ("backwards", 300, 250, None, None)]
-    stages.append(("late", 400, 10_000, None, None))  # ended after its request
-    record = Record(7, 1_000, 500, stages, None, (("route", "x"),), None)  # end < start
+    stages = ("fine", 100, 200, "backwards", 300, 250)
+    stages += ("late", 400, 10_000)  # ended after its request
+    record = Record(7, 1_000, 500, stages, None, {"route": "x"}, None)  # end < start
     with caplog.at_level(logging.WARNING, "tailbudget.measure"):
         (row,) = to_rows([record], Clock(0, 0), "p-", set())
     assert row["total_ms"] == 0.0

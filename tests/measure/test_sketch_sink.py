@@ -27,7 +27,7 @@ def test_recorder_without_sink_keeps_sketches(registry):
 def _batch(ts_s: list[float], totals_ms: list[float]) -> Batch:
     # Records whose perf stamps are epoch ns, so Clock(0, 0) maps them to themselves.
     records = [
-        Record(i, int(t * 1e9), int(t * 1e9 + ms * 1e6), (), None, (), None)
+        Record(i, int(t * 1e9), int(t * 1e9 + ms * 1e6), (), None, {}, None)
         for i, (t, ms) in enumerate(zip(ts_s, totals_ms, strict=True))
     ]
     return Batch(records, Clock(0, 0), "p-", set())

@@ -159,12 +159,13 @@ class PrometheusSink(Sink):
     def write(self, batch: Batch) -> None:
         svc = self._service
         for r, row in zip(batch.records, batch.rows, strict=True):
-            route = next((str(v) for k, v in r.fields if k == "route"), "")
+            route = r.fields.get("route")
+            route = "" if route is None else str(route)
             self._child("request", svc, route).observe(row["total_ms"] / 1000.0)
             outcome = "error" if row["error"] else "ok"
             self._child("requests", svc, route, outcome).inc()
             sums: dict[str, float] = {}
-            for name, t0, t1, _, _ in valid_stages(r) if r.stages else ():
+            for name, t0, t1 in valid_stages(r) if r.stages else ():
                 d = t1 - t0
                 sums[name] = sums.get(name, 0.0) + (d if d > 0 else 0)
             for stage, ns in sums.items():

@@ -1,8 +1,9 @@
 """The per-request record and its flattening into log columns.
 
 A `Record` is what a finished request hands to the writer thread: raw
-`perf_counter_ns` stamps and the stage timers themselves, so the request path
-does no arithmetic and no formatting. `to_rows` turns a batch of records into
+`perf_counter_ns` stamps in flat tuples, so the request path does no
+arithmetic, no formatting and leaves the cyclic GC almost nothing to track
+while records wait for the writer. `to_rows` turns a batch of records into
 the columns `tailbudget audit` reads by default (`request_id`, `ts`,
 `total_ms`, `<stage>_ms`, `error`, covariates as plain columns), off the
 request path; `spans_of` gives span-ready stamps for tracing sinks.
@@ -13,16 +14,20 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import pairwise, repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from tailbudget.measure.stream import StreamTimer
 
-Stage = tuple[str, int, int, "int | None", "str | None"]
-"""One stage occurrence: (name, t0_ns, t1_ns, parent's t0_ns or None, error type or None)."""
+Stage = tuple[str, int, int]
+"""One stage occurrence: (name, t0_ns, t1_ns); a nested stage's name is `parent/child`."""
+
+STAGE_WIDTH = 3
+"""A record's `stages` is flat: STAGE_WIDTH values per occurrence, in `Stage` order."""
 
 log = logging.getLogger("tailbudget.measure")
 
@@ -44,12 +49,14 @@ RESERVED = frozenset({"request_id", "ts", "total_ms", "error", "error_type", "de
 class Extra:
     """Rarely used per-request data, allocated only when needed."""
 
-    __slots__ = ("degraded", "error", "streams")
+    __slots__ = ("degraded", "error", "stage_errors", "streams")
 
     def __init__(self) -> None:
         self.error: str | None = None
         self.degraded: list[str] = []
         self.streams: list[StreamTimer[Any]] = []
+        self.stage_errors: dict[int, str] = {}
+        """Exception type names by stage occurrence (its position in `Record.stages`)."""
 
 
 class Record(NamedTuple):
@@ -59,11 +66,13 @@ class Record(NamedTuple):
     """An int is a sequence number, formatted with the recorder's prefix off-path."""
     start_ns: int
     end_ns: int
-    stages: Sequence[Stage]
+    stages: Sequence[Any]
+    """Stage occurrences in the order they ended, flat: name, t0, t1, name, t0, t1, ...
+    (`stages_of` gives them as `Stage` tuples)."""
     error: str | None
     """Name of the exception that escaped the request block, if any."""
-    fields: Sequence[tuple[str, Any]]
-    """Covariates as (name, value) pairs, in the order given."""
+    fields: Mapping[str, Any]
+    """Covariates, in the order given."""
     extra: Extra | None
 
 
@@ -106,25 +115,36 @@ def error_of(record: Record) -> str | None:
 def request_id_of(record: Record, prefix: str) -> str:
     """The request id as written to the log."""
     rid = record.request_id
-    return f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid)
+    return f"{prefix}{rid}" if isinstance(rid, int) else str(rid)
+
+
+def stages_of(record: Record) -> list[Stage]:
+    """The record's stage occurrences as `Stage` tuples (unchecked)."""
+    it = iter(record.stages)
+    return list(zip(*repeat(it, STAGE_WIDTH), strict=False))
 
 
 def valid_stages(record: Record) -> list[Stage]:
     """The record's stages that are well formed and ended within the request (misuse logged)."""
-    out: list[Stage] = []
+    return [st for _, st in _valid(record)]
+
+
+def _valid(record: Record) -> list[tuple[int, Stage]]:
+    out: list[tuple[int, Stage]] = []
     end = record.end_ns
-    for st in list(record.stages):
-        try:
-            name, t0, t1, _, _ = st
-            ok = isinstance(name, str) and isinstance(t0, int) and isinstance(t1, int)
-        except (TypeError, ValueError):
-            ok, name, t1 = False, None, 0
+    flat = list(record.stages)
+    if len(flat) % STAGE_WIDTH:
+        log.warning("tailbudget: dropped a malformed stage list (%d values)", len(flat))
+        flat = flat[: len(flat) - len(flat) % STAGE_WIDTH]
+    for i in range(0, len(flat), STAGE_WIDTH):
+        name, t0, t1 = flat[i : i + STAGE_WIDTH]
+        ok = isinstance(name, str) and isinstance(t0, int) and isinstance(t1, int)
         if not ok:
             log.warning("tailbudget: dropped a malformed stage (%r)", name)
         elif t1 > end:
             log.warning("tailbudget: stage %r ended after its request; dropped", name)
         else:
-            out.append(st)
+            out.append((i // STAGE_WIDTH, (name, t0, t1)))
     return out
 
 
@@ -175,6 +195,10 @@ def stats_of(stream: StreamTimer[Any]) -> StreamStats:
     return stream_stats(stream.start_ns, list(stream.token_ns), stream.counts)
 
 
+_MS = (1e6).__rtruediv__
+"""ns -> ms, callable from C (`map`), so a row's durations cost no Python frame."""
+
+
 def to_rows(
     records: Iterable[Record],
     clock: Clock,
@@ -186,51 +210,49 @@ def to_rows(
 
     Repeated stages are summed; `repeated` (updated here) names stages that
     ever repeated, which get a `<stage>_count` column from then on. Negative
-    durations are clamped to 0.
+    durations are clamped to 0; stages that ended after their request or are
+    malformed are dropped (logged).
     """
     rows: list[dict[str, Any]] = []
     append = rows.append
     iso = iso or IsoTime()
     wall = clock.wall_ns - clock.perf_ns
-    cols = _COLUMNS
+    col_of = _COLUMNS.__getitem__
     reserved = RESERVED
     # The ISO prefix is cached per second; only the microseconds are formatted per row.
     sec_now, ts_prefix = iso._sec, iso._prefix
     for r in records:
         rid, start, end, stages, err, fields, extra = r
-        ns = wall + start
-        sec, rem = divmod(ns, 1_000_000_000)
+        sec, rem = divmod(wall + start, 1_000_000_000)
         if sec != sec_now:
-            iso(ns)
+            iso(wall + start)
             sec_now, ts_prefix = iso._sec, iso._prefix
         row: dict[str, Any] = {
-            "request_id": f"{prefix}{rid:08x}" if isinstance(rid, int) else str(rid),
+            "request_id": f"{prefix}{rid}" if isinstance(rid, int) else str(rid),
             "ts": f"{ts_prefix}.{rem // 1000:06d}Z",
             "total_ms": (end - start) / 1e6 if end > start else 0.0,
             "error": False,
         }
         counts: dict[str, int] | None = None
-        try:
-            for name, t0, t1, _, _ in stages:
-                col = cols.get(name) or _column(name)
-                if t1 > end:
-                    raise ValueError(name)
-                ms = (t1 - t0) / 1e6 if t1 > t0 else 0.0
-                if col in row:
-                    row[col] += ms
-                    if counts is None:
-                        counts = {}
-                    counts[name] = counts.get(name, 1) + 1
-                else:
-                    row[col] = ms
-        except (AttributeError, TypeError, ValueError):
-            row = _slow_row(r, row)  # a misused stage: redo with checks, logged
-            counts = _counts(r)
+        if stages:
+            # Whole-row builtins (slices, map, zip run in C); anything unusual -
+            # a repeated stage, a new name, a negative or late stage, a malformed
+            # tuple - falls back to the checked path below.
+            try:
+                names = stages[0::STAGE_WIDTH]
+                ends = stages[2::STAGE_WIDTH]
+                durations = list(map(sub, ends, stages[1::STAGE_WIDTH]))
+                row.update(zip(map(col_of, names), map(_MS, durations), strict=True))
+                fast = len(row) == 4 + len(names) and min(durations) >= 0 and max(ends) <= end
+            except (KeyError, TypeError, ValueError):
+                fast = False
+            if not fast:
+                row, counts = _slow_row(r, row)
         if counts is not None:
             repeated.update(counts)
         if repeated:
             for name in repeated:
-                if _column(name) in row:
+                if column_of(name) in row:
                     row[f"{name}_count"] = counts.get(name, 1) if counts else 1
         if extra is not None:
             _add_extra(row, extra, err)
@@ -239,9 +261,13 @@ def to_rows(
         if err is not None:
             row["error"] = True
             row["error_type"] = err
-        for key, value in fields:
-            if key not in row and key not in reserved:
-                row[key] = value
+        if fields:
+            if reserved.isdisjoint(fields) and row.keys().isdisjoint(fields):
+                row.update(fields)
+            else:  # the recorder's own columns win over a covariate of the same name
+                for key, value in fields.items():
+                    if key not in row and key not in reserved:
+                        row[key] = value
         append(row)
     return rows
 
@@ -250,7 +276,8 @@ _COLUMNS: dict[str, str] = {}
 """stage name -> column name, shared by every batch (stage names are few)."""
 
 
-def _column(stage: str) -> str:
+def column_of(stage: str) -> str:
+    """The log column of a stage name (`<stage>_ms`; a stage called total gets stage_total_ms)."""
     col = _COLUMNS.get(stage)
     if col is None:
         col = f"{stage}_ms"
@@ -262,21 +289,16 @@ def _column(stage: str) -> str:
     return col
 
 
-def _slow_row(r: Record, row: dict[str, Any]) -> dict[str, Any]:
+def _slow_row(r: Record, row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int] | None]:
     base = {k: row[k] for k in ("request_id", "ts", "total_ms", "error")}
-    for name, t0, t1, _, _ in valid_stages(r):
-        col = _column(name)
+    seen: dict[str, int] = {}
+    for name, t0, t1 in valid_stages(r):
+        col = column_of(name)
         d = t1 - t0
         base[col] = base.get(col, 0.0) + (d / 1e6 if d > 0 else 0.0)
-    return base
-
-
-def _counts(r: Record) -> dict[str, int] | None:
-    seen: dict[str, int] = {}
-    for st in valid_stages(r):
-        seen[st[0]] = seen.get(st[0], 0) + 1
+        seen[name] = seen.get(name, 0) + 1
     repeated = {k: v for k, v in seen.items() if v > 1}
-    return repeated or None
+    return base, repeated or None
 
 
 def _add_extra(row: dict[str, Any], extra: Extra, err: str | None) -> None:
@@ -299,18 +321,19 @@ class SpanStamp(NamedTuple):
 
 
 def spans_of(record: Record, clock: Clock) -> tuple[list[SpanStamp], dict[int, int]]:
-    """Stage occurrences in epoch ns, parents resolved, and {perf t0: index} for streams."""
+    """Stage occurrences in epoch ns, parents resolved, and {perf t0: index} for streams.
+
+    A stage `a/b`'s parent is the latest-started occurrence of `a` that had
+    started by then: stages nest in time, so that is the one enclosing it.
+    """
     index: dict[int, int] = {}
+    latest: dict[str, int] = {}
     spans: list[SpanStamp] = []
-    for name, t0, t1, parent_t0, error in sorted(valid_stages(record), key=lambda st: st[1]):
+    errors = record.extra.stage_errors if record.extra is not None else {}
+    for i, (name, t0, t1) in sorted(_valid(record), key=lambda st: st[1][1]):
+        parent = latest.get(name.rsplit("/", 1)[0]) if "/" in name else None
         spans.append(
-            SpanStamp(
-                name,
-                clock.epoch_ns(t0),
-                clock.epoch_ns(max(t0, t1)),
-                index.get(parent_t0) if parent_t0 is not None else None,
-                error,
-            )
+            SpanStamp(name, clock.epoch_ns(t0), clock.epoch_ns(max(t0, t1)), parent, errors.get(i))
         )
-        index[t0] = len(spans) - 1
+        index[t0] = latest[name] = len(spans) - 1
     return spans, index

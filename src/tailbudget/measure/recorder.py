@@ -151,7 +151,11 @@ class Recorder:
             id_prefix=self.id_prefix,
             on_drop=self._on_drop,
         )
-        self._enqueue = self._pump.put  # bound once: Request.__exit__ calls it directly
+        # Request.__exit__ appends to the pump's queue itself (no call per request).
+        self._queue = self._pump.queue
+        self._capacity = capacity
+        self._wake_at = batch_size
+        self._wake = self._pump.wake
         self._closed = False
         atexit.register(self.close)
 
@@ -179,6 +183,7 @@ class Recorder:
         req.deadline_ms = deadline
         req._done = []
         req._extra = None
+        req._top = None
         return req
 
     def _refused(self) -> None:

@@ -3,23 +3,27 @@
 Hot path: a stage costs one small slotted object, two `perf_counter_ns`
 calls, a context-variable set/reset (so `parent/child` names stay right under
 threads and concurrent asyncio tasks; the set's token names the enclosing
-stage, so no separate get) and a list append. Slots that are
-rarely used (error, parent, deadline, streams) are left unset rather than
-initialised; readers use `getattr(obj, name, default)`. Sums, names, ids and
-formatting happen in the writer thread. Nothing here raises into the
-request: misuse is logged and dropped.
+stage, so no separate get) and one list extend. A finished request is one
+flat tuple of atomic values (plus its covariate dict): the cyclic GC untracks
+it at its first pass, so records waiting for the writer cost it nothing.
+Slots that are rarely used (error, parent, deadline, streams) are left unset
+rather than initialised; readers use `getattr(obj, name, default)`. Sums,
+names, ids and formatting happen in the writer thread. Nothing here raises
+into the request: misuse is logged and dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterable, Callable, Iterable
 from contextvars import ContextVar, Token
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tailbudget.measure.record import Extra, Record, Stage
+from tailbudget.measure.record import Extra
 from tailbudget.measure.stream import StreamTimer
 
 if TYPE_CHECKING:
@@ -31,10 +35,12 @@ T = TypeVar("T")
 _STAGE: ContextVar[StageTimer | None] = ContextVar("tailbudget_stage", default=None)
 _REQUEST: ContextVar[Request | None] = ContextVar("tailbudget_request", default=None)
 _set_stage = _STAGE.set
+_running_loop = asyncio._get_running_loop  # C: None outside a loop, never raises
+_current_task = asyncio.current_task
+_thread_id = threading.get_ident
 _reset_stage = _STAGE.reset
 _MISSING = Token.MISSING
 _new = object.__new__
-_record = tuple.__new__
 
 
 def current_request() -> Request | None:
@@ -42,24 +48,38 @@ def current_request() -> Request | None:
     return _REQUEST.get()
 
 
+def _owner() -> object:
+    """Who runs this code: the asyncio task, or the thread when no loop runs here."""
+    loop = _running_loop()
+    return _thread_id() if loop is None else _current_task(loop)
+
+
 class StageTimer:
     """Times one stage occurrence; `with` and `async with` both work.
 
-    On exit it appends one tuple `(name, t0_ns, t1_ns, parent_t0_ns, error)`
-    to its request and is then garbage: finished requests waiting for the
-    writer hold no per-stage objects the cyclic GC would have to scan.
+    On exit it extends its request's flat stage list with `name, t0_ns, t1_ns`
+    (an escaping exception's type goes to the request's rarely used extras)
+    and is then garbage: finished requests waiting for the writer hold no
+    per-stage objects.
     For an optional stage that cannot be afforded, the timer is falsy and
     records nothing but the degradation. Python cannot skip a `with` body, so
     write `with req.stage("rerank", optional=True) as s:` then `if s: ...`.
+
+    Nesting: stages entered by the request's own thread or task nest through
+    a stack kept on the request (two C calls to check who is running, no
+    context-variable churn). A stage entered by another task or thread (a
+    `gather` branch, a thread-pool call) nests under what its request's owner
+    is in at that moment, and through a context variable below that, so
+    concurrent branches never nest in each other.
     """
 
-    __slots__ = ("_done", "_req", "_token", "name", "p", "skipped", "t0")
+    __slots__ = ("_req", "_token", "name", "skipped", "t0", "up")
 
-    _done: list[Stage]
     _req: Request
+    _token: Token[StageTimer | None]
     name: str
     t0: int
-    p: int | None
+    up: StageTimer | None
     skipped: bool
 
     def __bool__(self) -> bool:
@@ -67,14 +87,19 @@ class StageTimer:
 
     def __enter__(self) -> StageTimer:
         try:
-            # One context-variable call: the token carries the enclosing stage.
-            self._token = token = _set_stage(self)
-            parent = token.old_value
-            if parent is not _MISSING and parent is not None and parent._done is self._done:
-                self.name = f"{parent.name}/{self.name}"
-                self.p = parent.t0
-            else:
-                self.p = None
+            req = self._req
+            loop = _running_loop()
+            if (_thread_id() if loop is None else _current_task(loop)) == req._owner:
+                self.up = up = req._top
+                req._top = self
+            else:  # another task or thread of this request: nest per context
+                self._token = token = _set_stage(self)
+                up = token.old_value
+                if up is _MISSING or up is None or up._req is not req:
+                    up = req._top
+                self.up = up
+            if up is not None:
+                self.name = f"{up.name}/{self.name}"
         except Exception:  # never break the request
             log.exception("tailbudget: stage %r could not start", getattr(self, "name", None))
         self.t0 = perf_counter_ns()
@@ -88,11 +113,25 @@ class StageTimer:
     ) -> None:
         t1 = perf_counter_ns()
         try:
-            _reset_stage(self._token)
-            self._done.append((self.name, self.t0, t1, self.p, None if et is None else et.__name__))
+            req = self._req
+            if req._top is self:
+                req._top = self.up
+            else:
+                self._pop()
+            req._done += (self.name, self.t0, t1)
+            if et is not None:
+                req._extras().stage_errors[len(req._done) // 3 - 1] = et.__name__
         except Exception:  # exit without enter, twice, or in another context
             if not getattr(self, "skipped", False):
                 log.warning("tailbudget: stage %r misused; dropped", getattr(self, "name", None))
+
+    def _pop(self) -> None:
+        token = getattr(self, "_token", None)
+        if token is not None:
+            _reset_stage(token)
+        elif not getattr(self, "skipped", False):
+            # The owner exited stages out of order (manual __enter__/__exit__ calls).
+            log.warning("tailbudget: stage %r exited before a stage inside it", self.name)
 
     async def __aenter__(self) -> StageTimer:
         return self.__enter__()
@@ -113,15 +152,22 @@ class OptionalStageTimer(StageTimer):
 
     def __enter__(self) -> StageTimer:
         try:
-            req = self._req
-            del self._req  # no request -> timer -> request cycle for the GC
-            if not req._afford(self.name):
+            if not self._req._afford(self.name):
                 self.skipped = True
                 self.t0 = perf_counter_ns()
                 return self
         except Exception:
             log.exception("tailbudget: optional stage %r could not decide", self.name)
         return super().__enter__()
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        ev: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not getattr(self, "skipped", False):
+            super().__exit__(et, ev, tb)
 
 
 class Request:
@@ -134,8 +180,10 @@ class Request:
         "_deadline_ns",
         "_done",
         "_extra",
+        "_owner",
         "_rec",
         "_token",
+        "_top",
         "deadline_ms",
         "fields",
         "request_id",
@@ -147,13 +195,17 @@ class Request:
     fields: dict[str, Any]
     """Covariates and cohorts; add more with `req.set(key=value)`."""
     deadline_ms: float | None
-    _done: list[Stage]
+    _done: list[Any]
     _extra: Extra | None
     _deadline_ns: int
+    _owner: object
+    _top: StageTimer | None
     t0: int
 
     def __enter__(self) -> Request:
         self._token = _REQUEST.set(self)
+        loop = _running_loop()
+        self._owner = _thread_id() if loop is None else _current_task(loop)
         self.t0 = t0 = perf_counter_ns()
         if self.deadline_ms is not None:
             self._deadline_ns = t0 + int(self.deadline_ms * 1e6)
@@ -171,22 +223,25 @@ class Request:
         except Exception:
             log.warning("tailbudget: request exited in another context than it entered")
         rec = self._rec
-        if not rec._enqueue(
-            _record(
-                Record,
+        q = rec._queue
+        n = len(q)
+        # The pump's put, inlined: a bounded, non-blocking append (atomic under the GIL).
+        if n < rec._capacity and not rec._closed:
+            # A plain tuple in `Record` field order (a NamedTuple instance stays tracked).
+            q.append(
                 (
                     self.request_id,
                     self.t0,
                     t1,
-                    # Tuples of atomic values: the GC untracks the whole record at its
-                    # first pass, so records waiting for the writer cost it nothing.
                     tuple(self._done),
                     None if et is None else et.__name__,
-                    tuple(self.fields.items()),
+                    self.fields,
                     self._extra,
-                ),
+                )
             )
-        ):
+            if n == rec._wake_at:
+                rec._wake()
+        else:
             rec._refused()
 
     async def __aenter__(self) -> Request:
@@ -202,16 +257,17 @@ class Request:
 
     def stage(self, name: str, optional: bool = False) -> StageTimer:
         """A timer for one stage; `optional=True` skips it (degraded) when unaffordable."""
-        if optional:
-            o = _new(OptionalStageTimer)
-            o._done = self._done
-            o.name = name
-            o._req = self
-            return o
-        t = _new(StageTimer)
-        t._done = self._done
+        t = _new(OptionalStageTimer) if optional else _new(StageTimer)
+        t._req = self
         t.name = name
         return t
+
+    def _current_stage(self) -> StageTimer | None:
+        """The innermost open stage of this request where the caller runs."""
+        if _owner() == getattr(self, "_owner", None):
+            return self._top
+        up = _STAGE.get()
+        return up if up is not None and up._req is self else self._top
 
     def _extras(self) -> Extra:
         extra = self._extra
@@ -231,7 +287,7 @@ class Request:
     def id(self) -> str:
         """The request id as written to the log."""
         rid = self.request_id
-        return f"{self._rec.id_prefix}{rid:08x}" if isinstance(rid, int) else rid
+        return f"{self._rec.id_prefix}{rid}" if isinstance(rid, int) else rid
 
     @property
     def degraded(self) -> list[str]:
@@ -258,9 +314,8 @@ class Request:
     def _afford(self, name: str) -> bool:
         if self.can_afford(name):
             return True
-        parent = _STAGE.get()
-        nested = parent is not None and parent._done is self._done
-        self._extras().degraded.append(f"{parent.name}/{name}" if nested and parent else name)
+        parent = self._current_stage()
+        self._extras().degraded.append(name if parent is None else f"{parent.name}/{name}")
         return False
 
     def headers(self) -> dict[str, str]:
@@ -282,8 +337,8 @@ class Request:
         `tokens(chunk)` counts tokens per chunk (1 per item by default);
         `attributes` (model=..., provider=..., input_tokens=...) go to the span.
         """
-        parent = _STAGE.get()
-        parent_t0 = parent.t0 if parent is not None and parent._done is self._done else None
+        parent = self._current_stage()
+        parent_t0 = None if parent is None else parent.t0
         timer: StreamTimer[T] = StreamTimer(source, tokens, attributes, parent_t0)
         self._extras().streams.append(timer)
         return timer

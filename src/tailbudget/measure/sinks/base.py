@@ -1,7 +1,8 @@
 """Sink protocol and the pump: a bounded queue drained by one writer thread.
 
 The request path only appends to a `collections.deque` (atomic under the GIL)
-after a length check; a full queue counts the record as dropped instead of
+after a length check (`Request.__exit__` does it inline; `put` is the same for
+other producers); a full queue counts the record as dropped instead of
 blocking. The writer thread wakes every `flush_interval_s` (or when a batch
 is ready), resolves records (sums, clocks, ids) once per batch, and hands the
 batch to every sink. A sink that fails is logged and its records counted as
@@ -17,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tailbudget.measure.columns import Block, blocks
 from tailbudget.measure.record import Clock, IsoTime, Record, to_rows
 
 if TYPE_CHECKING:
@@ -28,35 +30,75 @@ log = logging.getLogger("tailbudget.measure")
 class Batch:
     """Finished records with the clock that maps their stamps to epoch time.
 
-    `rows` (audit column names) is built on first use and shared by sinks.
+    `raw` holds the records as the request path queued them: plain tuples in
+    `Record` field order (an exact tuple of atomic values is what the cyclic
+    GC stops tracking; a NamedTuple instance it tracks forever). `records`
+    gives them as `Record`s; `blocks` (same-shape records as columns) is built
+    once per batch by the writer; `rows` (one dict per record, audit column
+    names, batch order) is built from them on first use and shared by sinks.
     """
 
-    __slots__ = ("_iso", "_repeated", "_rows", "clock", "prefix", "records")
+    __slots__ = ("_blocks", "_iso", "_records", "_repeated", "_rows", "clock", "prefix", "raw")
 
     def __init__(
         self,
-        records: list[Record],
+        records: Sequence[tuple[Any, ...]],
         clock: Clock,
         prefix: str,
         repeated: set[str],
         iso: IsoTime | None = None,
     ) -> None:
-        self.records = records
+        self.raw = records
+        self._records: list[Record] | None = None
         self.clock = clock
         self.prefix = prefix
         self._repeated = repeated
         self._iso = iso
         self._rows: list[dict[str, Any]] | None = None
+        self._blocks: tuple[list[Block], list[dict[str, Any]], list[int]] | None = None
+
+    @property
+    def records(self) -> list[Record]:
+        """The batch's records as `Record` named tuples (built on first use)."""
+        if self._records is None:
+            self._records = list(map(Record._make, self.raw))
+        return self._records
+
+    @property
+    def blocks(self) -> tuple[list[Block], list[dict[str, Any]], list[int]]:
+        """(columnar blocks, rows of the other records, their positions in the batch)."""
+        if self._blocks is None:
+            clock = self.clock
+            offset = clock.wall_ns - clock.perf_ns
+            known = len(self._repeated)
+            found, rest = blocks(self.raw, offset, self.prefix, self._repeated)
+            odd = [Record._make(self.raw[i]) for i in rest]
+            rows = to_rows(odd, clock, self.prefix, self._repeated, self._iso) if odd else []
+            if len(self._repeated) != known and found:
+                # A stage repeated for the first time: its count column joins the blocks too.
+                found, _ = blocks(self.raw, offset, self.prefix, self._repeated)
+            self._blocks = (found, rows, rest)
+        return self._blocks
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per request: request_id, ts (epoch ns), total_ms, <stage>_ms, ..."""
+        """One dict per request: request_id, ts (ISO-8601 UTC), total_ms, <stage>_ms, ..."""
         if self._rows is None:
-            self._rows = to_rows(self.records, self.clock, self.prefix, self._repeated, self._iso)
+            found, odd, rest = self.blocks
+            if len(found) == 1 and not odd:
+                self._rows = found[0].rows()
+            else:
+                out: list[Any] = [None] * len(self.raw)
+                for block in found:
+                    for pos, row in zip(block.positions, block.rows(), strict=True):
+                        out[pos] = row
+                for pos, row in zip(rest, odd, strict=True):
+                    out[pos] = row
+                self._rows = out
         return self._rows
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.raw)
 
 
 class Sink:
@@ -98,8 +140,10 @@ class Pump:
         self.flush_interval_s = flush_interval_s
         self.id_prefix = id_prefix
         self._on_drop = on_drop
-        self._q: deque[Record] = deque()
+        self._q: deque[tuple[Any, ...]] = deque()
+        self.queue = self._q
         self._wake = threading.Event()
+        self.wake = self._wake.set
         self._idle = threading.Condition()
         self._busy = False
         self._stop = False
@@ -110,7 +154,7 @@ class Pump:
         self._thread = threading.Thread(target=self._run, name="tailbudget-writer", daemon=True)
         self._thread.start()
 
-    def put(self, record: Record) -> bool:
+    def put(self, record: tuple[Any, ...]) -> bool:
         """Enqueue without blocking; False (caller counts a drop) when full or closed."""
         q = self._q
         n = len(q)
@@ -142,16 +186,16 @@ class Pump:
         pop = q.popleft
         while q:
             # Only this thread pops, so the queue holds at least len(q) records now.
-            records: list[Record] = [pop() for _ in range(min(len(q), self.batch_size))]
+            records: list[tuple[Any, ...]] = [pop() for _ in range(min(len(q), self.batch_size))]
             self._inflight = len(records)
             self._deliver(records)
             self._inflight = 0
 
-    def _deliver(self, records: list[Record]) -> None:
+    def _deliver(self, records: list[tuple[Any, ...]]) -> None:
         clock = Clock(time.time_ns(), time.perf_counter_ns())
         batch = Batch(records, clock, self.id_prefix, self._repeated, self._iso)
         try:
-            _ = batch.rows  # build once here so a bad record cannot fail every sink
+            _ = batch.blocks  # build once here so a bad record cannot fail every sink
         except Exception:
             log.exception("tailbudget: could not flatten %d records; dropped", len(records))
             self._on_drop("flatten", len(records))

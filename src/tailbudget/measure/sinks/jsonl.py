@@ -41,13 +41,23 @@ class JsonlSink(Sink):
         self._dumps = _encoder()
 
     def write(self, batch: Batch) -> None:
-        if self._fh is None:
+        if self._fh is None or not len(batch):
             return
         dumps = self._dumps
-        lines = [dumps(row) for row in batch.rows]
-        if lines:
-            lines.append(b"")
-            self._fh.write(b"\n".join(lines))
+        found, odd, rest = batch.blocks
+        lines: list[Any]
+        if len(found) == 1 and not odd:
+            self._fh.write(found[0].jsonl(dumps))
+            return
+        else:
+            lines = [None] * len(batch)
+            for block in found:
+                for pos, line in zip(block.positions, block.json_lines(dumps), strict=True):
+                    lines[pos] = line
+            for pos, row in zip(rest, odd, strict=True):
+                lines[pos] = dumps(row)
+        lines.append(b"")
+        self._fh.write(b"\n".join(lines))
 
     def flush(self) -> None:
         if self._fh is not None:

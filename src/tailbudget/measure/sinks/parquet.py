@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tailbudget.errors import TailbudgetError
+from tailbudget.measure.columns import arrow_array
 from tailbudget.measure.sinks.base import Batch, Sink
 
 log = logging.getLogger("tailbudget.measure")
@@ -32,10 +33,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
         if key == "ts":  # ISO-8601 text from the writer; Arrow parses it in C++
             arrays[key] = pa.array(values, type=pa.string()).cast(pa.timestamp("us", tz="UTC"))
             continue
-        try:
-            arrays[key] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep as text
-            arrays[key] = pa.array([None if v is None else str(v) for v in values])
+        arrays[key] = arrow_array(values)
     return pa.table(arrays)
 
 
@@ -73,10 +71,14 @@ class ParquetSink(Sink):
         _table([{"request_id": "warm-up", "ts": "2000-01-01T00:00:00.000000Z", "total_ms": 0.0}])
 
     def write(self, batch: Batch) -> None:
-        if not batch.rows:
+        if not len(batch):
             return
-        self._pending.append(_table(batch.rows))
-        self._pending_rows += len(batch.rows)
+        found, odd, rest = batch.blocks
+        parts = [block.arrow() for block in found]
+        if odd:
+            parts.append(_table(odd))
+        self._pending.extend(_in_order(parts, [b.positions for b in found] + [rest]))
+        self._pending_rows += len(batch)
         if self._pending_rows >= self.row_group_rows:
             self._write_pending()
 
@@ -134,6 +136,20 @@ class ParquetSink(Sink):
             self._open(pa.schema([("request_id", pa.string()), ("total_ms", pa.float64())]))
         self._writer.close()
         os.replace(self.partial, self.path)
+
+
+def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
+    """One table in batch order from per-shape parts (as given if their types clash)."""
+    if len(parts) < 2:
+        return parts
+    import numpy as np
+    import pyarrow as pa
+
+    try:
+        table = pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return parts
+    return [table.take(np.argsort(np.concatenate(positions), kind="stable"))]
 
 
 def _conform(table: Any, schema: Any) -> Any:
