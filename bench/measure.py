@@ -13,7 +13,8 @@ exported), so serialization off the request path is counted too.
   "hot path" is the same run timed before close (what the request pays).
 
 Every contender starts from a collected heap (gc.collect() before each timed
-run, outside the timing); rounds are interleaved and the median is reported.
+run, outside the timing); rounds are interleaved, times are medians, and
+shares are medians of the per-round ratios.
 
 Usage: python bench/measure.py [--quick] [--requests N] [--stages K] [--rounds R]
 """
@@ -148,7 +149,13 @@ def main(argv: list[str] | None = None) -> None:
         name: [statistics.median(x[k] for x in r) / per * 1e6 for k in range(3)]
         for name, r in results.items()
     }
-    ref_wall, ref_cpu = med[CONTENDERS[0][0]][1], med[CONTENDERS[0][0]][2]
+    ref = results[CONTENDERS[0][0]]
+
+    def share(name: str, k: int) -> float:
+        # Median of the per-round ratios: each round's contenders ran back to back,
+        # so a slow spell of the machine cancels out of the ratio.
+        return statistics.median(x[k] / y[k] for x, y in zip(results[name], ref, strict=True))
+
     print(
         f"{n} requests x {len(stages)} stages, median of {rounds} interleaved rounds; "
         "cost per stage includes the request and the sink (writer threads included).\n"
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, (hot, total, cpu) in med.items():
         print(
             f"| {name} | {hot:.2f} | {total:.2f} | {cpu:.2f} "
-            f"| {total / ref_wall:.3f} | {cpu / ref_cpu:.3f} |"
+            f"| {share(name, 1):.3f} | {share(name, 2):.3f} |"
         )
 
 

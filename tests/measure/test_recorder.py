@@ -171,3 +171,72 @@ def test_sinks_by_name_and_budget_by_path(tmp_path, registry):
     assert kinds == [ParquetSink, JsonlSink, PrometheusSink, OTelSink]
     assert rec.service == "svc" and rec.deadline_ms == 900
     rec.close()
+
+
+def test_concurrent_branches_nest_under_the_owner_stage_not_in_each_other(
+    tmp_path, registry, read_jsonl
+):
+    import asyncio
+
+    path = tmp_path / "r.jsonl"
+    rec = Recorder(sink=path, registry=registry)
+
+    async def branch(req, name, gate):
+        async with req.stage(name):
+            await gate.wait()  # both branches are open at once
+            with req.stage("x"):
+                pass
+
+    def in_thread(req):
+        with req.stage("pool"):
+            pass
+
+    async def main():
+        async with rec.request() as req:
+            with req.stage("before"):
+                pass
+            async with req.stage("retrieval"):
+                gate = asyncio.Event()
+                tasks = [asyncio.create_task(branch(req, n, gate)) for n in ("vector", "bm25")]
+                await asyncio.sleep(0)
+                gate.set()
+                await asyncio.gather(*tasks)
+                await asyncio.to_thread(in_thread, req)
+            with req.stage("after"):
+                pass
+
+    asyncio.run(main())
+    rec.close()
+    (row,) = read_jsonl(path)
+    stages = {k[:-3] for k in row if k.endswith("_ms") and k != "total_ms"}
+    assert {
+        "before",
+        "retrieval",
+        "retrieval/vector",
+        "retrieval/bm25",
+        "retrieval/vector/x",
+        "retrieval/bm25/x",
+        "after",
+    } <= stages
+    assert not any("vector/bm25" in s or "bm25/vector" in s for s in stages)
+    assert "retrieval/pool" in stages  # a thread-pool stage nests under the owner's stage
+
+
+def test_out_of_order_exit_is_logged_and_later_stages_still_recorded(
+    tmp_path, registry, caplog, read_jsonl
+):
+    path = tmp_path / "r.jsonl"
+    rec = Recorder(sink=path, registry=registry)
+    with caplog.at_level(logging.WARNING, "tailbudget.measure"), rec.request() as req:
+        outer, inner = req.stage("outer"), req.stage("inner")
+        outer.__enter__()
+        inner.__enter__()
+        outer.__exit__(None, None, None)  # misuse: the parent first
+        inner.__exit__(None, None, None)
+        with req.stage("next"):
+            pass
+    rec.close()
+    (row,) = read_jsonl(path)
+    assert "exited before a stage inside it" in caplog.text
+    assert {"outer_ms", "outer/inner_ms"} <= row.keys()
+    assert any(k.endswith("next_ms") for k in row)

@@ -24,13 +24,6 @@ import orjson
 
 from tailbudget.measure.record import RESERVED, STAGE_WIDTH, column_of
 
-_ids = itemgetter(0)
-_starts = itemgetter(1)
-_ends = itemgetter(2)
-_stages = itemgetter(3)
-_errors = itemgetter(4)
-_fields = itemgetter(5)
-_extras = itemgetter(6)
 _names = itemgetter(slice(0, None, STAGE_WIDTH))
 
 MAX_SHAPES = 16
@@ -45,7 +38,7 @@ class Block:
 
     positions: list[int]
     """Where the block's records sit in the batch."""
-    ids: list[Any]
+    ids: Sequence[Any]
     """Request ids: sequence numbers (written as prefix + number) or given strings."""
     prefix: str
     start_ns: Any
@@ -168,7 +161,10 @@ def arrow_array(values: Sequence[Any]) -> Any:
 def _json_values(col: Any, dumps: Dumps) -> list[bytes]:
     n = len(col)
     try:
-        text = dumps(col.tolist() if isinstance(col, np.ndarray) else col)
+        if isinstance(col, np.ndarray):  # floats: encoded straight from the array
+            text = orjson.dumps(col, option=orjson.OPT_SERIALIZE_NUMPY)
+        else:
+            text = dumps(col)
     except TypeError:  # a value the encoder refuses: encode one by one to find it
         return list(map(dumps, col))
     parts = text[1:-1].split(b",")
@@ -177,20 +173,18 @@ def _json_values(col: Any, dumps: Dumps) -> list[bytes]:
     return list(map(dumps, col))
 
 
-_drop_first = itemgetter(slice(1, None))
-
-
 def _iso_parts(epoch_ns: Any, dumps: Dumps) -> tuple[Any, list[bytes]]:
     """ISO-8601 UTC as (date-time prefix up to the seconds' dot, 6-digit microseconds).
 
     The prefix is formatted once per distinct second (one `bytes` when the
-    whole block falls in one second); microseconds are encoded in bulk with a
-    leading 1 that keeps their zero padding, then dropped.
+    whole block falls in one second). Microseconds are encoded in bulk with a
+    leading 1 that keeps their zero padding (every value then has 7 digits),
+    and that 1 is cut from the whole text at once.
     """
     ns = np.asarray(epoch_ns, dtype=np.int64)
     secs = ns // 1_000_000_000
     micro = (ns - secs * 1_000_000_000) // 1000 + 1_000_000
-    fraction = list(map(_drop_first, dumps(micro.tolist())[1:-1].split(b",")))
+    fraction = dumps(micro.tolist())[2:-1].replace(b",1", b",").split(b",")
     lo, hi = int(secs.min()), int(secs.max())
     if lo == hi:
         return _second(lo), fraction
@@ -223,24 +217,22 @@ def blocks(
     if m == 0:
         return [], []
     try:
-        stages = list(map(_stages, records))
-        fields = list(map(_fields, records))
-        shape = _names(stages[0])
-        keys = fields[0].keys()
+        # One transposition, then whole-column checks: the usual batch is one shape.
+        cols = list(zip(*records, strict=True))
+        stages, errors, fields, extras = cols[3], cols[4], cols[5], cols[6]
         uniform = (
-            list(map(_errors, records)).count(None) == m
-            and list(map(_extras, records)).count(None) == m
+            errors.count(None) == m
+            and extras.count(None) == m
             and list(map(len, stages)).count(len(stages[0])) == m
-            and list(map(dict.keys, fields)).count(keys) == m
+            and list(map(len, fields)).count(len(fields[0])) == m
         )
-        flat = list(chain.from_iterable(stages)) if uniform else []
-        uniform = uniform and flat[0::STAGE_WIDTH] == list(shape) * m
-    except (TypeError, AttributeError, IndexError):  # not what the request path makes
+        if uniform:
+            block = _block(list(range(m)), cols, _names(stages[0]), tuple(fields[0]),
+                           wall_offset_ns, prefix, repeated)  # fmt: skip
+            if block is not None:
+                return [block], []
+    except (TypeError, ValueError, AttributeError, IndexError):  # not what requests make
         return [], list(range(m))
-    if uniform:
-        block = _block(records, list(range(m)), flat, shape, tuple(keys), fields, wall_offset_ns,
-                       prefix, repeated)  # fmt: skip
-        return ([block], []) if block is not None else ([], list(range(m)))
     groups: dict[Any, list[int]] = {}
     rest: list[int] = []
     for i, r in enumerate(records):
@@ -255,10 +247,8 @@ def blocks(
         rest.append(i)
     out: list[Block] = []
     for (shape, field_keys), positions in groups.items():
-        recs = [records[i] for i in positions]
-        flat = list(chain.from_iterable(map(_stages, recs)))
-        block = _block(recs, positions, flat, shape, field_keys, list(map(_fields, recs)),
-                       wall_offset_ns, prefix, repeated)  # fmt: skip
+        sub = list(zip(*[records[i] for i in positions], strict=True))
+        block = _block(positions, sub, shape, field_keys, wall_offset_ns, prefix, repeated)
         if block is None:
             rest.extend(positions)
         else:
@@ -268,48 +258,47 @@ def blocks(
 
 
 def _block(
-    recs: Sequence[tuple[Any, ...]],
     positions: list[int],
-    flat: list[Any],
+    cols: list[tuple[Any, ...]],
     shape: tuple[Any, ...],
     field_keys: tuple[str, ...],
-    fields: list[dict[str, Any]],
     wall_offset_ns: int,
     prefix: str,
     repeated: set[str],
 ) -> Block | None:
-    """Columns for same-shape records, or None when they need the checked row path."""
+    """Columns for records transposed into `cols` (one tuple per `Record` field) sharing
+    stage names `shape` and covariates `field_keys`; None when they need the row path."""
     k = len(shape)
-    m = len(recs)
+    ids, starts_, ends_, stages, _, fields, _ = cols
     if len(set(shape)) != k or not all(isinstance(n, str) for n in shape):
         return None  # a repeated stage sums per row; a malformed one is logged there
     stage_cols = tuple(column_of(n) for n in shape)
     if not RESERVED.isdisjoint(field_keys) or not set(stage_cols).isdisjoint(field_keys):
         return None  # the recorder's own columns win: the row path skips the covariate
+    m = len(ids)
     try:
-        starts = np.fromiter(map(_starts, recs), np.int64, m)
-        ends = np.fromiter(map(_ends, recs), np.int64, m)
-        t0 = np.array(flat[1::STAGE_WIDTH], dtype=np.int64).reshape(m, k)
-        t1 = np.array(flat[2::STAGE_WIDTH], dtype=np.int64).reshape(m, k)
-    except (TypeError, ValueError, OverflowError):
-        return None  # a stamp that is not an int: the row path logs and drops it
-    if k and bool((t1 > ends[:, None]).any()):
+        per_stage = list(zip(*stages, strict=True))  # name, t0, t1 of each stage: m values each
+        if any(per_stage[3 * j].count(name) != m for j, name in enumerate(shape)):
+            return None
+        starts = np.array(starts_, dtype=np.int64)
+        ends = np.array(ends_, dtype=np.int64)
+        t0 = np.array(per_stage[1::STAGE_WIDTH], dtype=np.int64).reshape(k, m)
+        t1 = np.array(per_stage[2::STAGE_WIDTH], dtype=np.int64).reshape(k, m)
+        # Equal lengths and every key present: the same covariates in every record.
+        field_cols = [list(map(itemgetter(key), fields)) for key in field_keys]
+    except (TypeError, ValueError, OverflowError, KeyError):
+        return None  # a stamp that is not an int, a missing key: the row path sorts it out
+    if k and bool((t1 > ends).any()):
         return None  # a stage that ended after its request: dropped, with a warning
-    if len(field_keys) == 1:
-        field_cols = [list(map(itemgetter(field_keys[0]), fields))]
-    elif field_keys:
-        field_cols = list(map(list, zip(*map(itemgetter(*field_keys), fields), strict=True)))
-    else:
-        field_cols = []
     return Block(
         positions=positions,
-        ids=list(map(_ids, recs)),
+        ids=ids,
         prefix=prefix,
         start_ns=starts + wall_offset_ns,
         total_ms=np.maximum(ends - starts, 0) / 1e6,
         stage_cols=stage_cols,
         # Negative durations (a clock misuse) are clamped to 0, as on the row path.
-        durations=np.maximum(t1 - t0, 0).T / 1e6,
+        durations=np.maximum(t1 - t0, 0) / 1e6,
         counted=tuple(f"{n}_count" for n in shape if n in repeated),
         field_keys=field_keys,
         fields=field_cols,

@@ -242,6 +242,7 @@ class Recorder:
         if self._closed:
             return
         self._closed = True
+        self._capacity = 0  # requests still running are refused (and counted) from now on
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
         self._pump.close()

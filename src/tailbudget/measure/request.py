@@ -226,7 +226,7 @@ class Request:
         q = rec._queue
         n = len(q)
         # The pump's put, inlined: a bounded, non-blocking append (atomic under the GIL).
-        if n < rec._capacity and not rec._closed:
+        if n < rec._capacity:  # 0 once the recorder is closed
             # A plain tuple in `Record` field order (a NamedTuple instance stays tracked).
             q.append(
                 (
