@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise, repeat
+from itertools import pairwise
 from operator import sub
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -68,7 +68,7 @@ class Record(NamedTuple):
     end_ns: int
     stages: Sequence[Any]
     """Stage occurrences in the order they ended, flat: name, t0, t1, name, t0, t1, ...
-    (`stages_of` gives them as `Stage` tuples)."""
+    (`valid_stages` gives the well-formed ones as `Stage` tuples)."""
     error: str | None
     """Name of the exception that escaped the request block, if any."""
     fields: Mapping[str, Any]
@@ -116,12 +116,6 @@ def request_id_of(record: Record, prefix: str) -> str:
     """The request id as written to the log."""
     rid = record.request_id
     return f"{prefix}{rid}" if isinstance(rid, int) else str(rid)
-
-
-def stages_of(record: Record) -> list[Stage]:
-    """The record's stage occurrences as `Stage` tuples (unchecked)."""
-    it = iter(record.stages)
-    return list(zip(*repeat(it, STAGE_WIDTH), strict=False))
 
 
 def valid_stages(record: Record) -> list[Stage]:

@@ -1,9 +1,9 @@
 """Sink protocol and the pump: a bounded queue drained by one writer thread.
 
 The request path only appends to a `collections.deque` (atomic under the GIL)
-after a length check (`Request.__exit__` does it inline; `put` is the same for
-other producers); a full queue counts the record as dropped instead of
-blocking. The writer thread wakes every `flush_interval_s` (or when a batch
+after a length check (`Request.__exit__` does it inline and wakes the writer
+every `batch_size` records); a full queue counts the record as dropped
+instead of blocking. The writer thread wakes every `flush_interval_s` (or when a batch
 is ready), resolves records (sums, clocks, ids) once per batch, and hands the
 batch to every sink. A sink that fails is logged and its records counted as
 dropped for that sink; other sinks still get them.
@@ -153,17 +153,6 @@ class Pump:
         self._inflight = 0
         self._thread = threading.Thread(target=self._run, name="tailbudget-writer", daemon=True)
         self._thread.start()
-
-    def put(self, record: tuple[Any, ...]) -> bool:
-        """Enqueue without blocking; False (caller counts a drop) when full or closed."""
-        q = self._q
-        n = len(q)
-        if n >= self.capacity or self._stop:
-            return False
-        q.append(record)
-        if n == self.batch_size:
-            self._wake.set()
-        return True
 
     def _run(self) -> None:
         while True:
