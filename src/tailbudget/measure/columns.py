@@ -12,7 +12,6 @@ path in `record.to_rows`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tailbudget.measure.record import RESERVED, STAGE_WIDTH, column_of
+from tailbudget.measure.record import RESERVED, STAGE_WIDTH, column_of, utc_second
 
 _names = itemgetter(slice(0, None, STAGE_WIDTH))
 
@@ -193,7 +192,7 @@ def _iso_parts(epoch_ns: Any, dumps: Dumps) -> tuple[Any, list[bytes]]:
 
 
 def _second(sec: int) -> bytes:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec)).encode()
+    return utc_second(sec).encode() + b"."
 
 
 def iso_utc(epoch_ns: Any) -> list[str]:

@@ -76,6 +76,11 @@ class Record(NamedTuple):
     extra: Extra | None
 
 
+def utc_second(sec: int) -> str:
+    """Epoch seconds -> `YYYY-MM-DDTHH:MM:SS` (UTC), the part of `ts` before the dot."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+
+
 class IsoTime:
     """Epoch ns -> ISO-8601 UTC with microseconds, caching the per-second prefix."""
 
@@ -89,7 +94,7 @@ class IsoTime:
         sec, rem = divmod(ns, 1_000_000_000)
         if sec != self._sec:
             self._sec = sec
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+            self._prefix = utc_second(sec)
         return f"{self._prefix}.{rem // 1000:06d}Z"
 
 

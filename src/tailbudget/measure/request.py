@@ -1,11 +1,12 @@
 """The request context and its stage timers (sync and async context managers).
 
 Hot path: a stage costs one small slotted object, two `perf_counter_ns`
-calls, a context-variable set/reset (so `parent/child` names stay right under
-threads and concurrent asyncio tasks; the set's token names the enclosing
-stage, so no separate get) and one list extend. A finished request is one
-flat tuple of atomic values (plus its covariate dict): the cyclic GC untracks
-it at its first pass, so records waiting for the writer cost it nothing.
+calls, a check of who is running (two C calls: stages of the request's own
+thread or task nest through a stack on the request; only stages of other
+tasks or threads set a context variable) and one list extend. A finished
+request is one flat tuple of atomic values (plus its covariate dict): the
+cyclic GC untracks it at its first pass, so records waiting for the writer
+cost it nothing.
 Slots that are rarely used (error, parent, deadline, streams) are left unset
 rather than initialised; readers use `getattr(obj, name, default)`. Sums,
 names, ids and formatting happen in the writer thread. Nothing here raises
@@ -204,7 +205,7 @@ class Request:
 
     def __enter__(self) -> Request:
         self._token = _REQUEST.set(self)
-        loop = _running_loop()
+        loop = _running_loop()  # _owner(), inlined: this runs on every request
         self._owner = _thread_id() if loop is None else _current_task(loop)
         self.t0 = t0 = perf_counter_ns()
         if self.deadline_ms is not None:
