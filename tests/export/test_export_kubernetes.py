@@ -143,10 +143,18 @@ def test_flagger_templates_select_the_canary_and_compare_with_the_primary(rag: B
     assert checks["rollback-p99-baseline"]["templateRef"] == {"name": "rag-chat-p99-vs-primary"}
     assert analysis["interval"] == "10s"
     assert analysis["threshold"] == 12  # 2m of failed 10 s checks
-    # serve's verdict as a rollout webhook: POST, non-2xx unless healthy in mode=flagger.
-    (hook,) = analysis["webhooks"]
-    assert hook["type"] == "rollout"
-    assert hook["url"] == "http://tailbudget.monitoring.svc:9464/v1/verdict?mode=flagger"
+    # serve's verdict: a rollout hook failing on rollback only, and a confirm-promotion
+    # hook holding promotion (without failures) until the verdict is healthy.
+    rollout, promotion = analysis["webhooks"]
+    assert rollout["type"] == "rollout"
+    assert rollout["url"] == "http://tailbudget.monitoring.svc:9464/v1/verdict?mode=flagger"
+    assert promotion["type"] == "confirm-promotion"
+    assert promotion["url"].endswith("/v1/verdict?mode=flagger-promotion")
+    # Unknown never acts: below min_samples (20 in rag) every query answers 0, a pass.
+    for t in templates:
+        query = t["spec"]["query"]
+        assert query.rstrip().endswith("or on () vector(0)")
+        assert "[{{ interval }}])) >= 20" in query
 
 
 def test_flagger_render_is_applicable_yaml_with_the_snippet_as_comment(rag: Budget) -> None:

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from tailbudget import _metric_names as names
 from tailbudget.budget import Budget, load_budget
-from tailbudget.export import ExportOptions, keda, openslo, prometheus_rules
+from tailbudget.export import ExportOptions, flagger, keda, openslo, prometheus_rules
 from tailbudget.export.common import (
     error_ratio_rule,
     latency_buckets,
@@ -40,6 +40,7 @@ RAG = (
     Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
 )
 
+CANARY_POD, PRIMARY_POD = "rag-7d9f8c6b5-x2k4q", "rag-primary-6c8d7b9f4-abcde"
 FAST_S, SLOW_S = 0.6, 2.4  # 90% / 10% of observations
 ERROR_EVERY = 50  # 2% errors
 DEADLINE_S = 40.0
@@ -118,8 +119,19 @@ def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],
+        # The app is scraped twice, as a Flagger canary pod and as a primary pod (as
+        # Kubernetes service discovery labels them): every ratio and quantile is unchanged.
         "scrape_configs": [
-            {"job_name": "app", "static_configs": [{"targets": [f"127.0.0.1:{app.port}"]}]}
+            {
+                "job_name": job,
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{app.port}"],
+                        "labels": {"namespace": "prod", "pod": pod},
+                    }
+                ],
+            }
+            for job, pod in (("canary", CANARY_POD), ("primary", PRIMARY_POD))
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -247,3 +259,27 @@ def test_keda_and_openslo_queries_answer_on_the_same_server(
         _wait_for(client, base, ratio("p99"), start, lambda v: v == 1.0)
         _wait_for(client, base, ratio("error_rate"), start, lambda v: abs(v - 0.98) < 0.005)
     assert time.monotonic() - start < DEADLINE_S
+
+
+def test_flagger_templates_answer_and_pass_while_unknown(
+    rag: Budget, prometheus: tuple[str, App]
+) -> None:
+    base, _app = prometheus
+    start = time.monotonic()
+    templates = {t["metadata"]["name"]: t["spec"]["query"] for t in flagger.build(rag)[0]}
+
+    def filled(query: str, target: str) -> str:
+        for var, value in {"{{ namespace }}": "prod", "{{ target }}": target}.items():
+            query = query.replace(var, value)
+        return query.replace("{{ interval }}", "1m")
+
+    with httpx.Client(timeout=5.0) as client:
+        error = filled(templates["rag-chat-error-rate"], "rag")
+        _wait_for(client, base, error, start, lambda v: abs(v - 1 / ERROR_EVERY) < 0.005)
+        # The same data under both pod names: the canary's p99 is the primary's.
+        ratio = filled(templates["rag-chat-p99-vs-primary"], "rag")
+        _wait_for(client, base, ratio, start, lambda v: abs(v - 1.0) < 1e-9)
+        # A target with no pods has no data: 0, a pass, rather than Flagger's failed check.
+        for name, query in templates.items():
+            (only,) = _query(client, base, filled(query, "absent"))
+            assert float(only["value"][1]) == 0.0, name

@@ -166,3 +166,14 @@ def test_otlp_with_attributes_on_both_engines(spark, tmp_path):
     assert sparked.route.tolist() == duck.route.tolist() == ["b", "a", "b", "a", "b", "a"]
     assert (sparked.request_ms - duck.request_ms).abs().max() < 1e-9
     assert duck.request_ms.tolist() == pytest.approx([10.0 + i for i in range(6)])
+
+
+def test_offset_timestamps_same_on_both_engines(spark, tmp_path):
+    from tests.logs.test_read_tabular import _ZONED, ZONED_UTC
+
+    path = tmp_path / "zoned.csv"
+    path.write_text(_ZONED)
+    for engine in (None, "pyspark"):
+        log = read_log(str(path), ReadOptions(), engine=engine)
+        got = log.table.order_by("request_id").ts.execute().tolist()
+        assert [str(t) for t in got] == ZONED_UTC, engine

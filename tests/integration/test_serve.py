@@ -316,10 +316,17 @@ def test_verdict_flips_to_rollback_under_an_error_burst(tmp_path, files, receive
         server.stop()
 
 
+def _flagger(server: Server, mode: str) -> int:
+    return httpx.get(f"{server.url}/v1/verdict", params={"mode": mode}, timeout=10).status_code
+
+
 def _verdict_flow(server: Server, posts: list[tuple[str, dict[str, object]]]) -> None:
     r = httpx.get(f"{server.url}/v1/verdict", timeout=10)
     assert r.status_code == 200 and r.json()["verdict"] == "unknown"
-    assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 503
+    # Unknown is no failed check (rollout hook) and no promotion (confirm-promotion hook).
+    assert _flagger(server, "flagger") == 200
+    assert _flagger(server, "flagger-promotion") == 503
+    assert _flagger(server, "nonsense") == 400
     # healthy traffic: the 2 s window fills (polled, the machine may be slow)
     deadline = time.monotonic() + 60
     verdict = "unknown"
@@ -328,7 +335,7 @@ def _verdict_flow(server: Server, posts: list[tuple[str, dict[str, object]]]) ->
         verdict = httpx.get(f"{server.url}/v1/verdict", timeout=10).json()["verdict"]
     assert verdict == "healthy"
     server.post(_obs(30))
-    assert httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10).status_code == 200
+    assert _flagger(server, "flagger") == _flagger(server, "flagger-promotion") == 200
     flagger_hook = {"name": "podinfo", "namespace": "test", "phase": "Progressing"}
     r = httpx.post(f"{server.url}/v1/verdict?mode=flagger", json=flagger_hook, timeout=10)
     assert r.status_code == 200  # Flagger's webhooks are POSTs
@@ -341,6 +348,7 @@ def _verdict_flow(server: Server, posts: list[tuple[str, dict[str, object]]]) ->
     assert verdict == "rollback"
     flagger = httpx.get(f"{server.url}/v1/verdict?mode=flagger", timeout=10)
     assert flagger.status_code == 503 and flagger.json()["verdict"] == "rollback"
+    assert _flagger(server, "flagger-promotion") == 503
     status = server.status()
     assert "rollback" in status["active"]
     last = [d for d in status["last_decisions"] if d["action"] == "rollback"]

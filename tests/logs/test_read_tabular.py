@@ -204,3 +204,33 @@ log: {total: Latency, stages_glob: "rpc_*", shape: [seq_len], cohorts: [route], 
     opts = ReadOptions.from_budget(budget, timestamp="when", total=None)
     assert opts.total == "Latency" and opts.stages_glob == "rpc_*" and opts.unit == "s"
     assert opts.shape == ("seq_len",) and opts.cohorts == ("route",) and opts.timestamp == "when"
+
+
+_ZONED = (
+    "request_id,ts,total_ms\n"
+    "a,2024-01-01T10:00:00+02:00,5\n"
+    "b,2024-01-01T10:00:00Z,6\n"
+    "c,2024-01-01 10:00:00,7\n"
+    "d,2024-01-01T10:00:00.5-05:30,8\n"
+)
+ZONED_UTC = [
+    "2024-01-01 08:00:00",
+    "2024-01-01 10:00:00",
+    "2024-01-01 10:00:00",
+    "2024-01-01 15:30:00.500000",
+]
+
+
+def test_text_timestamps_with_offsets_become_utc(tmp_path):
+    path = tmp_path / "zoned.csv"
+    path.write_text(_ZONED)
+    log = read_log(str(path), ReadOptions())
+    got = log.table.order_by("request_id").ts.execute().tolist()
+    assert [str(t) for t in got] == ZONED_UTC
+
+
+def test_duckdb_sessions_we_open_are_utc():
+    from tailbudget.logs.engine import connect
+
+    con = connect()
+    assert con.raw_sql("SELECT current_setting('TimeZone')").fetchone()[0] == "UTC"

@@ -8,6 +8,13 @@ maxWeight, stepWeight).
 Flagger compares the canary with fixed ranges, so the queries select the
 canary's pods (`<target>-<hash>-<hash>`) and the p99 rule compares the canary's
 p99 with the primary's (`<target>-primary-...`): the primary is the baseline.
+
+Unknown never acts. Flagger counts a query with no result as a failed check,
+so each query answers 0 (which passes) while the interval holds fewer than the
+policy's `min_samples` requests. Promotion still waits for evidence: a
+confirm-promotion webhook on `tailbudget serve`'s verdict holds it until the
+verdict is healthy, without counting failures; the rollout webhook fails only
+on a rollback verdict.
 """
 
 from __future__ import annotations
@@ -44,12 +51,25 @@ def _sel(budget: Budget, pods: str) -> str:
     return f'namespace="{{{{ namespace }}}}", {pods}, service="{label_value(budget.service)}"'
 
 
-def error_rate_query(budget: Budget) -> str:
-    """Canary error ratio over the analysis interval."""
+def enough(count_metric: str, budget: Budget, pods: str, min_samples: int) -> str:
+    """PromQL that is non-empty when the pods served `min_samples` requests in the interval."""
+    sel = _sel(budget, pods)
+    return f"sum(increase({count_metric}{{{sel}}}[{{{{ interval }}}}])) >= {min_samples}"
+
+
+def unknown_passes(query: str, guards: list[str]) -> str:
+    """`query` where every guard holds, else 0: a passing value, not Flagger's failed check."""
+    held = "".join(f"\nand on ()\n{g}" for g in guards)
+    return f"(\n{query}{held}\n)\nor on () vector(0)"
+
+
+def error_rate_query(budget: Budget, min_samples: int = 1) -> str:
+    """Canary error ratio over the analysis interval (0 below `min_samples` requests)."""
     sel = _sel(budget, CANARY_PODS)
     total = f"sum(rate({names.REQUESTS_TOTAL}{{{sel}}}[{{{{ interval }}}}]))"
     errors = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{{{{ interval }}}}]))'
-    return f"({errors} or vector(0))\n/\n{total}"
+    guard = enough(names.REQUESTS_TOTAL, budget, CANARY_PODS, min_samples)
+    return unknown_passes(f"({errors} or vector(0))\n/\n{total}", [guard])
 
 
 def quantile_query(budget: Budget, p: str, pods: str) -> str:
@@ -59,6 +79,10 @@ def quantile_query(budget: Budget, p: str, pods: str) -> str:
         f"histogram_quantile({num(quantile(p))}, sum by (le) "
         f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{{{{ interval }}}}])))"
     )
+
+
+def _latency_guard(budget: Budget, pods: str, min_samples: int) -> str:
+    return enough(f"{names.REQUEST_DURATION}_count", budget, pods, min_samples)
 
 
 def template(budget: Budget, options: ExportOptions, suffix: str, query: str) -> dict[str, Any]:
@@ -98,20 +122,25 @@ def build(
     templates: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     rollback: list[Rule] = [r for r in policy.rules if r.action == "rollback"]
+    n = policy.min_samples
+    canary_guard = _latency_guard(budget, CANARY_PODS, n)
     for rule in rollback:
         if rule.metric == "error_rate":
-            t = template(budget, options, "error-rate", error_rate_query(budget))
+            t = template(budget, options, "error-rate", error_rate_query(budget, n))
             limit = rule.threshold
         elif rule.metric == "p99_vs_baseline":
             query = (
                 f"{quantile_query(budget, 'p99', CANARY_PODS)}\n/\n"
                 f"{quantile_query(budget, 'p99', PRIMARY_PODS)}"
             )
-            t = template(budget, options, "p99-vs-primary", query)
+            guards = [canary_guard, _latency_guard(budget, PRIMARY_PODS, n)]
+            t = template(budget, options, "p99-vs-primary", unknown_passes(query, guards))
             limit = rule.threshold
         else:
             query = quantile_query(budget, rule.metric, CANARY_PODS)
-            t = template(budget, options, f"{rule.metric}-latency", query)
+            t = template(
+                budget, options, f"{rule.metric}-latency", unknown_passes(query, [canary_guard])
+            )
             limit = seconds(rule.threshold)
         if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
             templates.append(t)
@@ -127,15 +156,23 @@ def build(
         "maxWeight": DEFAULT_MAX_WEIGHT,
         "stepWeight": DEFAULT_STEP_WEIGHT,
         "metrics": checks,
-        # `tailbudget serve` answers 503 unless healthy in mode=flagger: its controller's
-        # verdict becomes a failed check, counted like the metric checks.
         "webhooks": [
+            # A rollback verdict of `tailbudget serve`'s controller is a failed check,
+            # counted like the metric checks; healthy and unknown answer 200.
             {
                 "name": "tailbudget-verdict",
                 "type": "rollout",
                 "url": _with_query(options.verdict_url, "mode=flagger"),
                 "timeout": "5s",
-            }
+            },
+            # Promotion waits (no failure counted) until the verdict is healthy: no data
+            # from a canary is no reason to promote it.
+            {
+                "name": "tailbudget-healthy",
+                "type": "confirm-promotion",
+                "url": _with_query(options.verdict_url, "mode=flagger-promotion"),
+                "timeout": "5s",
+            },
         ],
     }
     notes.append(
@@ -143,12 +180,14 @@ def build(
         "choices the budget does not hold: adjust them."
     )
     notes.append(
-        "the rollout webhook calls `tailbudget serve`'s verdict in mode=flagger, which answers "
-        "503 unless healthy: an unknown verdict (too few samples) also fails that check."
+        "unknown never acts: below min_samples requests in the interval each query answers "
+        "0 (a pass), and the rollout webhook (mode=flagger) answers 503 only on a rollback "
+        "verdict; the confirm-promotion webhook (mode=flagger-promotion) holds promotion, "
+        "without counting failures, until `tailbudget serve`'s verdict is healthy."
     )
     notes.append(
         "Flagger counts failed checks in total, not in a row; the queries use the raw ratio "
-        "over the interval (no minimum sample count)."
+        "over the interval, not its Wilson bound."
     )
     return templates, analysis, notes
 

@@ -247,7 +247,9 @@ def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
         text = value.strip().nullif("")
         number = text.try_cast(dt.float64)
         parsed = ibis.coalesce(
-            text.try_cast(dt.timestamp),
+            # Through a zoned type, so an offset ("+02:00", "Z") moves the time to UTC
+            # rather than being dropped; text without one is read as UTC.
+            text.try_cast(dt.Timestamp(timezone="UTC")).cast(dt.timestamp),
             ibis.ifelse(
                 _is_nan(number, None) | is_inf(number),
                 ibis.null(dt.timestamp),

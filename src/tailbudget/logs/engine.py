@@ -23,7 +23,7 @@ def connect(engine: Any = None) -> Any:
     import ibis
 
     if engine is None or engine in ("duckdb", "duckdb://", "duckdb://:memory:"):
-        return ibis.duckdb.connect()
+        return _utc(ibis.duckdb.connect())
     if not isinstance(engine, str):
         if isinstance(engine, ibis.BaseBackend):
             return engine
@@ -31,7 +31,7 @@ def connect(engine: Any = None) -> Any:
     if engine in ("pyspark", "pyspark://", "spark", "spark://"):
         return _pyspark_backend()
     try:
-        return ibis.connect(engine)
+        return _utc(ibis.connect(engine))
     except ImportError as exc:
         scheme = engine.split(":", 1)[0]
         raise LogError(
@@ -40,6 +40,20 @@ def connect(engine: Any = None) -> Any:
         ) from exc
     except Exception as exc:
         raise LogError(f"cannot connect to engine {engine!r}: {_first_line(exc)}") from exc
+
+
+def _utc(backend: Any) -> Any:
+    """Pin a DuckDB session we opened to UTC.
+
+    DuckDB turns TIMESTAMPTZ into TIMESTAMP (and reads offset-less text as
+    TIMESTAMPTZ) in the session's time zone, which defaults to the machine's:
+    the same log would give other hours on a laptop in another zone. Spark
+    sessions get the same setting in `spark_session`. A backend passed in
+    ready-made keeps its own setting.
+    """
+    if engine_name(backend) == "duckdb":
+        backend.raw_sql("SET TimeZone = 'UTC'")
+    return backend
 
 
 def arrow_table(backend: Any, table: Any) -> Any:

@@ -4,8 +4,10 @@
   > 1 MiB -> 413 (counted while streaming); malformed -> 400; 200 only once durable.
 - `GET /metrics`           Prometheus text, from a registry of its own.
 - `GET /v1/status`         JSON status.
-- `GET /v1/verdict`        healthy | rollback | unknown; `?mode=flagger` answers
-  503 unless healthy (Flagger webhooks fail on non-2xx).
+- `GET /v1/verdict`        healthy | rollback | unknown. For Flagger's webhooks
+  (which fail on non-2xx): `?mode=flagger` answers 503 on rollback only (a rollout
+  hook: unknown never counts as a failed check), `?mode=flagger-promotion` 503
+  unless healthy (a confirm-promotion hook: promotion waits for evidence).
 - `POST /v1/baseline`      {"p99_ms": ...}; bearer token when configured.
 """
 
@@ -36,6 +38,13 @@ MAX_BODY = 1024 * 1024
 """Largest request body accepted (bytes)."""
 
 log = logging.getLogger(__name__)
+
+# Verdicts answered with 503 per `?mode=` of GET /v1/verdict (None: no mode, always 200).
+_VERDICT_MODES: dict[str | None, frozenset[str]] = {
+    None: frozenset(),
+    "flagger": frozenset({"rollback"}),
+    "flagger-promotion": frozenset({"rollback", "unknown"}),
+}
 
 
 class _TooLarge(Exception):
@@ -112,11 +121,12 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
         return JSONResponse(await asyncio.to_thread(runtime.status))
 
     async def verdict(request: Request) -> Response:
+        mode = request.query_params.get("mode")
+        if mode not in _VERDICT_MODES:
+            return _error(400, f"mode must be one of flagger, flagger-promotion; got {mode!r}")
         body = await asyncio.to_thread(runtime.verdict)
-        code = 200
-        if request.query_params.get("mode") == "flagger" and body["verdict"] != "healthy":
-            code = 503
-        return JSONResponse(body, status_code=code)
+        failing = _VERDICT_MODES[mode]
+        return JSONResponse(body, status_code=503 if body["verdict"] in failing else 200)
 
     async def baseline(request: Request) -> Response:
         denied = check_token(request)
