@@ -91,8 +91,10 @@ def test_keda_without_a_scale_up_rule_is_a_clear_error() -> None:
 def test_argo_metrics_mirror_the_rollback_rules(rag: Budget) -> None:
     doc, notes = argo.build(rag, ExportOptions(verdict_url="http://tb:9464/v1/verdict"))
     assert doc["apiVersion"] == "argoproj.io/v1alpha1" and doc["kind"] == "AnalysisTemplate"
-    args = {a["name"]: a["value"] for a in doc["spec"]["args"]}
+    args = {a["name"]: a.get("value", a.get("valueFrom")) for a in doc["spec"]["args"]}
     assert args["verdict-url"] == "http://tb:9464/v1/verdict"
+    # The canary's own pods: Argo passes the latest pod-template hash.
+    assert args["canary-hash"] == {"podTemplateHashValue": "Latest"}
     metrics = {m["name"]: m for m in doc["spec"]["metrics"]}
     err = metrics["rollback-error-rate"]
     assert err["interval"] == "10s"  # evaluate_every
@@ -100,7 +102,9 @@ def test_argo_metrics_mirror_the_rollback_rules(rag: Budget) -> None:
     query = err["provider"]["prometheus"]["query"]
     # `for: 2m` at 10 s steps: held at every one of the 12 evaluations.
     assert "[2m:10s]" in query and ">= 12" in query
-    assert "wilson_lower" in query and ">= 20" in query
+    assert "sqrt(" in query and ">= 20" in query  # the Wilson lower bound, not the raw ratio
+    canary = 'rollouts_pod_template_hash="{{args.canary-hash}}"'
+    assert query.count(canary) == query.count("tailbudget_requests_total{") > 0
     assert err["successCondition"].endswith("result[0] <= 0.01")
     assert err["provider"]["prometheus"]["address"] == "{{args.prometheus-address}}"
     # No baseline: the p99 rule is inactive and said so; the verdict metric remains.
@@ -120,7 +124,8 @@ def test_argo_p99_rule_with_a_baseline_and_custom_for() -> None:
     metrics = {m["name"]: m for m in doc["spec"]["metrics"]}
     p99 = metrics["rollback-p99-baseline"]
     query = p99["provider"]["prometheus"]["query"]
-    assert "p99_rate1m" in query and "/ 2.5" in query and "[3m:10s]" in query and ">= 18" in query
+    assert "histogram_quantile(0.99" in query and "[1m]" in query and "/ 2.5" in query
+    assert "[3m:10s]" in query and ">= 18" in query
     assert p99["successCondition"].endswith("result[0] <= 1.2")
     custom = argo.build(budget_with_policy(CUSTOM))[0]["spec"]["metrics"][0]
     assert custom["interval"] == "15s"

@@ -23,8 +23,8 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from tailbudget import _metric_names as names
-from tailbudget.budget import Budget, load_budget
-from tailbudget.export import ExportOptions, flagger, keda, openslo, prometheus_rules
+from tailbudget.budget import Budget, load_budget, parse_budget
+from tailbudget.export import ExportOptions, argo, flagger, keda, openslo, prometheus_rules
 from tailbudget.export.common import (
     error_ratio_rule,
     latency_buckets,
@@ -127,7 +127,11 @@ def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 "static_configs": [
                     {
                         "targets": [f"127.0.0.1:{app.port}"],
-                        "labels": {"namespace": "prod", "pod": pod},
+                        "labels": {
+                            "namespace": "prod",
+                            "pod": pod,
+                            "rollouts_pod_template_hash": pod.rsplit("-", 2)[1],
+                        },
                     }
                 ],
             }
@@ -283,3 +287,40 @@ def test_flagger_templates_answer_and_pass_while_unknown(
         for name, query in templates.items():
             (only,) = _query(client, base, filled(query, "absent"))
             assert float(only["value"][1]) == 0.0, name
+
+
+def test_argo_rollback_queries_read_the_canary_pods_only(prometheus: tuple[str, App]) -> None:
+    base, _app = prometheus
+    start = time.monotonic()
+    # `for: 0` so that the queries need no minutes of history; 2% errors over a 1% limit.
+    data = yaml.safe_load(RAG.read_text())
+    data["policy"] = {
+        "rules": [
+            {"metric": "error_rate", "threshold": 0.01, "action": "rollback", "for": "0s"},
+            {"metric": "p99", "threshold": 100, "action": "rollback", "for": "0s"},
+        ]
+    }
+    budget = parse_budget(data)
+    doc, _ = argo.build(budget)
+    queries = {
+        m["name"]: m["provider"]["prometheus"]["query"]
+        for m in doc["spec"]["metrics"]
+        if "prometheus" in m["provider"]
+    }
+    assert len(queries) == 2
+
+    def canary(query: str, pod_hash: str) -> str:
+        return query.replace("{{args.canary-hash}}", pod_hash)
+
+    low, high = _bucket_of(SLOW_S + 0.05, latency_buckets(budget))
+    with httpx.Client(timeout=5.0) as client:
+        for name, query in queries.items():
+            hashed = canary(query, CANARY_POD.rsplit("-", 2)[1])
+            if "histogram_quantile" in query:
+                found = _wait_for(client, base, hashed, start, lambda v: low <= v <= high)
+            else:  # the Wilson lower bound of 2% errors over thousands of requests
+                found = _wait_for(client, base, hashed, start, lambda v: 0.01 < v < 0.02)
+            assert found["metric"] == {"service": "rag-chat"}, name
+            # Another hash (the stable pods of an earlier rollout) has no series: no data,
+            # which the successCondition passes.
+            assert _query(client, base, canary(query, "5f4e3d2c1")) == [], name

@@ -4,6 +4,13 @@ Reference: https://argo-rollouts.readthedocs.io/en/stable/features/analysis/ and
 https://argo-rollouts.readthedocs.io/en/stable/analysis/prometheus/ and
 https://argo-rollouts.readthedocs.io/en/stable/analysis/web/.
 
+The queries read the canary's own pods: Argo passes the canary's pod-template
+hash (`valueFrom.podTemplateHashValue: Latest`) and the series are selected by
+the `rollouts_pod_template_hash` label, which Prometheus has when the scrape
+copies the pod label `rollouts-pod-template-hash` (a PodMonitor's
+`podTargetLabels`). Recording rules aggregate over the whole service and would
+mix stable and canary pods, so the rules' expressions are written out here.
+
 Argo counts failed measurements in total, not in a row, so a rule's `for` is put
 in the query instead: the minimum over a `for`-long subquery at the policy's
 evaluation step exceeds the threshold only when the condition held at every
@@ -15,29 +22,37 @@ which passes: unknown never triggers a rollback.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
+from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
-    error_lower_rule,
     header,
     k8s_metadata,
     k8s_name,
     num,
     policy_of,
     promql_duration,
-    request_count_rule,
-    request_quantile_rule,
+    quantile,
     seconds,
     service_selector,
 )
-from tailbudget.export.prometheus_rules import requests_increase_rule
+from tailbudget.export.prometheus_rules import error_ratio_expr, wilson_lower_expr
 
 PROMETHEUS_ARG = "prometheus-address"
 VERDICT_ARG = "verdict-url"
+CANARY_HASH_ARG = "canary-hash"
+HASH_LABEL = "rollouts_pod_template_hash"
+"""The pod label `rollouts-pod-template-hash` as Prometheus names it once copied to series."""
+
+
+def canary_selector(budget: Budget) -> str:
+    """The service's series from the canary's pods only."""
+    return f'{service_selector(budget)}, {HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
 
 
 def held_for(series: str, rule: Rule, policy: Policy) -> str:
@@ -63,11 +78,22 @@ def rollback_metric(
     budget: Budget, policy: Policy, rule: Rule, notes: list[str]
 ) -> dict[str, Any] | None:
     """One rollback rule as a Prometheus-provider metric (None when it cannot apply)."""
-    sel = service_selector(budget)
-    w = policy.window_s
+    sel = canary_selector(budget)
+    w = promql_duration(policy.window_s)
+    requests = f"sum by (service) (increase({names.REQUESTS_TOTAL}{{{sel}}}[{w}]))"
+    latencies = f"sum by (service) (increase({names.REQUEST_DURATION}_count{{{sel}}}[{w}]))"
+
+    def p_of(p: str) -> str:
+        return (
+            f"histogram_quantile({num(quantile(p))}, sum by (service, le) "
+            f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{w}])))"
+        )
+
     if rule.metric == "error_rate":
-        guard = f"{requests_increase_rule(w)}{{{sel}}} >= {policy.min_samples}"
-        series = f"{error_lower_rule(w)}{{{sel}}} and on (service) {guard}"
+        guard = f"{requests} >= {policy.min_samples}"
+        z = NormalDist().inv_cdf(policy.confidence)
+        lower = wilson_lower_expr(f"({error_ratio_expr(sel, w)})", f"({requests})", z)
+        series = f"({lower})\nand on (service) {guard}"
     elif rule.metric == "p99_vs_baseline":
         if policy.baseline_p99_ms is None:
             notes.append(
@@ -76,12 +102,12 @@ def rollback_metric(
                 "`tailbudget serve` has a baseline."
             )
             return None
-        guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
+        guard = f"{latencies} >= {policy.min_samples}"
         base = num(seconds(policy.baseline_p99_ms))
-        series = f"{request_quantile_rule('p99', w)}{{{sel}}} / {base} and on (service) {guard}"
+        series = f"{p_of('p99')} / {base}\nand on (service) {guard}"
     else:
-        guard = f"{request_count_rule(w)}{{{sel}}} >= {policy.min_samples}"
-        series = f"{request_quantile_rule(rule.metric, w)}{{{sel}}} and on (service) {guard}"
+        guard = f"{latencies} >= {policy.min_samples}"
+        series = f"{p_of(rule.metric)}\nand on (service) {guard}"
         rule = rule.model_copy(update={"threshold": seconds(rule.threshold)})
     return {
         "name": k8s_name(rule.name),
@@ -136,6 +162,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
             "args": [
                 {"name": PROMETHEUS_ARG, "value": options.prometheus_url},
                 {"name": VERDICT_ARG, "value": options.verdict_url},
+                {"name": CANARY_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Latest"}},
             ],
             "metrics": metrics,
         },
@@ -146,9 +173,11 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         "which older Argo Rollouts releases lack."
     )
     notes.append(
-        "queries read the recording rules of `--to prometheus-rules` (service-wide: during a "
-        "canary they mix stable and canary pods; the verdict metric is the canary's own view "
-        "when `tailbudget serve` runs beside it)."
+        f"queries read the canary's pods only, by the {HASH_LABEL} label: have Prometheus copy "
+        "the pod label rollouts-pod-template-hash to the series (PodMonitor podTargetLabels, "
+        "or a relabel of __meta_kubernetes_pod_label_rollouts_pod_template_hash); without it "
+        "they find no data, which passes. The verdict metric is the view of whatever posts "
+        "to `tailbudget serve`."
     )
     return doc, notes
 

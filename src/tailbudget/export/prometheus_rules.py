@@ -63,14 +63,15 @@ def requests_increase_rule(window_s: float) -> str:
     return f"service:tailbudget_requests:increase{promql_duration(window_s)}"
 
 
-def _error_ratio_expr(sel: str, window: str) -> str:
+def error_ratio_expr(sel: str, window: str) -> str:
+    """Share of requests with outcome=error over `window`, by service (0 with no error)."""
     total = f"sum by (service) (rate({names.REQUESTS_TOTAL}{{{sel}}}[{window}]))"
     errors = f'sum by (service) (rate({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{window}]))'
     # Without any error yet the error series does not exist; `or ... * 0` makes the ratio 0.
     return f"({errors} or {total} * 0) / {total}"
 
 
-def _wilson_expr(p: str, n: str, z: float) -> str:
+def wilson_lower_expr(p: str, n: str, z: float) -> str:
     """The lower bound of the continuity-corrected Wilson interval (Newcombe 1998, method 4).
 
     The same formula as `tailbudget.control.stats.wilson`, from the ratio p over n
@@ -118,11 +119,11 @@ def latency_group(budget: Budget, policy: Policy, interval_s: float) -> dict[str
             "expr": f"sum by (service) (increase({names.REQUESTS_TOTAL}{{{sel}}}[{w}]))",
         }
     )
-    rules.append({"record": error_ratio_rule(w_s), "expr": _error_ratio_expr(sel, w)})
+    rules.append({"record": error_ratio_rule(w_s), "expr": error_ratio_expr(sel, w)})
     z = NormalDist().inv_cdf(policy.confidence)
     p_ = f"{error_ratio_rule(w_s)}{{{sel}}}"
     n_ = f"{requests_increase_rule(w_s)}{{{sel}}}"
-    rules.append({"record": error_lower_rule(w_s), "expr": _wilson_expr(p_, n_, z)})
+    rules.append({"record": error_lower_rule(w_s), "expr": wilson_lower_expr(p_, n_, z)})
     return {
         "name": f"tailbudget-{budget.service}-latency",
         "interval": promql_duration(interval_s),
@@ -292,7 +293,7 @@ def slo_group(
             records.append(
                 {
                     "record": error_ratio_rule(w_s),
-                    "expr": _error_ratio_expr(sel, promql_duration(w_s)),
+                    "expr": error_ratio_expr(sel, promql_duration(w_s)),
                 }
             )
         for b in options.burn_windows:
