@@ -49,12 +49,14 @@ def test_config_from_budget() -> None:
         "environment: uat\nslo: {p95: 800, p99: 1200}\npipeline:\n"
         "  - stage: a\n    budget: {p99: 300}\n"
         "  - stage: llm\n    llm: {ttft_ms: 200, tokens_per_s: 40, output_tokens: 100}\n"
-        "fixes: {warm_cache: {hours: 3}}\n"
+        "fixes: {warm_cache: {hours: 3}, cap_output_tokens: {hours: 2, risk: low}}\n"
     )
     c = AuditConfig.from_budget(b, slow="p99")
     assert c.slo == {"p95": 800.0, "p99": 1200.0} and c.gated == ("p95", "p99")
     assert c.stage_budgets == {"a": {"p99": 300.0}} and set(c.llm) == {"llm"}
-    assert catalog(c.fixes)["cache_miss"].hours == 3 and c.slow == "p99"
+    cat = catalog(c.fixes)
+    assert cat["warm_cache"].hours == 3 and c.slow == "p99"
+    assert (cat["cap_output_tokens"].hours, cat["cap_output_tokens"].risk) == (2, "low")
 
 
 @pytest.mark.parametrize(
@@ -65,6 +67,9 @@ def test_config_from_budget() -> None:
         ({"warm_cache": {"risk": "huge"}}, "risk"),
         ({"warm_cache": {"reversible": "yes"}}, "reversible"),
         ({"warm_cache": {"cost": 3}}, "unknown key"),
+        ({"cap_output_tokens": {"hours": -1}}, "cap_output_tokens.hours"),
+        ({"cap_output_tokens": {"risk": "none"}}, "cap_output_tokens.risk"),
+        ({"cap_max_tokens": {"hours": 1}}, "known fixes are .*cap_output_tokens"),
     ],
 )
 def test_fix_overrides_are_validated(override, needle) -> None:
@@ -77,7 +82,8 @@ def test_catalog_covers_every_kind() -> None:
 
     from tailbudget.audit.report import HypothesisKind
 
-    assert set(CATALOG) == set(get_args(HypothesisKind))
+    assert {f.kind for f in CATALOG.values()} == set(get_args(HypothesisKind))
+    assert all(name == f.name for name, f in CATALOG.items())
 
 
 def test_events_csv(tmp_path: Path) -> None:

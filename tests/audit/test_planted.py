@@ -3,6 +3,8 @@ healthy log gets recommendation none."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tailbudget.audit import AuditConfig, run_audit
@@ -158,3 +160,64 @@ def test_nested_stages_are_detected_and_not_remaindered() -> None:
     assert "unattributed" not in {s.name for s in r.stages}
     assert any("nested" in n for n in r.provenance.notes)
     assert np.isfinite(r.snapshot.p99)
+
+
+LLM_SLO = {"p95": 8000.0, "p99": 15000.0}
+
+
+@pytest.mark.parametrize(
+    "column", ["output_tokens", "completion_tokens", "generated_tokens", "output_len"]
+)
+def test_output_length_tail_caps_max_tokens(column: str) -> None:
+    r = audit(synth.output_length(column), slo=LLM_SLO)
+    assert r.tail.driver == "decode"
+    assert [(h.kind, h.stage, h.covariate) for h in r.hypotheses] == [
+        ("input_shape", "decode", column)
+    ]
+    assert "output length" in r.hypotheses[0].evidence
+    top = r.ranking[0]
+    assert (top.fix, top.kind, top.stage) == ("cap_output_tokens", "input_shape", "decode")
+    assert (top.hours, top.risk, top.reversible) == (4, "medium", True)
+    assert "output length" in top.counterfactual
+    assert all(f.fix != "cap_input_size" for f in r.ranking)
+    rec = r.recommendation
+    assert rec.choice == "fix_tail"
+    assert "cap_output_tokens" in rec.text and "max_tokens" in rec.text and column in rec.text
+    # The counterfactual caps the planted lognormal (median 150) at its p95, ~150 e^(1.645*0.8).
+    cap = r.hypotheses[0].figures["cap"]
+    assert cap == pytest.approx(150 * math.exp(1.645 * 0.8), rel=0.1)
+    assert f"about {cap:,.0f}" in rec.text
+
+
+def test_output_and_input_fix_share_the_counterfactual() -> None:
+    """The same log with the token count named as an input: same estimate, other fix."""
+    out = audit(synth.output_length("output_tokens"), slo=LLM_SLO).ranking[0]
+    inp = audit(synth.output_length("seq_len"), slo=LLM_SLO).ranking[0]
+    assert (out.fix, inp.fix) == ("cap_output_tokens", "cap_input_size")
+    assert out.p99_saved_ms == pytest.approx(inp.p99_saved_ms)
+    assert out.p99_saved_ms > 0.3 * (out.p99_saved_ms + out.p99_after_ms)
+    assert out.counterfactual != inp.counterfactual
+
+
+def test_input_length_tail_still_caps_input_size() -> None:
+    """Both token counts present; prompts drive the tail, so the fix is on the input."""
+    r = audit(synth.input_length(), slo=LLM_SLO)
+    assert r.tail.driver == "ttft"
+    shape = [h for h in r.hypotheses if h.kind == "input_shape"]
+    assert [(h.stage, h.covariate) for h in shape] == [("ttft", "input_tokens")]
+    # Decode does fit output_tokens well, but it does not drive the tail.
+    fit = next(s for s in r.shape if (s.stage, s.covariate) == ("decode", "output_tokens"))
+    assert fit.r2 > 0.9 and not fit.flag
+    fixes = {(f.fix, f.stage) for f in r.ranking}
+    assert ("cap_input_size", "ttft") in fixes
+    assert all(f.fix != "cap_output_tokens" for f in r.ranking)
+
+
+def test_output_fix_override_changes_score() -> None:
+    r = audit(synth.output_length(), slo=LLM_SLO, fixes={"cap_output_tokens": {"hours": 1}})
+    top = r.ranking[0]
+    assert top.fix == "cap_output_tokens" and top.hours == 1
+    assert top.score == pytest.approx(top.p99_saved_ms)
+    # Overriding the input variant leaves the output fix at its defaults.
+    r = audit(synth.output_length(), slo=LLM_SLO, fixes={"cap_input_size": {"hours": 1}})
+    assert r.ranking[0].hours == 4

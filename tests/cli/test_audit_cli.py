@@ -311,8 +311,12 @@ def test_real_vllm_benchmark_decode_length_drives_the_tail() -> None:
     assert (fit["stage"], fit["covariate"]) == ("decode", "output_tokens") and fit["r2"] > 0.9
     assert fit["flag"] and fit["slope"] > 0
     assert [(h["kind"], h["stage"]) for h in r["hypotheses"]] == [("input_shape", "decode")]
-    assert r["ranking"][0]["p99_saved_ms"] > 0
+    # Long generations drive the tail: the fix caps max_tokens, not the input.
+    top = r["ranking"][0]
+    assert top["fix"] == "cap_output_tokens" and top["kind"] == "input_shape"
+    assert top["p99_saved_ms"] > 0 and "output length" in top["counterfactual"]
     assert r["recommendation"]["choice"] == "fix_tail"
+    assert "max_tokens" in r["recommendation"]["text"]
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared/data is not next to the repo")
@@ -325,3 +329,48 @@ def test_real_llmperf_run_meets_a_loose_slo() -> None:
     assert r["tail"]["driver"] == "decode"
     assert set(r["snapshot"]["verdict"].values()) == {"pass"}
     assert r["recommendation"]["choice"] == "none"
+
+
+@pytest.fixture(scope="module")
+def output_parquet(tmp_path_factory) -> Path:
+    df = synth.output_length().table.execute()
+    path = tmp_path_factory.mktemp("o") / "llm.parquet"
+    df.to_parquet(path, index=False)
+    return path
+
+
+def test_output_length_fix_in_every_format(output_parquet: Path, tmp_path: Path) -> None:
+    args = [str(output_parquet), "--slo", "p95=8000,p99=15000"]
+    args += ["--shape", "input_tokens", "--shape", "output_tokens"]
+    res = run(*args, "--format", "json")
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert [(f["fix"], f["stage"]) for f in r["ranking"]] == [("cap_output_tokens", "decode")]
+    md = run(*args).output
+    ranking = md[md.index("## Ranking") : md.index("## Recommendation")]
+    assert "| cap_output_tokens | decode |" in ranking
+    assert "- cap_output_tokens: output length capped at its p95 (max_tokens)" in ranking
+    assert "max_tokens" in md[md.index("## Recommendation") :]
+    assert "cap_input_size" not in md
+    try:
+        import tailbudget.report.html  # noqa: F401
+    except ImportError:
+        return
+    html = run(*args, "--format", "html").output
+    assert "cap_output_tokens" in html and "cap_input_size" not in html
+    assert "max_tokens" in html
+
+
+def test_budget_file_overrides_the_output_fix(output_parquet: Path, tmp_path: Path) -> None:
+    budget = tmp_path / "b.yaml"
+    head = "slo: {p95: 8000, p99: 15000}\npipeline:\n  - stage: decode\n    budget: {p99: 9000}\n"
+    head += "log: {shape: [input_tokens, output_tokens]}\n"
+    budget.write_text(head + "fixes: {cap_output_tokens: {hours: 1, risk: low}}\n")
+    res = run(str(output_parquet), "--budget", str(budget), "--format", "json")
+    assert res.exit_code == 0, res.output
+    top = json.loads(res.output)["ranking"][0]
+    assert (top["fix"], top["hours"], top["risk"]) == ("cap_output_tokens", 1, "low")
+    assert top["score"] == pytest.approx(top["p99_saved_ms"])
+    budget.write_text(head + "fixes: {cap_max_tokens: {hours: 1}}\n")
+    res = run(str(output_parquet), "--budget", str(budget), "--format", "json")
+    assert res.exit_code == 2 and "cap_output_tokens" in res.output

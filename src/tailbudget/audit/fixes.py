@@ -1,12 +1,15 @@
-"""Step 8a: the fix catalog, one candidate fix per hypothesis kind, with default engineering
-hours, risk and reversibility. A budget file's `fixes:` block overrides any of them by fix
-name, e.g. `fixes: {prewarm_replicas: {hours: 2, risk: low}}`."""
+"""Step 8a: the fix catalog: candidate fixes with default engineering hours, risk and
+reversibility, one per hypothesis kind except input_shape, which has two: `cap_input_size`,
+and `cap_output_tokens` when the covariate is an output length (`covariates.py` decides).
+A budget file's `fixes:` block overrides any of them by fix name, e.g.
+`fixes: {prewarm_replicas: {hours: 2, risk: low}}`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from tailbudget.audit.covariates import is_output_length
 from tailbudget.errors import BudgetError
 
 Risk = Literal["low", "medium", "high"]
@@ -23,10 +26,13 @@ class Fix:
     reversible: bool
     counterfactual: str
     """How the log is rewritten to estimate the fix's effect."""
+    action: str = ""
+    """What to do, for the recommendation; may use {covariate} and {cap} (the hypothesis's
+    covariate and cap figure), so it is only set on fixes whose hypothesis has both."""
 
 
 CATALOG: dict[str, Fix] = {
-    f.kind: f
+    f.name: f
     for f in (
         Fix(
             "cap_input_size",
@@ -35,6 +41,22 @@ CATALOG: dict[str, Fix] = {
             "low",
             True,
             "covariate capped at its p95, the stage lowered along the fitted slope",
+            "cap {covariate} at about {cap:,.4g}, its p95",
+        ),
+        # Capping generation is a request parameter (max_tokens) set at the gateway or in the
+        # client, not new truncation or chunking code as for inputs: 4 h to set it and check
+        # a sample of the answers it would cut. Medium risk: the longest ~5% of answers stop
+        # mid-way, which users see (a prompt asking for brevity softens it). Reversible: one
+        # configuration value.
+        Fix(
+            "cap_output_tokens",
+            "input_shape",
+            4,
+            "medium",
+            True,
+            "output length capped at its p95 (max_tokens), the stage lowered along the fitted "
+            "slope",
+            "cap generation length: set max_tokens to about {cap:,.0f}, the p95 of {covariate}",
         ),
         Fix(
             "limit_fanout",
@@ -43,6 +65,7 @@ CATALOG: dict[str, Fix] = {
             "medium",
             True,
             "fan-out capped at its median, the stage lowered along the fitted slope",
+            "cap {covariate} at about {cap:,.4g}, its median",
         ),
         Fix(
             "prewarm_replicas",
@@ -106,16 +129,35 @@ CATALOG: dict[str, Fix] = {
 _RISKS = ("low", "medium", "high")
 
 
+def fix_name(kind: str, covariate: str | None = None) -> str | None:
+    """The catalog name of the fix for a hypothesis of `kind` fitted on `covariate`."""
+    if kind == "input_shape" and covariate is not None and is_output_length(covariate):
+        return "cap_output_tokens"
+    return next((f.name for f in CATALOG.values() if f.kind == kind), None)
+
+
+def fix_for(cat: dict[str, Fix], kind: str, covariate: str | None = None) -> Fix | None:
+    """The fix in `cat` (as `catalog` returns it) for a hypothesis."""
+    name = fix_name(kind, covariate)
+    return cat.get(name) if name is not None else None
+
+
+def action(fix: Fix, covariate: str | None, figures: dict[str, float]) -> str:
+    """The fix's action in words with the hypothesis's figures, or "" without them."""
+    if not fix.action or covariate is None or "cap" not in figures:
+        return ""
+    return fix.action.format(covariate=covariate, cap=figures["cap"])
+
+
 def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
-    """The catalog by hypothesis kind, with a budget file's overrides applied."""
-    by_name = {f.name: f for f in CATALOG.values()}
+    """The catalog by fix name, with a budget file's overrides applied."""
     out = dict(CATALOG)
     for name, values in overrides.items():
-        if name not in by_name:
+        if name not in CATALOG:
             raise BudgetError(
-                f"fixes.{name}: unknown fix; known fixes are {', '.join(sorted(by_name))}"
+                f"fixes.{name}: unknown fix; known fixes are {', '.join(sorted(CATALOG))}"
             )
-        fix = by_name[name]
+        fix = CATALOG[name]
         changes: dict[str, Any] = {}
         for key, value in values.items():
             if key == "hours":
@@ -138,5 +180,5 @@ def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
                 changes["reversible"] = value
             else:
                 raise BudgetError(f"fixes.{name}: unknown key {key!r}; use hours, risk, reversible")
-        out[fix.kind] = replace(fix, **changes)
+        out[name] = replace(fix, **changes)
     return out

@@ -4,7 +4,9 @@ Rules (a stage is "major" when it is the tail driver or holds at least MAJOR_SHA
 summed positive slow-minus-fast deltas):
 
 - input_shape: a major stage's latency fits a covariate with R^2 >= 0.5 and a positive
-  slope (the covariate is not a fan-out count).
+  slope (the covariate is not a fan-out count). When the covariate is an output length
+  (generated tokens, see covariates.py) the evidence says so and the fix is
+  cap_output_tokens rather than cap_input_size.
 - fanout: a major stage's latency fits a fan-out count covariate (its name says shards,
   fanout, calls, partitions, ...) with R^2 >= 0.3 and a positive slope.
 - cold_start: events were given and the cold-start verdict is `cold_start`, or removing
@@ -34,6 +36,7 @@ import re
 import numpy as np
 
 from tailbudget.audit.context import UNATTRIBUTED
+from tailbudget.audit.covariates import is_output_length
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.report import Hypothesis
 from tailbudget.audit.snapshot import at
@@ -54,7 +57,6 @@ COLD_MATERIAL = 0.15
 FANOUT_NAME = re.compile(r"(fan_?out|shard|partition|n_calls|num_calls|calls|replicas|hops)", re.I)
 TTFT_NAME = re.compile(r"(^|_)(ttft|prefill|queue|queue_wait|time_to_first_token)$", re.I)
 DECODE_NAME = re.compile(r"(^|_)(decode|generation|itl)$", re.I)
-OUT_TOKENS_NAME = re.compile(r"(output|completion)_(tokens|len|length)", re.I)
 
 
 def major_stages(ev: Evidence) -> list[str]:
@@ -98,7 +100,12 @@ def _shape(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothe
         kind = "fanout" if fan else "input_shape"
         seen.add(row.stage)
         explained.add(row.stage)
-        what = "fan-out count" if fan else "covariate"
+        if fan:
+            what = "fan-out count"
+        elif is_output_length(row.covariate):
+            what = "output length"
+        else:
+            what = "covariate"
         out.append(
             Hypothesis(
                 kind=kind,

@@ -2,7 +2,8 @@
 
 Each hypothesis's fix is estimated by rewriting the log (a counterfactual) and recomputing
 the p99 on the engine, all counterfactuals in one aggregate pass:
-  input_shape / fanout: stage lowered by slope * max(covariate - cap, 0)
+  input_shape / fanout: stage lowered by slope * max(covariate - cap, 0) (the same for
+    cap_input_size and cap_output_tokens: only what is capped differs)
   cold_start: total of cold-window requests scaled by warm mean / cold mean
   contention: stage lowered by the fitted per-minute excess above the median minute
   external_dependency: stage capped at its p95 + p50 (a hedged second call)
@@ -22,7 +23,7 @@ import pyarrow as pa
 from tailbudget.audit import cold_start
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.evidence import Evidence
-from tailbudget.audit.fixes import Fix
+from tailbudget.audit.fixes import Fix, fix_for
 from tailbudget.audit.hypotheses import load_fit
 from tailbudget.audit.report import Hypothesis, RankedFix
 from tailbudget.audit.shape import x as covariate
@@ -52,7 +53,12 @@ def rank(
     warm: tuple[float, float] | None,
 ) -> list[RankedFix]:
     """One ranked fix per hypothesis with a stage, best ms-per-hour first."""
-    todo = [h for h in hyps if h.kind in cat and (h.stage is not None or h.kind == "cold_start")]
+    todo = [
+        h
+        for h in hyps
+        if fix_for(cat, h.kind, h.covariate) is not None
+        and (h.stage is not None or h.kind == "cold_start")
+    ]
     if not todo:
         return []
     cont = [h for h in todo if h.kind == "contention"]
@@ -75,7 +81,8 @@ def rank(
     for i, h in enumerate(todo):
         if f"f{i}" not in row:
             continue
-        fix = cat[h.kind]
+        fix = fix_for(cat, h.kind, h.covariate)
+        assert fix is not None  # todo holds only hypotheses with a fix
         after = fnum(row[f"f{i}"], ev.snapshot.p99)
         saved = max(ev.snapshot.p99 - after, 0.0)
         out.append(

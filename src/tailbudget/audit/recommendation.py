@@ -6,11 +6,13 @@
 - renegotiate_slo: the p50 breaches without contention (the typical request misses; no
   tail fix reaches it), or the ranked fixes together save less than a third of the
   p99 breach, or a breach has no hypothesis at all.
-- fix_tail: otherwise; the text names the first fix and what it saves.
+- fix_tail: otherwise; the text names the first fix, what to do when its hypothesis has a
+  covariate and a cap (e.g. set max_tokens to the output length's p95), and what it saves.
 """
 
 from __future__ import annotations
 
+from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
 
 PARTIAL = 1 / 3
@@ -65,10 +67,12 @@ def recommend(
                 ),
             )
         where = f" on {first.stage}" if first.stage else ""
+        what = _action(first, hyps)
         return Recommendation(
             choice="fix_tail",
             text=(
-                f"{top} is {gap:,.0f} ms over target. Start with {first.fix}{where}: it saves "
+                f"{top} is {gap:,.0f} ms over target. Start with {first.fix}{where}"
+                f"{f' ({what})' if what else ''}: it saves "
                 f"about {first.p99_saved_ms:,.0f} ms of p99 for {first.hours:g} engineering hours "
                 f"({first.risk} risk{', reversible' if first.reversible else ''})."
             ),
@@ -78,3 +82,10 @@ def recommend(
         choice="fix_tail",
         text=f"{top} is {gap:,.0f} ms over target; the tail has a cause ({kinds_s}): fix it.",
     )
+
+
+def _action(fix: RankedFix, hyps: list[Hypothesis]) -> str:
+    """The ranked fix's action in words, from the hypothesis it answers."""
+    h = next((h for h in hyps if h.kind == fix.kind and h.stage == fix.stage), None)
+    entry = CATALOG.get(fix.fix)
+    return action(entry, h.covariate, h.figures) if h is not None and entry is not None else ""

@@ -31,6 +31,7 @@ from tailbudget.audit import (
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx
+from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import AuditReport, Percentiles, Provenance, Rows
@@ -58,7 +59,9 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
     cols = [TOTAL, "error", *(log.stage_column(s) for s in log.stages), *log.shape, *log.cohorts]
     if log.has_timestamp:
         cols.append("ts")
-    cols += [c for c in log.table.columns if hypotheses.OUT_TOKENS_NAME.search(c)]
+    tokens = output_tokens_column(log.table.columns)
+    if tokens is not None:
+        cols.append(tokens)
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     if config.progress is not None:
@@ -194,7 +197,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
 def _tokens_per_s(ctx: Ctx, names: list[str]) -> Any | None:
     decode = next((n for n in names if hypotheses.DECODE_NAME.search(n)), None)
     cols = list(ctx.t.columns)
-    tokens = next((c for c in cols if hypotheses.OUT_TOKENS_NAME.search(c)), None)
+    tokens = output_tokens_column(cols)
     if decode is None or tokens is None:
         return None
     d = ctx.col(decode)

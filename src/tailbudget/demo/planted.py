@@ -215,3 +215,45 @@ def llm() -> LogTable:
         name="llm",
         shape=("input_tokens", "output_tokens"),
     )
+
+
+@cache
+def output_length(column: str = "output_tokens") -> LogTable:
+    """An LLM service whose decode time grows with the tokens it generates (a long-answer
+    tail: the fix caps max_tokens); `column` names the output-token count."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    df = base(n=n, seed=11).drop(columns=["llm_ms"])
+    inp = rng.integers(100, 3000, n).astype(float)
+    out = np.clip(np.round(lognormal(rng, 150, 0.8, n)), 1, 4096)
+    df["input_tokens"] = inp
+    df[column] = out
+    df["ttft_ms"] = 80 + 0.05 * inp + lognormal(rng, 50, 0.3, n)
+    df["decode_ms"] = out / rng.uniform(36, 44, n) * 1000.0
+    return finish(
+        df,
+        stages=("embedding", "retrieval", "ttft", "decode"),
+        name="output_length",
+        shape=("input_tokens", column),
+    )
+
+
+@cache
+def input_length() -> LogTable:
+    """An LLM service with both token counts whose tail is long prompts: time to first token
+    grows with input tokens (prefill), output length does not drive it."""
+    rng = np.random.default_rng(19)
+    n = 20_000
+    df = base(n=n, seed=19).drop(columns=["llm_ms"])
+    inp = np.clip(np.round(lognormal(rng, 2000, 0.8, n)), 16, 128_000)
+    out = rng.integers(50, 150, n).astype(float)
+    df["input_tokens"] = inp
+    df["output_tokens"] = out
+    df["ttft_ms"] = 50 + 1.2 * inp + lognormal(rng, 40, 0.3, n)
+    df["decode_ms"] = out / rng.uniform(36, 44, n) * 1000.0
+    return finish(
+        df,
+        stages=("embedding", "retrieval", "ttft", "decode"),
+        name="input_length",
+        shape=("input_tokens", "output_tokens"),
+    )
