@@ -129,6 +129,32 @@ def test_llm_rules_decode_and_ttft_budget() -> None:
     assert p.stage == "ttft" and "prefill" in p.evidence
 
 
+def test_ttft_fitting_an_output_length_is_not_called_prefill() -> None:
+    import numpy as np
+
+    from tailbudget.budget.model import LLMSpec
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    df = synth.base(n=n, seed=5).drop(columns=["llm_ms"])
+    out = rng.integers(50, 600, n).astype(float)
+    df["output_tokens"] = out
+    # A confound, not a cause: TTFT tracks the answer's length (say, long answers come
+    # from a slower model variant); output tokens cannot slow the first one.
+    df["ttft_ms"] = 80 + 0.5 * out + synth.lognormal(rng, 50, 0.3, n)
+    df["decode_ms"] = out / rng.uniform(36, 44, n) * 1000.0
+    log = synth.finish(
+        df, stages=("embedding", "retrieval", "ttft", "decode"), name="confound",
+        shape=("output_tokens",),
+    )  # fmt: skip
+    spec = LLMSpec(ttft_ms=100.0, tokens_per_s=30.0, output_tokens=300)
+    r = audit(log, slo={"p50": 8000.0, "p99": 30000.0}, llm={"llm": spec})
+    assert any(s.stage == "ttft" and s.covariate == "output_tokens" for s in r.shape)
+    p = next(h for h in r.hypotheses if h.kind == "llm_prefill")
+    assert p.stage == "ttft" and "prefill" not in p.evidence
+    assert "neither traffic nor input length" in p.evidence
+
+
 def test_fix_catalog_override_changes_score() -> None:
     log = synth.cold_start()
     r = audit(

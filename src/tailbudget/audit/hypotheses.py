@@ -332,7 +332,16 @@ def _llm(
         fit = load_fit(ev, row.name)
         if fit is not None and fit[2] >= R2_LOAD and fit[0] > 0:
             why.append(f"it rises with traffic (R² {fit[2]:.2f}): queueing")
-        shp = next((s for s in ev.shape if s.stage == row.name and s.slope > 0), None)
+        # Only an input size can explain prefill: tokens not generated yet cannot slow the
+        # first one, so a fit on an output length is a confound (long prompts, long answers).
+        shp = next(
+            (
+                s
+                for s in ev.shape
+                if s.stage == row.name and s.slope > 0 and not is_output_length(s.covariate)
+            ),
+            None,
+        )
         if shp is not None and shp.r2 >= R2_FANOUT:
             why.append(f"it rises with {shp.covariate} (R² {shp.r2:.2f}): prefill")
         cite = (
