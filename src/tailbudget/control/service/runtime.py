@@ -1,9 +1,12 @@
 """The service's state machine: durable ingest, periodic evaluation, actions, snapshots.
 
 Independent of HTTP so it can be embedded in an application and tested
-directly. One lock guards the controller and the counters; the write-ahead
-log append (with its fsync) happens under it, so the sequence numbers in the
-log and the snapshot always agree.
+directly. One lock guards the controller and the counters. Batches reach
+them through a group commit (`tailbudget.control.groupcommit`): concurrent
+batches share one fsync, and each is applied (under the lock) only once
+durable, in sequence-number order. Compaction holds the group commit off
+first and takes the lock second (the order a commit takes them in), so the
+sequence numbers in the log and the snapshot always agree.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from tailbudget.control.actions import (
 )
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Controller, Decision
+from tailbudget.control.groupcommit import GroupCommit
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.state import StateDir
+from tailbudget.control.wal import Batch
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -108,16 +113,18 @@ class Runtime:
         self.notes: list[str] = []
         self._last_compact = time.monotonic()
         try:
-            self.controller = self._restore()
+            self.controller = self._load_snapshot()
+            self._replay()
         except BaseException:
             self._actions.shutdown(wait=False)
             self.state.close()
             self.journal.close()
             raise
+        self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
 
     # --- start-up -------------------------------------------------------------
 
-    def _restore(self) -> Controller:
+    def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
         if snap is not None and snap.get("version") != SNAPSHOT_VERSION:
             raise TailbudgetError(
@@ -144,12 +151,14 @@ class Runtime:
                 self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
         else:
             controller = Controller(self.policy)
+        return controller
+
+    def _replay(self) -> None:
+        # The same `_apply` the live ingest runs, batch by batch in sequence order:
+        # the state after a crash is the state before it.
         replayed = 0
         for batch in self.state.pending(self.seq):
-            controller.observe_many(batch.ts, batch.total_ms, batch.error)
-            self.seq = batch.seq
-            self.observations_total += len(batch)
-            self.errors_total += int(batch.error.sum())
+            self._apply([batch])
             replayed += len(batch)
         for record in self.journal.records():
             if record.get("kind") == "decision":
@@ -157,7 +166,6 @@ class Runtime:
                 self.last_decisions.append(record)
         if replayed:
             log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
-        return controller
 
     # --- ingest ----------------------------------------------------------------
 
@@ -168,16 +176,25 @@ class Runtime:
         error: npt.NDArray[np.bool_],
         stages: dict[str, int] | None = None,
     ) -> int:
-        """Make a batch durable, then feed it to the controller; returns the count accepted."""
-        with self._lock:
-            self.seq += 1
-            self.state.wal.append(self.seq, ts, total_ms, error)
-            self.controller.observe_many(ts, total_ms, error)
-            self.observations_total += int(ts.shape[0])
-            self.errors_total += int(error.sum())
-            if stages:
+        """Make a batch durable, then feed it to the controller; returns the count accepted.
+
+        Blocks until the fsync covering the batch returned (shared with the batches
+        that arrived meanwhile) and the batch is applied.
+        """
+        self.commits.commit(ts, total_ms, error)
+        if stages:
+            with self._lock:
                 self.stage_observations.update(stages)
-            return int(ts.shape[0])
+        return int(ts.shape[0])
+
+    def _apply(self, batches: Sequence[Batch]) -> None:
+        """Feed durable batches to the controller and counters (live and on replay alike)."""
+        with self._lock:
+            for batch in batches:
+                self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
+                self.seq = batch.seq
+                self.observations_total += len(batch)
+                self.errors_total += int(batch.error.sum())
 
     # --- evaluation --------------------------------------------------------------
 
@@ -292,6 +309,11 @@ class Runtime:
                 "notes": notes,
                 "controller": controller,
                 "state_dir": str(self.state.root),
+                "wal": {
+                    "bytes": self.state.wal.size(),
+                    "batches": self.state.wal.appended,
+                    "fsyncs": self.state.wal.fsyncs,
+                },
             }
 
     def metrics_view(self) -> dict[str, Any]:
@@ -338,15 +360,20 @@ class Runtime:
 
     def compact(self) -> None:
         """Write a snapshot and empty the write-ahead log."""
-        with self._lock:
-            self.state.compact(self.snapshot())
-            self._last_compact = time.monotonic()
+        # Group commit first, lock second, as a commit takes them: no batch is then
+        # written but not yet applied, which the truncation would lose.
+        with self.commits.exclusive(), self._lock:
+            self._compact()
+
+    def _compact(self) -> None:
+        self.state.compact(self.snapshot())
+        self._last_compact = time.monotonic()
 
     def close(self) -> None:
         """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
         self.wait_for_actions(timeout_s=30.0)
         self._actions.shutdown(wait=False, cancel_futures=True)
-        with self._lock:
-            self.compact()
+        with self.commits.exclusive(), self._lock:
+            self._compact()
             self.state.close()
             self.journal.close()
