@@ -112,7 +112,8 @@ def test_parse_observations_json_and_ndjson():
     b = parse_observations(
         b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=T0
     )
-    assert list(b.ts) == [T0, T0] and b.stages == {"llm": 1}
+    assert list(b.ts) == [T0, T0] and b.stage_counts == {"llm": 1}
+    assert list(b.stages["llm"].index) == [1] and list(b.stages["llm"].ms) == [1.0]
     fast = b'[{"total_ms": 3, "ts": 1790000000.5, "error": true}, {"total_ms": 4}]'
     c = parse_observations(fast, now_s=T0)
     assert list(c.ts) == [1790000000.5, T0] and list(c.error) == [True, False]
@@ -149,7 +150,8 @@ _item = st.fixed_dictionaries(
     optional={
         "ts": st.floats(0, T0, allow_nan=False) | st.none(),
         "error": st.booleans() | st.none() | st.sampled_from([0, 1]),
-        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5)),
+        # a few names per item, so a batch stays within MAX_STAGES names
+        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5), max_size=2),
         "route": st.text(max_size=5),
     },
 )
@@ -166,6 +168,10 @@ def test_parse_round_trips_valid_batches(items, ndjson):
         ts = item.get("ts")
         assert got.ts[k] == (T0 if ts is None else float(ts))
         assert bool(got.error[k]) == bool(item.get("error"))
+        for name, ms in item.get("stages", {}).items():  # row k carries its stage times
+            col = got.stages[name]
+            assert list(col.ms[col.index == k]) == [ms]
+    assert sum(got.stage_counts.values()) == sum(len(i.get("stages", {})) for i in items)
 
 
 def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_path):

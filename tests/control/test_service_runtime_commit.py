@@ -14,6 +14,7 @@ from tailbudget.budget.policy import parse_policy
 from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.control.state import StateDir
+from tailbudget.control.wal import StageColumn
 
 T0 = 1_800_000_000.0
 THREADS = 8
@@ -44,7 +45,9 @@ def _state(rt: Runtime) -> tuple[object, ...]:
         rt.seq,
         rt.observations_total,
         rt.errors_total,
+        dict(rt.stage_observations),
         rt.controller.window.to_state(),
+        rt.stage_windows.to_state(),
     )
 
 
@@ -73,10 +76,17 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
                 ts = T0 + rng.uniform(0, 8, n)
                 total = rng.lognormal(5, 0.7, n)
                 err = rng.random(n) < 0.2
-                assert rt.ingest(ts, total, err) == n
+                rows = np.flatnonzero(rng.random(n) < 0.7)
+                stages = {
+                    "llm": StageColumn(np.arange(n, dtype=np.int64), total * 0.6),
+                    f"tool{k % 3}": StageColumn(rows.astype(np.int64), total[rows] * 0.3),
+                }
+                assert rt.ingest(ts, total, err, stages) == n
                 with lock:  # acknowledged: counted only after ingest returned
                     acked["obs"] += n
                     acked["errors"] += int(err.sum())
+                    acked["llm"] += n
+                    acked[f"tool{k % 3}"] += len(rows)
         except BaseException as exc:
             failures.append(exc)
 
@@ -102,6 +112,8 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
     _crash(rt)
     again = _runtime(tmp_path)
     assert again.observations_total == acked["obs"] and again.errors_total == acked["errors"]
+    stages = {k: v for k, v in acked.items() if k not in ("obs", "errors")}
+    assert dict(again.stage_observations) == stages
     assert _state(again) == before  # replay rebuilt the very same windows
     again.close()
 

@@ -4,7 +4,8 @@ Each observation is `{"ts": ..., "total_ms": ..., "stages": {...}, "error": ...}
 `total_ms` is required (a finite number >= 0); `ts` is epoch seconds or an
 ISO-8601 string (default: when the server received the batch); `error` is a
 boolean or 0/1 (default false); `stages` is an object of stage name to
-milliseconds. Other keys (request ids, routes) are allowed and ignored. One bad
+milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
+batch). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -20,7 +21,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_BATCH", "BadBatch", "ParsedBatch", "parse_observations"]
+from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.control.wal import StageColumn
+
+__all__ = ["MAX_BATCH", "MAX_STAGE_NAME", "BadBatch", "ParsedBatch", "parse_observations"]
 
 MAX_BATCH = 200_000
 """Most observations one request may carry (a 1 MiB body holds far fewer anyway)."""
@@ -29,6 +33,9 @@ MAX_FUTURE_S = 300.0
 """How far ahead of the server's clock a `ts` may be; further means a clock or unit bug
 (e.g. milliseconds sent as seconds), and one such time would push the rolling
 window past every real observation."""
+
+MAX_STAGE_NAME = 100
+"""Longest stage name (characters); names are metric labels and log records."""
 
 
 class BadBatch(ValueError):
@@ -42,11 +49,16 @@ class ParsedBatch:
     ts: npt.NDArray[np.float64]
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
-    stages: dict[str, int]
-    """Observations per stage name seen in the batch."""
+    stages: dict[str, StageColumn]
+    """Per stage name: the rows that carry it and its milliseconds."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
+
+    @property
+    def stage_counts(self) -> dict[str, int]:
+        """Observations per stage name in the batch."""
+        return {name: len(col) for name, col in self.stages.items()}
 
 
 def _items(body: bytes) -> list[Any]:
@@ -157,7 +169,7 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
     ts = np.empty(n, dtype=np.float64)
     total = np.empty(n, dtype=np.float64)
     err = np.zeros(n, dtype=bool)
-    stages: dict[str, int] = {}
+    stages: dict[str, tuple[list[int], list[float]]] = {}
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise BadBatch(f"item {i}: must be an object with total_ms, got {_short(item)}")
@@ -199,5 +211,31 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
                     raise BadBatch(
                         f"item {i}: stages.{name} must be a number >= 0 (ms), got {_short(ms)}"
                     )
-                stages[name] = stages.get(name, 0) + 1
-    return ParsedBatch(ts, total, err, stages)
+                column = stages.get(name)
+                if column is None:
+                    _check_stage_name(i, name, len(stages))
+                    column = stages[name] = ([], [])
+                column[0].append(i)
+                column[1].append(x)
+    columns = {
+        name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
+        for name, (rows, ms) in stages.items()
+    }
+    return ParsedBatch(ts, total, err, columns)
+
+
+def _check_stage_name(i: int, name: str, known: int) -> None:
+    """A new stage name must be short, non-empty UTF-8, and one of few per batch."""
+    if not name or len(name) > MAX_STAGE_NAME:
+        raise BadBatch(
+            f"item {i}: stage name {_short(name)} must be 1 to {MAX_STAGE_NAME} characters"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadBatch(f"item {i}: stage name {_short(name)} is not valid UTF-8") from None
+    if known >= MAX_STAGES:
+        raise BadBatch(
+            f"item {i}: more than {MAX_STAGES} stage names in one batch; "
+            "name stages by pipeline step, not per request"
+        )

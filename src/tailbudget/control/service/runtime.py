@@ -1,10 +1,10 @@
 """The service's state machine: durable ingest, periodic evaluation, actions, snapshots.
 
 Independent of HTTP so it can be embedded in an application and tested
-directly. One lock guards the controller and the counters. Batches reach
-them through a group commit (`tailbudget.control.groupcommit`): concurrent
-batches share one fsync, and each is applied (under the lock) only once
-durable, in sequence-number order. Compaction holds the group commit off
+directly. One lock guards the controller, the stage windows and the counters.
+Batches reach them through a group commit (`tailbudget.control.groupcommit`):
+concurrent batches share one fsync, and each is applied (under the lock) only
+once durable, in sequence-number order. Compaction holds the group commit off
 first and takes the lock second (the order a commit takes them in), so the
 sequence numbers in the log and the snapshot always agree.
 """
@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,10 @@ from tailbudget.control.engine import Controller, Decision
 from tailbudget.control.groupcommit import GroupCommit
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service.ingest import BadBatch
+from tailbudget.control.stage_windows import MAX_STAGES, StageWindows, stage_summary
 from tailbudget.control.state import StateDir
-from tailbudget.control.wal import Batch
+from tailbudget.control.wal import Batch, StageColumn
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -49,7 +51,11 @@ __all__ = ["Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+"""2 added per-stage windows (`stages`) and log records with stage times (TBW2). An
+older tailbudget reading this state dir stops at its version check instead of
+replaying a log it would cut short at the first TBW2 record."""
+_READABLE_VERSIONS = (1, 2)  # a version-1 snapshot loads with no stage windows
 _LAST_DECISIONS = 50
 
 
@@ -105,6 +111,7 @@ class Runtime:
         self.observations_total = 0
         self.errors_total = 0
         self.stage_observations: Counter[str] = Counter()
+        self.stage_windows = StageWindows(policy.window_s, policy.sub_windows)
         self.decisions_total: Counter[tuple[str, str]] = Counter()
         self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
         self.last_stats: WindowStats | None = None
@@ -126,7 +133,7 @@ class Runtime:
 
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
-        if snap is not None and snap.get("version") != SNAPSHOT_VERSION:
+        if snap is not None and snap.get("version") not in _READABLE_VERSIONS:
             raise TailbudgetError(
                 f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
                 f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
@@ -144,6 +151,7 @@ class Runtime:
             self.observations_total = int(snap["observations_total"])
             self.errors_total = int(snap["errors_total"])
             self.stage_observations.update(snap.get("stage_observations", {}))
+            self._load_stage_windows(snap.get("stages", {}))
             self.replicas.restore(int(snap.get("desired_replicas", 0)))
             shed = snap.get("shed")
             if self.shed is not None and isinstance(shed, dict):
@@ -152,6 +160,15 @@ class Runtime:
         else:
             controller = Controller(self.policy)
         return controller
+
+    def _load_stage_windows(self, state: Any) -> None:
+        try:
+            self.stage_windows.load_state(dict(state))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # Stage windows are a report, not a rule input: start them afresh, say so.
+            log.warning("stage windows not resumed: %s", exc)
+            self.notes.append("stage windows in the snapshot were unreadable: restarted")
+            self.stage_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
 
     def _replay(self) -> None:
         # The same `_apply` the live ingest runs, batch by batch in sequence order:
@@ -174,27 +191,42 @@ class Runtime:
         ts: npt.NDArray[np.float64],
         total_ms: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
-        stages: dict[str, int] | None = None,
+        stages: Mapping[str, StageColumn] | None = None,
     ) -> int:
-        """Make a batch durable, then feed it to the controller; returns the count accepted.
+        """Make a batch durable, then feed it to the windows; returns the count accepted.
 
         Blocks until the fsync covering the batch returned (shared with the batches
         that arrived meanwhile) and the batch is applied.
         """
-        self.commits.commit(ts, total_ms, error)
         if stages:
-            with self._lock:
-                self.stage_observations.update(stages)
+            self._check_stage_room(ts, stages)
+        self.commits.commit(ts, total_ms, error, stages)
         return int(ts.shape[0])
 
+    def _check_stage_room(
+        self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]
+    ) -> None:
+        # Checked before the write (an acknowledged batch is always applied); batches
+        # in flight together may pass it at once, so the bound is MAX_STAGES plus a few.
+        with self._lock:
+            tracked = self.stage_windows.tracked_after(ts, stages)
+        if tracked > MAX_STAGES:
+            raise BadBatch(
+                f"the batch would make {tracked} stages in the window; at most {MAX_STAGES} "
+                "are tracked, so name stages by pipeline step, not per request"
+            )
+
     def _apply(self, batches: Sequence[Batch]) -> None:
-        """Feed durable batches to the controller and counters (live and on replay alike)."""
+        """Feed durable batches to the windows and counters (live and on replay alike)."""
         with self._lock:
             for batch in batches:
                 self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
+                self.stage_windows.observe(batch.ts, batch.stages)
                 self.seq = batch.seq
                 self.observations_total += len(batch)
                 self.errors_total += int(batch.error.sum())
+                for name, col in batch.stages.items():
+                    self.stage_observations[name] += len(col)
 
     # --- evaluation --------------------------------------------------------------
 
@@ -255,6 +287,11 @@ class Runtime:
             return {"known": False, "source": source, "count": 0}
         return {**stats.to_dict(), "known": stats.known, "source": source}
 
+    def _stages(self, now_s: float) -> dict[str, WindowStats]:
+        """Each stage's window at `now_s` (always in-process: Prometheus is not asked)."""
+        p = self.policy
+        return self.stage_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
+
     def verdict(self, now_s: float | None = None) -> dict[str, Any]:
         """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
         now = time.time() if now_s is None else now_s
@@ -289,6 +326,9 @@ class Runtime:
                 "errors_total": self.errors_total,
                 "stage_observations": dict(self.stage_observations),
                 "window": verdict["window"],
+                "stages": {
+                    name: stage_summary(stats) for name, stats in self._stages(now).items()
+                },
                 "active": verdict["active"],
                 "desired_replicas": self.replicas.desired,
                 "shed": None
@@ -327,6 +367,8 @@ class Runtime:
                 "shed_fraction": 0.0 if self.shed is None else self.shed.current_fraction,
                 "observations_total": self.observations_total,
                 "errors_total": self.errors_total,
+                "stages": self._stages(now),
+                "stage_observations": dict(self.stage_observations),
                 "decisions_total": dict(self.decisions_total),
                 "rules": [
                     {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
@@ -356,6 +398,7 @@ class Runtime:
             if self.shed is None
             else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
             "controller": self.controller.to_state(),
+            "stages": self.stage_windows.to_state(),
         }
 
     def compact(self) -> None:
