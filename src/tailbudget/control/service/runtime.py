@@ -40,8 +40,9 @@ from tailbudget.control.engine import Controller, Decision
 from tailbudget.control.groupcommit import GroupCommit
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service import views
 from tailbudget.control.service.ingest import BadBatch
-from tailbudget.control.stage_windows import MAX_STAGES, StageWindows, stage_summary
+from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
 from tailbudget.control.wal import Batch, StageColumn
 from tailbudget.control.windows import WindowStats
@@ -104,7 +105,8 @@ class Runtime:
         local = [a for a in actions if a not in remote]
         self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
         self.remote = Dispatcher(self.journal, remote)
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
+        """Guards the controller, the windows and the counters (taken after the group commit)."""
         self._actions = concurrent.futures.ThreadPoolExecutor(1, "tailbudget-actions")
         self._pending: list[concurrent.futures.Future[Any]] = []
         self.seq = 0
@@ -208,7 +210,7 @@ class Runtime:
     ) -> None:
         # Checked before the write (an acknowledged batch is always applied); batches
         # in flight together may pass it at once, so the bound is MAX_STAGES plus a few.
-        with self._lock:
+        with self.lock:
             tracked = self.stage_windows.tracked_after(ts, stages)
         if tracked > MAX_STAGES:
             raise BadBatch(
@@ -218,7 +220,7 @@ class Runtime:
 
     def _apply(self, batches: Sequence[Batch]) -> None:
         """Feed durable batches to the windows and counters (live and on replay alike)."""
-        with self._lock:
+        with self.lock:
             for batch in batches:
                 self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
                 self.stage_windows.observe(batch.ts, batch.stages)
@@ -236,7 +238,7 @@ class Runtime:
         stats = None
         if self.config.prometheus is not None:
             stats = self.config.prometheus.stats(now)
-        with self._lock:
+        with self.lock:
             decisions = list(self.controller.evaluate(now, stats))
             self.last_stats = stats
             self.last_evaluated_s = now
@@ -244,7 +246,7 @@ class Runtime:
             # Journaled here, durably, before anything runs; webhooks and commands
             # run on the action thread so a slow one never delays the next evaluation.
             key = self.dispatcher.record(decision)
-            with self._lock:
+            with self.lock:
                 self.decisions_total[(decision.action, decision.rule)] += 1
                 self.last_decisions.append(self.journal_record(decision))
             self.dispatcher.execute(decision, key)
@@ -273,114 +275,25 @@ class Runtime:
             or self.state.wal.size() >= self.config.compact_wal_bytes
         )
 
-    # --- views ------------------------------------------------------------------
-
-    def _window(self, now_s: float) -> dict[str, Any]:
-        """The window the verdict is based on: Prometheus' last answer or the in-process one."""
-        if self.config.prometheus is not None:
-            stats = self.last_stats
-            source = f"prometheus {self.config.prometheus.url}"
-        else:
-            stats = self.controller.window_stats(now_s)
-            source = "in-process"
-        if stats is None:  # Prometheus not asked yet
-            return {"known": False, "source": source, "count": 0}
-        return {**stats.to_dict(), "known": stats.known, "source": source}
-
-    def _stages(self, now_s: float) -> dict[str, WindowStats]:
-        """Each stage's window at `now_s` (always in-process: Prometheus is not asked)."""
-        p = self.policy
-        return self.stage_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
+    # --- views (built in views.py, read under the lock) ------------------------------
 
     def verdict(self, now_s: float | None = None) -> dict[str, Any]:
         """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
-        now = time.time() if now_s is None else now_s
-        with self._lock:
-            window = self._window(now)
-            active = sorted(self.controller.active)
-        if "rollback" in active:
-            verdict = "rollback"
-        elif not window.get("known"):
-            verdict = "unknown"
-        else:
-            verdict = "healthy"
-        return {
-            "verdict": verdict,
-            "healthy": verdict == "healthy",
-            "rollback": verdict == "rollback",
-            "window": window,
-            "active": active,
-        }
+        return views.verdict(self, time.time() if now_s is None else now_s)
 
     def status(self, now_s: float | None = None) -> dict[str, Any]:
         """The JSON of `GET /v1/status`."""
-        now = time.time() if now_s is None else now_s
-        verdict = self.verdict(now)
-        with self._lock:
-            controller = self.controller.status(now)
-            notes = [*self.notes, *controller.get("notes", [])]
-            return {
-                "service": self.config.service,
-                "verdict": verdict["verdict"],
-                "observations_total": self.observations_total,
-                "errors_total": self.errors_total,
-                "stage_observations": dict(self.stage_observations),
-                "window": verdict["window"],
-                "stages": {
-                    name: stage_summary(stats) for name, stats in self._stages(now).items()
-                },
-                "active": verdict["active"],
-                "desired_replicas": self.replicas.desired,
-                "shed": None
-                if self.shed is None
-                else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
-                "baseline_p99_ms": controller.get("baseline_p99_ms"),
-                "dry_run": self.policy.dry_run,
-                "policy": {
-                    "source": self.policy.source,
-                    "window_s": self.policy.window_s,
-                    "evaluate_every_s": self.policy.evaluate_every_s,
-                    "min_samples": self.policy.min_samples,
-                    "rules": [r.model_dump() for r in self.policy.rules],
-                },
-                "decisions_total": sum(self.decisions_total.values()),
-                "last_decisions": list(self.last_decisions)[-10:],
-                "last_evaluated_s": self.last_evaluated_s,
-                "notes": notes,
-                "controller": controller,
-                "state_dir": str(self.state.root),
-                "wal": {
-                    "bytes": self.state.wal.size(),
-                    "batches": self.state.wal.appended,
-                    "fsyncs": self.state.wal.fsyncs,
-                },
-            }
+        return views.status(self, time.time() if now_s is None else now_s)
 
     def metrics_view(self) -> dict[str, Any]:
         """The figures `/metrics` exports, read under the lock."""
-        now = time.time()
-        with self._lock:
-            return {
-                "window": self._window(now),
-                "active": set(self.controller.active),
-                "desired_replicas": self.replicas.desired,
-                "shed_fraction": 0.0 if self.shed is None else self.shed.current_fraction,
-                "observations_total": self.observations_total,
-                "errors_total": self.errors_total,
-                "stages": self._stages(now),
-                "stage_observations": dict(self.stage_observations),
-                "decisions_total": dict(self.decisions_total),
-                "rules": [
-                    {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
-                    for rule in self.controller.status(now)["rules"]
-                ],
-            }
+        return views.metrics_view(self, time.time())
 
     # --- baseline, snapshots ------------------------------------------------------
 
     def set_baseline(self, p99_ms: float) -> None:
         """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
-        with self._lock:
+        with self.lock:
             self.controller.set_baseline(p99_ms)
         self.compact()
 
@@ -405,7 +318,7 @@ class Runtime:
         """Write a snapshot and empty the write-ahead log."""
         # Group commit first, lock second, as a commit takes them: no batch is then
         # written but not yet applied, which the truncation would lose.
-        with self.commits.exclusive(), self._lock:
+        with self.commits.exclusive(), self.lock:
             self._compact()
 
     def _compact(self) -> None:
@@ -416,7 +329,7 @@ class Runtime:
         """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
         self.wait_for_actions(timeout_s=30.0)
         self._actions.shutdown(wait=False, cancel_futures=True)
-        with self.commits.exclusive(), self._lock:
+        with self.commits.exclusive(), self.lock:
             self._compact()
             self.state.close()
             self.journal.close()
