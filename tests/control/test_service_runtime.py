@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -14,7 +15,7 @@ from tailbudget.budget.policy import parse_policy, resolve_policy
 from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.actions.config import CommandConfig, ShedConfig
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
-from tailbudget.control.service.ingest import BadBatch, parse_observations
+from tailbudget.control.service.ingest import BadBatch, _checked, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
 
@@ -172,6 +173,31 @@ def test_parse_round_trips_valid_batches(items, ndjson):
             col = got.stages[name]
             assert list(col.ms[col.index == k]) == [ms]
     assert sum(got.stage_counts.values()) == sum(len(i.get("stages", {})) for i in items)
+    # the vectorized path and the item-by-item one agree
+    slow = _checked(json.loads(body) if not ndjson else [json.loads(x) for x in body.splitlines()], T0)
+    assert slow.stage_counts == got.stage_counts
+    for name, col in got.stages.items():
+        assert list(col.index) == list(slow.stages[name].index)
+        assert list(col.ms) == list(slow.stages[name].ms)
+
+
+@pytest.mark.parametrize(
+    ("stages", "reason"),
+    [
+        ('{"": 5}', "stage name '' must be 1 to 100 characters"),
+        ('{"' + "x" * 101 + '": 5}', "must be 1 to 100 characters"),
+        ('{"llm": -1}', "item 1: stages.llm must be a number >= 0"),
+        ('{"llm": 1e400}', "item 1: stages.llm must be a number >= 0"),
+        ('{"llm": null}', "item 1: stages.llm must be a number >= 0"),
+        ('{"\\ud800": 5}', "is not valid UTF-8"),
+        ("[1, 2]", "item 1: stages must be an object"),
+        ("{" + ", ".join(f'"s{i}": 1' for i in range(65)) + "}", "more than 64 stage names"),
+    ],
+)
+def test_bad_stage_names_and_times_are_named(stages, reason):
+    body = f'[{{"total_ms": 1, "stages": {{"ok": 1}}}}, {{"total_ms": 2, "stages": {stages}}}]'
+    with pytest.raises(BadBatch, match=re.escape(reason)):
+        parse_observations(body.encode(), now_s=T0)
 
 
 def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_path):

@@ -143,8 +143,10 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
         not {type(t) for t in totals} <= _NUMBER_TYPES
         or not {type(t) for t in stamps} <= _TS_TYPES
         or not {type(e) for e in flags} <= {bool, type(None)}
-        or any(it.get("stages") is not None for it in items)
     ):
+        return None
+    stages = _fast_stages([it.get("stages") for it in items])
+    if stages is None:
         return None
     total = np.array(totals, dtype=np.float64)
     ts = np.array(stamps, dtype=np.float64)  # None -> NaN
@@ -160,7 +162,47 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     if bad.any():
         return None
     err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, {})
+    return ParsedBatch(ts, total, err, stages)
+
+
+def _fast_stages(per_item: list[Any]) -> dict[str, StageColumn] | None:
+    """Stage columns when every stage time is a finite number >= 0 under a valid name;
+    None otherwise (`_checked` then names the bad item)."""
+    rows: dict[str, list[int]] = {}
+    values: dict[str, list[Any]] = {}
+    for i, st in enumerate(per_item):
+        if not st:  # None or {}: no stage times in this item
+            if st is not None and type(st) is not dict:
+                return None
+            continue
+        if type(st) is not dict:
+            return None
+        for name, ms in st.items():
+            column = rows.get(name)
+            if column is None:
+                column = rows[name] = []
+                values[name] = []
+            column.append(i)
+            values[name].append(ms)
+    if len(rows) > MAX_STAGES or not all(_good_name(name) for name in rows):
+        return None
+    out: dict[str, StageColumn] = {}
+    for name, column in rows.items():
+        if not {type(v) for v in values[name]} <= _NUMBER_TYPES:
+            return None
+        ms = np.array(values[name], dtype=np.float64)
+        if not (np.isfinite(ms).all() and (ms >= 0).all()):
+            return None
+        out[name] = StageColumn(np.array(column, dtype=np.int64), ms)
+    return out
+
+
+def _good_name(name: str) -> bool:
+    try:
+        _check_stage_name(0, name, 0)
+    except BadBatch:
+        return False
+    return True
 
 
 def _checked(items: list[Any], now_s: float) -> ParsedBatch:
