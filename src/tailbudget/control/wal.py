@@ -73,7 +73,7 @@ def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:
     return b"".join(parts)
 
 
-def encode(batch: Batch) -> bytes:
+def _encode(batch: Batch) -> bytes:
     """The record of `batch` (TBW1 without stages, TBW2 with)."""
     payload = (
         np.ascontiguousarray(batch.ts, dtype="<f8").tobytes()
@@ -139,7 +139,7 @@ class ObservationLog:
 
     def append_many(self, batches: Sequence[Batch]) -> None:
         """Append batches with one write and one fdatasync; all are durable when it returns."""
-        data = b"".join(encode(b) for b in batches)
+        data = b"".join(_encode(b) for b in batches)
         with self._lock:
             end = os.fstat(self._fd).st_size
             try:

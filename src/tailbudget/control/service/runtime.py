@@ -198,7 +198,8 @@ class Runtime:
         """Make a batch durable, then feed it to the windows; returns the count accepted.
 
         Blocks until the fsync covering the batch returned (shared with the batches
-        that arrived meanwhile) and the batch is applied.
+        that arrived meanwhile) and the batch is applied. Never call it holding
+        `lock`: the leader of the group needs the lock to apply it.
         """
         if stages:
             self._check_stage_room(ts, stages)
