@@ -1,21 +1,26 @@
 """Sustained batched ingest into `tailbudget serve` over loopback, next to the sketch's add_many.
 
 Starts `python -m tailbudget serve` on a free loopback port with a fresh state
-dir, POSTs batches of observations (each acknowledged only once fsynced to the
-write-ahead log) for `--seconds`, and reports observations per second and the
+dir, POSTs batches of observations from `--clients` concurrent clients (each
+batch acknowledged only once fsynced to the write-ahead log; batches that
+arrive during an fsync share the next one) for `--seconds`, and reports
+observations per second, batches per fsync (from the server's status) and the
 server's RSS at the start and the end (a bounded RSS means the windows do not
-grow with traffic). In the same run it times `LatencySketch.add_many` in
-process on the same number of values: the ceiling the service's HTTP, JSON
-and durability overheads are measured against.
+grow with traffic). `--stages N` adds N per-stage times to every observation
+(sketched per stage by the server). In the same run it times
+`LatencySketch.add_many` in process on the same number of values: the ceiling
+the service's HTTP, JSON and durability overheads are measured against.
 
-    python bench/ingest.py            # 30 s
-    python bench/ingest.py --quick    # 5 s, for development
+    python bench/ingest.py                          # 30 s, 2 clients, batches of 2000
+    python bench/ingest.py --clients 16 --batch 20  # many small concurrent batches
+    python bench/ingest.py --quick                  # 5 s, for development
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -41,16 +46,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _bodies(batch: int, count: int, seed: int = 0) -> list[bytes]:
+def _bodies(batch: int, count: int, stages: int, seed: int = 0) -> list[bytes]:
     rng = np.random.default_rng(seed)
+    names = [f"stage{k}" for k in range(stages)]
     out = []
     for _ in range(count):
         values = rng.lognormal(6.5, 0.6, batch)
         errors = rng.random(batch) < 0.01
-        items = [
-            {"total_ms": round(float(v), 3), "error": bool(e)}
-            for v, e in zip(values, errors, strict=True)
-        ]
+        shares = rng.dirichlet(np.ones(stages + 1), batch) if stages else None
+        items: list[dict[str, object]] = []
+        for i, (v, e) in enumerate(zip(values, errors, strict=True)):
+            item: dict[str, object] = {"total_ms": round(float(v), 3), "error": bool(e)}
+            if shares is not None:  # the stages take most of the total, the rest is overhead
+                item["stages"] = {
+                    name: round(float(v * shares[i, k]), 3) for k, name in enumerate(names)
+                }
+            items.append(item)
         out.append(json.dumps(items).encode())
     return out
 
@@ -85,7 +96,7 @@ def _client(
             k += 1
 
 
-def bench_serve(seconds: float, batch: int, clients: int) -> dict[str, float]:
+def bench_serve(seconds: float, batch: int, clients: int, stages: int) -> dict[str, float]:
     """Run the server and the clients; return throughput and RSS figures."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -109,7 +120,7 @@ def bench_serve(seconds: float, batch: int, clients: int) -> dict[str, float]:
         try:
             _wait_ready(url, proc)
             server = psutil.Process(proc.pid)
-            bodies = _bodies(batch, 8)
+            bodies = _bodies(batch, 8, stages)
             # Warm up, then take the starting RSS.
             httpx.post(f"{url}/v1/observations", content=bodies[0]).raise_for_status()
             rss_start = server.memory_info().rss
@@ -131,6 +142,8 @@ def bench_serve(seconds: float, batch: int, clients: int) -> dict[str, float]:
             status = httpx.get(f"{url}/v1/status", timeout=10).json()
             total = sum(counts)
             assert status["observations_total"] == total + batch, "server count disagrees with acks"
+            # servers before group commit do not report it: one fsync per batch
+            wal = status.get("wal") or {"batches": 1, "fsyncs": 1}
         finally:
             proc.terminate()
             proc.wait(30)
@@ -140,6 +153,7 @@ def bench_serve(seconds: float, batch: int, clients: int) -> dict[str, float]:
         "rate": total / elapsed,
         "rss_start": rss_start / 2**20,
         "rss_end": rss_end / 2**20,
+        "per_fsync": wal["batches"] / max(1, wal["fsyncs"]),
     }
 
 
@@ -159,6 +173,7 @@ def bench_sketch(n: int) -> dict[str, float]:
         "rate": n / elapsed,
         "rss_start": proc.memory_info().rss / 2**20,
         "rss_end": proc.memory_info().rss / 2**20,
+        "per_fsync": float("nan"),
     }
 
 
@@ -167,22 +182,27 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="ingest duration (default 30)")
     parser.add_argument("--batch", type=int, default=2000, help="observations per POST")
     parser.add_argument("--clients", type=int, default=2, help="concurrent HTTP clients")
+    parser.add_argument("--stages", type=int, default=0, help="per-stage times per observation")
     parser.add_argument("--quick", action="store_true", help="5 s and a small in-process run")
     args = parser.parse_args()
     seconds = 5.0 if args.quick else args.seconds
-    serve = bench_serve(seconds, args.batch, args.clients)
+    serve = bench_serve(seconds, args.batch, args.clients, args.stages)
     sketch = bench_sketch(1_000_000 if args.quick else 10_000_000)
-    print(f"# ingest: {seconds:g} s, batches of {args.batch}, {args.clients} client(s), loopback\n")
-    print("| path | observations | seconds | obs/s | RSS start (MiB) | RSS end (MiB) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        f"# ingest: {seconds:g} s, batches of {args.batch}, {args.clients} client(s), "
+        f"{args.stages} stage(s) per observation, loopback\n"
+    )
+    print("| path | observations | seconds | obs/s | batches/fsync | RSS start (MiB) | RSS end (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     rows = (
-        ("`tailbudget serve` POST /v1/observations (fsync per batch)", serve),
+        ("`tailbudget serve` POST /v1/observations (durable before the 200)", serve),
         ("`LatencySketch.add_many` in process", sketch),
     )
     for name, r in rows:
+        per = "-" if math.isnan(r["per_fsync"]) else f"{r['per_fsync']:.2f}"
         print(
             f"| {name} | {r['observations']:,.0f} | {r['seconds']:.3f} | {r['rate']:,.0f} "
-            f"| {r['rss_start']:.1f} | {r['rss_end']:.1f} |"
+            f"| {per} | {r['rss_start']:.1f} | {r['rss_end']:.1f} |"
         )
     print(
         f"\nserve reaches {serve['rate'] / sketch['rate']:.2%} of the in-process sketch rate; "

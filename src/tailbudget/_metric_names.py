@@ -33,3 +33,13 @@ ACTIVE_ACTION = "tailbudget_action_active"
 
 OBSERVATIONS_TOTAL = "tailbudget_observations_total"
 """Counter: observations the service accepted."""
+
+STAGE_WINDOW_QUANTILE = "tailbudget_stage_window_latency_seconds"
+"""Gauge, labels: stage, quantile ("0.5" | "0.95" | "0.99"). Rolling-window latency of
+one stage, from the per-stage times posted to `serve` (the window of WINDOW_QUANTILE)."""
+
+STAGE_WINDOW_OBSERVATIONS = "tailbudget_stage_window_observations"
+"""Gauge, labels: stage. Observations of a stage in the rolling window."""
+
+STAGE_OBSERVATIONS_TOTAL = "tailbudget_stage_observations_total"
+"""Counter, labels: stage. Per-stage times the service accepted."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -14,7 +15,7 @@ from tailbudget.budget.policy import parse_policy, resolve_policy
 from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.actions.config import CommandConfig, ShedConfig
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
-from tailbudget.control.service.ingest import BadBatch, parse_observations
+from tailbudget.control.service.ingest import BadBatch, _checked, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
 
@@ -112,7 +113,8 @@ def test_parse_observations_json_and_ndjson():
     b = parse_observations(
         b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=T0
     )
-    assert list(b.ts) == [T0, T0] and b.stages == {"llm": 1}
+    assert list(b.ts) == [T0, T0] and b.stage_counts == {"llm": 1}
+    assert list(b.stages["llm"].index) == [1] and list(b.stages["llm"].ms) == [1.0]
     fast = b'[{"total_ms": 3, "ts": 1790000000.5, "error": true}, {"total_ms": 4}]'
     c = parse_observations(fast, now_s=T0)
     assert list(c.ts) == [1790000000.5, T0] and list(c.error) == [True, False]
@@ -149,7 +151,8 @@ _item = st.fixed_dictionaries(
     optional={
         "ts": st.floats(0, T0, allow_nan=False) | st.none(),
         "error": st.booleans() | st.none() | st.sampled_from([0, 1]),
-        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5)),
+        # a few names per item, so a batch stays within MAX_STAGES names
+        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5), max_size=2),
         "route": st.text(max_size=5),
     },
 )
@@ -166,6 +169,35 @@ def test_parse_round_trips_valid_batches(items, ndjson):
         ts = item.get("ts")
         assert got.ts[k] == (T0 if ts is None else float(ts))
         assert bool(got.error[k]) == bool(item.get("error"))
+        for name, ms in item.get("stages", {}).items():  # row k carries its stage times
+            col = got.stages[name]
+            assert list(col.ms[col.index == k]) == [ms]
+    assert sum(got.stage_counts.values()) == sum(len(i.get("stages", {})) for i in items)
+    # the vectorized path and the item-by-item one agree
+    slow = _checked(json.loads(body) if not ndjson else [json.loads(x) for x in body.splitlines()], T0)
+    assert slow.stage_counts == got.stage_counts
+    for name, col in got.stages.items():
+        assert list(col.index) == list(slow.stages[name].index)
+        assert list(col.ms) == list(slow.stages[name].ms)
+
+
+@pytest.mark.parametrize(
+    ("stages", "reason"),
+    [
+        ('{"": 5}', "stage name '' must be 1 to 100 characters"),
+        ('{"' + "x" * 101 + '": 5}', "must be 1 to 100 characters"),
+        ('{"llm": -1}', "item 1: stages.llm must be a number >= 0"),
+        ('{"llm": 1e400}', "item 1: stages.llm must be a number >= 0"),
+        ('{"llm": null}', "item 1: stages.llm must be a number >= 0"),
+        ('{"\\ud800": 5}', "is not valid UTF-8"),
+        ("[1, 2]", "item 1: stages must be an object"),
+        ("{" + ", ".join(f'"s{i}": 1' for i in range(65)) + "}", "more than 64 stage names"),
+    ],
+)
+def test_bad_stage_names_and_times_are_named(stages, reason):
+    body = f'[{{"total_ms": 1, "stages": {{"ok": 1}}}}, {{"total_ms": 2, "stages": {stages}}}]'
+    with pytest.raises(BadBatch, match=re.escape(reason)):
+        parse_observations(body.encode(), now_s=T0)
 
 
 def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_path):

@@ -226,6 +226,22 @@ def test_ndjson_metrics_and_status(shared):
         s.labels["quantile"]: s.value for s in families["tailbudget_window_latency_seconds"].samples
     }
     assert set(quantiles) == {"0.5", "0.95", "0.99"} and 0.69 <= quantiles["0.5"] <= 0.72
+    # the posted stage times have their own window: model took half of each request
+    model = status["stages"]["model"]
+    assert model["known"] and model["count"] >= 50 and 345 <= model["p50"] <= 355
+    stage_q = {
+        (s.labels["stage"], s.labels["quantile"]): s.value
+        for s in families["tailbudget_stage_window_latency_seconds"].samples
+    }
+    assert 0.345 <= stage_q[("model", "0.5")] <= 0.355
+    counts = families["tailbudget_stage_window_observations"].samples
+    assert [(c.labels["stage"], c.value) for c in counts] == [("model", model["count"])]
+    stage_totals = {
+        s.labels["stage"]: s.value
+        for s in families["tailbudget_stage_observations"].samples
+        if s.name.endswith("_total")
+    }
+    assert stage_totals == {"model": status["stage_observations"]["model"]}
     assert "tailbudget_desired_replicas" in families
     assert "tailbudget_action_active" in families
     assert "tailbudget_decisions" in families
@@ -281,7 +297,49 @@ def test_state_survives_sigterm_and_kill_9(tmp_path, files):
     try:
         status = srv.status()
         assert acked <= status["observations_total"] <= acked + 7
+        # stage times are in the log too: the replay restores their counts with the rest
+        assert acked <= status["stage_observations"]["model"] <= acked + 7
         assert status["baseline_p99_ms"] == 850
+    finally:
+        srv.stop()
+
+
+def test_concurrent_posts_are_all_durable_across_kill_9(tmp_path, files):
+    """Many clients at once (their batches share fsyncs): every 200 survives kill -9."""
+    state = tmp_path / "state"
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    acked = [0] * 12
+    failures: list[BaseException] = []
+
+    def client(k: int) -> None:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        try:
+            with httpx.Client(timeout=60, headers=headers) as http:
+                for i in range(15):
+                    r = http.post(f"{srv.url}/v1/observations", content=json.dumps(_obs(1 + i % 4)))
+                    r.raise_for_status()
+                    acked[k] += r.json()["accepted"]
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(acked))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not failures
+        status = srv.status()
+        wal = status["wal"]
+        assert status["observations_total"] == sum(acked) == 12 * sum(1 + i % 4 for i in range(15))
+        assert wal["batches"] == 12 * 15 and 1 <= wal["fsyncs"] <= wal["batches"]
+    finally:
+        srv.stop(signal.SIGKILL)  # no final snapshot: the log is replayed
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    try:
+        status = srv.status()
+        assert status["observations_total"] == sum(acked)
+        assert status["stage_observations"] == {"model": sum(acked)}
     finally:
         srv.stop()
 

@@ -1,7 +1,8 @@
 """Durable service state: a snapshot plus a write-ahead log of observation batches.
 
-The service acknowledges a batch only after `ObservationLog.append` returned,
-i.e. after the batch is fsynced. On start it loads the snapshot and replays
+The service acknowledges a batch only after the write-ahead log
+(`tailbudget.control.wal`) fsynced it, alone or in a group commit
+(`tailbudget.control.groupcommit`). On start it loads the snapshot and replays
 the log records newer than it, so no acknowledged observation is lost, not
 even on kill -9. `StateDir.compact` writes a fresh snapshot (atomically:
 temporary file, fsync, rename, fsync of the directory) and then empties the
@@ -14,46 +15,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import struct
-import threading
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
+from tailbudget.control.wal import Batch, ObservationLog
 from tailbudget.errors import TailbudgetError
 
-__all__ = ["Batch", "ObservationLog", "StateDir", "dumps_state", "loads_state"]
-
-_MAGIC = b"TBW1"
-_HEADER = struct.Struct("<4sQII")  # magic, seq, count, crc32 of the payload
-_MAX_BATCH = 10_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One acknowledged batch of observations, as columns."""
-
-    seq: int
-    ts: npt.NDArray[np.float64]
-    total_ms: npt.NDArray[np.float64]
-    error: npt.NDArray[np.bool_]
-
-    def __len__(self) -> int:
-        return int(self.ts.shape[0])
-
-
-def _encode(seq: int, ts: np.ndarray, total: np.ndarray, err: np.ndarray) -> bytes:
-    payload = (
-        np.ascontiguousarray(ts, dtype="<f8").tobytes()
-        + np.ascontiguousarray(total, dtype="<f8").tobytes()
-        + np.ascontiguousarray(err, dtype=np.uint8).tobytes()
-    )
-    return _HEADER.pack(_MAGIC, seq, len(ts), zlib.crc32(payload)) + payload
+__all__ = ["Batch", "ObservationLog", "StateDir", "dumps_state", "fsync_dir", "loads_state"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -63,73 +32,6 @@ def fsync_dir(path: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-class ObservationLog:
-    """Write-ahead log of observation batches: binary records, one fsync per append."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._lock = threading.Lock()
-
-    def append(
-        self,
-        seq: int,
-        ts: npt.NDArray[np.float64],
-        total_ms: npt.NDArray[np.float64],
-        error: npt.NDArray[np.bool_],
-    ) -> None:
-        """Append a batch durably; when this returns, the batch survives a crash."""
-        data = _encode(seq, ts, total_ms, error)
-        with self._lock:
-            end = os.fstat(self._fd).st_size
-            try:
-                written = os.write(self._fd, data)
-                if written != len(data):
-                    raise OSError(28, f"short write ({written} of {len(data)} bytes)")
-                os.fdatasync(self._fd)
-            except OSError:
-                # Cut a partial record off, or replay would stop there and lose the
-                # batches acknowledged after it.
-                os.ftruncate(self._fd, end)
-                raise
-
-    def batches(self) -> Iterator[Batch]:
-        """Every intact batch in order; stops at a torn or corrupt tail (never acknowledged)."""
-        with open(self.path, "rb") as fh:
-            data = fh.read()
-        pos = 0
-        while pos + _HEADER.size <= len(data):
-            magic, seq, n, crc = _HEADER.unpack_from(data, pos)
-            end = pos + _HEADER.size + 17 * n
-            if magic != _MAGIC or n > _MAX_BATCH or end > len(data):
-                return
-            payload = data[pos + _HEADER.size : end]
-            if zlib.crc32(payload) != crc:
-                return
-            ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
-            total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
-            err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
-            yield Batch(seq, ts, total, err)
-            pos = end
-
-    def size(self) -> int:
-        """Bytes in the log."""
-        return os.fstat(self._fd).st_size
-
-    def truncate(self) -> None:
-        """Empty the log (after a snapshot holds everything in it)."""
-        with self._lock:
-            os.ftruncate(self._fd, 0)
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        """Close the file."""
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
 
 
 _BYTES = "$bytes"

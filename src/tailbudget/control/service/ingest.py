@@ -4,7 +4,8 @@ Each observation is `{"ts": ..., "total_ms": ..., "stages": {...}, "error": ...}
 `total_ms` is required (a finite number >= 0); `ts` is epoch seconds or an
 ISO-8601 string (default: when the server received the batch); `error` is a
 boolean or 0/1 (default false); `stages` is an object of stage name to
-milliseconds. Other keys (request ids, routes) are allowed and ignored. One bad
+milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
+batch). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -20,7 +21,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_BATCH", "BadBatch", "ParsedBatch", "parse_observations"]
+from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.control.wal import StageColumn
+
+__all__ = ["MAX_BATCH", "MAX_STAGE_NAME", "BadBatch", "ParsedBatch", "parse_observations"]
 
 MAX_BATCH = 200_000
 """Most observations one request may carry (a 1 MiB body holds far fewer anyway)."""
@@ -29,6 +33,9 @@ MAX_FUTURE_S = 300.0
 """How far ahead of the server's clock a `ts` may be; further means a clock or unit bug
 (e.g. milliseconds sent as seconds), and one such time would push the rolling
 window past every real observation."""
+
+MAX_STAGE_NAME = 100
+"""Longest stage name (characters); names are metric labels and log records."""
 
 
 class BadBatch(ValueError):
@@ -42,11 +49,16 @@ class ParsedBatch:
     ts: npt.NDArray[np.float64]
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
-    stages: dict[str, int]
-    """Observations per stage name seen in the batch."""
+    stages: dict[str, StageColumn]
+    """Per stage name: the rows that carry it and its milliseconds."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
+
+    @property
+    def stage_counts(self) -> dict[str, int]:
+        """Observations per stage name in the batch."""
+        return {name: len(col) for name, col in self.stages.items()}
 
 
 def _items(body: bytes) -> list[Any]:
@@ -131,8 +143,10 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
         not {type(t) for t in totals} <= _NUMBER_TYPES
         or not {type(t) for t in stamps} <= _TS_TYPES
         or not {type(e) for e in flags} <= {bool, type(None)}
-        or any(it.get("stages") is not None for it in items)
     ):
+        return None
+    stages = _fast_stages([it.get("stages") for it in items])
+    if stages is None:
         return None
     total = np.array(totals, dtype=np.float64)
     ts = np.array(stamps, dtype=np.float64)  # None -> NaN
@@ -148,7 +162,47 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     if bad.any():
         return None
     err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, {})
+    return ParsedBatch(ts, total, err, stages)
+
+
+def _fast_stages(per_item: list[Any]) -> dict[str, StageColumn] | None:
+    """Stage columns when every stage time is a finite number >= 0 under a valid name;
+    None otherwise (`_checked` then names the bad item)."""
+    rows: dict[str, list[int]] = {}
+    values: dict[str, list[Any]] = {}
+    for i, st in enumerate(per_item):
+        if not st:  # None or {}: no stage times in this item
+            if st is not None and type(st) is not dict:
+                return None
+            continue
+        if type(st) is not dict:
+            return None
+        for name, ms in st.items():
+            column = rows.get(name)
+            if column is None:
+                column = rows[name] = []
+                values[name] = []
+            column.append(i)
+            values[name].append(ms)
+    if len(rows) > MAX_STAGES or not all(_good_name(name) for name in rows):
+        return None
+    out: dict[str, StageColumn] = {}
+    for name, column in rows.items():
+        if not {type(v) for v in values[name]} <= _NUMBER_TYPES:
+            return None
+        ms = np.array(values[name], dtype=np.float64)
+        if not (np.isfinite(ms).all() and (ms >= 0).all()):
+            return None
+        out[name] = StageColumn(np.array(column, dtype=np.int64), ms)
+    return out
+
+
+def _good_name(name: str) -> bool:
+    try:
+        _check_stage_name(0, name, 0)
+    except BadBatch:
+        return False
+    return True
 
 
 def _checked(items: list[Any], now_s: float) -> ParsedBatch:
@@ -157,7 +211,7 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
     ts = np.empty(n, dtype=np.float64)
     total = np.empty(n, dtype=np.float64)
     err = np.zeros(n, dtype=bool)
-    stages: dict[str, int] = {}
+    stages: dict[str, tuple[list[int], list[float]]] = {}
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise BadBatch(f"item {i}: must be an object with total_ms, got {_short(item)}")
@@ -199,5 +253,31 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
                     raise BadBatch(
                         f"item {i}: stages.{name} must be a number >= 0 (ms), got {_short(ms)}"
                     )
-                stages[name] = stages.get(name, 0) + 1
-    return ParsedBatch(ts, total, err, stages)
+                column = stages.get(name)
+                if column is None:
+                    _check_stage_name(i, name, len(stages))
+                    column = stages[name] = ([], [])
+                column[0].append(i)
+                column[1].append(x)
+    columns = {
+        name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
+        for name, (rows, ms) in stages.items()
+    }
+    return ParsedBatch(ts, total, err, columns)
+
+
+def _check_stage_name(i: int, name: str, known: int) -> None:
+    """A new stage name must be short, non-empty UTF-8, and one of few per batch."""
+    if not name or len(name) > MAX_STAGE_NAME:
+        raise BadBatch(
+            f"item {i}: stage name {_short(name)} must be 1 to {MAX_STAGE_NAME} characters"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadBatch(f"item {i}: stage name {_short(name)} is not valid UTF-8") from None
+    if known >= MAX_STAGES:
+        raise BadBatch(
+            f"item {i}: more than {MAX_STAGES} stage names in one batch; "
+            "name stages by pipeline step, not per request"
+        )

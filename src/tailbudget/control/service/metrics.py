@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -42,6 +42,7 @@ class RuntimeCollector(Collector):
             if ms is not None:
                 window.add_metric([q], ms / 1000.0)
         yield window
+        yield from _stage_metrics(view)
         yield GaugeMetricFamily(
             "tailbudget_window_known",
             "1 when the window holds enough samples to judge, 0 when it is unknown.",
@@ -106,6 +107,35 @@ class RuntimeCollector(Collector):
         for (action, rule), n in sorted(view["decisions_total"].items()):
             decisions.add_metric([action, rule], float(n))
         yield decisions
+
+
+def _stage_metrics(view: dict[str, Any]) -> Iterator[Metric]:
+    """Per-stage window quantiles and counts, and the per-stage counter."""
+    quantiles = GaugeMetricFamily(
+        names.STAGE_WINDOW_QUANTILE,
+        "Rolling-window latency quantile of each stage (absent while its window is empty).",
+        labels=["stage", "quantile"],
+    )
+    counts = GaugeMetricFamily(
+        names.STAGE_WINDOW_OBSERVATIONS,
+        "Observations of each stage in the rolling window.",
+        labels=["stage"],
+    )
+    for stage, stats in view["stages"].items():
+        counts.add_metric([stage], float(stats.count))
+        for q, ms in (("0.5", stats.p50), ("0.95", stats.p95), ("0.99", stats.p99)):
+            if ms is not None:
+                quantiles.add_metric([stage, q], ms / 1000.0)
+    yield quantiles
+    yield counts
+    total = CounterMetricFamily(
+        _counter_base(names.STAGE_OBSERVATIONS_TOTAL),
+        "Per-stage times the service accepted (durably), by stage.",
+        labels=["stage"],
+    )
+    for stage, n in sorted(view["stage_observations"].items()):
+        total.add_metric([stage], float(n))
+    yield total
 
 
 def make_registry(runtime: Runtime) -> CollectorRegistry:

@@ -1,9 +1,12 @@
 """The service's state machine: durable ingest, periodic evaluation, actions, snapshots.
 
 Independent of HTTP so it can be embedded in an application and tested
-directly. One lock guards the controller and the counters; the write-ahead
-log append (with its fsync) happens under it, so the sequence numbers in the
-log and the snapshot always agree.
+directly. One lock guards the controller, the stage windows and the counters.
+Batches reach them through a group commit (`tailbudget.control.groupcommit`):
+concurrent batches share one fsync, and each is applied (under the lock) only
+once durable, in sequence-number order. Compaction holds the group commit off
+first and takes the lock second (the order a commit takes them in), so the
+sequence numbers in the log and the snapshot always agree.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +37,14 @@ from tailbudget.control.actions import (
 )
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Controller, Decision
+from tailbudget.control.groupcommit import GroupCommit
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service import views
+from tailbudget.control.service.ingest import BadBatch
+from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
+from tailbudget.control.wal import Batch, StageColumn
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -44,7 +52,11 @@ __all__ = ["Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+"""2 added per-stage windows (`stages`) and log records with stage times (TBW2). An
+older tailbudget reading this state dir stops at its version check instead of
+replaying a log it would cut short at the first TBW2 record."""
+_READABLE_VERSIONS = (1, 2)  # a version-1 snapshot loads with no stage windows
 _LAST_DECISIONS = 50
 
 
@@ -93,13 +105,15 @@ class Runtime:
         local = [a for a in actions if a not in remote]
         self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
         self.remote = Dispatcher(self.journal, remote)
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
+        """Guards the controller, the windows and the counters (taken after the group commit)."""
         self._actions = concurrent.futures.ThreadPoolExecutor(1, "tailbudget-actions")
         self._pending: list[concurrent.futures.Future[Any]] = []
         self.seq = 0
         self.observations_total = 0
         self.errors_total = 0
         self.stage_observations: Counter[str] = Counter()
+        self.stage_windows = StageWindows(policy.window_s, policy.sub_windows)
         self.decisions_total: Counter[tuple[str, str]] = Counter()
         self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
         self.last_stats: WindowStats | None = None
@@ -108,18 +122,20 @@ class Runtime:
         self.notes: list[str] = []
         self._last_compact = time.monotonic()
         try:
-            self.controller = self._restore()
+            self.controller = self._load_snapshot()
+            self._replay()
         except BaseException:
             self._actions.shutdown(wait=False)
             self.state.close()
             self.journal.close()
             raise
+        self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
 
     # --- start-up -------------------------------------------------------------
 
-    def _restore(self) -> Controller:
+    def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
-        if snap is not None and snap.get("version") != SNAPSHOT_VERSION:
+        if snap is not None and snap.get("version") not in _READABLE_VERSIONS:
             raise TailbudgetError(
                 f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
                 f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
@@ -137,6 +153,7 @@ class Runtime:
             self.observations_total = int(snap["observations_total"])
             self.errors_total = int(snap["errors_total"])
             self.stage_observations.update(snap.get("stage_observations", {}))
+            self._load_stage_windows(snap.get("stages", {}))
             self.replicas.restore(int(snap.get("desired_replicas", 0)))
             shed = snap.get("shed")
             if self.shed is not None and isinstance(shed, dict):
@@ -144,12 +161,23 @@ class Runtime:
                 self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
         else:
             controller = Controller(self.policy)
+        return controller
+
+    def _load_stage_windows(self, state: Any) -> None:
+        try:
+            self.stage_windows.load_state(dict(state))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # Stage windows are a report, not a rule input: start them afresh, say so.
+            log.warning("stage windows not resumed: %s", exc)
+            self.notes.append("stage windows in the snapshot were unreadable: restarted")
+            self.stage_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
+
+    def _replay(self) -> None:
+        # The same `_apply` the live ingest runs, batch by batch in sequence order:
+        # the state after a crash is the state before it.
         replayed = 0
         for batch in self.state.pending(self.seq):
-            controller.observe_many(batch.ts, batch.total_ms, batch.error)
-            self.seq = batch.seq
-            self.observations_total += len(batch)
-            self.errors_total += int(batch.error.sum())
+            self._apply([batch])
             replayed += len(batch)
         for record in self.journal.records():
             if record.get("kind") == "decision":
@@ -157,7 +185,6 @@ class Runtime:
                 self.last_decisions.append(record)
         if replayed:
             log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
-        return controller
 
     # --- ingest ----------------------------------------------------------------
 
@@ -166,18 +193,43 @@ class Runtime:
         ts: npt.NDArray[np.float64],
         total_ms: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
-        stages: dict[str, int] | None = None,
+        stages: Mapping[str, StageColumn] | None = None,
     ) -> int:
-        """Make a batch durable, then feed it to the controller; returns the count accepted."""
-        with self._lock:
-            self.seq += 1
-            self.state.wal.append(self.seq, ts, total_ms, error)
-            self.controller.observe_many(ts, total_ms, error)
-            self.observations_total += int(ts.shape[0])
-            self.errors_total += int(error.sum())
-            if stages:
-                self.stage_observations.update(stages)
-            return int(ts.shape[0])
+        """Make a batch durable, then feed it to the windows; returns the count accepted.
+
+        Blocks until the fsync covering the batch returned (shared with the batches
+        that arrived meanwhile) and the batch is applied. Never call it holding
+        `lock`: the leader of the group needs the lock to apply it.
+        """
+        if stages:
+            self._check_stage_room(ts, stages)
+        self.commits.commit(ts, total_ms, error, stages)
+        return int(ts.shape[0])
+
+    def _check_stage_room(
+        self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]
+    ) -> None:
+        # Checked before the write (an acknowledged batch is always applied); batches
+        # in flight together may pass it at once, so the bound is MAX_STAGES plus a few.
+        with self.lock:
+            tracked = self.stage_windows.tracked_after(ts, stages)
+        if tracked > MAX_STAGES:
+            raise BadBatch(
+                f"the batch would make {tracked} stages in the window; at most {MAX_STAGES} "
+                "are tracked, so name stages by pipeline step, not per request"
+            )
+
+    def _apply(self, batches: Sequence[Batch]) -> None:
+        """Feed durable batches to the windows and counters (live and on replay alike)."""
+        with self.lock:
+            for batch in batches:
+                self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
+                self.stage_windows.observe(batch.ts, batch.stages)
+                self.seq = batch.seq
+                self.observations_total += len(batch)
+                self.errors_total += int(batch.error.sum())
+                for name, col in batch.stages.items():
+                    self.stage_observations[name] += len(col)
 
     # --- evaluation --------------------------------------------------------------
 
@@ -187,7 +239,7 @@ class Runtime:
         stats = None
         if self.config.prometheus is not None:
             stats = self.config.prometheus.stats(now)
-        with self._lock:
+        with self.lock:
             decisions = list(self.controller.evaluate(now, stats))
             self.last_stats = stats
             self.last_evaluated_s = now
@@ -195,7 +247,7 @@ class Runtime:
             # Journaled here, durably, before anything runs; webhooks and commands
             # run on the action thread so a slow one never delays the next evaluation.
             key = self.dispatcher.record(decision)
-            with self._lock:
+            with self.lock:
                 self.decisions_total[(decision.action, decision.rule)] += 1
                 self.last_decisions.append(self.journal_record(decision))
             self.dispatcher.execute(decision, key)
@@ -224,99 +276,25 @@ class Runtime:
             or self.state.wal.size() >= self.config.compact_wal_bytes
         )
 
-    # --- views ------------------------------------------------------------------
-
-    def _window(self, now_s: float) -> dict[str, Any]:
-        """The window the verdict is based on: Prometheus' last answer or the in-process one."""
-        if self.config.prometheus is not None:
-            stats = self.last_stats
-            source = f"prometheus {self.config.prometheus.url}"
-        else:
-            stats = self.controller.window_stats(now_s)
-            source = "in-process"
-        if stats is None:  # Prometheus not asked yet
-            return {"known": False, "source": source, "count": 0}
-        return {**stats.to_dict(), "known": stats.known, "source": source}
+    # --- views (built in views.py, read under the lock) ------------------------------
 
     def verdict(self, now_s: float | None = None) -> dict[str, Any]:
         """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
-        now = time.time() if now_s is None else now_s
-        with self._lock:
-            window = self._window(now)
-            active = sorted(self.controller.active)
-        if "rollback" in active:
-            verdict = "rollback"
-        elif not window.get("known"):
-            verdict = "unknown"
-        else:
-            verdict = "healthy"
-        return {
-            "verdict": verdict,
-            "healthy": verdict == "healthy",
-            "rollback": verdict == "rollback",
-            "window": window,
-            "active": active,
-        }
+        return views.verdict(self, time.time() if now_s is None else now_s)
 
     def status(self, now_s: float | None = None) -> dict[str, Any]:
         """The JSON of `GET /v1/status`."""
-        now = time.time() if now_s is None else now_s
-        verdict = self.verdict(now)
-        with self._lock:
-            controller = self.controller.status(now)
-            notes = [*self.notes, *controller.get("notes", [])]
-            return {
-                "service": self.config.service,
-                "verdict": verdict["verdict"],
-                "observations_total": self.observations_total,
-                "errors_total": self.errors_total,
-                "stage_observations": dict(self.stage_observations),
-                "window": verdict["window"],
-                "active": verdict["active"],
-                "desired_replicas": self.replicas.desired,
-                "shed": None
-                if self.shed is None
-                else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
-                "baseline_p99_ms": controller.get("baseline_p99_ms"),
-                "dry_run": self.policy.dry_run,
-                "policy": {
-                    "source": self.policy.source,
-                    "window_s": self.policy.window_s,
-                    "evaluate_every_s": self.policy.evaluate_every_s,
-                    "min_samples": self.policy.min_samples,
-                    "rules": [r.model_dump() for r in self.policy.rules],
-                },
-                "decisions_total": sum(self.decisions_total.values()),
-                "last_decisions": list(self.last_decisions)[-10:],
-                "last_evaluated_s": self.last_evaluated_s,
-                "notes": notes,
-                "controller": controller,
-                "state_dir": str(self.state.root),
-            }
+        return views.status(self, time.time() if now_s is None else now_s)
 
     def metrics_view(self) -> dict[str, Any]:
         """The figures `/metrics` exports, read under the lock."""
-        now = time.time()
-        with self._lock:
-            return {
-                "window": self._window(now),
-                "active": set(self.controller.active),
-                "desired_replicas": self.replicas.desired,
-                "shed_fraction": 0.0 if self.shed is None else self.shed.current_fraction,
-                "observations_total": self.observations_total,
-                "errors_total": self.errors_total,
-                "decisions_total": dict(self.decisions_total),
-                "rules": [
-                    {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
-                    for rule in self.controller.status(now)["rules"]
-                ],
-            }
+        return views.metrics_view(self, time.time())
 
     # --- baseline, snapshots ------------------------------------------------------
 
     def set_baseline(self, p99_ms: float) -> None:
         """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
-        with self._lock:
+        with self.lock:
             self.controller.set_baseline(p99_ms)
         self.compact()
 
@@ -334,19 +312,25 @@ class Runtime:
             if self.shed is None
             else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
             "controller": self.controller.to_state(),
+            "stages": self.stage_windows.to_state(),
         }
 
     def compact(self) -> None:
         """Write a snapshot and empty the write-ahead log."""
-        with self._lock:
-            self.state.compact(self.snapshot())
-            self._last_compact = time.monotonic()
+        # Group commit first, lock second, as a commit takes them: no batch is then
+        # written but not yet applied, which the truncation would lose.
+        with self.commits.exclusive(), self.lock:
+            self._compact()
+
+    def _compact(self) -> None:
+        self.state.compact(self.snapshot())
+        self._last_compact = time.monotonic()
 
     def close(self) -> None:
         """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
         self.wait_for_actions(timeout_s=30.0)
         self._actions.shutdown(wait=False, cancel_futures=True)
-        with self._lock:
-            self.compact()
+        with self.commits.exclusive(), self.lock:
+            self._compact()
             self.state.close()
             self.journal.close()
