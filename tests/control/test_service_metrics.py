@@ -34,7 +34,9 @@ def test_stage_quantiles_counts_and_totals_are_exported(tmp_path):
         for s in families[names.STAGE_WINDOW_QUANTILE].samples
     }
     status = rt.status(now)["stages"]
-    assert set(quantiles) == {(st, q) for st in ("llm", "retrieval") for q in ("0.5", "0.95", "0.99")}
+    assert set(quantiles) == {
+        (st, q) for st in ("llm", "retrieval") for q in ("0.5", "0.95", "0.99")
+    }
     for stage in ("llm", "retrieval"):
         for q, key in (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")):
             assert quantiles[(stage, q)] == status[stage][key] / 1000.0  # seconds

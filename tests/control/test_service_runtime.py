@@ -18,32 +18,9 @@ from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.service.ingest import BadBatch, _checked, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
+from tests.control.runtimes import crash, policy, runtime
 
 T0 = 1_800_000_000.0
-
-
-def _policy(dry_run: bool = False):
-    return parse_policy(
-        {
-            "window": "10s",
-            "evaluate_every": "1s",
-            "min_samples": 5,
-            "dry_run": dry_run,
-            "replicas": {"min": 1, "max": 3, "step": 1},
-            "rules": [{"name": "scale", "metric": "p95", "threshold": 500, "action": "scale_up"}],
-        }
-    )
-
-
-def _runtime(tmp_path, dry_run: bool = False) -> Runtime:
-    config = RuntimeConfig(state_dir=tmp_path / "state", actions=ActionsConfig(log=False))
-    return Runtime(_policy(dry_run), config)
-
-
-def _crash(rt: Runtime) -> None:
-    """Drop the runtime like kill -9 would: no final snapshot, files just closed."""
-    rt.state.close()
-    rt.journal.close()
 
 
 def _ingest(rt: Runtime, n: int, ms: float, t: float, errors: int = 0) -> None:
@@ -54,13 +31,13 @@ def _ingest(rt: Runtime, n: int, ms: float, t: float, errors: int = 0) -> None:
 
 
 def test_acknowledged_batches_survive_a_crash_with_and_without_compaction(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _ingest(rt, 40, 100.0, T0, errors=4)
     rt.compact()
     _ingest(rt, 60, 120.0, T0 + 1)  # only in the write-ahead log
     before = rt.controller.window_stats(T0 + 2)
-    _crash(rt)
-    again = _runtime(tmp_path)
+    crash(rt)
+    again = runtime(tmp_path)
     assert (again.observations_total, again.errors_total, again.seq) == (100, 4, 2)
     after = again.controller.window_stats(T0 + 2)
     assert (after.count, after.errors, after.p95) == (before.count, before.errors, before.p95)
@@ -68,7 +45,7 @@ def test_acknowledged_batches_survive_a_crash_with_and_without_compaction(tmp_pa
 
 
 def test_decisions_are_journaled_executed_and_snapshotted(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     for i in range(3):
         _ingest(rt, 20, 900.0, T0 + i)
         decisions = rt.evaluate(T0 + i + 1)
@@ -80,15 +57,15 @@ def test_decisions_are_journaled_executed_and_snapshotted(tmp_path):
     assert kinds[0] == ("decision", "scale_up") and kinds[-1][0] == "outcome"
     snap = rt.state.load_snapshot()
     assert snap is not None and snap["desired_replicas"] == 2  # snapshot right after deciding
-    _crash(rt)
-    again = _runtime(tmp_path)
+    crash(rt)
+    again = runtime(tmp_path)
     assert again.replicas.desired == 2 and again.decisions_total[("scale_up", "scale")] == 1
     assert again.last_decisions[-1]["value"] > 500
     again.close()
 
 
 def test_dry_run_journals_and_does_not_execute(tmp_path):
-    rt = _runtime(tmp_path, dry_run=True)
+    rt = runtime(tmp_path, dry_run=True)
     _ingest(rt, 20, 900.0, T0)
     decisions = rt.evaluate(T0 + 1)
     assert decisions and all(d.dry_run for d in decisions)
@@ -100,7 +77,7 @@ def test_dry_run_journals_and_does_not_execute(tmp_path):
 
 
 def test_verdict_is_unknown_without_data_and_healthy_with_it(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     assert rt.verdict(T0)["verdict"] == "unknown"
     _ingest(rt, 20, 100.0, T0)
     assert rt.verdict(T0 + 0.5)["verdict"] == "healthy"
@@ -136,7 +113,7 @@ def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):
     actions = ActionsConfig(
         log=False, commands=[CommandConfig(argv=[sys.executable, "-c", script, "{action}"])]
     )
-    rt = Runtime(_policy(), RuntimeConfig(state_dir=tmp_path / "state", actions=actions))
+    rt = Runtime(policy(), RuntimeConfig(state_dir=tmp_path / "state", actions=actions))
     _ingest(rt, 20, 900.0, T0)
     assert [d.action for d in rt.evaluate(T0 + 1)] == ["scale_up"]
     rt.wait_for_actions(timeout_s=60)
@@ -174,7 +151,9 @@ def test_parse_round_trips_valid_batches(items, ndjson):
             assert list(col.ms[col.index == k]) == [ms]
     assert sum(got.stage_counts.values()) == sum(len(i.get("stages", {})) for i in items)
     # the vectorized path and the item-by-item one agree
-    slow = _checked(json.loads(body) if not ndjson else [json.loads(x) for x in body.splitlines()], T0)
+    slow = _checked(
+        json.loads(body) if not ndjson else [json.loads(x) for x in body.splitlines()], T0
+    )
     assert slow.stage_counts == got.stage_counts
     for name, col in got.stages.items():
         assert list(col.index) == list(slow.stages[name].index)
@@ -201,14 +180,14 @@ def test_bad_stage_names_and_times_are_named(stages, reason):
 
 
 def test_unusable_controller_state_restarts_the_rules_and_keeps_the_counts(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _ingest(rt, 30, 100.0, T0)
     rt.close()
     snap = rt.state.load_snapshot()
     assert snap is not None
     snap["controller"]["rules"] = {"scale": {"since": "not a time"}}
     rt.state.write_snapshot(snap)
-    again = _runtime(tmp_path)
+    again = runtime(tmp_path)
     assert again.observations_total == 30
     assert "rule state restarted" in " ".join(again.status(T0)["notes"])
     again.close()
@@ -232,7 +211,7 @@ def test_embedded_runtime_sheds_on_the_applications_gates_and_resumes(tmp_path):
     _ingest(rt, 20, 900.0, T0)
     assert [d.action for d in rt.evaluate(T0 + 1)] == ["shed_load"]
     assert shedder.fraction == 0.4 and limiter.rate_per_s == 20.0
-    _crash(rt)
+    crash(rt)
     fresh_shedder = PriorityShedder()
     again = Runtime(policy, config, shedder=fresh_shedder, limiter=TokenBucket(1000.0))
     assert fresh_shedder.fraction == 0.4  # the shedding in force survives a restart
@@ -241,11 +220,11 @@ def test_embedded_runtime_sheds_on_the_applications_gates_and_resumes(tmp_path):
 
 
 def test_a_snapshot_from_another_version_is_a_clear_error(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     rt.close()
     rt.state.write_snapshot({"version": 99})
     with pytest.raises(TailbudgetError, match="snapshot version 99"):
-        _runtime(tmp_path)
+        runtime(tmp_path)
 
 
 def test_default_policy_says_the_baseline_rule_is_inactive_until_a_baseline_is_set(tmp_path):

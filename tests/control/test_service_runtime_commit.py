@@ -10,34 +10,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.control.service.runtime import Runtime
 from tailbudget.control.state import StateDir
 from tailbudget.control.wal import StageColumn
+from tests.control.runtimes import crash, runtime
 
 T0 = 1_800_000_000.0
 THREADS = 8
 BATCHES = 25
-
-
-def _runtime(tmp_path) -> Runtime:
-    policy = parse_policy(
-        {
-            "window": "10s",
-            "evaluate_every": "1s",
-            "min_samples": 5,
-            "rules": [{"name": "scale", "metric": "p95", "threshold": 500, "action": "scale_up"}],
-        }
-    )
-    config = RuntimeConfig(state_dir=tmp_path / "state", actions=ActionsConfig(log=False))
-    return Runtime(policy, config)
-
-
-def _crash(rt: Runtime) -> None:
-    """Drop the runtime like kill -9 would: no final snapshot, files just closed."""
-    rt.state.close()
-    rt.journal.close()
 
 
 def _state(rt: Runtime) -> tuple[object, ...]:
@@ -52,7 +32,7 @@ def _state(rt: Runtime) -> tuple[object, ...]:
 
 
 def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_path, monkeypatch):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     fsyncs: list[int] = []  # only the log fdatasyncs; snapshots and the journal fsync
     real = os.fdatasync
 
@@ -109,8 +89,8 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
     logged = [b.seq for b in StateDir(tmp_path / "state").wal.batches()]
     # The log continues exactly where the snapshot ends: no gap, no overlap.
     assert logged == list(range(int(snap["seq"]) + 1, rt.seq + 1))
-    _crash(rt)
-    again = _runtime(tmp_path)
+    crash(rt)
+    again = runtime(tmp_path)
     assert again.observations_total == acked["obs"] and again.errors_total == acked["errors"]
     stages = {k: v for k, v in acked.items() if k not in ("obs", "errors")}
     assert dict(again.stage_observations) == stages
@@ -119,7 +99,7 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
 
 
 def test_a_failed_fsync_answers_an_error_and_leaves_the_state_as_it_was(tmp_path, monkeypatch):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     rt.ingest(np.full(5, T0), np.full(5, 100.0), np.zeros(5, dtype=bool))
     before = _state(rt)
 
@@ -133,7 +113,7 @@ def test_a_failed_fsync_answers_an_error_and_leaves_the_state_as_it_was(tmp_path
     monkeypatch.undo()
     rt.ingest(np.full(2, T0), np.full(2, 200.0), np.zeros(2, dtype=bool))
     after = _state(rt)
-    _crash(rt)
-    again = _runtime(tmp_path)
+    crash(rt)
+    again = runtime(tmp_path)
     assert again.observations_total == 7 and _state(again) == after
     again.close()

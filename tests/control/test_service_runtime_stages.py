@@ -7,32 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.service.ingest import BadBatch, parse_observations
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.control.service.runtime import Runtime
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
+from tests.control.runtimes import crash, runtime
 
 T0 = 1_800_000_000.0
-
-
-def _runtime(tmp_path, window: str = "10s") -> Runtime:
-    policy = parse_policy(
-        {
-            "window": window,
-            "evaluate_every": "1s",
-            "min_samples": 5,
-            "rules": [{"name": "scale", "metric": "p95", "threshold": 500, "action": "scale_up"}],
-        }
-    )
-    config = RuntimeConfig(state_dir=tmp_path / "state", actions=ActionsConfig(log=False))
-    return Runtime(policy, config)
-
-
-def _crash(rt: Runtime) -> None:
-    rt.state.close()
-    rt.journal.close()
 
 
 def _post(rt: Runtime, n: int, t: float, llm_ms: float, db_every: int = 2) -> None:
@@ -46,7 +27,7 @@ def _post(rt: Runtime, n: int, t: float, llm_ms: float, db_every: int = 2) -> No
 
 
 def test_status_reports_each_stage_over_the_policy_window(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _post(rt, 100, T0, 300.0)
     _post(rt, 4, T0 - 30, 9000.0)  # outside the 10 s window of T0 + 1: not in the stats
     stages = rt.status(T0 + 1)["stages"]
@@ -62,13 +43,13 @@ def test_status_reports_each_stage_over_the_policy_window(tmp_path):
 
 
 def test_stage_windows_survive_a_crash_from_the_log_and_from_the_snapshot(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _post(rt, 40, T0, 100.0)
     rt.compact()  # in the snapshot
     _post(rt, 60, T0 + 2, 700.0, db_every=3)  # only in the log
     before = rt.status(T0 + 3)
-    _crash(rt)
-    again = _runtime(tmp_path)
+    crash(rt)
+    again = runtime(tmp_path)
     after = again.status(T0 + 3)
     assert after["stages"] == before["stages"] and after["stages"]["llm"]["count"] == 100
     assert after["stage_observations"] == before["stage_observations"] == {"llm": 100, "db": 40}
@@ -76,7 +57,7 @@ def test_stage_windows_survive_a_crash_from_the_log_and_from_the_snapshot(tmp_pa
 
 
 def test_a_snapshot_from_before_stage_windows_still_loads(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     rt.ingest(np.full(30, T0), np.full(30, 100.0), np.zeros(30, dtype=bool))
     rt.close()
     snap = rt.state.load_snapshot()
@@ -86,7 +67,7 @@ def test_a_snapshot_from_before_stage_windows_still_loads(tmp_path):
     snap["version"] = 1
     snap["stage_observations"] = {"llm": 30}
     rt.state.write_snapshot(snap)
-    again = _runtime(tmp_path)
+    again = runtime(tmp_path)
     status = again.status(T0 + 1)
     assert status["observations_total"] == 30 and status["window"]["count"] == 30
     assert status["stages"] == {} and status["stage_observations"] == {"llm": 30}
@@ -96,23 +77,25 @@ def test_a_snapshot_from_before_stage_windows_still_loads(tmp_path):
 
 
 def test_stage_windows_of_another_window_size_start_afresh(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _post(rt, 20, T0, 100.0)
     rt.close()
-    again = _runtime(tmp_path, window="20s")  # the budget's policy changed
+    again = runtime(tmp_path, window="20s")  # the budget's policy changed
     assert again.status(T0 + 1)["stages"] == {}
     assert again.status(T0 + 1)["stage_observations"] == {"llm": 20, "db": 10}
     again.close()
 
 
 def test_too_many_stage_names_are_refused_before_anything_is_written(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     ts, total, err = np.full(1, T0), np.full(1, 10.0), np.zeros(1, dtype=bool)
     one = StageColumn(np.zeros(1, dtype=np.int64), np.ones(1))
     rt.ingest(ts, total, err, {f"s{i}": one for i in range(MAX_STAGES - 1)})
     rt.ingest(ts, total, err, {"s0": one, "last": one})  # exactly MAX_STAGES
     size = rt.state.wal.size()
-    with pytest.raises(BadBatch, match=f"{MAX_STAGES + 1} stages in the window; at most {MAX_STAGES}"):
+    with pytest.raises(
+        BadBatch, match=f"{MAX_STAGES + 1} stages in the window; at most {MAX_STAGES}"
+    ):
         rt.ingest(ts, total, err, {"s1": one, "one_too_many": one})
     assert rt.state.wal.size() == size and rt.observations_total == 2
     # stages whose times left the window make room again
@@ -123,14 +106,14 @@ def test_too_many_stage_names_are_refused_before_anything_is_written(tmp_path):
 
 
 def test_unreadable_stage_windows_restart_empty_and_say_so(tmp_path):
-    rt = _runtime(tmp_path)
+    rt = runtime(tmp_path)
     _post(rt, 20, T0, 100.0)
     rt.close()
     snap = rt.state.load_snapshot()
     assert snap is not None and snap["stages"]["llm"]["slots"]
     snap["stages"]["llm"]["slots"][0]["count"] = "many"
     rt.state.write_snapshot(snap)
-    again = _runtime(tmp_path)
+    again = runtime(tmp_path)
     status = again.status(T0 + 1)
     assert status["stages"] == {} and status["observations_total"] == 20
     assert "stage windows in the snapshot were unreadable: restarted" in status["notes"]

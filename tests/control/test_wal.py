@@ -70,7 +70,9 @@ def test_append_many_is_one_write_and_one_fsync(tmp_path, fdatasyncs):
 def test_records_written_before_stage_times_existed_still_replay(tmp_path):
     # The TBW1 record layout exactly as tailbudget wrote it before stages were logged.
     ts, total, err = np.array([1.0, 2.0]), np.array([10.0, 20.0]), np.array([False, True])
-    payload = ts.astype("<f8").tobytes() + total.astype("<f8").tobytes() + err.astype("u1").tobytes()
+    payload = (
+        ts.astype("<f8").tobytes() + total.astype("<f8").tobytes() + err.astype("u1").tobytes()
+    )
     old = struct.pack("<4sQII", b"TBW1", 7, 2, zlib.crc32(payload)) + payload
     (tmp_path / "wal").write_bytes(old)
     wal = ObservationLog(tmp_path / "wal")
@@ -80,7 +82,11 @@ def test_records_written_before_stage_times_existed_still_replay(tmp_path):
     assert list(got[0].error) == [False, True] and list(got[1].stages) == ["db"]
     # A batch without stage times is still written in that layout, byte for byte.
     wal.append_many([Batch(9, ts, total, err)])
-    assert (tmp_path / "wal").read_bytes().endswith(old.replace(struct.pack("<Q", 7), struct.pack("<Q", 9), 1))
+    assert (
+        (tmp_path / "wal")
+        .read_bytes()
+        .endswith(old.replace(struct.pack("<Q", 7), struct.pack("<Q", 9), 1))
+    )
 
 
 def test_a_corrupt_stage_block_ends_the_replay(tmp_path):
