@@ -139,6 +139,7 @@ def test_flagger_templates_select_the_canary_and_compare_with_the_primary(rag: B
     err = by_name["rag-chat-error-rate"]["spec"]
     assert err["provider"] == {"type": "prometheus", "address": "http://p:9090"}
     assert "{{ interval }}" in err["query"] and "{{ namespace }}" in err["query"]
+    assert "sqrt(" in err["query"]  # the Wilson lower bound, as the policy's rule reads it
     assert "{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)" in err["query"]
     ratio = by_name["rag-chat-p99-vs-primary"]["spec"]["query"]
     assert "{{ target }}-primary-" in ratio and "histogram_quantile(0.99" in ratio

@@ -20,6 +20,7 @@ on a rollback verdict.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 import yaml
@@ -40,6 +41,7 @@ from tailbudget.export.common import (
     quantile,
     seconds,
 )
+from tailbudget.export.prometheus_rules import wilson_lower_expr
 
 CANARY_PODS = 'pod=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
 PRIMARY_PODS = 'pod=~"{{ target }}-primary-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
@@ -63,13 +65,17 @@ def unknown_passes(query: str, guards: list[str]) -> str:
     return f"(\n{query}{held}\n)\nor on () vector(0)"
 
 
-def error_rate_query(budget: Budget, min_samples: int = 1) -> str:
-    """Canary error ratio over the analysis interval (0 below `min_samples` requests)."""
+def error_rate_query(budget: Budget, policy: Policy) -> str:
+    """The Wilson lower bound of the canary's error ratio over the analysis interval, as
+    the policy's error-rate rule reads it (0 below `min_samples` requests)."""
     sel = _sel(budget, CANARY_PODS)
     total = f"sum(rate({names.REQUESTS_TOTAL}{{{sel}}}[{{{{ interval }}}}]))"
     errors = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{{{{ interval }}}}]))'
-    guard = enough(names.REQUESTS_TOTAL, budget, CANARY_PODS, min_samples)
-    return unknown_passes(f"({errors} or vector(0))\n/\n{total}", [guard])
+    requests = f"sum(increase({names.REQUESTS_TOTAL}{{{sel}}}[{{{{ interval }}}}]))"
+    ratio = f"(({errors} or vector(0))\n/\n{total})"
+    lower = wilson_lower_expr(ratio, f"({requests})", NormalDist().inv_cdf(policy.confidence))
+    guard = enough(names.REQUESTS_TOTAL, budget, CANARY_PODS, policy.min_samples)
+    return unknown_passes(lower, [guard])
 
 
 def quantile_query(budget: Budget, p: str, pods: str) -> str:
@@ -126,7 +132,7 @@ def build(
     canary_guard = _latency_guard(budget, CANARY_PODS, n)
     for rule in rollback:
         if rule.metric == "error_rate":
-            t = template(budget, options, "error-rate", error_rate_query(budget, n))
+            t = template(budget, options, "error-rate", error_rate_query(budget, policy))
             limit = rule.threshold
         elif rule.metric == "p99_vs_baseline":
             query = (
@@ -186,8 +192,8 @@ def build(
         "without counting failures, until `tailbudget serve`'s verdict is healthy."
     )
     notes.append(
-        "Flagger counts failed checks in total, not in a row; the queries use the raw ratio "
-        "over the interval, not its Wilson bound."
+        "Flagger counts failed checks in total, not in a row; the error-rate query is the "
+        "Wilson lower bound of the canary's ratio over the interval, as the policy reads it."
     )
     return templates, analysis, notes
 
