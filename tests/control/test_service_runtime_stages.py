@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tailbudget.control.service.ingest import BadBatch, parse_observations
-from tailbudget.control.service.runtime import Runtime
+from tailbudget.control.service.runtime import SNAPSHOT_VERSION, Runtime
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 from tests.control.runtimes import crash, runtime
@@ -117,4 +117,16 @@ def test_unreadable_stage_windows_restart_empty_and_say_so(tmp_path):
     status = again.status(T0 + 1)
     assert status["stages"] == {} and status["observations_total"] == 20
     assert "stage windows in the snapshot were unreadable: restarted" in status["notes"]
+    again.close()
+
+
+def test_a_fresh_state_dir_carries_the_snapshot_version_from_the_first_start(tmp_path):
+    # An older tailbudget must stop at its version check, not replay a log with stage
+    # records it cannot read: the first start writes a snapshot at once.
+    rt = runtime(tmp_path)
+    snap = rt.state.load_snapshot()
+    assert snap is not None and snap["version"] == SNAPSHOT_VERSION == 2
+    crash(rt)
+    again = runtime(tmp_path)  # a resumed state dir is not compacted at start
+    assert again.state.load_snapshot() == snap
     again.close()

@@ -130,11 +130,17 @@ class Runtime:
             self.journal.close()
             raise
         self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
+        if not self._resumed:
+            # Mark the state dir with this snapshot version from the first start: an
+            # older tailbudget then stops at its version check, rather than replaying a
+            # log whose stage records (TBW2) it would take for the end of the log.
+            self.compact()
 
     # --- start-up -------------------------------------------------------------
 
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
+        self._resumed = snap is not None
         if snap is not None and snap.get("version") not in _READABLE_VERSIONS:
             raise TailbudgetError(
                 f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
