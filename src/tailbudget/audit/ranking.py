@@ -54,14 +54,14 @@ def rank(
 ) -> list[RankedFix]:
     """One ranked fix per hypothesis with a stage, best ms-per-hour first."""
     todo = [
-        h
+        (h, fix)
         for h in hyps
-        if fix_for(cat, h.kind, h.covariate) is not None
-        and (h.stage is not None or h.kind == "cold_start")
+        if (h.stage is not None or h.kind == "cold_start")
+        and (fix := fix_for(cat, h.kind, h.covariate)) is not None
     ]
     if not todo:
         return []
-    cont = [h for h in todo if h.kind == "contention"]
+    cont = [h for h, _ in todo if h.kind == "contention"]
     base = ctx
     if cont and ev.timeline:
         base = Ctx(replace(ctx.log, table=_contention_table(ctx, ev, cont)), ctx.config, parent=ctx)
@@ -70,7 +70,7 @@ def rank(
     slow = total >= slow_r[0]
     fast_mean = {d.stage: d.mean_fast for d in ev.tail.deltas}
     exprs: dict[str, Any] = {}
-    for i, h in enumerate(todo):
+    for i, (h, _) in enumerate(todo):
         cf = _counterfactual(base, ev, h, slow, fast_mean, warm, cont)
         if cf is not None:
             exprs[f"f{i}"] = cf.quantile(0.99)
@@ -78,11 +78,9 @@ def rank(
         return []
     row = base.run_row("counterfactuals", exprs)
     out = []
-    for i, h in enumerate(todo):
+    for i, (h, fix) in enumerate(todo):
         if f"f{i}" not in row:
             continue
-        fix = fix_for(cat, h.kind, h.covariate)
-        assert fix is not None  # todo holds only hypotheses with a fix
         after = fnum(row[f"f{i}"], ev.snapshot.p99)
         saved = max(ev.snapshot.p99 - after, 0.0)
         out.append(
