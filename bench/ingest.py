@@ -192,7 +192,9 @@ def main() -> None:
         f"# ingest: {seconds:g} s, batches of {args.batch}, {args.clients} client(s), "
         f"{args.stages} stage(s) per observation, loopback\n"
     )
-    print("| path | observations | seconds | obs/s | batches/fsync | RSS start (MiB) | RSS end (MiB) |")
+    print(
+        "| path | observations | seconds | obs/s | batches/fsync | RSS start (MiB) | RSS end (MiB) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     rows = (
         ("`tailbudget serve` POST /v1/observations (durable before the 200)", serve),

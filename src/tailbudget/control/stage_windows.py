@@ -46,9 +46,7 @@ class StageWindows:
     def __contains__(self, name: object) -> bool:
         return name in self._windows
 
-    def tracked_after(
-        self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]
-    ) -> int:
+    def tracked_after(self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]) -> int:
         """How many stages `observe(ts, stages)` would leave tracked (for the cap)."""
         ids = [w.newest_id for w in self._windows.values() if w.newest_id is not None]
         newest = [float(ts[col.index].max()) for col in stages.values() if len(col)]
@@ -82,9 +80,7 @@ class StageWindows:
         ]:
             del self._windows[name]
 
-    def stats(
-        self, now_s: float, *, min_samples: int, confidence: float
-    ) -> dict[str, WindowStats]:
+    def stats(self, now_s: float, *, min_samples: int, confidence: float) -> dict[str, WindowStats]:
         """Each stage's window stats at `now_s`, by name."""
         return {
             name: self._windows[name].stats(now_s, min_samples=min_samples, confidence=confidence)
