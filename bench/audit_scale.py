@@ -60,9 +60,7 @@ def child_audit(path: str, events: str) -> None:
     from tailbudget.report.audit_md import audit_markdown
 
     t0 = time.perf_counter()
-    options = ReadOptions(
-        timestamp="ts", shape=single.SHAPE, cohorts=single.COHORTS, error="error"
-    )
+    options = ReadOptions(timestamp="ts", shape=single.SHAPE, cohorts=single.COHORTS, error="error")
     log = read_log(path, options)
     config = AuditConfig(
         slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(Path(events))
