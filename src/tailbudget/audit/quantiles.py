@@ -29,6 +29,7 @@ from typing import Any
 import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
+import pyarrow as pa
 
 from tailbudget.audit.context import Ctx
 
@@ -36,7 +37,7 @@ __all__ = ["Ask", "exact", "exact_grouped", "method_note"]
 
 BUCKET_WIDTH = 0.005
 """Relative width of a histogram bucket: 0.5%."""
-PULL_ROWS = 500_000
+PULL_ROWS = 250_000
 """Most values read back for one bucket; a fuller bucket is split first."""
 SPLIT = 1024
 """Linear sub-buckets a full bucket is split into."""
@@ -248,16 +249,15 @@ class _Search:
         parts = []
         for rid, region in enumerate(regions):
             v, cond = self._values(region)
-            parts.append(t.filter(cond).select(_r=ibis.literal(rid, dt.int64), _v=v))
+            parts.append(t.filter(cond).select(_r=ibis.literal(rid, dt.int32), _v=v))
         union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
         table = self.ctx.run_arrow(f"{self.label}: values", union)
         rid_col = np.asarray(table.column("_r").to_numpy(zero_copy_only=False))
-        values = np.asarray(table.column("_v").to_numpy(zero_copy_only=False), dtype=np.float64)
-        order = np.argsort(rid_col, kind="stable")
-        rid_col, values = rid_col[order], values[order]
-        starts = np.searchsorted(rid_col, np.arange(len(regions) + 1))
+        values = table.column("_v")
         for rid, region in enumerate(regions):
-            mine = np.sort(values[starts[rid] : starts[rid + 1]])
+            # One region at a time: a copy of one bucket, not of everything read.
+            picked = values.filter(pa.array(rid_col == rid))
+            mine = np.sort(np.asarray(picked.to_numpy(zero_copy_only=False), dtype=np.float64))
             stats = self.order[(region.ask, region.group)]
             for rank in region.ranks:
                 stats[rank] = float(mine[rank - region.below])
