@@ -60,6 +60,15 @@ def rebudget_dict(r: Rebudget) -> dict[str, Any]:
             for o in r.options
         ],
         "closes_gap": r.closes_gap,
+        "objectives": [
+            {
+                "objective": o.objective,
+                "target_ms": o.target_ms,
+                "measured_ms": o.measured_ms,
+                "verdict": o.verdict,
+            }
+            for o in r.objectives
+        ],
         "composed": [
             {"method": c.method, "before": c.before, "after": c.after} for c in r.compositions
         ],
@@ -92,7 +101,14 @@ def _verdict(r: Rebudget) -> str:
 def rebudget_markdown(r: Rebudget) -> str:
     """The proposal as a markdown document."""
     out = [f"# Re-budget: {r.service}", "", _verdict(r), ""]
-    out += ["## Slices against the log", ""]
+    out += ["## Objectives on the log", "", "| objective | target | measured | verdict |"]
+    out += ["|---|---:|---:|---|"]
+    out += [
+        f"| {o.objective} | {_ms(o.target_ms)} | "
+        f"{_ms(o.measured_ms) if o.measured_ms is not None else '-'} | {o.verdict} |"
+        for o in r.objectives
+    ]
+    out += ["", "## Slices against the log", ""]
     out += ["| percentile | SLO | stages may use | budget | measured | speed-up needed |"]
     out += ["|---|---:|---:|---:|---:|---:|"]
     for a in r.allocations:
@@ -144,6 +160,12 @@ def _cell(text: str) -> str:
 def rebudget_text(r: Rebudget) -> str:
     """The proposal as plain text for a terminal or a pipe."""
     out = [f"re-budget: {r.service} ({r.how})", _verdict(r), ""]
+    for check in r.objectives:
+        got = _ms(check.measured_ms) if check.measured_ms is not None else "not in the log"
+        out.append(
+            f"{check.objective}: target {_ms(check.target_ms)}, measured {got}: {check.verdict}"
+        )
+    out.append("")
     for a in r.allocations:
         out.append(
             f"{a.percentile}: SLO {_ms(r.slo[a.percentile])}, stages may use {_ms(a.target_ms)}, "

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tailbudget.audit.budgeting.profile import Profile
-from tailbudget.audit.budgeting.structure import Structure, per_request, structure
+from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
+from tailbudget.budget.objectives import METRICS, Objectives
 from tailbudget.logs.table import LogTable
 
 PERCENTILES = ("p50", "p95", "p99")
+UNATTRIBUTED = "unattributed"
+"""The stage that holds time outside every measured stage (as the audit names it)."""
+NEGLIGIBLE_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,8 @@ class MeasuredBudget:
     text: str
     structure: Structure
     correlation: float
-    overhead_ms: float
+    unattributed: dict[str, float]
+    """Measured percentiles of the time outside every stage (empty when negligible)."""
 
 
 def sig(value: float, digits: int = 4) -> float:
@@ -46,7 +51,7 @@ def measured_budget(
     profile: Profile,
     *,
     service: str,
-    slo_block: str | None,
+    slo_block: list[str] | None,
     log_block: list[str],
     stated: tuple[tuple[str, ...], ...] = (),
 ) -> MeasuredBudget:
@@ -54,11 +59,12 @@ def measured_budget(
     shape = structure(profile, stated)
     top = [s for s in profile.stages if s not in shape.nested]
     groups = [i for i in shape.items if isinstance(i, tuple)]
-    residual = np.clip(profile.total - per_request(profile, top, groups), 0.0, None)
-    overhead = sig(float(np.median(residual))) if residual.size else 0.0
-    rho = _copula_rho(profile, top)
+    residual = np.clip(profile.total - top_level_times(profile, top, groups), 0.0, None)
+    rest = _residual_points(residual)
+    rho = _copula_rho(profile, top, residual if rest else None)
     lines = [
-        f"# Budget measured from {log.source} by `tailbudget init --from`: {profile.how()}.",
+        f"# Budget measured from {log.source} by `tailbudget init --from`:",
+        f"# {profile.how()}.",
         "# Each slice is what the stage measures today: edit them into the slices you commit to,",
         "# then check the file with `tailbudget plan` and the log with `tailbudget rebudget`.",
         f"service: {service}",
@@ -67,19 +73,20 @@ def measured_budget(
         e2e = profile.percentiles("total")
         lines.append(f"slo: {_fmt(e2e)}   # measured end to end (no --slo given): yours go here")
     else:
-        lines.append(slo_block)
-    lines += [
-        "headroom: 0.0",
-        f"overhead_ms: {overhead:g}   # median time outside every stage (total - stages)",
-        "pipeline:",
-    ]
+        lines += slo_block
+    lines += ["headroom: 0.0", "pipeline:"]
     lines += _pipeline(profile, shape)
+    if rest:
+        lines += [
+            f"  - stage: {UNATTRIBUTED}   # time outside every stage: total - stages",
+            f"    budget: {_fmt(rest)}   # measured",
+        ]
     lines += [
         "composition:",
         f"  correlation: {rho:g}   # the stages' measured rank correlation, as a Gaussian copula",
     ]
     lines += log_block
-    return MeasuredBudget("\n".join(lines) + "\n", shape, rho, overhead)
+    return MeasuredBudget("\n".join(lines) + "\n", shape, rho, rest)
 
 
 def _pipeline(profile: Profile, shape: Structure) -> list[str]:
@@ -93,9 +100,7 @@ def _pipeline(profile: Profile, shape: Structure) -> list[str]:
             out += _stage(profile, item, "  ")
     for child, parent in shape.nested.items():
         p = profile.percentiles(child)
-        out.append(
-            f"  # {child} runs inside {parent} (measured {_fmt(p)} ms): not added again"
-        )
+        out.append(f"  # {child} runs inside {parent} (measured {_fmt(p)} ms): not added again")
     return out
 
 
@@ -127,12 +132,24 @@ def _llm_block(profile: Profile, name: str) -> str:
     )
 
 
-def _copula_rho(profile: Profile, stages: list[str]) -> float:
+def _residual_points(residual: np.ndarray) -> dict[str, float]:
+    if residual.size == 0:
+        return {}
+    points = {
+        p: float(np.quantile(residual, q))
+        for p, q in zip(PERCENTILES, (0.5, 0.95, 0.99), strict=True)
+    }
+    # Below a millisecond at p99 the stages cover the request (LLM benchmarks: ttft + decode).
+    return points if points["p99"] >= NEGLIGIBLE_MS and points["p50"] > 0 else {}
+
+
+def _copula_rho(profile: Profile, stages: list[str], residual: np.ndarray | None) -> float:
     # Spearman's rho between stages, averaged over pairs, turned into the normal
     # copula's correlation (2 sin(pi rho_s / 6)); negative dependence is taken as none.
-    if len(stages) < 2:
+    series = [profile.times[s] for s in stages] + ([residual] if residual is not None else [])
+    if len(series) < 2:
         return 0.0
-    ranks = [np.argsort(np.argsort(profile.times[s])) for s in stages]
+    ranks = [np.argsort(np.argsort(x)) for x in series]
     rhos = []
     for i in range(len(ranks)):
         for j in range(i + 1, len(ranks)):
@@ -140,3 +157,29 @@ def _copula_rho(profile: Profile, stages: list[str]) -> float:
             rhos.append(c if math.isfinite(c) else 0.0)
     rho_s = float(np.mean(rhos))
     return round(max(0.0, min(1.0, 2 * math.sin(math.pi * rho_s / 6))), 3)
+
+
+def slo_lines(objectives: Objectives) -> list[str]:
+    """The `slo:` block, in the budget file's full form, for parsed `--slo` objectives."""
+    lines = ["slo:   # from --slo"]
+    stages: dict[str, dict[str, float]] = {}
+    for metric in objectives.metrics():
+        points = {o.percentile: o.target_ms for o in objectives.of(metric)}
+        if metric in METRICS:
+            tokens = objectives.e2e_output_tokens() if metric == "e2e" else None
+            extra = f", output_tokens: {tokens}" if tokens else ""
+            lines.append(f"  {metric}: {_fmt(points)[:-1]}{extra}}}")
+        else:
+            stages[metric] = points
+    if stages:
+        inner = ", ".join(f"{s}: {_fmt(p)}" for s, p in stages.items())
+        lines.append(f"  stages: {{{inner}}}")
+    if objectives.goodput is not None:
+        g = objectives.goodput
+        parts = ([f"min: {g.min:g}"] if g.min is not None else []) + [
+            f"{k}: {v:g}" for k, v in g.thresholds.items()
+        ]
+        lines.append("  goodput: {" + ", ".join(parts) + "}")
+    if objectives.error_rate is not None:
+        lines.append(f"  error_rate: {objectives.error_rate:g}")
+    return lines

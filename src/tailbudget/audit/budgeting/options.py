@@ -64,14 +64,14 @@ class Option:
 
 def composed(budget: m.Budget, profile: Profile, times: Times) -> FloatArray:
     """Each request's end-to-end time as the pipeline runs its stages, plus its residual."""
-    base = _per_request(budget.pipeline, times, profile.used)
-    before = _per_request(budget.pipeline, profile.times, profile.used)
+    base = per_request(budget.pipeline, times, profile.used)
+    before = per_request(budget.pipeline, profile.times, profile.used)
     residual = np.clip(profile.total - before, 0.0, None)
     out: FloatArray = base + residual
     return out
 
 
-def _per_request(items: Sequence[object], times: Times, n: int) -> FloatArray:
+def per_request(items: Sequence[object], times: Times, n: int) -> FloatArray:
     acc = np.zeros(n)
     for item in items:
         acc = acc + _item(item, times, n)
@@ -86,7 +86,7 @@ def _item(item: object, times: Times, n: int) -> FloatArray:
         slowest: FloatArray = np.max([_item(i, times, n) for i in item.parallel], axis=0)
         return slowest
     assert isinstance(item, m.Sequence)
-    return _per_request(item.sequence, times, n)
+    return per_request(item.sequence, times, n)
 
 
 def additive(budget: m.Budget, times: Times, percentile: str, old: dict[str, float]) -> float:

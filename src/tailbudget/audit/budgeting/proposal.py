@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,13 +13,21 @@ import yaml
 
 from tailbudget._units import quantile_of
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
-from tailbudget.audit.budgeting.options import Option, Times, additive, candidates, composed
+from tailbudget.audit.budgeting.options import (
+    Option,
+    Times,
+    additive,
+    candidates,
+    composed,
+    per_request,
+)
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.fixes import Fix
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
 
 PERCENTILES = ("p50", "p95", "p99")
+UNATTRIBUTED = "unattributed"
 MIN_SAVING_MS = 0.5
 """Options that save less than this at every gated percentile are not listed."""
 MAX_SET = 3
@@ -54,6 +62,17 @@ class PricedOption:
 
 
 @dataclass(frozen=True)
+class ObjectiveCheck:
+    """An objective measured on the log, beside the slices."""
+
+    objective: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: str
+    """pass | breach | not_measured (the log has no such metric)."""
+
+
+@dataclass(frozen=True)
 class Composition:
     """End-to-end percentiles before and after, with how they were composed."""
 
@@ -81,6 +100,7 @@ class Rebudget:
     options: tuple[PricedOption, ...]
     closes_gap: bool
     compositions: tuple[Composition, ...]
+    objectives: tuple[ObjectiveCheck, ...]
     budget_text: str
     diff: str
     notes: tuple[str, ...]
@@ -93,8 +113,10 @@ class Rebudget:
 
 def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Rebudget:
     """Compare each slice with the log and propose slices that fit every gated percentile."""
+    profile = with_unattributed(budget, profile)
     slo = budget.slo.given()
-    gated = tuple(p for p in budget.gated if p in slo)
+    # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
+    gated = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
     measured = {s: profile.percentiles(s) for s in profile.stages}
     old = old_slices(budget)
     allocations = tuple(
@@ -105,7 +127,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
-    notes = _notes(budget, profile)
+    notes = _notes(budget, profile, gated)
     return Rebudget(
         service=budget.service,
         source=profile.source,
@@ -122,11 +144,25 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         options=priced,
         closes_gap=_closes(budget, profile, chosen, allocations, old),
         compositions=_compositions(budget, proposed, profile, chosen),
+        objectives=_objective_checks(budget, profile),
         budget_text=budget_yaml(
             proposed, header=f"proposed by `tailbudget rebudget` from {profile.source}"
         ),
         diff=_diff(budget, proposed),
         notes=notes,
+    )
+
+
+def with_unattributed(budget: m.Budget, profile: Profile) -> Profile:
+    """The profile with the budget's `unattributed` stage measured (total - its other stages)."""
+    if budget.stage(UNATTRIBUTED) is None or UNATTRIBUTED in profile.times:
+        return profile
+    others = [i for i in budget.pipeline if not (isinstance(i, m.Stage) and i.name == UNATTRIBUTED)]
+    rest = np.clip(profile.total - per_request(others, profile.times, profile.used), 0.0, None)
+    return replace(
+        profile,
+        stages=(*profile.stages, UNATTRIBUTED),
+        times={**profile.times, UNATTRIBUTED: rest},
     )
 
 
@@ -387,9 +423,36 @@ def _compositions(
     return (measured, slices)
 
 
-def _notes(budget: m.Budget, profile: Profile) -> tuple[str, ...]:
+def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
+    # Every objective the log can measure directly: end to end from the total, a stage (or
+    # ttft, a stage of LLM logs) from its column. TPOT and ITL need the audit.
+    out: list[ObjectiveCheck] = []
+    for o in budget.objectives:
+        values = profile.total if o.metric == "e2e" else profile.times.get(o.metric)
+        if values is None or values.size == 0:
+            out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
+            continue
+        got = float(np.quantile(values, o.q))
+        out.append(
+            ObjectiveCheck(o.key, o.target_ms, got, "pass" if got <= o.target_ms else "breach")
+        )
+    return tuple(out)
+
+
+def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[str, ...]:
     names = {s.name for _, s in budget.stages()}
     out = [f"figures from {profile.how()}"]
+    if not gated:
+        out.append("no gated end-to-end objective at p50, p95 or p99: no slice is re-budgeted")
+    other = [
+        o for o in budget.objectives.gated() if o.metric == "e2e" and o.percentile not in gated
+    ]
+    if other:
+        out.append(
+            "stage slices hold p50, p95 and p99: "
+            + ", ".join(o.key for o in other)
+            + " checked below, not re-sliced"
+        )
     missing = sorted(names - set(profile.stages))
     if missing:
         out.append(f"not in the log, slices kept as written: {', '.join(missing)}")

@@ -70,10 +70,10 @@ def _overlap(profile: Profile, stages: list[str]) -> float:
 
 
 def _overlap_items(profile: Profile, top: list[str], groups: list[tuple[str, ...]]) -> float:
-    return float(np.mean(per_request(profile, top, groups) > profile.total + TOLERANCE_MS))
+    return float(np.mean(top_level_times(profile, top, groups) > profile.total + TOLERANCE_MS))
 
 
-def per_request(profile: Profile, top: list[str], groups: list[tuple[str, ...]]) -> np.ndarray:
+def top_level_times(profile: Profile, top: list[str], groups: list[tuple[str, ...]]) -> np.ndarray:
     """Each request's time over the top-level stages: groups take their max."""
     acc = np.zeros(profile.used)
     done: set[str] = set()
@@ -96,8 +96,10 @@ def _nesting(profile: Profile) -> dict[str, str]:
         inside = float(np.mean(b <= a + TOLERANCE_MS))
         corr = float(np.corrcoef(a, b)[0, 1])
         # The tightest container wins: the smallest parent that holds the child.
-        if inside >= CONTAIN_SHARE and corr >= CO_MOVE and (
-            child not in out or med[parent] < med[out[child]]
+        if (
+            inside >= CONTAIN_SHARE
+            and corr >= CO_MOVE
+            and (child not in out or med[parent] < med[out[child]])
         ):
             out[child] = parent
     return out
