@@ -84,6 +84,21 @@ def rebudget_json(r: Rebudget) -> str:
 
 
 def _verdict(r: Rebudget) -> str:
+    return f"{_budget_verdict(r)} {_e2e_line(r)}"
+
+
+def _e2e_line(r: Rebudget) -> str:
+    # The budget's arithmetic adds percentiles (pessimistic); the log's own end-to-end
+    # figure is what users see: say both so neither is mistaken for the other.
+    parts = [
+        f"{p} {_ms(r.measured_e2e[p])} against {_ms(r.slo[p])}"
+        for p in r.gated
+        if p in r.measured_e2e
+    ]
+    return f"Measured end to end: {'; '.join(parts)}." if parts else ""
+
+
+def _budget_verdict(r: Rebudget) -> str:
     if r.fits_now:
         return "The measured service fits the budget: every stage is within its slice."
     needed = {p: v for p, v in r.speedup_needed_ms.items() if v > 0}
