@@ -17,6 +17,7 @@ from tailbudget.cli._lazy import LazyGroup
 COMMANDS = {
     "init": "tailbudget.cli.init:init_command",
     "plan": "tailbudget.cli.plan:plan_command",
+    "rebudget": "tailbudget.cli.rebudget:rebudget_command",
     "audit": "tailbudget.cli.audit:audit_command",
     "demo": "tailbudget.cli.demo:demo_command",
     "replay": "tailbudget.cli.replay:replay_command",
