@@ -121,11 +121,13 @@ def main() -> None:
         "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     method = ""
+    found: list[str] = []
     for rows in sizes:
         path, events = single.generate(rows, a.data_dir)
         bare = _run(["--child", "bare", str(path)])
         audit = _run(["--child", "audit", str(path), str(events)])
         method = str(audit["method"])
+        found.append(f"{rows:,} rows: {', '.join(map(str, audit['hypotheses']))}")  # type: ignore[call-overload]
         diff, where = _max_diff(bare["figures"], audit["figures"])  # type: ignore[arg-type]
         lines.append(
             f"| {rows:,} | {_secs(bare):.1f} | {_rss(bare):.0f} | {_secs(audit):.1f} | "
@@ -136,6 +138,7 @@ def main() -> None:
     print(f"\nAudit cost by log size (DuckDB, {single._cores()} cores, one run per side)\n")
     print("\n".join(lines))
     print(f"\n{method}")
+    print("hypotheses found: " + "; ".join(found))
 
 
 def _run(args: list[str]) -> dict[str, object]:
