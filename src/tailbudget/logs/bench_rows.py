@@ -10,6 +10,7 @@ reason, never silently dropped) and those left out for another reason.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1)  # naive UTC, as the canonical ts column
 _REASON_CHARS = 80
+_URL = re.compile(r"\w+://[^\s'\"]+")
 
 
 @dataclass
@@ -91,10 +93,13 @@ def with_itls(row: dict[str, Any], gaps_ms: list[float] | None) -> dict[str, Any
     return row
 
 
-def failure_reason(text: Any, default: str = "error") -> str:
-    """A short reason for a failed request: the last line of a traceback, trimmed."""
-    lines = [ln.strip() for ln in str(text or "").strip().splitlines() if ln.strip()]
-    reason = lines[-1] if lines else default
+def failure_reason(text: Any, default: str = "error", *, last_line: bool = True) -> str:
+    """A short reason for a failed request: the last line of a traceback (or the first
+    line of a message), URLs left out so one failure is one reason, trimmed."""
+    # repr()-ed exceptions carry their newlines escaped
+    lines = [ln.strip() for ln in str(text or "").replace("\\n", "\n").splitlines() if ln.strip()]
+    reason = (lines[-1] if last_line else lines[0]) if lines else default
+    reason = _URL.sub("<url>", reason)
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
 
 

@@ -76,7 +76,7 @@ def _request(rec: Any, group: str, fallback_id: str, found: BenchRows) -> None:
     if e2e is None and is_number(start) and is_number(timings.get("request_end")):
         e2e = float(timings["request_end"]) - float(start)
     if failed and not (isinstance(e2e, float) and e2e > 0):
-        found.failed[failure_reason(info.get("error"), default="errored")] += 1
+        found.failed[failure_reason(info.get("error"), "errored", last_line=False)] += 1
         return
     ttft = _ttft(rec, timings, start)
     rid = rec.get("request_id") or info.get("request_id") or fallback_id
