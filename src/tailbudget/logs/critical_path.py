@@ -1,0 +1,137 @@
+"""Critical-path attribution of span trees, on the engine.
+
+Each trace's critical path is the chain of spans that determines when its root
+ends (Jaeger's critical-path view, Uber's CRISP): walk back from the end of a
+span, take the child that finished last, continue from that child's start. A
+child is on its parent's chain when no sibling that finishes later was already
+running when it finished; this one window function per parent is the walk-back
+for sequential calls, fan-outs and overlapping siblings. (Jaeger's walk also
+re-admits a child hidden by a sibling that is itself off the chain; that
+second-order case is the one place the two differ.) Children are clipped to
+their parent, so the path of a trace adds up to its root's duration: every
+millisecond is counted once.
+
+A span is on the path when its whole chain of ancestors is; that is one join
+per tree level (a handful), never a loop over spans. A client span's time on
+the path that its callee's server span does not cover - connection, queueing,
+the network - is attributed to the callee, as its network/queue edge. A span is
+a client span when its kind says so, else when every child runs on another
+service (a parent on another service makes a span a server span).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ibis
+import ibis.expr.datatypes as dt
+
+from tailbudget.logs.canonical import materialize
+
+__all__ = ["MAX_DEPTH", "critical_times"]
+
+MAX_DEPTH = 256
+"""Tree levels walked; deeper spans (or parent cycles) stay off the path."""
+
+_CLIENT_KINDS = ("3", "client", "span_kind_client", "spankind.client")
+
+
+def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[Any, list[str]]:
+    """Spans with `self_ms` = their time on the critical path, `stage_raw` re-attributed.
+
+    `spans` holds trace, span, parent, stage_raw, service, kind (text or null),
+    start_ms, end_ms, dur_ms, err, is_root and the `attrs` columns. Returns the
+    same spans (off-path ones with 0 ms) and notes for the report.
+    """
+    parents = spans.select(
+        p_trace=spans.trace,
+        p_span=spans.span,
+        p_start=spans.start_ms,
+        p_end=spans.end_ms,
+        p_service=spans.service,
+    )
+    kids = spans.filter(spans.parent.notnull())
+    j = kids.join(parents, (kids.trace == parents.p_trace) & (kids.parent == parents.p_span))
+    clipped = j.select(
+        trace=j.trace,
+        span=j.span,
+        parent=j.parent,
+        stage_raw=j.stage_raw,
+        remote=(j.service != j.p_service).fill_null(False),
+        c_start=ibis.greatest(j.start_ms, j.p_start),
+        c_end=ibis.least(j.end_ms, j.p_end),
+    )
+    clipped = clipped.filter(clipped.c_end > clipped.c_start)
+    # Walk back from the parent's end: the children finishing later, seen first,
+    # push the cursor back to the earliest of their starts.
+    later = ibis.window(
+        group_by=[clipped.trace, clipped.parent],
+        order_by=[ibis.desc(clipped.c_end), ibis.desc(clipped.c_start), clipped.span],
+        rows=(None, -1),
+    )
+    cursor = clipped.c_start.min().over(later)
+    chain = clipped.mutate(on_chain=cursor.isnull() | (clipped.c_end <= cursor))
+    chain = materialize(backend, chain.filter(chain.on_chain).drop("on_chain"))
+    below = chain.group_by(k_trace=chain.trace, k_parent=chain.parent).aggregate(
+        covered=(chain.c_end - chain.c_start).sum(),
+        n_kids=chain.count(),
+        n_remote=chain.remote.cast(dt.int64).sum(),
+        callee=chain.stage_raw.argmax(chain.c_end),
+        remote_callee=ibis.ifelse(chain.remote, chain.stage_raw, ibis.null(dt.string)).argmax(
+            ibis.ifelse(chain.remote, chain.c_end, ibis.null(dt.float64))
+        ),
+    )
+    on_path, depth = _on_path(spans, chain, backend)
+    clip = chain.select(x_trace=chain.trace, x_span=chain.span, x_len=chain.c_end - chain.c_start)
+    out = spans.left_join(below, (spans.trace == below.k_trace) & (spans.span == below.k_parent))
+    out = out.left_join(clip, (out.trace == clip.x_trace) & (out.span == clip.x_span))
+    out = out.left_join(on_path, (out.trace == on_path.o_trace) & (out.span == on_path.o_span))
+    window_ms = ibis.ifelse(out.is_root, out.dur_ms, out.x_len.fill_null(0.0))
+    time_ms = ibis.greatest(window_ms - out.covered.fill_null(0.0), 0.0)
+    kind = out.kind.lower()
+    said_client = kind.isin(_CLIENT_KINDS).fill_null(False)
+    inferred = out.kind.isnull() & (out.n_kids > 0) & (out.n_remote == out.n_kids)
+    edge = (said_client & (out.n_kids > 0)) | inferred.fill_null(False)
+    target = ibis.coalesce(out.remote_callee, out.callee)
+    result = out.select(
+        "trace",
+        "span",
+        "parent",
+        "start_ms",
+        "dur_ms",
+        "err",
+        "is_root",
+        *attrs,
+        stage_raw=ibis.ifelse(edge, target, out.stage_raw),
+        self_ms=ibis.ifelse(out.o_span.notnull(), time_ms, 0.0),
+    )
+    notes = [
+        "stages = time on each trace's critical path (the chain of spans that determines when "
+        "the root ends; each ms counted once, so stages add up to the total); a client span's "
+        "time its callee does not cover (network, queueing) is the callee's"
+    ]
+    if depth >= MAX_DEPTH:
+        notes.append(f"spans deeper than {MAX_DEPTH} levels are left off the critical path")
+    return result, notes
+
+
+def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
+    """(trace, span) of every span on the path: roots, then chain children level by level."""
+    links = chain.select(l_trace=chain.trace, l_span=chain.span, l_parent=chain.parent)
+    frontier = materialize(
+        backend,
+        spans.filter(spans.is_root).select(o_trace=spans.trace, o_span=spans.span).distinct(),
+    )
+    levels = [frontier]
+    depth = 0
+    while depth < MAX_DEPTH:
+        step = links.join(
+            frontier, (links.l_trace == frontier.o_trace) & (links.l_parent == frontier.o_span)
+        )
+        nxt = materialize(backend, step.select(o_trace=step.l_trace, o_span=step.l_span))
+        if int(backend.execute(nxt.count())) == 0:
+            break
+        levels.append(nxt)
+        frontier = nxt
+        depth += 1
+    return materialize(backend, ibis.union(*levels, distinct=False)), depth
