@@ -18,6 +18,7 @@ from typing import Any
 from tailbudget.audit import (
     cohorts,
     cold_start,
+    culprits,
     goodput,
     hypotheses,
     ranking,
@@ -26,6 +27,7 @@ from tailbudget.audit import (
     snapshot,
     stages,
     sums,
+    suspects,
     tail,
 )
 from tailbudget.audit.baseline import compare
@@ -167,6 +169,8 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = ranking.rank(ctx, ev, hyps, cat, slow_r, ev.cold_total_means)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
+    found, nest = suspects.collect(ctx, tail_sec, b, overlap.nested, minutes)
+    rec = culprits.name_in(rec, found, no_hypothesis=not hyps)
     return AuditReport(
         provenance=_provenance(ctx),
         rows=Rows(
@@ -191,6 +195,8 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         goodput=goodput.build(ctx, a),
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
+        culprits=found,
+        nesting=nest,
     )
 
 

@@ -72,22 +72,19 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
     cursor = clipped.c_start.min().over(later)
     chain = clipped.mutate(on_chain=cursor.isnull() | (clipped.c_end <= cursor))
     chain = materialize(backend, chain.filter(chain.on_chain).drop("on_chain"))
-    below = chain.group_by(k_trace=chain.trace, k_parent=chain.parent).aggregate(
-        covered=(chain.c_end - chain.c_start).sum(),
-        n_kids=chain.count(),
-        n_remote=chain.remote.cast(dt.int64).sum(),
-        callee=chain.stage_raw.argmax(chain.c_end),
-        remote_callee=ibis.ifelse(chain.remote, chain.stage_raw, ibis.null(dt.string)).argmax(
-            ibis.ifelse(chain.remote, chain.c_end, ibis.null(dt.float64))
+    path, depth = _on_path(spans, chain, backend)
+    below = path.group_by(k_trace=path.o_trace, k_parent=path.o_parent).aggregate(
+        covered=(path.o_hi - path.o_lo).sum(),
+        n_kids=path.count(),
+        n_remote=path.o_remote.cast(dt.int64).sum(),
+        callee=path.o_stage.argmax(path.o_hi),
+        remote_callee=ibis.ifelse(path.o_remote, path.o_stage, ibis.null(dt.string)).argmax(
+            ibis.ifelse(path.o_remote, path.o_hi, ibis.null(dt.float64))
         ),
     )
-    on_path, depth = _on_path(spans, chain, backend)
-    clip = chain.select(x_trace=chain.trace, x_span=chain.span, x_len=chain.c_end - chain.c_start)
-    out = spans.left_join(below, (spans.trace == below.k_trace) & (spans.span == below.k_parent))
-    out = out.left_join(clip, (out.trace == clip.x_trace) & (out.span == clip.x_span))
-    out = out.left_join(on_path, (out.trace == on_path.o_trace) & (out.span == on_path.o_span))
-    window_ms = ibis.ifelse(out.is_root, out.dur_ms, out.x_len.fill_null(0.0))
-    time_ms = ibis.greatest(window_ms - out.covered.fill_null(0.0), 0.0)
+    out = spans.left_join(path, (spans.trace == path.o_trace) & (spans.span == path.o_span))
+    out = out.left_join(below, (out.trace == below.k_trace) & (out.span == below.k_parent))
+    time_ms = ibis.greatest(out.o_hi - out.o_lo - out.covered.fill_null(0.0), 0.0)
     kind = out.kind.lower()
     said_client = kind.isin(_CLIENT_KINDS).fill_null(False)
     inferred = out.kind.isnull() & (out.n_kids > 0) & (out.n_remote == out.n_kids)
@@ -116,22 +113,42 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
 
 
 def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
-    """(trace, span) of every span on the path: roots, then chain children level by level."""
-    links = chain.select(l_trace=chain.trace, l_span=chain.span, l_parent=chain.parent)
+    """Every span on the path with its window [o_lo, o_hi]: roots, then chain children
+    level by level, each clipped to its parent's window (async children that outlive an
+    ancestor count only while it runs)."""
+    roots = spans.filter(spans.is_root)
     frontier = materialize(
         backend,
-        spans.filter(spans.is_root).select(o_trace=spans.trace, o_span=spans.span).distinct(),
+        roots.select(
+            o_trace=roots.trace,
+            o_span=roots.span,
+            o_parent=roots.parent,
+            o_stage=roots.stage_raw,
+            o_remote=ibis.literal(False),
+            o_lo=roots.start_ms,
+            o_hi=roots.end_ms,
+        ),
     )
     levels = [frontier]
     depth = 0
     while depth < MAX_DEPTH:
-        step = links.join(
-            frontier, (links.l_trace == frontier.o_trace) & (links.l_parent == frontier.o_span)
+        j = chain.join(
+            frontier, (chain.trace == frontier.o_trace) & (chain.parent == frontier.o_span)
         )
-        nxt = materialize(backend, step.select(o_trace=step.l_trace, o_span=step.l_span))
+        step = j.select(
+            o_trace=j.trace,
+            o_span=j.span,
+            o_parent=j.parent,
+            o_stage=j.stage_raw,
+            o_remote=j.remote,
+            o_lo=ibis.greatest(j.c_start, j.o_lo),
+            o_hi=ibis.least(j.c_end, j.o_hi),
+        )
+        nxt = materialize(backend, step.filter(step.o_hi > step.o_lo))
         if int(backend.execute(nxt.count())) == 0:
             break
         levels.append(nxt)
         frontier = nxt
         depth += 1
-    return materialize(backend, ibis.union(*levels, distinct=False)), depth
+    path = levels[0] if len(levels) == 1 else ibis.union(*levels, distinct=False)
+    return materialize(backend, path), depth

@@ -16,7 +16,7 @@ time. Only negligible stages are folded into `other` (logs/span_stages.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ibis
@@ -178,7 +178,7 @@ def read_span_table(
         f"one request per trace: total = root span duration, stages = {options.span_stage} "
         f"{what}; traces without a root span are rejected as missing_total"
     )
-    return canonicalize(
+    table = canonicalize(
         per_trace,
         opts,
         backend=backend,
@@ -188,6 +188,7 @@ def read_span_table(
         extras=("n_spans", "n_roots"),
         cache=True,
     )
+    return replace(table, attribution="critical_path" if what.startswith("critical") else "self")
 
 
 def _normalise(
@@ -227,7 +228,14 @@ def _normalise(
         dur = duration
     else:
         raise LogError(f"{source}: spans need start and end times or a duration column")
-    err = _status(raw[cols.status]) if cols.status else ibis.literal(False)
+    if cols.status:
+        err = _status(raw[cols.status])
+    else:
+        err = ibis.literal(False)
+        notes.append(
+            "the span table has no status column: failed calls (exceptions, error returns) "
+            "cannot be told from good ones, only their latency shows"
+        )
     parent = raw[cols.parent].cast(dt.string).strip()
     spans = raw.select(
         trace=raw[cols.trace].cast(dt.string),
