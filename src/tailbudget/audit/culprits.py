@@ -127,9 +127,10 @@ def _evidence(
 ) -> str:
     d = next(x for x in inp.tail.deltas if x.stage == stage)
     n = inp.tail.n_slow
+    caveat = ": weak, too few to attribute" if weak else ""
     bits = [
         f"slow vs fast {d.delta:+,.0f} ms (mean {d.mean_slow:,.0f} vs {d.mean_fast:,.0f} ms, "
-        f"{n:,} slow request{'s' if n != 1 else ''}{': weak, too few to attribute' if weak else ''})"
+        f"{n:,} slow request{'s' if n != 1 else ''}{caveat})"
     ]
     if g is not None:
         sure = "" if g.significant else ", not distinguishable from no change"

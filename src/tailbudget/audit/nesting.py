@@ -65,9 +65,7 @@ def find(ctx: Ctx, names: list[str]) -> list[Nesting]:
                 how = "name"
             else:
                 continue
-            out.append(
-                Nesting(outer=outer, inner=inner, how=how, share_within=within, slope=slope)
-            )
+            out.append(Nesting(outer=outer, inner=inner, how=how, share_within=within, slope=slope))
     return out
 
 

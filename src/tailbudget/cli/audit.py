@@ -34,13 +34,6 @@ class Workload(StrEnum):
     batch = "batch"
 
 
-class SpanStage(StrEnum):
-    """What a stage of a span table or trace is."""
-
-    service = "service"
-    operation = "operation"
-
-
 class Unit(StrEnum):
     """Units of the latency columns."""
 
@@ -137,8 +130,10 @@ def audit_command(
     stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
     unit: Unit | None = typer.Option(None, "--unit", help="Unit of the latency columns."),
-    span_stage: SpanStage | None = typer.Option(
-        None, "--span-stage", help="Span tables and traces: a stage is a service or an operation."
+    span_stage: str | None = typer.Option(
+        None,
+        "--span-stage",
+        help="Span tables and traces: a stage is a service or an operation (default).",
     ),
     workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
     format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
@@ -166,7 +161,7 @@ def audit_command(
             "timestamp": timestamp,
             "unit": unit.value if unit is not None else None,
             "query": query,
-            "span_stage": span_stage.value if span_stage is not None else None,
+            "span_stage": span_stage,
         }.items()
         if v is not None
     }

@@ -34,6 +34,7 @@ MAX_DEPTH = 256
 """Tree levels walked; deeper spans (or parent cycles) stay off the path."""
 
 _CLIENT_KINDS = ("3", "client", "span_kind_client", "spankind.client")
+_UNSPECIFIED = ("", "0", "span_kind_unspecified", "unspecified")
 
 
 def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[Any, list[str]]:
@@ -50,7 +51,8 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
         p_end=spans.end_ms,
         p_service=spans.service,
     )
-    kids = spans.filter(spans.parent.notnull())
+    # A span whose parent id reads as "root" is a root, never also a child.
+    kids = spans.filter(spans.parent.notnull() & ~spans.is_root)
     j = kids.join(parents, (kids.trace == parents.p_trace) & (kids.parent == parents.p_span))
     clipped = j.select(
         trace=j.trace,
@@ -85,9 +87,10 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
     out = spans.left_join(path, (spans.trace == path.o_trace) & (spans.span == path.o_span))
     out = out.left_join(below, (out.trace == below.k_trace) & (out.span == below.k_parent))
     time_ms = ibis.greatest(out.o_hi - out.o_lo - out.covered.fill_null(0.0), 0.0)
-    kind = out.kind.lower()
+    kind = out.kind.lower().strip()
     said_client = kind.isin(_CLIENT_KINDS).fill_null(False)
-    inferred = out.kind.isnull() & (out.n_kids > 0) & (out.n_remote == out.n_kids)
+    unknown = kind.isnull() | kind.isin(_UNSPECIFIED)
+    inferred = unknown & (out.n_kids > 0) & (out.n_remote == out.n_kids)
     edge = (said_client & (out.n_kids > 0)) | inferred.fill_null(False)
     target = ibis.coalesce(out.remote_callee, out.callee)
     result = out.select(

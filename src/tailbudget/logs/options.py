@@ -59,8 +59,7 @@ class ReadOptions:
             raise LogError(f"span_stage must be 'operation' or 'service', got {self.span_stage!r}")
         if self.span_attribution not in ("critical_path", "self"):
             raise LogError(
-                "span_attribution must be 'critical_path' or 'self', "
-                f"got {self.span_attribution!r}"
+                f"span_attribution must be 'critical_path' or 'self', got {self.span_attribution!r}"
             )
         if self.max_stages < 1:
             raise LogError(f"max_stages must be at least 1, got {self.max_stages}")
