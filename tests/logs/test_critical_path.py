@@ -163,3 +163,22 @@ def test_matches_the_walk_back_on_sequential_and_fan_out_trees(tmp_path, duck):
         for stage in log.stages:
             got = df.loc[trace, f"{stage}_ms"]
             assert got == pytest.approx(acc.get(stage, 0.0), abs=1e-3), (trace, stage)
+
+
+def test_budget_log_block_sets_span_stage(tmp_path, duck):
+    from tailbudget.budget import parse_budget
+
+    text = (
+        "service: s\nslo: {p99: 500}\npipeline:\n  - stage: a\n    budget: {p99: 100}\n"
+        "log: {span_stage: service}\n"
+    )
+    options = ReadOptions.from_budget(parse_budget(text))
+    assert options.span_stage == "service"
+    rows = [
+        _span("r", "", "auth", "login", 0, 100),
+        _span("c", "r", "auth", "HTTP GET", 10, 90),
+        _span("s", "c", "verify", "verify", 40, 60),
+    ]
+    path = tmp_path / "spans.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert set(read_log(str(path), options, engine=duck).stages) == {"auth", "verify"}
