@@ -179,9 +179,9 @@ def test_cli_span_stage_and_culprits_in_json(tmp_path):
     doc = json.loads(out.stdout)
     assert doc["culprits"][0]["stage"] == "ts_route_service"
     assert set(doc["culprits"][0]) >= {"stage", "score", "evidence"}
+    args = ["audit", str(DELAG), "--slo", "p99=5", "--span-stage", "pods"]
     bad = subprocess.run(
-        [sys.executable, "-m", "tailbudget", "audit", str(DELAG), "--slo", "p99=5"]
-        + ["--span-stage", "pods"],
+        [sys.executable, "-m", "tailbudget", *args],
         capture_output=True,
         text=True,
     )

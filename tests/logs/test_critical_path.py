@@ -113,7 +113,9 @@ def _walk(kids, span, lo, hi, acc):
     t = hi
     while t > lo:
         cands = [
-            c for c in kids.get(span, []) if lo < min(c[2], hi) <= t and max(c[1], lo) < min(c[2], hi)
+            c
+            for c in kids.get(span, [])
+            if lo < min(c[2], hi) <= t and max(c[1], lo) < min(c[2], hi)
         ]
         if not cands:
             break
@@ -182,3 +184,22 @@ def test_budget_log_block_sets_span_stage(tmp_path, duck):
     path = tmp_path / "spans.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     assert set(read_log(str(path), options, engine=duck).stages) == {"auth", "verify"}
+
+
+def test_fold_keeps_a_stage_that_matters_only_in_the_slowest_traces(tmp_path, duck):
+    rows = []
+    for k in range(1000):
+        slow = k < 2
+        end = 300.0 if slow else 100.0
+        trace = f"t{k}"
+        rows.append(_span("r", "", "app", "request", 0, end, trace=trace))
+        for i in range(13):  # the leading stages by total time
+            rows.append(_span(f"c{i}", "r", "app", f"step{i}", 1 + 7 * i, 7 + 7 * i, trace=trace))
+        rows.append(_span("t", "r", "app", f"tiny{k % 3}", 95, 95.05, trace=trace))
+        if slow:
+            rows.append(_span("s", "r", "app", "suspect", 100, 300, trace=trace))
+    log, df = _read(tmp_path, duck, rows, max_stages=12)
+    assert "suspect" in log.stages  # 0.4% of all time, but 7% of the slowest traces'
+    assert "other" in log.stages and not any(s.startswith("tiny") for s in log.stages)
+    assert df.loc["t0", "suspect_ms"] == pytest.approx(200.0)
+    assert any("summed into stage 'other'" in n for n in log.notes)

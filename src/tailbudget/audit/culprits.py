@@ -56,20 +56,9 @@ def build(inp: Inputs) -> list[Culprit]:
     deltas = {d.stage: d for d in inp.tail.deltas}
     weak = inp.tail.n_slow < WEAK_SLOW
     grow = {k: g.change if g.significant else 0.0 for k, g in inp.growth.items()}
-    inside_of: dict[str, str] = {}
-    explained: dict[str, float] = {}
     eff_delta = {k: max(d.delta, 0.0) for k, d in deltas.items()}
     eff_grow = {k: max(v, 0.0) for k, v in grow.items()}
-    for outer, inners in direct(inp.nesting).items():
-        for b in inners:
-            inside_of.setdefault(b, outer)
-        shift = eff_delta.get(outer, 0.0)
-        within = sum(eff_delta.get(b, 0.0) for b in inners)
-        if shift > 0 and within >= EXPLAINED * shift:
-            explained[outer] = min(within / shift, 1.0)
-            eff_delta[outer] = max(shift - within, 0.0)
-            inner_growth = sum(eff_grow.get(b, 0.0) for b in inners)
-            eff_grow[outer] = max(eff_grow.get(outer, 0.0) - inner_growth, 0.0)
+    inside_of, explained = _explain(inp.nesting, eff_delta, eff_grow)
     total_d = sum(eff_delta.values())
     total_g = sum(eff_grow.values())
     has_growth = total_g > 0
@@ -109,6 +98,26 @@ def build(inp: Inputs) -> list[Culprit]:
         )
     out.sort(key=lambda c: (-c.score, c.stage))
     return out[:MAX_CULPRITS]
+
+
+def _explain(
+    pairs: list[Nesting], eff_delta: dict[str, float], eff_grow: dict[str, float]
+) -> tuple[dict[str, str], dict[str, float]]:
+    """({inner: its container}, {container: share of its shift the inner stages explain});
+    an explained container keeps only the unexplained rest of its delta and growth."""
+    inside_of: dict[str, str] = {}
+    explained: dict[str, float] = {}
+    for outer, inners in direct(pairs).items():
+        for b in inners:
+            inside_of.setdefault(b, outer)
+        shift = eff_delta.get(outer, 0.0)
+        within = sum(eff_delta.get(b, 0.0) for b in inners)
+        if shift > 0 and within >= EXPLAINED * shift:
+            explained[outer] = min(within / shift, 1.0)
+            eff_delta[outer] = max(shift - within, 0.0)
+            inner_growth = sum(eff_grow.get(b, 0.0) for b in inners)
+            eff_grow[outer] = max(eff_grow.get(outer, 0.0) - inner_growth, 0.0)
+    return inside_of, explained
 
 
 def _frac(x: float, total: float) -> float:
