@@ -21,6 +21,7 @@ service (a parent on another service makes a span a server span).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import ibis
@@ -120,7 +121,7 @@ def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
     level by level, each clipped to its parent's window (async children that outlive an
     ancestor count only while it runs)."""
     roots = spans.filter(spans.is_root)
-    frontier = materialize(
+    frontier = _level(
         backend,
         roots.select(
             o_trace=roots.trace,
@@ -147,7 +148,7 @@ def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
             o_lo=ibis.greatest(j.c_start, j.o_lo),
             o_hi=ibis.least(j.c_end, j.o_hi),
         )
-        nxt = materialize(backend, step.filter(step.o_hi > step.o_lo))
+        nxt = _level(backend, step.filter(step.o_hi > step.o_lo))
         if int(backend.execute(nxt.count())) == 0:
             break
         levels.append(nxt)
@@ -155,3 +156,20 @@ def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
         depth += 1
     path = levels[0] if len(levels) == 1 else ibis.union(*levels, distinct=False)
     return materialize(backend, path), depth
+
+
+def _level(backend: Any, expr: Any) -> Any:
+    """One level of the path computed once; on Spark with its lineage cut.
+
+    Each level is built from the one before: Spark would otherwise carry (and print into
+    every cache name) the whole chain of plans, which grows with the depth of the tree."""
+    if getattr(backend, "name", "") != "pyspark":
+        return materialize(backend, expr)
+    try:
+        backend._run_pre_execute_hooks(expr)
+        frame = backend._session.sql(backend.compile(expr)).localCheckpoint()
+    except AttributeError:  # private attributes moved in another ibis version
+        return materialize(backend, expr)
+    name = f"_tailbudget_path_{uuid.uuid4().hex[:12]}"
+    frame.createOrReplaceTempView(name)
+    return backend.table(name)
