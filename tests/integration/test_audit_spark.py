@@ -55,3 +55,10 @@ def test_percentiles_within_one_percent(reports) -> None:
     assert spark.cold_start.filtered_p99 == pytest.approx(duck.cold_start.filtered_p99, rel=0.01)
     for a, b in zip(duck.tail.deltas, spark.tail.deltas, strict=True):
         assert (a.stage, b.delta) == (b.stage, pytest.approx(a.delta, rel=0.01, abs=0.5))
+
+
+def test_same_culprits(reports) -> None:
+    duck, spark = reports
+    assert duck.culprits and [c.stage for c in duck.culprits] == [c.stage for c in spark.culprits]
+    for a, b in zip(duck.culprits, spark.culprits, strict=True):
+        assert b.score == pytest.approx(a.score, abs=0.02)

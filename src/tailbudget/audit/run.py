@@ -169,7 +169,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = ranking.rank(ctx, ev, hyps, cat, slow_r, ev.cold_total_means)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
-    found, nest = suspects.collect(ctx, tail_sec, b, overlap.nested, minutes)
+    found, nest = suspects.collect(ctx, tail_sec, overlap.nested, minutes)
     rec = culprits.name_in(rec, found, no_hypothesis=not hyps)
     return AuditReport(
         provenance=_provenance(ctx),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailbudget.audit import growth, nesting, sums
+from tailbudget.audit import growth, nesting
 from tailbudget.audit.context import Ctx
 from tailbudget.audit.culprits import WEAK_SLOW, Inputs, build
 from tailbudget.audit.report import Culprit, Nesting, Tail
@@ -13,11 +13,7 @@ __all__ = ["collect"]
 
 
 def collect(
-    ctx: Ctx,
-    tail: Tail,
-    b_rows: list[dict[str, Any]],
-    nested: bool,
-    minutes: list[dict[str, Any]],
+    ctx: Ctx, tail: Tail, nested: bool, minutes: list[dict[str, Any]]
 ) -> tuple[list[Culprit], list[Nesting]]:
     """Culprits and nesting pairs; notes what each figure is computed from."""
     names = [d.stage for d in tail.deltas]
@@ -30,11 +26,10 @@ def collect(
     elif ctx.config.events and len(minutes) >= 1:
         span = (float(minutes[0]["minute"]) * 60, (float(minutes[-1]["minute"]) + 1) * 60)
         grown = growth.around_event(ctx, names, span)
-    n_slow = sums.total(b_rows, "n", sums.group_is(sums.SLOW))
-    s_total = sums.total(b_rows, "s_total", sums.group_is(sums.SLOW))
+    # Stages that do not nest add up to the total (with `unattributed` when derived).
     inp = Inputs(
         tail=tail,
-        slow_total_mean=s_total / n_slow if n_slow else 0.0,
+        slow_total_mean=sum(d.mean_slow for d in tail.deltas),
         growth=grown,
         nesting=pairs,
         nested=nested,
