@@ -120,6 +120,13 @@ def test_delag_innermost_rpc_is_the_first_culprit():
         ("GatewayGet", "ProductsControllerFindproduct"),
     }
     assert "ProductsControllerFindproductrandom (inside GatewayGet)" in report.recommendation.text
+    from tailbudget.report.audit_md import audit_markdown
+    from tailbudget.report.html import render_audit_html
+
+    md = audit_markdown(report)
+    assert "Culprits, most likely first" in md and "GatewayGet contains" in md
+    html = render_audit_html(report.model_dump(mode="json"))
+    assert "<h3>Culprits</h3>" in html and "GatewayGet contains" in html
 
 
 def _planted(tmp_path: Path) -> Path:
