@@ -203,3 +203,13 @@ def test_fold_keeps_a_stage_that_matters_only_in_the_slowest_traces(tmp_path, du
     assert "other" in log.stages and not any(s.startswith("tiny") for s in log.stages)
     assert df.loc["t0", "suspect_ms"] == pytest.approx(200.0)
     assert any("summed into stage 'other'" in n for n in log.notes)
+
+
+def test_a_root_calling_another_service_directly_keeps_its_own_time(tmp_path, duck):
+    rows = [
+        _span("r", "", "front", "page", 0, 100),
+        _span("b", "r", "back", "op", 30, 70),
+    ]
+    _, df = _read(tmp_path, duck, rows, span_stage="service")
+    assert df.loc["t1", "front_ms"] == pytest.approx(60.0)
+    assert df.loc["t1", "back_ms"] == pytest.approx(40.0)

@@ -15,8 +15,8 @@ A span is on the path when its whole chain of ancestors is; that is one join
 per tree level (a handful), never a loop over spans. A client span's time on
 the path that its callee's server span does not cover - connection, queueing,
 the network - is attributed to the callee, as its network/queue edge. A span is
-a client span when its kind says so, else when every child runs on another
-service (a parent on another service makes a span a server span).
+a client span when its kind says so, else when it is not a root and every child
+runs on another service (a parent on another service makes a span a server span).
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
     kind = out.kind.lower().strip()
     said_client = kind.isin(_CLIENT_KINDS).fill_null(False)
     unknown = kind.isnull() | kind.isin(_UNSPECIFIED)
-    inferred = unknown & (out.n_kids > 0) & (out.n_remote == out.n_kids)
+    # A root receives the request: without a kind it is a server span, never an edge.
+    inferred = unknown & ~out.is_root & (out.n_kids > 0) & (out.n_remote == out.n_kids)
     edge = (said_client & (out.n_kids > 0)) | inferred.fill_null(False)
     target = ibis.coalesce(out.remote_callee, out.callee)
     result = out.select(
