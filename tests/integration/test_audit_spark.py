@@ -75,3 +75,10 @@ def test_bounded_percentiles_on_spark_match_duckdb(reports, tmp_path) -> None:
     assert [(c.value, c.p99) for c in duck.cohorts] == [
         (c.value, pytest.approx(c.p99, rel=1e-9)) for c in spark.cohorts
     ]
+
+
+def test_same_culprits(reports) -> None:
+    duck, spark = reports
+    assert duck.culprits and [c.stage for c in duck.culprits] == [c.stage for c in spark.culprits]
+    for a, b in zip(duck.culprits, spark.culprits, strict=True):
+        assert b.score == pytest.approx(a.score, abs=0.02)

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from tailbudget.audit import hypotheses, passes, ranking, recommendation
+from tailbudget.audit import culprits, hypotheses, passes, ranking, recommendation, suspects
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import TOTAL, Ctx
@@ -72,6 +72,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
     snap = dist.snapshot
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
+    found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, seen.timeline)
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    rec = culprits.name_in(rec, found, no_hypothesis=not hyps)
     return AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
@@ -87,10 +90,12 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         hypotheses=hyps,
         ranking=ranked,
         refusals=ctx.refusals,
-        recommendation=recommendation.recommend(snap, config.slo, hyps, ranked),
+        recommendation=rec,
         goodput=dist.goodput,
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
+        culprits=found,
+        nesting=nest,
     )
 
 

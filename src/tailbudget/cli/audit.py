@@ -134,6 +134,11 @@ def audit_command(
     stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
     unit: Unit | None = typer.Option(None, "--unit", help="Unit of the latency columns."),
+    span_stage: str | None = typer.Option(
+        None,
+        "--span-stage",
+        help="Span tables and traces: a stage is a service or an operation (default).",
+    ),
     workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
     format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
@@ -165,6 +170,7 @@ def audit_command(
             "timestamp": timestamp,
             "unit": unit.value if unit is not None else None,
             "query": query,
+            "span_stage": span_stage,
         }.items()
         if v is not None
     }
@@ -185,7 +191,9 @@ def audit_command(
         extra["progress"] = progress
         table = read_log(log, options, engine=engine)
         if baseline is not None:
-            extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
+            # The baseline keeps every stage of the log, so each has a before to compare with.
+            same = options.with_(query=None, span_keep=table.stages)
+            extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
     emit(render(report, format.value), output)
