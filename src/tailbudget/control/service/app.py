@@ -187,8 +187,7 @@ async def clear_verdict(request: Request) -> Response:
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
         return _error(
             400,
-            "say why in reason (1 to 500 characters), e.g. "
-            '{"reason": "rolled back, fix deployed"}',
+            'say why in reason (1 to 500 characters), e.g. {"reason": "rolled back, fix deployed"}',
         )
     try:
         rules = await asyncio.to_thread(_runtime(request).clear_verdict, reason.strip())

@@ -26,6 +26,7 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
+    "BACKLOG",
     "HEADER_TIMEOUT_S",
     "MAX_CONNECTIONS",
     "connection_cap",
@@ -38,6 +39,10 @@ HEADER_TIMEOUT_S = 10.0
 
 MAX_CONNECTIONS = 1000
 """Most connections open at once (lowered to fit the file-descriptor limit)."""
+
+BACKLOG = 128
+"""The listen backlog, which is also how many connections asyncio accepts in one go
+(before any of them can be turned away), so the cap leaves room for one such burst."""
 
 _SPARE_FDS = 64  # the state dir's files, the journal, the log, an action's pipes
 
@@ -58,9 +63,9 @@ def open_files_limit() -> int:
 
 
 def connection_cap(requested: int = MAX_CONNECTIONS) -> int:
-    """`requested`, lowered to leave spare descriptors under the soft limit."""
+    """`requested`, lowered to leave spare descriptors and one accept burst under the limit."""
     soft = open_files_limit()
-    return max(1, min(requested, soft - _SPARE_FDS))
+    return max(1, min(requested, soft - _SPARE_FDS - BACKLOG))
 
 
 def guarded_protocol(
@@ -83,17 +88,19 @@ def guarded_protocol(
                 self._evict()
 
         def _evict(self) -> None:
-            idle = [c for c in self.connections if c is not self and _between_requests(c)]
-            if not idle:
-                return
-            oldest = min(idle, key=lambda c: getattr(c, "_opened_at", 0.0))
-            transport = getattr(oldest, "transport", None)
-            if transport is not None and not transport.is_closing():
-                transport.close()
+            # Connections being closed still count until asyncio drops them (a few loop
+            # turns later), so one new connection evicts one live idle connection.
+            idle = [c for c in self.connections if c is not self and _evictable(c)]
+            if idle:
+                min(idle, key=lambda c: getattr(c, "_opened_at", 0.0)).transport.close()
 
     return _Guarded
 
 
-def _between_requests(conn: Any) -> bool:
+def _evictable(conn: Any) -> bool:
+    """Open, and idle or still sending its headers (never one with a request in flight)."""
+    transport = getattr(conn, "transport", None)
+    if transport is None or transport.is_closing():
+        return False
     cycle = getattr(conn, "cycle", None)
     return cycle is None or bool(cycle.response_complete)

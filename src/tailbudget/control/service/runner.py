@@ -87,7 +87,11 @@ def serve(options: ServeOptions) -> None:
     import uvicorn
 
     from tailbudget.control.service.app import create_app
-    from tailbudget.control.service.connections import connection_cap, guarded_protocol
+    from tailbudget.control.service.connections import (
+        BACKLOG,
+        connection_cap,
+        guarded_protocol,
+    )
 
     if not 0 < options.port < 65536:
         raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
@@ -118,4 +122,5 @@ def serve(options: ServeOptions) -> None:
         http=guarded_protocol(cap),
         timeout_keep_alive=5,
         h11_max_incomplete_event_size=16 * 1024,
+        backlog=BACKLOG,
     )
