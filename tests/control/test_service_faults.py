@@ -54,7 +54,7 @@ def _snapshot(tmp_path, change) -> None:
 )
 def test_a_malformed_snapshot_is_one_line_naming_the_file(tmp_path, change, reason):
     _snapshot(tmp_path, change)
-    with pytest.raises(TailbudgetError, match="snapshot.json: the state snapshot is malformed"):
+    with pytest.raises(TailbudgetError, match=r"snapshot\.json: the state snapshot is malformed"):
         runtime(tmp_path)
     result = CliRunner().invoke(
         app, ["serve", "--port", "1", "--state-dir", str(tmp_path / "state")]
