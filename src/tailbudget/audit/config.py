@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,11 +101,18 @@ def parse_slo(text: str) -> dict[str, float]:
             raise TailbudgetError(
                 f"--slo {name} must be a number of ms, got {value.strip()!r}"
             ) from None
-        if not ms > 0 or ms != ms:
+        if not (math.isfinite(ms) and ms > 0):
             raise TailbudgetError(
-                f"--slo {name} must be a positive number of ms, got {value.strip()!r}"
+                f"--slo {name} must be a positive, finite number of ms, got {value.strip()!r}"
             )
         out[name] = ms
     if not out:
         raise TailbudgetError("--slo is empty: give e.g. --slo p95=2800,p99=5200")
-    return {p: out[p] for p in PERCENTILES if p in out}
+    ordered = {p: out[p] for p in PERCENTILES if p in out}
+    for (lo, a), (hi, b) in itertools.pairwise(ordered.items()):
+        if b < a:
+            raise TailbudgetError(
+                f"--slo {hi}={b:g} is below {lo}={a:g}: a higher percentile cannot have a "
+                f"tighter target; give {hi} >= {a:g}"
+            )
+    return ordered
