@@ -196,7 +196,7 @@ class Composition(_Frozen):
     """Settings of the Monte Carlo composition of stage distributions."""
 
     samples: Annotated[int, Field(ge=1000, le=50_000_000, strict=True)] = 200_000
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, lt=2**63, strict=True)] = 0
     correlation: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Pairwise correlation between stages (Gaussian copula); 0 = independent."""
     default_sigma: Annotated[float, Field(gt=0, le=3)] = 0.5
