@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -35,7 +36,7 @@ GATES: dict[str, tuple[str, ...]] = {
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
 
 
 class _Frozen(BaseModel):
@@ -221,7 +222,7 @@ def _nested(item: Any) -> Any:
 class Budget(_Frozen):
     """A whole budget file."""
 
-    service: str = "service"
+    service: Annotated[str, Field(min_length=1, max_length=200)] = "service"
     environment: Environment = "prd"
     slo: SLO
     headroom: Annotated[float, Field(ge=0, lt=1, strict=True)] = 0.0
@@ -238,6 +239,19 @@ class Budget(_Frozen):
     @classmethod
     def _lists_are_sequences(cls, v: Any) -> Any:
         return _wrap_lists(v)
+
+    @field_validator("service")
+    @classmethod
+    def _service_name(cls, v: str) -> str:
+        # The name goes into PromQL selectors, YAML manifests and report titles, which
+        # escape quotes; a line break or control character would still split them.
+        bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+        if bad is not None:
+            raise ValueError(
+                f"service name must not hold a line break or control character "
+                f"({bad!r}), got {v!r}"
+            )
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Budget:
