@@ -248,8 +248,7 @@ class Budget(_Frozen):
         bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
         if bad is not None:
             raise ValueError(
-                f"service name must not hold a line break or control character "
-                f"({bad!r}), got {v!r}"
+                f"service name must not hold a line break or control character ({bad!r}), got {v!r}"
             )
         return v
 
