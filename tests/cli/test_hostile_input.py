@@ -180,7 +180,9 @@ def test_yaml_reads_exponents_refuses_duplicates(tmp_path):
 
 _BOMB = "".join(
     f"  {name}: &{name} [{', '.join([prev] * 9)}]\n"
-    for prev, name in zip(["'lol'", *[f"*l{i}" for i in range(8)]], [f"l{i}" for i in range(9)])
+    for prev, name in zip(
+        ["'lol'", *[f"*l{i}" for i in range(8)]], [f"l{i}" for i in range(9)], strict=True
+    )
 )
 
 
