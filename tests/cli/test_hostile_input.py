@@ -226,3 +226,50 @@ def test_replay_refuses_tiny_periods_and_infinite_baselines_and_stays_bounded(lo
     assert out["evaluations"] >= 59_000 and len(out["timeline"]) <= 5_000
     assert any("timeline: every" in note for note in out["notes"])
     assert len(result.output) < 10_000_000
+
+
+def _small_log(path: Path, total: np.ndarray, db: np.ndarray) -> Path:
+    rows = [
+        f"{1_700_000_000 + i},{float(t)!r},{float(d)!r},{float(t - d)!r},0"
+        for i, (t, d) in enumerate(zip(total, db, strict=True))
+    ]
+    path.write_text("ts,total_ms,db_ms,llm_ms,error\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_an_empty_fast_group_is_reported_as_empty_not_as_zero(tmp_path):
+    log = _small_log(tmp_path / "same.csv", np.full(2000, 100.0), np.full(2000, 40.0))
+    report = json.loads(_audit(log, "--slo", "p99=900").output)
+    assert report["tail"]["driver"] is None and report["tail"]["deltas"] == []
+    assert report["tail"]["n_fast"] == 0
+    assert any("no tail driver" in r for r in report["refusals"])
+
+
+def test_a_one_row_log_gets_no_gated_verdict(tmp_path):
+    log = _small_log(tmp_path / "one.csv", np.array([5000.0]), np.array([200.0]))
+    result = runner.invoke(
+        app, ["audit", str(log), "--slo", "p99=900", "--format", "json", "--fail-on-breach"]
+    )
+    assert result.exit_code == 0, result.output  # inconclusive never gates
+    report = json.loads(result.output)
+    assert report["snapshot"]["verdict"] == {"p99": "inconclusive"}
+    assert "Too few requests (1)" in report["recommendation"]["text"]
+
+
+def test_a_log_in_seconds_gets_a_warning_and_the_unit_hint(tmp_path):
+    rng = np.random.default_rng(3)
+    db = rng.lognormal(-3, 0.5, 2000)
+    total = db + rng.lognormal(-1, 0.5, 2000)
+    log = _small_log(tmp_path / "secs.csv", total, db)
+    out = tmp_path / "r.json"
+    result = runner.invoke(
+        app, ["audit", str(log), "--slo", "p99=900", "--format", "json", "-o", str(out)]
+    )
+    assert result.exit_code == 0
+    assert "look like seconds" in result.output and "--unit s" in result.output
+    notes = json.loads(out.read_text())["provenance"]["notes"]
+    assert any("--unit s" in n for n in notes)
+    again = runner.invoke(
+        app, ["audit", str(log), "--slo", "p99=900", "--unit", "s", "--format", "json"]
+    )
+    assert again.exit_code == 0 and "look like seconds" not in again.output

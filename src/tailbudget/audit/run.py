@@ -104,6 +104,11 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     slow, fast = tail.masks(ctx, slow_r, fast_r)
     b = sums.run(ctx, shape_names, covs, slow, fast, cold)
     tail_sec = tail.build(b, names, slow_r, fast_r)
+    if names and not tail_sec.deltas:
+        ctx.refusals.append(
+            f"slow vs fast: {tail_sec.n_slow} slow and {tail_sec.n_fast} fast requests, so no "
+            "stage comparison and no tail driver (an empty group has no mean)"
+        )
     shape_rows = shape.build_b(b, covs, shape_names, tail_sec.driver)
     profiles = shape.profiles(sub, covs, shape_rows)
     if sub is not ctx and profiles:

@@ -35,7 +35,9 @@ def build(
     n_slow = sums.total(rows, "n", sums.group_is(sums.SLOW))
     n_fast = sums.total(rows, "n", sums.group_is(sums.FAST))
     deltas = []
-    for j, name in enumerate(names):
+    # An empty group has no mean: no deltas and no driver, never a mean of 0 (a log of
+    # identical values has no fast group apart from its slow one).
+    for j, name in enumerate(names if n_slow and n_fast else []):
         ms = sums.total(rows, f"sy{j}", sums.group_is(sums.SLOW)) / n_slow if n_slow else 0.0
         mf = sums.total(rows, f"sy{j}", sums.group_is(sums.FAST)) / n_fast if n_fast else 0.0
         deltas.append(Delta(stage=name, mean_slow=ms, mean_fast=mf, delta=ms - mf))
