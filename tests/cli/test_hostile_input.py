@@ -273,3 +273,17 @@ def test_a_log_in_seconds_gets_a_warning_and_the_unit_hint(tmp_path):
         app, ["audit", str(log), "--slo", "p99=900", "--unit", "s", "--format", "json"]
     )
     assert again.exit_code == 0 and "look like seconds" not in again.output
+
+
+def test_a_log_of_errors_gets_no_latency_fix(tmp_path):
+    rng = np.random.default_rng(4)
+    db = rng.lognormal(3, 0.5, 2000)
+    total = db + rng.lognormal(6, 0.5, 2000)
+    log = _small_log(tmp_path / "errs.csv", total, db)
+    text = log.read_text().replace(",0\n", ",1\n")
+    log.write_text(text)
+    report = json.loads(_audit(log, "--slo", "p99=900").output)
+    assert report["ranking"] == [] and report["hypotheses"] == []
+    assert any("2,000 of 2,000 requests are errors" in r for r in report["refusals"])
+    assert report["recommendation"]["choice"] == "none"
+    assert "fix the errors" in report["recommendation"]["text"]

@@ -34,7 +34,14 @@ from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
-from tailbudget.audit.report import AuditReport, Percentiles, Provenance, Rows
+from tailbudget.audit.report import (
+    AuditReport,
+    Percentiles,
+    Provenance,
+    RankedFix,
+    Recommendation,
+    Rows,
+)
 from tailbudget.errors import LogError
 from tailbudget.logs.table import LogTable
 
@@ -72,6 +79,10 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
         backend.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
 
     return replace(log, table=backend.table(name)), drop
+
+
+ERROR_MAJORITY = 0.5
+"""Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
@@ -162,7 +173,15 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ttft_budgets, tps_budget = _llm_budgets(config, names)
     hyps = hypotheses.find(ev, ttft_budgets, tps_budget)
 
-    if not log.stages:
+    if snap.count and snap.errors >= ERROR_MAJORITY * snap.count:
+        # The times of failed requests say how fast they failed, not what slows service:
+        # no latency hypothesis or fix (a queue bound, a shorter prompt) is drawn from them.
+        ctx.refusals.append(
+            f"{snap.errors:,} of {snap.count:,} requests are errors: their latencies do not say "
+            "what slows the service, so no hypotheses and no fixes; fix the errors first"
+        )
+        hyps, ranked = [], list[RankedFix]()
+    elif not log.stages:
         ctx.refusals.append(
             "no per-stage columns: fixes cannot be ranked without stage timings to rewrite; "
             "map them with --stage COL (repeatable) or --stages GLOB"
@@ -171,6 +190,14 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     else:
         ranked = ranking.rank(ctx, ev, hyps, cat, slow_r, ev.cold_total_means)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    if snap.count and snap.errors >= ERROR_MAJORITY * snap.count:
+        rec = Recommendation(
+            choice="none",
+            text=(
+                f"{snap.errors:,} of {snap.count:,} requests failed: fix the errors before "
+                "tuning latency; their times say how fast they failed, not what to speed up."
+            ),
+        )
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     return AuditReport(
         provenance=_provenance(ctx),
