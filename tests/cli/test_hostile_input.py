@@ -70,12 +70,8 @@ def test_a_bad_cell_deep_in_a_csv_is_one_counted_row(log_csv):
     result = _audit(log_csv, "--slo", "p99=900")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["rows"]
-    assert rows == {
-        "total": 60_000,
-        "used": 59_999,
-        "rejected": 1,
-        "rejected_reasons": {"non_numeric": 1},
-    }
+    assert (rows["total"], rows["used"], rows["rejected"]) == (60_000, 59_999, 1)
+    assert rows["rejected_reasons"] == {"non_numeric": 1}
 
 
 @pytest.mark.parametrize(
@@ -93,11 +89,11 @@ def test_a_column_given_two_roles_is_one_line(log_csv, args, needles):
 @pytest.mark.parametrize(
     ("slo", "needle"),
     [
-        ("p99=inf", "must be a positive, finite number"),
-        ("p99=nan", "must be a positive, finite number"),
-        ("p99=" + "9" * 400, "must be a positive, finite number"),
-        ("p95=2000,p99=100", "p99=100 is below p95=2000"),
-        ("p50=900,p95=800", "p95=800 is below p50=900"),
+        ("p99=inf", "must be a finite number"),
+        ("p99=nan", "must be a finite number"),
+        ("p99=" + "9" * 400, "must be a finite number"),
+        ("p95=2000,p99=100", "e2e.p99 (100 ms) is below e2e.p95 (2,000 ms)"),
+        ("p50=900,p95=800", "e2e.p95 (800 ms) is below e2e.p50 (900 ms)"),
     ],
 )
 def test_impossible_slos_are_one_line(log_csv, slo, needle):
