@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from tailbudget.cli._common import clean_errors
 from tailbudget.errors import TailbudgetError
@@ -24,6 +23,8 @@ def demo_command(
         raise TailbudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
     if out.exists() and not out.is_dir():
         raise TailbudgetError(f"--out {out}: is a file, not a folder; give a folder to write into")
+    from rich.console import Console
+
     from tailbudget.demo import run_demo
 
     err = Console(stderr=True)
