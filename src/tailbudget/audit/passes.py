@@ -139,6 +139,11 @@ def slow_vs_fast(ctx: Ctx, dist: Distributions) -> SlowVsFast:
         ctx, names or [TOTAL], dist.covariates, slow, fast, cold_start.cold_mask(ctx)
     )
     tail = tail_step.build(group_sums, names, slow_r, fast_r)
+    if names and not tail.deltas:
+        ctx.refusals.append(
+            f"slow vs fast: {tail.n_slow} slow and {tail.n_fast} fast requests, so no "
+            "stage comparison and no tail driver (an empty group has no mean)"
+        )
     fits = shape.fits(group_sums, tail.driver)
     sub = ctx.sampled()
     profiles = shape.profiles(sub, dist.covariates, fits)

@@ -54,7 +54,8 @@ class Snapshot(_Model):
     max: float
     mean: float
     """Not an SLO figure: the mean hides the tail."""
-    verdict: dict[str, Literal["pass", "breach"]]
+    verdict: dict[str, Literal["pass", "breach", "inconclusive"]]
+    """Per SLO percentile; `inconclusive` when the log holds too few requests for it."""
     breach_rate_per_min: float | None
     """Requests per minute slower than the highest SLO target, at the log's own traffic."""
     count: int

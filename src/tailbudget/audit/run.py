@@ -18,7 +18,13 @@ from tailbudget.audit.context import TOTAL, Ctx
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
-from tailbudget.audit.report import AuditReport, Percentiles, Provenance
+from tailbudget.audit.report import (
+    AuditReport,
+    Percentiles,
+    Provenance,
+    RankedFix,
+    Recommendation,
+)
 from tailbudget.logs.engine import engine_name, scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -39,6 +45,10 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     with scratch_copy(log.backend, log.table.select(*keep), name) as table:
         return _audit(replace(log, table=table), config)
+
+
+ERROR_MAJORITY = 0.5
+"""Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
@@ -62,7 +72,17 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         tokens_per_s=dist.tokens_per_s,
     )
     hyps = hypotheses.find(ev, *_llm_budgets(config, dist.names))
-    if not log.stages:
+    snap = dist.snapshot
+    failing = snap.count > 0 and snap.errors >= ERROR_MAJORITY * snap.count
+    if failing:
+        # The times of failed requests say how fast they failed, not what slows service:
+        # no latency hypothesis or fix (a queue bound, a shorter prompt) is drawn from them.
+        ctx.refusals.append(
+            f"{snap.errors:,} of {snap.count:,} requests are errors: their latencies do not say "
+            "what slows the service, so no hypotheses and no fixes; fix the errors first"
+        )
+        hyps, ranked = [], list[RankedFix]()
+    elif not log.stages:
         ctx.refusals.append(
             "no per-stage columns: fixes cannot be ranked without stage timings to rewrite; "
             "map them with --stage COL (repeatable) or --stages GLOB"
@@ -70,7 +90,15 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = []
     else:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
-    snap = dist.snapshot
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    if failing:
+        rec = Recommendation(
+            choice="none",
+            text=(
+                f"{snap.errors:,} of {snap.count:,} requests failed: fix the errors before "
+                "tuning latency; their times say how fast they failed, not what to speed up."
+            ),
+        )
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, seen.timeline)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)

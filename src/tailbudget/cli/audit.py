@@ -61,6 +61,26 @@ def _slow(value: str) -> str | float:
         raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {value!r}") from None
 
 
+_TABULAR = ("parquet", "csv", "jsonl", "engine")
+
+
+def _unit_hint(report: AuditReport, fmt: str) -> AuditReport:
+    """A log of plain numbers whose whole distribution sits within a few ms is most likely
+    in seconds: say so (report note and stderr) rather than find nothing to fix."""
+    snap = report.snapshot
+    if fmt not in _TABULAR or not (0 < snap.p99 < 30.0 and snap.max < 120.0):
+        return report
+    hint = (
+        f"latencies look like seconds, not ms (p50 {snap.p50:.3g}, p99 {snap.p99:.3g}, "
+        f"max {snap.max:.3g}); if so, run again with --unit s"
+    )
+    typer.echo(f"warning: {hint}", err=True)
+    notes = [*report.provenance.notes, hint]
+    return report.model_copy(
+        update={"provenance": report.provenance.model_copy(update={"notes": notes})}
+    )
+
+
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None] | None]:
     from rich.console import Console
@@ -196,6 +216,8 @@ def audit_command(
             extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
+    if unit is None:
+        report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
         raise typer.Exit(EXIT_GATE)

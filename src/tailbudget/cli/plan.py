@@ -33,6 +33,8 @@ def plan_command(
     """Check that the stage slices fit the SLO with headroom; exit 1 when they do not."""
     if samples is not None and not 1000 <= samples <= 50_000_000:
         raise BudgetError(f"--samples must be between 1,000 and 50,000,000, got {samples}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise BudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
     from rich.console import Console
 
     from tailbudget.budget import load_budget, make_plan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,11 @@ def replay_command(
     data = load_replay_log(log, timestamp=timestamp, total=total, error=error, unit=unit)
     base: Baseline | None = None
     if baseline_p99 is not None:
-        if not baseline_p99 > 0:
-            raise PolicyError(f"--baseline-p99 must be a positive number of ms, got {baseline_p99}")
+        if not (math.isfinite(baseline_p99) and 0 < baseline_p99 < 1e9):
+            raise PolicyError(
+                f"--baseline-p99 must be a positive, finite number of ms (below 1e9), "
+                f"got {baseline_p99:g}"
+            )
         base = Baseline(float(baseline_p99), "--baseline-p99")
     elif baseline_window is not None:
         base = window_baseline(data, parse_duration_s(baseline_window, field="--baseline-window"))

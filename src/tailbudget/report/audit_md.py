@@ -22,15 +22,21 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def _cell(text: str) -> str:
+    """A table cell that stays one cell: `|` escaped, line breaks folded (values from the
+    log, such as cohort values, may hold either)."""
+    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").split())
+
+
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return out
 
 
 def audit_markdown(r: AuditReport, *, title: str = "Latency audit") -> str:
     """Render the report as markdown."""
-    lines: list[str] = [f"# {title}", ""]
+    lines: list[str] = [f"# {' '.join(title.split())}", ""]
     for name, body in zip(SECTIONS, _bodies(r), strict=True):
         lines += [f"## {name}", "", *body, ""]
     return "\n".join(lines).rstrip() + "\n"
