@@ -421,6 +421,12 @@ class Budget(_Frozen):
             if stage.name in seen:
                 raise ValueError(f"stage name {stage.name!r} appears twice; names must be unique")
             seen.add(stage.name)
+        tokens = self.slo.e2e.output_tokens if self.slo.e2e is not None else None
+        if tokens is not None and not any(s.llm is not None for _, s in self.stages()):
+            raise ValueError(
+                "slo.e2e.output_tokens needs a stage with an llm: block (ttft_ms, "
+                "tokens_per_s) to scale to that answer length"
+            )
         if self.environment is not None and not self.objectives.gated():
             gates = GATES[self.environment]
             raise ValueError(
