@@ -47,7 +47,8 @@ def _read_or_log_error(path, duck):
     except LogError as exc:
         assert "\n" not in str(exc)
         return None
-    assert log.rows.total == log.rows.used + log.rows.rejected
+    assert log.rows.total == log.rows.used + log.rows.rejected + log.rows.failed
+    assert sum(log.rows.failed_reasons.values()) == log.rows.failed
     assert sum(log.rows.rejected_reasons.values()) == log.rows.rejected
     return log
 

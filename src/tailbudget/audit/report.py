@@ -36,12 +36,14 @@ class Provenance(_Model):
 
 
 class Rows(_Model):
-    """Rows read, used and rejected by reason."""
+    """Rows read, used and rejected by reason; requests that failed without a latency."""
 
     total: int
     used: int
     rejected: int
     rejected_reasons: dict[str, int] = Field(default_factory=dict)
+    failed: int = 0
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class Percentiles(_Model):

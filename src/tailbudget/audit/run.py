@@ -174,6 +174,8 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
             used=log.rows.used or snap.count,
             rejected=log.rows.rejected,
             rejected_reasons=dict(log.rows.rejected_reasons),
+            failed=log.rows.failed,
+            failed_reasons=dict(log.rows.failed_reasons),
         ),
         slo=Percentiles(**config.slo),
         snapshot=snap,
