@@ -20,6 +20,8 @@ from tailbudget.audit import (
     cold_start,
     goodput,
     hypotheses,
+    llm_causes,
+    objectives,
     ranking,
     recommendation,
     shape,
@@ -62,6 +64,7 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
     tokens = output_tokens_column(log.table.columns)
     if tokens is not None:
         cols.append(tokens)
+    cols += [c for c in objectives.COLUMNS if c in log.table.columns]
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     if config.progress is not None:
@@ -77,8 +80,10 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ctx = Ctx(log, config)
     cat = catalog(config.fixes)  # validate overrides before any pass over the log
+    objectives.check(ctx)
     cold = cold_start.cold_mask(ctx)
     a_exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **goodput.exprs(ctx)}
+    a_exprs |= objectives.exprs(ctx)
     if cold is not None:
         a_exprs |= cold_start.exprs(ctx, cold)
     tps = _tokens_per_s(ctx, list(log.stages))
@@ -166,6 +171,12 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     else:
         ranked = ranking.rank(ctx, ev, hyps, cat, slow_r, ev.cold_total_means)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    obj_rows, gp_update = objectives.build(ctx, a)
+    gp = goodput.build(ctx, a).model_copy(update=gp_update)
+    found = llm_causes.find(ctx, obj_rows, cat, snap, gp.share)
+    hyps = [*found.hypotheses, *hyps]
+    ranked = sorted([*ranked, *found.ranking], key=lambda f: -f.score)
+    rec = llm_causes.recommend(obj_rows, found, rec)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     return AuditReport(
         provenance=_provenance(ctx),
@@ -190,9 +201,10 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranking=ranked,
         refusals=ctx.refusals,
         recommendation=rec,
-        goodput=goodput.build(ctx, a),
+        goodput=gp,
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
+        objectives=obj_rows,
     )
 
 
