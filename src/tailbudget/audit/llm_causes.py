@@ -193,7 +193,7 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         wait = max(mean - at_inputs, 0.0)
         figures |= {"baseline_ttft_mean_ms": ref.means["y"], "baseline_predicted_ms": at_inputs}
         parts.append(
-            f"the low-load baseline's TTFT averages {ref.means['y']:,.0f} ms and its prompt-"
+            f"the baseline's TTFT averages {ref.means['y']:,.0f} ms and its prompt-"
             f"length fit predicts {at_inputs:,.0f} ms at this log's prompts (mean "
             f"{fit.means.get('input_tokens', 0.0):,.0f} tokens, baseline "
             f"{ref.means.get('input_tokens', 0.0):,.0f}): {wait:,.0f} ms ({_pct(wait / mean)}) "
@@ -288,7 +288,7 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         extra = max(mean - at, 0.0)
         figures |= {"baseline_tpot_mean_ms": ref.means["y"], "baseline_predicted_ms": at}
         parts.append(
-            f"the low-load baseline decodes at {ref.means['y']:,.1f} ms per token ({at:,.1f} "
+            f"the baseline decodes at {ref.means['y']:,.1f} ms per token ({at:,.1f} "
             f"predicted at this log's answer lengths): {extra:,.1f} ms ({_pct(extra / mean)}) "
             "is contention"
         )
