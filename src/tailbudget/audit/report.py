@@ -269,6 +269,51 @@ class BaselineRow(_Model):
     ci_high: float
 
 
+CanaryVerdict = Literal["regression", "improvement", "no_change", "inconclusive"]
+
+
+class ObjectiveChange(_Model):
+    """One objective: baseline (before) and canary (after), the change and its evidence."""
+
+    metric: str
+    percentile: str
+    gated: bool
+    before_ms: float | None
+    after_ms: float | None
+    change_ms: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    """One-sided Mann-Whitney U: canary values larger than baseline values."""
+    n_before: int
+    n_after: int
+    verdict: CanaryVerdict
+
+
+class GoodputChange(_Model):
+    """Goodput of the canary minus the baseline's, with a 95% interval."""
+
+    before: float
+    after: float
+    change: float
+    ci_low: float
+    ci_high: float
+    n_before: int
+    n_after: int
+    verdict: CanaryVerdict
+
+
+class Canary(_Model):
+    """The canary verdict: regression when a gated objective or goodput regresses."""
+
+    objectives: list[ObjectiveChange]
+    goodput: GoodputChange | None
+    min_requests: int
+    alpha: float
+    verdict: Literal["pass", "regression", "inconclusive"]
+    text: str
+
+
 class AuditReport(_Model):
     """Everything `tailbudget audit` finds; serialises to the JSON contract."""
 
@@ -292,6 +337,8 @@ class AuditReport(_Model):
     gated: list[str]
     objectives: list[ObjectiveRow] = Field(default_factory=list)
     """Every objective, end-to-end ones included (`snapshot` stays the e2e figures)."""
+    canary: Canary | None = None
+    """With --baseline: every objective's change, its interval and p-value, and the verdict."""
 
     def breaches_gate(self) -> bool:
         """True when a gated objective (or a goodput minimum) breaches (`--fail-on-breach`)."""
@@ -300,6 +347,11 @@ class AuditReport(_Model):
         if any(o.gated and o.verdict == "breach" for o in self.objectives):
             return True
         return self.goodput.verdict == "breach"
+
+    def regresses(self) -> bool:
+        """True when the canary gate does not pass: a gated regression, or too little data
+        to tell (`--fail-on-regression`)."""
+        return self.canary is not None and self.canary.verdict != "pass"
 
     def to_json(self) -> str:
         """The JSON contract, indented."""

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tailbudget.audit import (
+    canary,
     cohorts,
     cold_start,
     goodput,
@@ -178,6 +179,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ranked = sorted([*ranked, *found.ranking], key=lambda f: -f.score)
     rec = llm_causes.recommend(obj_rows, found, rec)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
+    judged = None
+    if config.baseline is not None and obj_rows:
+        judged = canary.judge(ctx, obj_rows, gp.good or 0, config.baseline)
     return AuditReport(
         provenance=_provenance(ctx),
         rows=Rows(
@@ -205,6 +209,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
         objectives=obj_rows,
+        canary=judged,
     )
 
 

@@ -55,4 +55,36 @@ def objectives_section(r: AuditReport) -> list[str]:
             f"- fix {f.fix}: {f.objective} {_ms(f.objective_before_ms)} -> "
             f"{_ms(f.objective_after_ms)} ms{goodput} ({f.counterfactual})"
         )
+    return out + _canary(r)
+
+
+def _canary(r: AuditReport) -> list[str]:
+    c = r.canary
+    if c is None:
+        return []
+    out = [
+        "",
+        f"Canary against the baseline: **{c.verdict}**: {c.text} (95% bootstrap interval of "
+        f"the change; one-sided Mann-Whitney U; under {c.min_requests:,} points a side: "
+        "inconclusive).",
+        "",
+        "| objective | before ms | after ms | change ms | 95% interval | p-value "
+        "| n before / after | verdict |",
+        "|---|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for o in c.objectives:
+        interval = "-" if o.ci_low is None else f"[{o.ci_low:+,.1f}, {o.ci_high:+,.1f}]"
+        change = "-" if o.change_ms is None else f"{o.change_ms:+,.1f}"
+        p = "-" if o.p_value is None else f"{o.p_value:.3g}"
+        out.append(
+            f"| {o.metric} {o.percentile} | {_ms(o.before_ms)} | {_ms(o.after_ms)} | {change} | "
+            f"{interval} | {p} | {o.n_before:,} / {o.n_after:,} | {o.verdict} |"
+        )
+    g = c.goodput
+    if g is not None:
+        out += [
+            "",
+            f"Goodput {g.before:.1%} -> {g.after:.1%} ({g.change:+.1%}, 95% interval "
+            f"[{g.ci_low:+.1%}, {g.ci_high:+.1%}]): {g.verdict}.",
+        ]
     return out
