@@ -151,3 +151,17 @@ def test_cli_gates_on_objectives_and_writes_the_contract(tmp_path: Path) -> None
     assert res.output.startswith("# Latency audit\n\n## Objectives")
     ok = runner.invoke(app, ["audit", str(path), "--slo", "ttft.p95=5000", "--fail-on-breach"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_html_opens_with_objectives_and_draws_ttft_tpot_against_targets(tmp_path: Path) -> None:
+    path = SHARED_DATA / GRID.format("inf")
+    if not path.exists():
+        pytest.skip("vllm_grid not found")
+    out = tmp_path / "r.html"
+    slo = "ttft.p95=500,ttft.p99=2000,tpot.p99=60"
+    res = runner.invoke(app, ["audit", str(path), "--slo", slo, "-f", "html", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert html.index('id="objectives"') < html.index('id="provenance"')
+    for gid in ("tb-ttft-cdf-curve", "tb-ttft-cdf-target-1", "tb-tpot-cdf-target-0"):
+        assert gid in html

@@ -205,7 +205,9 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
             if prefill
             else ref.coef.get("input_tokens", 0.0) * fit.means.get("input_tokens", 0.0)
         )
-    if inp is not None:
+    if inp is not None and fit.coef.get("input_tokens", 0.0) == 0.0:
+        parts.append("prompt lengths do not vary in this log: prefill cannot be told from them")
+    elif inp is not None:
         slope = fit.coef.get("input_tokens", 0.0)
         figures |= {"ms_per_input_token": slope}
         parts.append(

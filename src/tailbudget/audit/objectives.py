@@ -21,7 +21,8 @@ import ibis
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
-from tailbudget.audit.report import ObjectiveRow
+from tailbudget.audit.report import CdfPoint, ObjectiveRow
+from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
 
@@ -158,6 +159,25 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         out[f"o_q{j}"] = value.quantile(qs)
         out[f"o_n{j}"] = value.count()
     out["o_good"] = good_mask(ctx, objs.thresholds()).cast("int64").sum()
+    for metric in ("ttft", "tpot"):
+        value = metric_value(ctx, metric) if metric in objs.metrics() else None
+        if value is not None:
+            out[f"o_cdf_{metric}"] = value.approx_quantile(CDF_QS)
+    return out
+
+
+def distributions(ctx: Ctx, row: dict[str, Any]) -> dict[str, list[CdfPoint]]:
+    """Approximate quantile functions of ttft and tpot, for the report's charts."""
+    out: dict[str, list[CdfPoint]] = {}
+    for metric in ("ttft", "tpot"):
+        values = row.get(f"o_cdf_{metric}")
+        if values:
+            last, points = 0.0, []
+            for q, v in zip(CDF_QS, values, strict=False):
+                if v is not None:
+                    last = max(last, float(v))  # keep the sketch monotone
+                    points.append(CdfPoint(q=q, ms=last))
+            out[metric] = points
     return out
 
 

@@ -337,6 +337,8 @@ class AuditReport(_Model):
     gated: list[str]
     objectives: list[ObjectiveRow] = Field(default_factory=list)
     """Every objective, end-to-end ones included (`snapshot` stays the e2e figures)."""
+    distributions: dict[str, list[CdfPoint]] = Field(default_factory=dict)
+    """Quantile functions of ttft and tpot (approximate, for charts) when they have objectives."""
     canary: Canary | None = None
     """With --baseline: every objective's change, its interval and p-value, and the verdict."""
 

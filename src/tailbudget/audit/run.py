@@ -210,6 +210,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         gated=[p for p in config.gated if p in config.slo],
         objectives=obj_rows,
         canary=judged,
+        distributions=objectives.distributions(ctx, a),
     )
 
 
