@@ -6,8 +6,9 @@ The tools need PyTorch, too heavy to install in CI, so their output is
 committed and this script says how it was made: it starts the streaming
 server in tests/logs/openai_stream_server.py on 127.0.0.1, builds a small
 byte-level BPE tokenizer locally (no model hub), runs guidellm from the venv
-(`pip install guidellm` there) and copies its benchmarks.json. Nothing leaves
-the machine.
+(`pip install guidellm` there) and SGLang's bench_serving (the sglang wheel
+installed there with --no-deps plus the few modules its benchmark imports),
+and copies their outputs. Nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -76,6 +77,46 @@ def run_guidellm(venv: Path, url: str, tokenizer: Path, work: Path) -> Path:
     return out
 
 
+def run_sglang(venv: Path, url: str, tokenizer: Path, work: Path, details: bool) -> Path:
+    """SGLang bench_serving (chat API, random token ids), with or without --output-details."""
+    out = work / ("sglang_details.jsonl" if details else "sglang_summary.jsonl")
+    cmd = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang-oai-chat",
+        "--base-url",
+        url,
+        "--model",
+        MODEL,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "random-ids",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "24",
+        "--random-range-ratio",
+        "0.25",
+        "--num-prompts",
+        "40",
+        "--request-rate",
+        "16",
+        "--seed",
+        "7",
+        "--ready-check-timeout-sec",
+        "0",
+        "--disable-tqdm",
+        "--output-file",
+        str(out),
+        *(["--output-details"] if details else []),
+    ]
+    subprocess.run(cmd, check=True, cwd=work, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, required=True, help="venv with guidellm installed")
@@ -90,6 +131,10 @@ def main() -> None:
         shutil.copy(report, OUT / "guidellm_benchmarks.json")
         n = [len(b["requests"]["successful"]) for b in data["benchmarks"]]
         print(f"guidellm: {len(n)} benchmarks, successful requests {n}")
+        for details in (True, False):
+            path = run_sglang(args.venv, url, tok, work, details)
+            shutil.copy(path, OUT / path.name)
+            print(f"sglang: {path.name}, {path.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ def guidellm_rows(data: Any, path: str) -> BenchRows:
         _sample_note(bench, lists, k, found)
     if held == 0:
         raise LogError(
-            f"{path}: a guidellm report without per-request data (aggregates only); "
-            "re-run guidellm without --sample-requests 0 and pass its benchmarks.json"
+            f"{path}: a guidellm report without per-request data (its requests lists are "
+            "empty); re-run guidellm keeping request stats (no sample size of 0) and pass "
+            "its benchmarks.json"
         )
     return found
 
