@@ -44,6 +44,8 @@ _Z = 1.959963984540054
 def _values(ctx: Ctx, metric: str, tokens: int | None) -> tuple[np.ndarray, int]:
     """A sample of the metric's per-request values (gaps for ITL) and their full count."""
     t = ctx.t
+    if metric == "itl" and ob.ITL not in t.columns:
+        return np.empty(0), 0
     if metric == "itl":
         gaps = t.select(v=t[ob.ITL].unnest())
     else:

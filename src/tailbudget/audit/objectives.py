@@ -193,7 +193,10 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, 
     rows: list[ObjectiveRow] = []
     for j, metric in enumerate(objs.metrics()):
         group = objs.of(metric)
-        if metric == "itl":
+        values: list[float | None]
+        if metric == "itl" and ITL not in ctx.t.columns:
+            values, n = [None] * len(group), 0  # a baseline without gaps
+        elif metric == "itl":
             values, n = _itl(ctx, [o.q for o in group])
         else:
             values, n = (
