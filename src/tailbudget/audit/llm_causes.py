@@ -21,31 +21,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import ibis
-import numpy as np
-
 from tailbudget.audit import objectives as ob
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.fixes import Fix
+from tailbudget.audit.llm_fits import (
+    Fit,
+    concurrent,
+    fit_sums,
+    input_tokens,
+    reference,
+    start_ms,
+    sums,
+)
+from tailbudget.audit.llm_fixes import counterfactual
 from tailbudget.audit.report import Hypothesis, ObjectiveRow, RankedFix, Recommendation, Snapshot
-from tailbudget.logs.table import LogTable
 
 SHARE = 0.3
 """A component explains a breach when it holds at least this share of the mean."""
 R2_MIN = 0.3
-MIN_ROWS = 20
-
-
-@dataclass(frozen=True)
-class Fit:
-    """Least-squares fit y = intercept + sum(coef[x] * x) with its R^2 and residual spread."""
-
-    intercept: float
-    coef: dict[str, float]
-    r2: float
-    resid_sd: float
-    n: int
-    means: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -57,129 +50,42 @@ class Findings:
     refusals: list[str]
 
 
-def _sums(y: Any, xs: dict[str, Any]) -> dict[str, Any]:
-    names = list(xs)
-    out: dict[str, Any] = {"n": y.count(), "sy": y.sum(), "syy": (y * y).sum()}
-    for i, a in enumerate(names):
-        out[f"s_{a}"] = xs[a].sum()
-        out[f"s_{a}_y"] = (xs[a] * y).sum()
-        for b in names[i:]:
-            out[f"s_{a}_{b}"] = (xs[a] * xs[b]).sum()
-    return out
-
-
-def _fit(row: dict[str, Any], names: list[str]) -> Fit | None:
-    n = fnum(row.get("n"))
-    if n < MIN_ROWS:
-        return None
-    my = fnum(row["sy"]) / n
-    mx = np.array([fnum(row[f"s_{a}"]) / n for a in names])
-    cov = np.empty((len(names), len(names)))
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            key = f"s_{a}_{b}" if i <= j else f"s_{b}_{a}"
-            cov[i, j] = fnum(row[key]) / n - mx[i] * mx[j]
-    cxy = np.array([fnum(row[f"s_{a}_y"]) / n - mx[i] * my for i, a in enumerate(names)])
-    vy = fnum(row["syy"]) / n - my * my
-    if vy <= 0:
-        return None
-    keep = [i for i in range(len(names)) if cov[i, i] > 1e-12]
-    coef = np.zeros(len(names))
-    if keep:
-        sub = np.linalg.lstsq(cov[np.ix_(keep, keep)], cxy[keep], rcond=None)[0]
-        coef[keep] = sub
-    explained = float(coef @ cxy)
-    r2 = min(max(explained / vy, 0.0), 1.0)
-    return Fit(
-        intercept=my - float(coef @ mx),
-        coef={a: float(c) for a, c in zip(names, coef, strict=True)},
-        r2=r2,
-        resid_sd=float(np.sqrt(max(vy * (1.0 - r2), 0.0))),
-        n=int(n),
-        means={"y": my, **{a: float(m) for a, m in zip(names, mx, strict=True)}},
-    )
-
-
-def _input(ctx: Ctx) -> Any | None:
-    return ctx.t["input_tokens"].cast("float64") if "input_tokens" in ctx.t.columns else None
-
-
-def _start_ms(ctx: Ctx) -> Any:
-    return (
-        ctx.t["ts"].delta(ibis.timestamp("1970-01-01 00:00:00"), unit="millisecond").cast("float64")
-    )
-
-
-def _concurrent(ctx: Ctx, begin: Any, end: Any, values: dict[str, Any]) -> Any:
-    """A table of `values` per request plus `busy`: how many other requests' [begin, end)
-    intervals hold the request's `begin` (an event sweep: +1 at begin, -1 at end)."""
-    t = ctx.t
-    starts = t.select(at=begin, d=ibis.literal(1), k=ibis.literal(1), **values)
-    nulls = {name: ibis.null(v.type()) for name, v in values.items()}
-    ends = t.select(at=end, d=ibis.literal(-1), k=ibis.literal(0), **nulls)
-    ev = starts.union(ends)
-    # Ends before starts at the same instant; simultaneous arrivals queue in file order.
-    w = ibis.window(order_by=[ev.at, ev.k], rows=(None, 0))
-    swept = ev.mutate(busy=ev.d.sum().over(w) - 1)
-    return swept.filter(swept.k == 1)
-
-
-def _reference(ctx: Ctx, base: LogTable | None, metric: str, xs: list[str]) -> Fit | None:
-    if base is None:
-        return None
-    bctx = Ctx(base, ctx.config, parent=ctx)
-    y = ob.metric_value(bctx, metric)
-    inp = _input(bctx)
-    if y is None:
-        return None
-    terms = {"input_tokens": inp} if inp is not None and "input_tokens" in xs else {}
-    if "output_tokens" in xs and "output_tokens" in bctx.t.columns:
-        terms["output_tokens"] = bctx.t["output_tokens"].cast("float64")
-    sel = bctx.t.select(y=y, **terms).filter(lambda r: r.y.notnull())
-    row = bctx.run_frame(
-        f"baseline {metric}", sel.aggregate(**_sums(sel.y, {k: sel[k] for k in terms}))
-    )
-    return _fit(row[0], list(terms))
-
-
 def _pct(x: float) -> str:
     return f"{x:.0%}"
 
 
-def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]] | None:
-    """The TTFT breach's cause (queueing / prefill) with its figures and counterfactual model."""
-    ttft, inp = ob.metric_value(ctx, "ttft"), _input(ctx)
-    assert ttft is not None
+def _ttft_fit(ctx: Ctx) -> tuple[Fit | None, dict[str, Any], list[str]]:
+    """TTFT regressed on input tokens and, with start times, on requests in flight."""
+    ttft, inp = ob.metric_value(ctx, "ttft"), input_tokens(ctx)
     values: dict[str, Any] = {"y": ttft}
     if inp is not None:
         values["input_tokens"] = inp
-    timed = ctx.log.has_timestamp
-    if timed:
-        start = _start_ms(ctx)
-        d = _concurrent(ctx, start, start + ctx.t[TOTAL], values)
-        terms = [*(["input_tokens"] if inp is not None else []), "busy"]
+    terms = ["input_tokens"] if inp is not None else []
+    if ctx.log.has_timestamp:
+        start = start_ms(ctx)
+        d = concurrent(ctx, start, start + ctx.t[TOTAL], values)
+        terms.append("busy")
     else:
         d = ctx.t.select(**values)
-        terms = ["input_tokens"] if inp is not None else []
     d = d.filter(d.y.notnull())
-    aggs = _sums(d.y, {k: d[k].cast("float64") for k in terms})
-    if timed:
+    aggs = sums(d.y, {k: d[k].cast("float64") for k in terms})
+    if ctx.log.has_timestamp:
         aggs["busy_q"] = d.busy.quantile([0.5, 0.99])
     row = ctx.run_frame("ttft causes", d.aggregate(**aggs))[0]
-    fit = _fit(row, terms)
-    ref = _reference(ctx, ctx.config.baseline, "ttft", ["input_tokens"])
-    key = f"ttft.{obj.percentile}"
-    if fit is None:
-        return None
-    mean = fit.means["y"]
-    prefill = max(fit.coef.get("input_tokens", 0.0), 0.0) * fit.means.get("input_tokens", 0.0)
-    figures: dict[str, float] = {"ttft_mean_ms": mean, "r2": fit.r2}
+    return fit_sums(row, terms), row, terms
+
+
+def _waiting(
+    fit: Fit, row: dict[str, Any], ref: Fit | None
+) -> tuple[float, list[str], dict[str, float]]:
+    """ms of mean TTFT spent waiting, by the in-flight slope and/or the baseline."""
+    mean, queue = fit.means["y"], 0.0
     parts: list[str] = []
-    queue = 0.0
-    if timed:
+    figures: dict[str, float] = {}
+    if "busy" in fit.coef:
         b = fit.coef["busy"]
         queue = max(b, 0.0) * fit.means["busy"]
-        busy_q = row["busy_q"] or [0, 0]
+        busy_q = row.get("busy_q") or [0, 0]
         figures |= {"ms_per_request_in_flight": b, "in_flight_p50": fnum(busy_q[0])}
         parts.append(
             f"TTFT rises {b:,.3g} ms per request already in flight at arrival (median "
@@ -187,34 +93,40 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
             f"{queue:,.0f} ms of the {mean:,.0f} ms mean TTFT is waiting"
         )
     if ref is not None:
-        at_inputs = ref.intercept + ref.coef.get("input_tokens", 0.0) * fit.means.get(
-            "input_tokens", 0.0
-        )
+        prompts = fit.means.get("input_tokens", 0.0)
+        at_inputs = ref.intercept + ref.coef.get("input_tokens", 0.0) * prompts
         wait = max(mean - at_inputs, 0.0)
         figures |= {"baseline_ttft_mean_ms": ref.means["y"], "baseline_predicted_ms": at_inputs}
         parts.append(
-            f"the baseline's TTFT averages {ref.means['y']:,.0f} ms and its prompt-"
-            f"length fit predicts {at_inputs:,.0f} ms at this log's prompts (mean "
-            f"{fit.means.get('input_tokens', 0.0):,.0f} tokens, baseline "
-            f"{ref.means.get('input_tokens', 0.0):,.0f}): {wait:,.0f} ms ({_pct(wait / mean)}) "
-            "of this log's mean TTFT is waiting, not prefill"
+            f"the baseline's TTFT averages {ref.means['y']:,.0f} ms and its prompt-length fit "
+            f"predicts {at_inputs:,.0f} ms at this log's prompts (mean {prompts:,.0f} tokens, "
+            f"baseline {ref.means.get('input_tokens', 0.0):,.0f}): {wait:,.0f} ms "
+            f"({_pct(wait / mean)}) of this log's mean TTFT is waiting, not prefill"
         )
         queue = max(queue, wait)
-        prefill = (
-            min(prefill, at_inputs)
-            if prefill
-            else ref.coef.get("input_tokens", 0.0) * fit.means.get("input_tokens", 0.0)
-        )
-    if inp is not None and fit.coef.get("input_tokens", 0.0) == 0.0:
+    return queue, parts, figures
+
+
+def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]] | None:
+    """The TTFT breach's cause (queueing / prefill) with its figures and counterfactual model."""
+    fit, row, terms = _ttft_fit(ctx)
+    if fit is None:
+        return None
+    ref = reference(ctx, ctx.config.baseline, "ttft", ["input_tokens"])
+    key, mean = f"ttft.{obj.percentile}", fit.means["y"]
+    queue, parts, figures = _waiting(fit, row, ref)
+    figures |= {"ttft_mean_ms": mean, "r2": fit.r2}
+    slope = fit.coef.get("input_tokens")
+    prefill = max(slope or 0.0, 0.0) * fit.means.get("input_tokens", 0.0)
+    if slope == 0.0:
         parts.append("prompt lengths do not vary in this log: prefill cannot be told from them")
-    elif inp is not None:
-        slope = fit.coef.get("input_tokens", 0.0)
-        figures |= {"ms_per_input_token": slope}
+    elif slope is not None:
+        figures["ms_per_input_token"] = slope
         parts.append(
             f"TTFT rises {slope:,.3g} ms per input token ({prefill:,.0f} ms of the mean is "
             f"prefill by that fit, R^2 {fit.r2:.2f} with {', '.join(terms)})"
         )
-    if not timed and ref is None:
+    if "busy" not in fit.coef and ref is None:
         parts.append(
             "the log has no start times and no --baseline was given, so waiting cannot be "
             "separated from prefill; pass a low-load run as --baseline or a log with timestamps"
@@ -222,32 +134,24 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
     figures |= {"queue_ms": queue, "prefill_ms": prefill}
     if queue >= SHARE * mean and queue >= prefill:
         kind, what = "llm_queueing", "queueing"
-    elif prefill >= SHARE * mean and inp is not None:
+    elif prefill >= SHARE * mean:
         kind, what = "llm_prefill", "prefill"
     else:
-        kind, what = "llm_prefill" if inp is not None else "llm_queueing", "undetermined"
-        if what == "undetermined":
-            return (
-                Hypothesis(
-                    kind=kind,
-                    stage="ttft",
-                    evidence=f"{key} breach: cause undetermined; " + "; ".join(parts),
-                    figures=figures,
-                    objective=key,
-                ),
-                {},
-            )
-    evidence = f"{key} breach is {what}: " + "; ".join(parts)
-    model: dict[str, Any] = {"kind": kind, "fit": fit, "ref": ref}
-    return (
-        Hypothesis(kind=kind, stage="ttft", evidence=evidence, figures=figures, objective=key),
-        model,
+        kind, what = ("llm_prefill" if slope is not None else "llm_queueing"), ""
+    evidence = f"{key} breach is {what}: " if what else f"{key} breach: cause undetermined; "
+    hyp = Hypothesis(
+        kind=kind,
+        stage="ttft",
+        evidence=evidence + "; ".join(parts),
+        figures=figures,
+        objective=key,
     )
+    return hyp, ({"kind": kind, "fit": fit, "ref": ref} if what else {})
 
 
 def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]] | None:
     """The TPOT/ITL breach's cause: decode contention, long answers or long contexts."""
-    tpot, ttft, inp = ob.metric_value(ctx, "tpot"), ob.metric_value(ctx, "ttft"), _input(ctx)
+    tpot, ttft, inp = ob.metric_value(ctx, "tpot"), ob.metric_value(ctx, "ttft"), input_tokens(ctx)
     if tpot is None:
         return None
     values: dict[str, Any] = {"y": tpot}
@@ -257,19 +161,19 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         values["output_tokens"] = ctx.t["output_tokens"].cast("float64")
     timed = ctx.log.has_timestamp and ttft is not None
     if timed:
-        first = _start_ms(ctx) + ttft
-        d = _concurrent(ctx, first, _start_ms(ctx) + ctx.t[TOTAL], values)
+        first = start_ms(ctx) + ttft
+        d = concurrent(ctx, first, start_ms(ctx) + ctx.t[TOTAL], values)
     else:
         d = ctx.t.select(**values)
     terms = [k for k in values if k != "y"] + (["busy"] if timed else [])
     d = d.filter(d.y.notnull())
     row = ctx.run_frame(
-        "tpot causes", d.aggregate(**_sums(d.y, {k: d[k].cast("float64") for k in terms}))
+        "tpot causes", d.aggregate(**sums(d.y, {k: d[k].cast("float64") for k in terms}))
     )[0]
-    fit = _fit(row, terms)
+    fit = fit_sums(row, terms)
     if fit is None:
         return None
-    ref = _reference(ctx, ctx.config.baseline, "tpot", ["output_tokens"])
+    ref = reference(ctx, ctx.config.baseline, "tpot", ["output_tokens"])
     key = f"{obj.metric}.{obj.percentile}"
     mean = fit.means["y"]
     parts: list[str] = []
@@ -325,90 +229,6 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
     )
     model = {"kind": hyp.kind, "fit": fit, "ref": ref} if what == "decode contention" else {}
     return hyp, model
-
-
-def _cap_model(fit: Fit, ref: Fit | None, xs: dict[str, Any], timed: bool) -> Any:
-    """What the metric would be with no queue/contention, per request, from the fits."""
-    base = ref if ref is not None else fit
-    pred = ibis.literal(base.intercept)
-    for name, col in xs.items():
-        if name in base.coef and name != "busy":
-            pred = pred + base.coef[name] * col.fill_null(base.means.get(name, 0.0))
-    return pred + 2.0 * base.resid_sd
-
-
-def counterfactual(
-    ctx: Ctx,
-    obj: ObjectiveRow,
-    model: dict[str, Any],
-    fix: Fix,
-    snap: Snapshot,
-    goodput_before: float,
-) -> RankedFix | None:
-    """The fix rewritten into the log: the objective, e2e p99 and goodput after it."""
-    if not model:
-        return None
-    metric = "ttft" if obj.metric == "ttft" else "tpot"
-    value = ob.metric_value(ctx, metric)
-    assert value is not None
-    xs: dict[str, Any] = {}
-    if "input_tokens" in ctx.t.columns:
-        xs["input_tokens"] = ctx.t["input_tokens"].cast("float64")
-    if "output_tokens" in ctx.t.columns:
-        xs["output_tokens"] = ctx.t["output_tokens"].cast("float64")
-    if model["kind"] == "llm_prefill":
-        cap = ctx.run_row("prompt p95", {"c": xs["input_tokens"].quantile(0.95)})["c"]
-        slope = max(model["fit"].coef.get("input_tokens", 0.0), 0.0)
-        after = value - slope * ibis.greatest(xs["input_tokens"] - fnum(cap), 0.0).fill_null(0.0)
-    else:
-        after = ibis.least(value, _cap_model(model["fit"], model["ref"], xs, True))
-    saved = (value - after).fill_null(0.0)
-    if metric == "tpot":
-        k = xs.get("output_tokens")
-        total_after = ctx.t[TOTAL] - (saved * (k - 1) if k is not None else saved)
-    else:
-        total_after = ctx.t[TOTAL] - saved
-    thresholds = ob.objectives_of(ctx).thresholds()
-    swap = {metric: ibis.ifelse(value.isnull(), value, after), "e2e": total_after}
-    if metric == "tpot":
-        swap["tpot"] = ibis.ifelse(ob._one_token(ctx), 0.0, swap["tpot"])
-    row = ctx.run_row(
-        f"counterfactual {fix.name}",
-        {
-            "q": after.quantile(obj_q(obj)),
-            "p99": total_after.quantile(0.99),
-            "g": ob.good_mask(ctx, thresholds, swap=swap).cast("int64").sum(),
-            "n": ctx.t.count(),
-        },
-    )
-    n = fnum(row["n"]) + float(ctx.log.rows.failed)
-    before_ms = obj.measured_ms or 0.0
-    after_ms = min(fnum(row["q"]), before_ms)
-    p99_after = min(fnum(row["p99"]), snap.p99)
-    return RankedFix(
-        fix=fix.name,
-        stage="ttft" if metric == "ttft" else "decode",
-        p99_saved_ms=snap.p99 - p99_after,
-        hours=fix.hours,
-        risk=fix.risk,
-        reversible=fix.reversible,
-        score=(before_ms - after_ms) / fix.hours,
-        kind=model["kind"],
-        counterfactual=fix.counterfactual,
-        p99_after_ms=p99_after,
-        objective=f"{obj.metric}.{obj.percentile}",
-        objective_before_ms=before_ms,
-        objective_after_ms=after_ms,
-        goodput_before=goodput_before,
-        goodput_after=fnum(row["g"]) / n if n else 0.0,
-    )
-
-
-def obj_q(obj: ObjectiveRow) -> float:
-    """The objective's percentile as a quantile."""
-    from tailbudget.budget.objectives import parse_percentile
-
-    return parse_percentile(obj.percentile)[1]
 
 
 _FIXES = {
