@@ -32,18 +32,18 @@ CHUNK = 1_000_000
 OBJECTIVES = "p50=1300,p95=2800,p99=4000,e2e.p99.9=9000,llm.p99=3000,retrieval.p99=800,goodput=0.95"
 
 
-def generate(rows: int) -> tuple[Path, Path]:
-    """Write the log once (in chunks, so memory stays flat) and reuse it."""
+def generate(rows: int, out: Path = OUT) -> tuple[Path, Path]:
+    """Write the log once into `out` (in chunks, so memory stays flat) and reuse it."""
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(HERE.parent / "src"))
     from tailbudget.demo.generate import event_times, make_table, write_events
 
-    path = OUT / f"audit_v2_{rows}.parquet"
-    events = OUT / f"audit_v2_{rows}_events.csv"
+    path = out / f"audit_v2_{rows}.parquet"
+    events = out / f"audit_v2_{rows}_events.csv"
     if path.exists() and events.exists():
         return path, events
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     writer = None
     done, k, first_events = 0, 0, None

@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 
 from tailbudget.audit import objectives as ob
+from tailbudget.audit import quantiles
 from tailbudget.audit.context import Ctx, fnum, to_arrow
 from tailbudget.audit.report import (
     Canary,
@@ -147,6 +148,7 @@ def judge(ctx: Ctx, rows: list[ObjectiveRow], good: int, baseline: LogTable) -> 
     objs = ob.objectives_of(ctx)
     tokens = objs.e2e_output_tokens()
     brow = base.run_row("baseline objectives", {"n": base.t.count(), **ob.exprs(base)})
+    brow |= quantiles.exact(base, "baseline percentiles", ob.asks(base))
     before_rows, _ = ob.build(base, brow)
     before = {(o.metric, o.percentile): o.measured_ms for o in before_rows}
     samples: dict[str, tuple[np.ndarray, int, np.ndarray, int]] = {}

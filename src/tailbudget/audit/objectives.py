@@ -7,8 +7,10 @@ Per-request metrics, as vLLM's `bench serve` defines them:
 - itl: every inter-token gap (the `itl_ms` list column), pooled over requests; a request
   meets an ITL threshold when its largest gap does;
 - e2e with `output_tokens: N`: ttft + (N - 1) x tpot, the request's time for an N-token answer.
-Percentiles are exact (`quantile` on the engine, linear interpolation as numpy's default),
-folded into the audit's first aggregate; ITL takes one more pass over the unnested gaps.
+Percentiles are exact (linear interpolation between order statistics, as numpy's default
+and vLLM), asked with the audit's other exact quantiles (quantiles.exact: the engine's
+quantile on a small log, bounded memory on a large one); ITL takes one more pass over
+the unnested gaps.
 A request is good when it is not an error and meets every per-request threshold; requests
 that failed without a latency count in the denominator, never as good.
 """
@@ -21,6 +23,7 @@ import ibis
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
+from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, ObjectiveRow
 from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
@@ -147,23 +150,33 @@ def good_mask(ctx: Ctx, thresholds: dict[str, float], *, swap: dict[str, Any] | 
 def exprs(ctx: Ctx) -> dict[str, Any]:
     """Aggregates for pass A: every objective's exact percentiles, counts and goodput."""
     objs = objectives_of(ctx)
-    tokens = objs.e2e_output_tokens()
     out: dict[str, Any] = {}
     for j, metric in enumerate(objs.metrics()):
-        if metric == "itl":
-            continue
-        value = metric_value(ctx, metric, tokens if metric == "e2e" else None)
-        if value is None:
-            continue
-        qs = [o.q for o in objs.of(metric)]
-        out[f"o_q{j}"] = value.quantile(qs)
-        out[f"o_n{j}"] = value.count()
+        value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
+        if value is not None:
+            out[f"o_n{j}"] = value.count()
     out["o_good"] = good_mask(ctx, objs.thresholds()).cast("int64").sum()
     for metric in ("ttft", "tpot"):
         value = metric_value(ctx, metric) if metric in objs.metrics() else None
         if value is not None:
             out[f"o_cdf_{metric}"] = value.approx_quantile(CDF_QS)
     return out
+
+
+def asks(ctx: Ctx) -> list[Ask]:
+    """Exact percentiles of every objective but ITL (quantiles.exact: bounded memory on a
+    large log), keyed o_q<j> by the metric's position."""
+    objs = objectives_of(ctx)
+    out: list[Ask] = []
+    for j, metric in enumerate(objs.metrics()):
+        value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
+        if value is not None:
+            out.append(Ask(f"o_q{j}", value, tuple(o.q for o in objs.of(metric))))
+    return out
+
+
+def _tokens(objs: Objectives, metric: str) -> int | None:
+    return objs.e2e_output_tokens() if metric == "e2e" else None
 
 
 def distributions(ctx: Ctx, row: dict[str, Any]) -> dict[str, list[CdfPoint]]:

@@ -10,7 +10,6 @@ import re
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from tailbudget.audit import (
     canary,
@@ -28,26 +27,12 @@ from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import AuditReport, Percentiles, Provenance
+from tailbudget.logs.engine import engine_name, scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
 
 
 def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     """Audit a canonical log against an SLO and return the report (the JSON contract)."""
-    local, drop = _materialize(log, config)
-    try:
-        return _audit(local, config)
-    finally:
-        drop()
-
-
-def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
-    """On DuckDB, copy the columns the audit reads into a temp table once.
-
-    The audit makes about ten passes; reading a Parquet file and re-checking every row
-    each time costs more than one copy of the few columns it needs."""
-    backend = log.backend
-    if getattr(backend, "name", None) != "duckdb":
-        return log, lambda: None
     cols = [TOTAL, "error", *(log.stage_column(s) for s in log.stages), *log.shape, *log.cohorts]
     if log.has_timestamp:
         cols.append("ts")
@@ -56,15 +41,13 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
         cols.append(tokens)
     cols += [c for c in objectives.COLUMNS if c in log.table.columns]
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
-    name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
-    if config.progress is not None:
+    if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
-    backend.create_table(name, log.table.select(*keep), temp=True)
-
-    def drop() -> None:
-        backend.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
-
-    return replace(log, table=backend.table(name)), drop
+    # About twenty passes read the same few columns: reading the log and checking its
+    # rows once is cheaper than each pass doing it again.
+    name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
+    with scratch_copy(log.backend, log.table.select(*keep), name) as table:
+        return _audit(replace(log, table=table), config)
 
 
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:

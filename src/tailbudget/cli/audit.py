@@ -7,18 +7,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from tailbudget._units import PERCENTILES
-from tailbudget.audit import AuditConfig, AuditReport, run_audit
-from tailbudget.audit.events import read_events
-from tailbudget.budget import load_budget
-from tailbudget.budget.objectives import parse_objectives
 from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
 from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.audit import AuditReport
 
 
 class AuditFormat(StrEnum):
@@ -65,6 +63,8 @@ def _slow(value: str) -> str | float:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None] | None]:
+    from rich.console import Console
+
     console = Console(stderr=True)
     if not console.is_terminal:
         yield None
@@ -158,6 +158,11 @@ def audit_command(
         )
     if log is None and query is None:
         raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+    # Imported here, not at the top: `tailbudget --help` must not load the engines.
+    from tailbudget.audit import AuditConfig, run_audit
+    from tailbudget.audit.events import read_events
+    from tailbudget.budget import load_budget
+    from tailbudget.budget.objectives import parse_objectives
     from tailbudget.logs import ReadOptions, read_log
 
     b = load_budget(budget) if budget is not None else None
