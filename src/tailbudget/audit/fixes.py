@@ -123,6 +123,39 @@ CATALOG: dict[str, Fix] = {
             False,
             "decode time of slow requests at its fast-group level",
         ),
+        # Fixes of breached LLM objectives (TTFT, TPOT): their counterfactuals rewrite the
+        # objective's metric per request (audit/llm_causes.py), then e2e and goodput with it.
+        Fix(
+            "add_llm_replicas",
+            "llm_queueing",
+            2,
+            "low",
+            True,
+            "each request's TTFT capped at what the low-load reference predicts for its "
+            "prompt length (fit plus two residual standard deviations): the queue wait removed",
+            "add model replicas (or scale on TTFT) until requests stop waiting for a slot",
+        ),
+        Fix(
+            "cap_prompt_tokens",
+            "llm_prefill",
+            6,
+            "medium",
+            True,
+            "prompts capped at their p95 length, TTFT lowered along its fitted slope on "
+            "input tokens",
+            "cap prompt length (retrieved context, history) at about {cap:,.0f} tokens",
+        ),
+        Fix(
+            "limit_decode_batch",
+            "llm_decode_contention",
+            3,
+            "medium",
+            True,
+            "each request's TPOT capped at what the low-load reference predicts (fit plus two "
+            "residual standard deviations): fewer concurrent decoders (max_num_seqs) or more "
+            "replicas; with fewer sequences per replica and no new replica, TTFT queueing grows",
+            "lower max_num_seqs per replica, or add replicas, so fewer requests decode at once",
+        ),
         # Changes a re-budget proposes (`tailbudget rebudget`); no audit hypothesis has their
         # kinds, so they never rank as a hypothesis's fix. A smaller or quantized model takes
         # an evaluation of answer quality on top of the swap: a week, medium risk.

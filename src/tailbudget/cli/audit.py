@@ -165,12 +165,22 @@ def audit_command(
     fail_on_breach: bool = typer.Option(
         False, "--fail-on-breach", help="Exit 1 when a gated percentile breaches."
     ),
+    fail_on_regression: bool = typer.Option(
+        False,
+        "--fail-on-regression",
+        help="With --baseline: exit 1 when a gated objective regresses beyond noise "
+        "(or the logs are too small to tell).",
+    ),
 ) -> None:
     """Find what drives the tail of a latency log and rank the fixes; exit 2 on bad input."""
     if workload is Workload.batch:
         raise TailbudgetError(BATCH)
     if slo is None and budget is None:
         raise TailbudgetError(NO_SLO)
+    if fail_on_regression and baseline is None:
+        raise TailbudgetError(
+            "--fail-on-regression compares against a baseline: add --baseline LOG2"
+        )
     if log is None and query is None:
         raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
     # Imported here, not at the top: `tailbudget --help` must not load the engines.
@@ -220,4 +230,8 @@ def audit_command(
         report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
+        raise typer.Exit(EXIT_GATE)
+    if fail_on_regression and report.regresses():
+        assert report.canary is not None
+        typer.echo(f"canary: {report.canary.text}", err=True)
         raise typer.Exit(EXIT_GATE)
