@@ -1,0 +1,239 @@
+"""`simulate`: the fitted model, one arrival sequence, every policy side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tailbudget.budget.policy import Policy
+from tailbudget.control.decision import Decision
+from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+from tailbudget.sim.batch_engine import run_batching
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import ObjectiveResult, SimObjective, measure, metric_values
+from tailbudget.sim.policies import PolicySpec, make_policy
+from tailbudget.sim.queue_engine import run_queue
+from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
+
+__all__ = ["RunResult", "SimReport", "TimelinePoint", "run_once", "simulate"]
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """One policy evaluation: the fleet and the watched percentile over the last minute."""
+
+    t_offset_s: float
+    ready: int
+    alive: int
+    shed: bool
+    trim: bool
+    value_ms: float | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One policy's run."""
+
+    policy: str
+    start_replicas: int
+    objectives: list[ObjectiveResult]
+    goodput: float | None
+    goodput_thresholds: dict[str, float]
+    replica_hours: float
+    arrived: int
+    served: int
+    shed: int
+    unfinished: int
+    cold_starts: int
+    decisions: list[Decision]
+    timeline: list[TimelinePoint]
+    watched: str
+    """The objective the timeline plots (the tightest gated one)."""
+    peak_replicas: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract's per-run block."""
+        return {
+            "policy": self.policy,
+            "start_replicas": self.start_replicas,
+            "objectives": [o.to_dict() for o in self.objectives],
+            "goodput": {
+                "share": None if self.goodput is None else round(self.goodput, 4),
+                "thresholds": self.goodput_thresholds,
+            },
+            "replica_hours": round(self.replica_hours, 4),
+            "peak_replicas": self.peak_replicas,
+            "requests": {
+                "arrived": self.arrived,
+                "served": self.served,
+                "shed": self.shed,
+                "unfinished": self.unfinished,
+            },
+            "cold_starts": self.cold_starts,
+            "minutes_in_breach": max((o.minutes_in_breach for o in self.objectives if o.objective.gated), default=0),
+            "decisions": [_decision(d) for d in self.decisions],
+            "timeline": {
+                "watched": self.watched,
+                "points": [p.__dict__ for p in self.timeline],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class SimReport:
+    """A whole `simulate` result."""
+
+    model: ServiceModel
+    arrivals: str
+    requests: int
+    duration_s: float
+    load: float
+    seed: int
+    runs: list[RunResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: the first policy's figures at the top, every run in `runs`."""
+        first = self.runs[0].to_dict()
+        return {
+            "objectives": first["objectives"],
+            "goodput": first["goodput"],
+            "replica_hours": first["replica_hours"],
+            "requests": first["requests"],
+            "decisions": first["decisions"],
+            "policy": first["policy"],
+            "model": self.model.to_dict(),
+            "arrivals": {"source": self.arrivals, "requests": self.requests, "load": self.load},
+            "duration_s": self.duration_s,
+            "seed": self.seed,
+            "runs": [r.to_dict() for r in self.runs],
+            "notes": self.notes,
+        }
+
+
+def _decision(d: Decision) -> dict[str, Any]:
+    return {
+        "t": f"PT{d.t_s:.3f}S",
+        "t_offset_s": round(d.t_s, 3),
+        "action": d.action,
+        "metric": d.metric,
+        "value": None if d.value is None else round(float(d.value), 6),
+        "threshold": None if d.threshold is None else round(float(d.threshold), 6),
+        "reason": d.reason,
+        "rule": d.rule,
+        "replicas": d.replicas,
+    }
+
+
+def _goodput(trace: SimTrace, objectives: Sequence[SimObjective]) -> tuple[float | None, dict[str, float]]:
+    thresholds: dict[str, float] = {}
+    best: dict[str, float] = {}
+    for o in objectives:
+        if o.q >= best.get(o.metric, -1.0):
+            best[o.metric], thresholds[o.metric] = o.q, o.target_ms
+    n = trace.arrival_s.size
+    if n == 0:
+        return None, thresholds
+    good = np.isfinite(trace.done_s) & ~trace.error
+    for metric, ms in thresholds.items():
+        v = metric_values(trace, metric)
+        good &= np.nan_to_num(v, nan=np.inf) <= ms
+    return float(good.sum()) / n, thresholds
+
+
+def _timeline(trace: SimTrace, watched: SimObjective, window_s: float) -> list[TimelinePoint]:
+    v = metric_values(trace, watched.metric)
+    ok = np.isfinite(v)
+    done, vals = trace.done_s[ok], v[ok]
+    order = np.argsort(done)
+    done, vals = done[order], vals[order]
+    out = []
+    for tk in trace.ticks:
+        lo, hi = np.searchsorted(done, [tk.t_s - window_s, tk.t_s], side="right")
+        value = float(np.quantile(vals[lo:hi], watched.q)) if hi - lo >= 5 else None
+        out.append(TimelinePoint(round(tk.t_s, 3), tk.ready, tk.alive, tk.shed, tk.trim, value))
+    return out
+
+
+def run_once(
+    model: ServiceModel, arrivals: Arrivals, policy: RunPolicy, *, replicas: int, end_s: float
+) -> SimTrace:
+    """One run of the right engine for the model."""
+    engine = run_batching if model.kind == "llm" else run_queue
+    return engine(model, arrivals, policy, replicas=replicas, end_s=end_s)
+
+
+def _result(
+    spec: PolicySpec, start: int, trace: SimTrace, objectives: Sequence[SimObjective]
+) -> RunResult:
+    gated = [o for o in objectives if o.gated] or list(objectives)
+    measured = measure(trace, objectives)
+    tight = max(
+        (r for r in measured if r.objective in gated),
+        key=lambda r: -1.0 if r.measured_ms is None else r.measured_ms / r.objective.target_ms,
+    )
+    goodput, thresholds = _goodput(trace, objectives)
+    served = int(np.isfinite(trace.done_s).sum())
+    shed = int(trace.shed.sum())
+    return RunResult(
+        policy=spec.label if spec.kind != "fixed" else f"fixed:{start}",
+        start_replicas=start,
+        objectives=measured,
+        goodput=goodput,
+        goodput_thresholds=thresholds,
+        replica_hours=trace.replica_s / 3600.0,
+        arrived=int(trace.arrival_s.size),
+        served=served,
+        shed=shed,
+        unfinished=int(trace.arrival_s.size) - served - shed,
+        cold_starts=trace.cold_starts,
+        decisions=trace.decisions,
+        timeline=_timeline(trace, tight.objective, 60.0),
+        watched=tight.objective.name,
+        peak_replicas=max([start, *(t.alive for t in trace.ticks)]),
+    )
+
+
+def simulate(
+    model: ServiceModel,
+    objectives: Sequence[SimObjective],
+    *,
+    arrivals: ArrivalSpec,
+    policies: Sequence[PolicySpec],
+    budget_policy: Policy,
+    replicas: int,
+    duration_s: float | None = None,
+    load: float = 1.0,
+    max_requests: int | None = None,
+    seed: int = 0,
+    log_times: np.ndarray | None = None,
+) -> SimReport:
+    """Every policy on the same arrivals (same seed), side by side."""
+    rng = np.random.default_rng(seed)
+    arr, horizon = make_arrivals(
+        arrivals,
+        pool=model.samples.size,
+        load=load,
+        duration_s=duration_s,
+        max_requests=max_requests,
+        low_share=float(model.low_priority_share.value),
+        rng=rng,
+        log_times=log_times,
+    )
+    runs = []
+    for spec in policies:
+        policy, start = make_policy(spec, budget_policy, replicas)
+        trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
+        runs.append(_result(spec, start, trace, objectives))
+    notes = [
+        "closed loop: each policy's decisions change the simulated service "
+        "(replicas after the provisioning delay, shedding, logging)",
+    ]
+    if any(d.action == "rollback" for r in runs for d in r.decisions):
+        notes.append("rollback decisions are recorded, not simulated (no previous version)")
+    if model.kind == "llm":
+        notes.append("trim_logging has no modelled effect on LLM steps")
+    return SimReport(model, arr.description, arr.size, horizon, load, seed, runs, notes)
