@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from tailbudget.cli.audit import audit_command
+from tailbudget.cli.capacity import capacity_command
 from tailbudget.cli.demo import demo_command
 from tailbudget.cli.export import export_command
 from tailbudget.cli.import_ import import_command
@@ -15,6 +16,7 @@ from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
 from tailbudget.cli.replay import replay_command
 from tailbudget.cli.serve import serve_command
+from tailbudget.cli.simulate import simulate_command
 
 app = typer.Typer(
     name="tailbudget",
@@ -31,6 +33,8 @@ app.command("replay")(replay_command)
 app.command("export")(export_command)
 app.command("import")(import_command)
 app.command("serve")(serve_command)
+app.command("simulate")(simulate_command)
+app.command("capacity")(capacity_command)
 
 
 def main() -> None:
