@@ -112,7 +112,6 @@ class _BatchSim:
             rep.prefill.append([i, self.tin[i]])
             rep.seqs += 1
             self.seqs_total += 1
-            fleet.busy[best] += 1
             if not rep.stepping:
                 self._step(best, t)
 
@@ -161,7 +160,6 @@ class _BatchSim:
             rep.seqs -= finished
             self.seqs_total -= finished
             self.in_sys -= finished
-            fleet.busy[r] -= finished
         rep.stepping = False
         if fleet.retired[r] and rep.seqs == 0:
             fleet.end(r, t)
@@ -193,16 +191,19 @@ class _BatchSim:
         ready = self.fleet.ready_count(t)
         c = self.comp
         view = TickView(
-            t, c[0][upto:], c[1][upto:], c[2][upto:],
+            t, np.asarray(c[0][upto:]), np.asarray(c[1][upto:]), np.asarray(c[2][upto:], bool),
             self.area_sys / span, self.area_busy / span / max(1, ready * self.limit),
-            ready, self.fleet.alive,
+            ready, self.fleet.alive(t),
         )  # fmt: skip
         self.area_sys = self.area_busy = 0.0
         self.decisions.extend(self.policy.tick(view, self.knobs))
-        self.fleet.reconcile(max(0, self.knobs.desired), t)
+        _, gone = self.fleet.reconcile(max(0, self.knobs.desired), t)
+        for r in gone:
+            if r >= len(self.reps) or self.reps[r].seqs == 0:
+                self.fleet.end(r, t)
         self._admit(t)
         self.ticks.append(
-            TickRecord(t, self.fleet.ready_count(t), self.fleet.alive, self.knobs.shed, False)
+            TickRecord(t, self.fleet.ready_count(t), self.fleet.alive(t), self.knobs.shed, False)
         )
         return len(c[0])
 
@@ -213,7 +214,7 @@ class _BatchSim:
             self._ready(r, t0)
         arr, heap, n = self.arr, self.heap, len(self.arr)
         nxt, every, upto = 0, self.policy.every_s, 0
-        tick, replica_s = t0 + every, -1.0
+        tick = t0 + every
         while True:
             ta = arr[nxt] if nxt < n else _INF
             te = heap[0][0] if heap else _INF
@@ -223,8 +224,6 @@ class _BatchSim:
                 upto = self._tick(tick, upto)
                 tick += every
                 continue
-            if t > end_s and replica_s < 0:
-                replica_s = self.fleet.finish(end_s)
             if t == _INF:
                 break
             if tr <= te and tr <= ta:
@@ -245,7 +244,7 @@ class _BatchSim:
             output_tokens=np.asarray(self.tout, dtype=np.float64),
             ticks=self.ticks,
             decisions=self.decisions,
-            replica_s=replica_s if replica_s >= 0 else self.fleet.finish(end_s),
+            replica_s=self.fleet.replica_seconds(end_s),
             end_s=end_s,
             cold_starts=self.cold_starts,
         )

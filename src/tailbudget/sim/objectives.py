@@ -19,7 +19,15 @@ from tailbudget.budget.model import Budget
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.trace import SimTrace
 
-__all__ = ["ObjectiveResult", "SimObjective", "metric_values", "objectives_for", "parse_slo_text"]
+__all__ = [
+    "ObjectiveResult",
+    "SimObjective",
+    "measure",
+    "metric_values",
+    "objectives_for",
+    "order_stat",
+    "parse_slo_text",
+]
 
 METRICS = ("e2e", "ttft", "tpot")
 
@@ -132,6 +140,13 @@ def metric_values(trace: SimTrace, metric: str) -> npt.NDArray[np.float64]:
         return np.where(steps > 0, (e2e - ttft) / np.maximum(steps, 1.0), 0.0)
 
 
+def order_stat(values: npt.NDArray[np.float64], q: float) -> float:
+    """The q-quantile as the order statistic at ceil(q x n) (no interpolation; one
+    partition, for the many small per-minute and per-window figures)."""
+    k = min(values.size - 1, max(0, int(np.ceil(q * values.size)) - 1))
+    return float(np.partition(values, k)[k])
+
+
 def measure(
     trace: SimTrace, objectives: Sequence[SimObjective], minute_s: float = 60.0
 ) -> list[ObjectiveResult]:
@@ -149,7 +164,7 @@ def measure(
         order = np.argsort(minute, kind="stable")
         minute, vals = minute[order], vals[order]
         cuts = np.flatnonzero(np.diff(minute)) + 1
-        per = [float(np.quantile(g, o.q)) for g in np.split(vals, cuts) if g.size]
+        per = [order_stat(g, o.q) for g in np.split(vals, cuts) if g.size]
         breach = sum(1 for p in per if p > o.target_ms)
         out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach))
     return out

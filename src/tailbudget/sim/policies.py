@@ -116,7 +116,7 @@ class BudgetPolicy:
     def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
         """Feed the completions, evaluate, apply what is active."""
         c = self.controller
-        if view.done_ts:
+        if view.done_ts.size:
             c.observe_many(view.done_ts, view.done_ms, view.done_err)
         decisions = c.evaluate(view.now_s)
         knobs.desired = c.desired_replicas
@@ -165,7 +165,7 @@ class HpaPolicy:
                 rule="hpa",
                 reason=f"{self.metric} {value:.3g} vs target {self.target:g}; "
                 f"desired replicas {current} -> {rec}",
-                count=len(view.done_ts),
+                count=int(view.done_ts.size),
                 replicas=rec,
             )
         ]

@@ -13,7 +13,13 @@ from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.batch_engine import run_batching
 from tailbudget.sim.model import ServiceModel
-from tailbudget.sim.objectives import ObjectiveResult, SimObjective, measure, metric_values
+from tailbudget.sim.objectives import (
+    ObjectiveResult,
+    SimObjective,
+    measure,
+    metric_values,
+    order_stat,
+)
 from tailbudget.sim.policies import PolicySpec, make_policy
 from tailbudget.sim.queue_engine import run_queue
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
@@ -153,7 +159,7 @@ def _timeline(trace: SimTrace, watched: SimObjective, window_s: float) -> list[T
     out = []
     for tk in trace.ticks:
         lo, hi = np.searchsorted(done, [tk.t_s - window_s, tk.t_s], side="right")
-        value = float(np.quantile(vals[lo:hi], watched.q)) if hi - lo >= 5 else None
+        value = order_stat(vals[lo:hi], watched.q) if hi - lo >= 5 else None
         out.append(TimelinePoint(round(tk.t_s, 3), tk.ready, tk.alive, tk.shed, tk.trim, value))
     return out
 
