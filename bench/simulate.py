@@ -47,7 +47,7 @@ def child_tailbudget(seconds: float) -> None:
     from tailbudget.sim.model import Param, ServiceModel, WorkSamples
     from tailbudget.sim.policies import PolicySpec
     from tailbudget.sim.run import simulate
-    from tailbudget.sim.objectives import SimObjective
+    from tailbudget.budget.objectives import parse_objectives
 
     rng = np.random.default_rng(1)
     n = int(RATE * seconds)
@@ -72,7 +72,7 @@ def child_tailbudget(seconds: float) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     rep = simulate(
         model,
-        [SimObjective("e2e", "p95", 2800.0), SimObjective("e2e", "p99", 5200.0)],
+        parse_objectives("p95=2800,p99=5200"),
         arrivals=ArrivalSpec("poisson", rate=RATE),
         policies=[PolicySpec("budget")],
         budget_policy=parse_policy("default"),

@@ -13,13 +13,13 @@ from tailbudget.logs import ReadOptions
 from tailbudget.sim.arrivals import ArrivalSpec
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
-from tailbudget.sim.objectives import SimObjective
+from tailbudget.budget.objectives import parse_objectives
 from tailbudget.sim.policies import parse_policy_spec
 from tailbudget.sim.run import RunResult, simulate
 from tests.sim.synth import EPISODE, doubling_log
 
 SLO_P95 = 1000.0
-OBJ = [SimObjective("e2e", "p95", SLO_P95)]
+OBJ = parse_objectives(f"p95={SLO_P95:g}")
 
 
 def _run(log: Path, policies: list[str], **model: float) -> list[RunResult]:

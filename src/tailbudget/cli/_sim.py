@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.policy import Policy
     from tailbudget.sim.fitting import Fitted
-    from tailbudget.sim.objectives import SimObjective
+    from tailbudget.budget.objectives import Objectives
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class SimInputs:
     """What both commands start from."""
 
     fitted: Fitted
-    objectives: list[SimObjective]
+    objectives: Objectives
     budget: Budget | None
     policy: Policy
 
@@ -40,14 +40,13 @@ CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at 
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
 
 
-def _policy(budget: Budget | None, objectives: list[SimObjective]) -> Policy:
+def _policy(budget: Budget | None, objectives: Objectives) -> Policy:
     from tailbudget.budget.model import SLO as SLOModel
     from tailbudget.budget.policy import parse_policy, resolve_policy
 
     if budget is not None:
         return resolve_policy(budget)
-    e2e = {o.percentile: o.target_ms for o in objectives if o.metric == "e2e"}
-    given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
+    given = {k: v for k, v in objectives.e2e().items() if k in ("p50", "p95", "p99")}
     return parse_policy("default", SLOModel(**given) if given else None)
 
 

@@ -49,7 +49,7 @@ def simulate_markdown(rep: SimReport) -> str:
         "## Policies side by side",
         "",
     ]
-    names = [o.objective.name for o in rep.runs[0].objectives]
+    names = [o.objective.key for o in rep.runs[0].objectives]
     head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "peak", "shed", "decisions"]
     rows = []
     for r in rep.runs:
@@ -84,7 +84,7 @@ def simulate_markdown(rep: SimReport) -> str:
 def capacity_markdown(rep: CapacityReport) -> str:
     """The replica curve and where to scale before breach."""
     lines = ["# Capacity", "", f"Arrivals: {rep.arrivals}.", ""]
-    names = [o.objective.name for o in rep.curve[0].objectives] if rep.curve else []
+    names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
     lines += _table(
         ["load", "replicas", "utilization", *names],
         [

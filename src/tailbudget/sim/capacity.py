@@ -18,7 +18,8 @@ import numpy as np
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.model import ServiceModel
-from tailbudget.sim.objectives import ObjectiveResult, SimObjective, measure
+from tailbudget.budget.objectives import Objectives
+from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.run import run_once
 
@@ -72,7 +73,7 @@ class CapacityReport:
 @dataclass(frozen=True)
 class _Setup:
     model: ServiceModel
-    objectives: Sequence[SimObjective]
+    objectives: Objectives
     arrivals: ArrivalSpec
     duration_s: float | None
     seed: int
@@ -104,7 +105,7 @@ def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], 
     if s.model.kind == "queue" and horizon > 0:
         work = float(np.sum(s.model.samples.work_ms[arr.src])) / 1000.0
         util = work / (horizon * replicas * s.model.concurrency.value)
-    return measure(trace, s.objectives), util
+    return measure(trace, s.objectives, s.model.samples.stages), util
 
 
 def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
@@ -137,7 +138,7 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
         res, _ = _run(s, load, replicas)
         gated = [r for r in res if r.objective.gated] or res
         worst = max(gated, key=lambda r: _worst([r]))
-        return _worst(res), worst.objective.name
+        return _worst(res), worst.objective.key
 
     lo, hi = 0.05, max(top, 1.0) * 2.0
     r_lo, _ = ratio(lo)
@@ -159,7 +160,7 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
 
 def capacity_curve(
     model: ServiceModel,
-    objectives: Sequence[SimObjective],
+    objectives: Objectives,
     *,
     arrivals: ArrivalSpec,
     loads: Sequence[float],

@@ -1,62 +1,43 @@
-"""Objectives a simulation is judged by, and their measurement on simulated requests.
+"""Objectives (the budget's typed model) measured on simulated requests.
 
-A small interface of its own (metric, percentile, target, gated) so the
-simulator does not depend on how a budget spells them: `e2e` (end to end),
-`ttft`, `tpot` ((e2e - ttft) / (output tokens - 1), 0 for one-token answers).
+`e2e` (end to end), `ttft`, `tpot` ((e2e - ttft) / (output tokens - 1), 0
+for one-token answers, as vLLM counts it) come from the simulation; a stage
+objective reads the copied request's logged stage time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget._units import quantile_of
 from tailbudget.budget.model import Budget
+from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.trace import SimTrace
 
 __all__ = [
+    "SIMULATED",
+    "Objective",
     "ObjectiveResult",
-    "SimObjective",
     "measure",
     "metric_values",
     "objectives_for",
     "order_stat",
-    "parse_slo_text",
 ]
 
-METRICS = ("e2e", "ttft", "tpot")
-
-
-@dataclass(frozen=True)
-class SimObjective:
-    """One latency objective: `metric`'s `percentile` must stay at or below `target_ms`."""
-
-    metric: str
-    percentile: str
-    target_ms: float
-    gated: bool = True
-
-    @property
-    def q(self) -> float:
-        """The percentile as a quantile in (0, 1)."""
-        return quantile_of(self.percentile)
-
-    @property
-    def name(self) -> str:
-        """e.g. 'ttft.p95'."""
-        return f"{self.metric}.{self.percentile}"
+SIMULATED = ("e2e", "ttft", "tpot")
+"""Metrics the simulator produces per request; a stage objective reads the copied row."""
 
 
 @dataclass(frozen=True)
 class ObjectiveResult:
     """An objective measured on the simulated requests."""
 
-    objective: SimObjective
+    objective: Objective
     measured_ms: float | None
     attainment: float | None
     """Share of the policy's 1-minute windows (with requests) meeting the objective."""
@@ -84,50 +65,52 @@ class ObjectiveResult:
         }
 
 
-def parse_slo_text(text: str) -> list[SimObjective]:
-    """'p95=2800,ttft.p95=500,e2e.p99=9000' -> objectives (every one gated)."""
-    out: list[SimObjective] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, sep, value = part.partition("=")
-        bits = name.strip().split(".", 1)
-        metric, pct = ("e2e", bits[0]) if len(bits) == 1 else (bits[0], bits[1])
-        if not sep or metric not in METRICS:
-            raise TailbudgetError(
-                f"--slo takes e.g. p95=2800,ttft.p95=500,tpot.p99=60 "
-                f"(metrics {', '.join(METRICS)}), got {part!r}"
-            )
-        quantile_of(pct)
-        try:
-            ms = float(value)
-        except ValueError:
-            ms = float("nan")
-        if not (ms > 0 and np.isfinite(ms)):
-            raise TailbudgetError(f"--slo {name.strip()} must be a positive number of ms, got {value!r}")
-        out.append(SimObjective(metric, pct, ms))
-    if not out:
-        raise TailbudgetError("--slo is empty: give e.g. --slo p95=2800,p99=5200")
-    return out
-
-
-def objectives_for(budget: Budget | None, slo_text: str | None) -> list[SimObjective]:
-    """`--slo` when given, else the budget's end-to-end SLO gated by its environment."""
+def objectives_for(budget: Budget | None, slo_text: str | None) -> Objectives:
+    """`--slo` when given (every objective gates), else the budget's objectives."""
     if slo_text:
-        return parse_slo_text(slo_text)
-    if budget is None:
+        objs = parse_objectives(slo_text)
+    elif budget is not None:
+        objs = budget.objectives
+    else:
         raise TailbudgetError("no objectives: pass --budget FILE or --slo p95=MS,...")
-    gated = set(budget.gated) if budget.environment else set(budget.slo.given())
-    return [
-        SimObjective("e2e", name, ms, name in gated) for name, ms in budget.slo.given().items()
-    ]
+    for o in objs:
+        if o.metric == "itl":
+            raise TailbudgetError(
+                f"{o.key}: the simulator does not model every inter-token gap; "
+                "use tpot objectives (the mean gap per request)"
+            )
+        if o.output_tokens is not None:
+            raise TailbudgetError(
+                f"{o.key}: e2e for an N-token answer is not simulated; use ttft and tpot objectives"
+            )
+    if not len(objs):
+        raise TailbudgetError("no latency objectives to simulate: give e.g. --slo p95=2800")
+    return objs
 
 
-def metric_values(trace: SimTrace, metric: str) -> npt.NDArray[np.float64]:
-    """Per-request values (ms) of `metric`, NaN where the request was not served."""
+def _stage(
+    trace: SimTrace, metric: str, stages: Mapping[str, npt.NDArray[np.float64]] | None
+) -> npt.NDArray[np.float64]:
+    if not stages or metric not in stages:
+        known = ", ".join(sorted(stages or {})) or "none"
+        raise TailbudgetError(f"objective on stage {metric!r}: the log has no such stage ({known})")
+    out = np.asarray(stages[metric], dtype=np.float64)[trace.src]
+    return np.where(np.isfinite(trace.done_s), out, np.nan)
+
+
+def metric_values(
+    trace: SimTrace, metric: str, stages: Mapping[str, npt.NDArray[np.float64]] | None = None
+) -> npt.NDArray[np.float64]:
+    """Per-request values (ms) of `metric`, NaN where the request was not served.
+
+    A stage's value is the copied request's logged stage time: queueing in the
+    simulation is not attributed to any stage.
+    """
     e2e = trace.e2e_ms
     if metric == "e2e":
         return e2e
+    if metric not in SIMULATED:
+        return _stage(trace, metric, stages)
     if trace.ttft_s is None or trace.output_tokens is None:
         raise TailbudgetError(
             f"objective {metric} needs an LLM model (logs with ttft and output tokens)"
@@ -148,12 +131,15 @@ def order_stat(values: npt.NDArray[np.float64], q: float) -> float:
 
 
 def measure(
-    trace: SimTrace, objectives: Sequence[SimObjective], minute_s: float = 60.0
+    trace: SimTrace,
+    objectives: Iterable[Objective],
+    stages: Mapping[str, npt.NDArray[np.float64]] | None = None,
+    minute_s: float = 60.0,
 ) -> list[ObjectiveResult]:
     """Each objective over the whole run and per minute of arrivals."""
     out = []
     for o in objectives:
-        v = metric_values(trace, o.metric)
+        v = metric_values(trace, o.metric, stages)
         ok = np.isfinite(v)
         if not ok.any():
             out.append(ObjectiveResult(o, None, None, 0))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
@@ -15,7 +16,7 @@ from tailbudget.sim.batch_engine import run_batching
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import (
     ObjectiveResult,
-    SimObjective,
+    Objective,
     measure,
     metric_values,
     order_stat,
@@ -48,6 +49,7 @@ class RunResult:
     objectives: list[ObjectiveResult]
     goodput: float | None
     goodput_thresholds: dict[str, float]
+    goodput_min: float | None
     replica_hours: float
     arrived: int
     served: int
@@ -68,7 +70,11 @@ class RunResult:
             "objectives": [o.to_dict() for o in self.objectives],
             "goodput": {
                 "share": None if self.goodput is None else round(self.goodput, 4),
+                "min": self.goodput_min,
                 "thresholds": self.goodput_thresholds,
+                "verdict": None
+                if self.goodput_min is None or self.goodput is None
+                else ("pass" if self.goodput >= self.goodput_min else "breach"),
             },
             "replica_hours": round(self.replica_hours, 4),
             "peak_replicas": self.peak_replicas,
@@ -134,24 +140,25 @@ def _decision(d: Decision) -> dict[str, Any]:
     }
 
 
-def _goodput(trace: SimTrace, objectives: Sequence[SimObjective]) -> tuple[float | None, dict[str, float]]:
-    thresholds: dict[str, float] = {}
-    best: dict[str, float] = {}
-    for o in objectives:
-        if o.q >= best.get(o.metric, -1.0):
-            best[o.metric], thresholds[o.metric] = o.q, o.target_ms
+def _goodput(
+    trace: SimTrace, objectives: Objectives, stages: Mapping[str, np.ndarray]
+) -> tuple[float | None, dict[str, float]]:
+    """Share of arrivals served without error within every per-request threshold."""
+    thresholds = {k: v for k, v in objectives.thresholds().items() if k != "itl"}
     n = trace.arrival_s.size
     if n == 0:
         return None, thresholds
     good = np.isfinite(trace.done_s) & ~trace.error
     for metric, ms in thresholds.items():
-        v = metric_values(trace, metric)
+        v = metric_values(trace, metric, stages)
         good &= np.nan_to_num(v, nan=np.inf) <= ms
     return float(good.sum()) / n, thresholds
 
 
-def _timeline(trace: SimTrace, watched: SimObjective, window_s: float) -> list[TimelinePoint]:
-    v = metric_values(trace, watched.metric)
+def _timeline(
+    trace: SimTrace, watched: Objective, window_s: float, stages: Mapping[str, np.ndarray]
+) -> list[TimelinePoint]:
+    v = metric_values(trace, watched.metric, stages)
     ok = np.isfinite(v)
     done, vals = trace.done_s[ok], v[ok]
     order = np.argsort(done)
@@ -173,15 +180,19 @@ def run_once(
 
 
 def _result(
-    spec: PolicySpec, start: int, trace: SimTrace, objectives: Sequence[SimObjective]
+    spec: PolicySpec,
+    start: int,
+    trace: SimTrace,
+    objectives: Objectives,
+    stages: Mapping[str, np.ndarray],
 ) -> RunResult:
     gated = [o for o in objectives if o.gated] or list(objectives)
-    measured = measure(trace, objectives)
+    measured = measure(trace, objectives, stages)
     tight = max(
         (r for r in measured if r.objective in gated),
         key=lambda r: -1.0 if r.measured_ms is None else r.measured_ms / r.objective.target_ms,
     )
-    goodput, thresholds = _goodput(trace, objectives)
+    goodput, thresholds = _goodput(trace, objectives, stages)
     served = int(np.isfinite(trace.done_s).sum())
     shed = int(trace.shed.sum())
     return RunResult(
@@ -190,6 +201,7 @@ def _result(
         objectives=measured,
         goodput=goodput,
         goodput_thresholds=thresholds,
+        goodput_min=objectives.goodput.min if objectives.goodput is not None else None,
         replica_hours=trace.replica_s / 3600.0,
         arrived=int(trace.arrival_s.size),
         served=served,
@@ -197,15 +209,15 @@ def _result(
         unfinished=int(trace.arrival_s.size) - served - shed,
         cold_starts=trace.cold_starts,
         decisions=trace.decisions,
-        timeline=_timeline(trace, tight.objective, 60.0),
-        watched=tight.objective.name,
+        timeline=_timeline(trace, tight.objective, 60.0, stages),
+        watched=tight.objective.key,
         peak_replicas=max([start, *(t.alive for t in trace.ticks)]),
     )
 
 
 def simulate(
     model: ServiceModel,
-    objectives: Sequence[SimObjective],
+    objectives: Objectives,
     *,
     arrivals: ArrivalSpec,
     policies: Sequence[PolicySpec],
@@ -233,7 +245,7 @@ def simulate(
     for spec in policies:
         policy, start = make_policy(spec, budget_policy, replicas)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
-        runs.append(_result(spec, start, trace, objectives))
+        runs.append(_result(spec, start, trace, objectives, model.samples.stages))
     notes = [
         "closed loop: each policy's decisions change the simulated service "
         "(replicas after the provisioning delay, shedding, logging)",

@@ -28,7 +28,7 @@ def timeline_chart(rep: SimReport) -> str | None:
         return None
     watched = runs[0].watched
     target = next(
-        (o.objective.target_ms for o in runs[0].objectives if o.objective.name == watched), None
+        (o.objective.target_ms for o in runs[0].objectives if o.objective.key == watched), None
     )
     with style("simulate"):
         fig = new_figure(7.6, 4.8)
@@ -73,7 +73,7 @@ def capacity_chart(rep: CapacityReport) -> str | None:
 
 
 def _runs_table(runs: list[RunResult]) -> str:
-    names = [o.objective.name for o in runs[0].objectives]
+    names = [o.objective.key for o in runs[0].objectives]
     head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "shed", "decisions"]
     rows = []
     for r in runs:
@@ -150,7 +150,7 @@ def render_capacity_html(rep: CapacityReport) -> str:
          *(cell(fmt_ms(o.measured_ms)) for o in p.objectives)]
         for p in rep.curve
     ]  # fmt: skip
-    names = [o.objective.name for o in rep.curve[0].objectives] if rep.curve else []
+    names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
     sections = [
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
          + table(["load", "replicas", *names], rows)),
