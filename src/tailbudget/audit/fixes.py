@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tailbudget.audit.covariates import is_output_length
+from tailbudget.audit.report import AuditReport
 from tailbudget.errors import BudgetError
 
 Risk = Literal["low", "medium", "high"]
@@ -182,3 +183,26 @@ def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
                 raise BudgetError(f"fixes.{name}: unknown key {key!r}; use hours, risk, reversible")
         out[name] = replace(fix, **changes)
     return out
+
+
+def with_replicas(report: AuditReport, replicas: int | None, basis: str) -> AuditReport:
+    """The report with `add_capacity` carrying how many replicas a simulation needs.
+
+    `replicas` None: no count met the objectives on the log's own request times.
+    """
+    ranking = [
+        r.model_copy(update={"replicas": replicas}) if r.fix == "add_capacity" else r
+        for r in report.ranking
+    ]
+    rec = report.recommendation
+    if rec.choice == "add_capacity":
+        if replicas is None:
+            extra = (
+                " A simulation on this log's own request times meets the objectives at no "
+                "replica count: the recorded times already hold the contention, so size "
+                "with `tailbudget capacity` on a log from a quieter period."
+            )
+        else:
+            extra = f" Simulated at this log's load: {replicas} replicas ({basis})."
+        rec = rec.model_copy(update={"text": rec.text + extra})
+    return report.model_copy(update={"ranking": ranking, "recommendation": rec})

@@ -201,6 +201,9 @@ class RankedFix(_Model):
     kind: HypothesisKind
     counterfactual: str
     p99_after_ms: float
+    replicas: int | None = None
+    """add_capacity: the fewest replicas meeting every gated objective at the log's load,
+    from a simulation fitted on the log (`tailbudget capacity`); None when not simulated."""
 
 
 class Recommendation(_Model):

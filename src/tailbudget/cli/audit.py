@@ -102,6 +102,29 @@ def render(report: AuditReport, fmt: str) -> str:
     return audit_markdown(report)
 
 
+def _capacity(report: AuditReport, log: str, budget: Any, slo: str | None) -> AuditReport:
+    """add_capacity carries the replica count `tailbudget capacity` finds at the log's load."""
+    from tailbudget.audit.fixes import with_replicas
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.arrivals import ArrivalSpec
+    from tailbudget.sim.capacity import capacity_curve
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.objectives import objectives_for
+
+    try:
+        fitted = fit_logs([log], ReadOptions.from_budget(budget), ModelOptions())
+        rep = capacity_curve(
+            fitted.model, objectives_for(budget, slo), arrivals=ArrivalSpec("log"),
+            loads=[1.0], log_times=fitted.log_times, scale_before=False,
+        )  # fmt: skip
+    except TailbudgetError:
+        return report  # the audit stands without it; `tailbudget capacity` says why
+    conc = fitted.model.concurrency
+    basis = f"{conc.value:g} request(s) at once per replica, {conc.source}"
+    return with_replicas(report, rep.curve[0].replicas, basis)
+
+
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
@@ -183,6 +206,10 @@ def audit_command(
             extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
+    if log is not None and table.has_timestamp and any(
+        r.fix == "add_capacity" for r in report.ranking
+    ):
+        report = _capacity(report, log, b, slo)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
         raise typer.Exit(EXIT_GATE)

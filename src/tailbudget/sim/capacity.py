@@ -167,8 +167,10 @@ def capacity_curve(
     duration_s: float | None = None,
     seed: int = 0,
     log_times: np.ndarray | None = None,
+    scale_before: bool = True,
 ) -> CapacityReport:
-    """Replicas needed at each load multiple, and where to scale before breach."""
+    """Replicas needed at each load multiple, and (unless `scale_before` is False) where
+    to scale before breach."""
     if not loads or any(not (x > 0 and math.isfinite(x)) for x in loads):
         raise TailbudgetError(f"--load takes positive multiples such as 1,2,4, got {list(loads)}")
     s = _Setup(model, objectives, arrivals, duration_s, seed, log_times)
@@ -178,7 +180,9 @@ def capacity_curve(
         curve.append(point)
         start = point.replicas or start
     base = next((p for p in curve if p.replicas is not None), None)
-    sbb = None if base is None else _breach_load(s, base.replicas or 1, max(loads))
+    sbb = None
+    if base is not None and scale_before:
+        sbb = _breach_load(s, base.replicas or 1, max(loads))
     notes = [
         "each count is simulated held fixed on the same arrivals (one seed); "
         "requests queued when arrivals end are served late and count in the percentiles",
