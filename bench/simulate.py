@@ -42,12 +42,12 @@ def _pcts(e2e_s: np.ndarray) -> list[float]:
 
 def child_tailbudget(seconds: float) -> None:
     """tailbudget's queue engine with the budget policy in the loop."""
+    from tailbudget.budget.objectives import parse_objectives
     from tailbudget.budget.policy import parse_policy
     from tailbudget.sim.arrivals import ArrivalSpec
     from tailbudget.sim.model import Param, ServiceModel, WorkSamples
     from tailbudget.sim.policies import PolicySpec
     from tailbudget.sim.run import simulate
-    from tailbudget.budget.objectives import parse_objectives
 
     rng = np.random.default_rng(1)
     n = int(RATE * seconds)
@@ -121,9 +121,14 @@ def child_simpy(seconds: float) -> None:
     arr = np.asarray(e2e)
     print(
         json.dumps(
-            {"seconds": secs, "cpu": cpu, "rss_mib": _rss_mib(), "requests": arr.size,
-             "pcts": _pcts(arr)}
-        )  # fmt: skip
+            {
+                "seconds": secs,
+                "cpu": cpu,
+                "rss_mib": _rss_mib(),
+                "requests": arr.size,
+                "pcts": _pcts(arr),
+            }
+        )
     )
 
 
@@ -167,7 +172,14 @@ def main() -> None:
         "| speed vs SimPy (wall / CPU) |"
     )
     print("|---|---:|---:|---:|---:|---|---:|")
-    print(_row("SimPy 4 `Resource` (bare M/M/c)", peer, "p50/p95/p99 " + "/".join(map(str, peer["pcts"])), "1.0x"))
+    print(
+        _row(
+            "SimPy 4 `Resource` (bare M/M/c)",
+            peer,
+            "p50/p95/p99 " + "/".join(map(str, peer["pcts"])),
+            "1.0x",
+        )
+    )
     wall = peer["seconds"] / ours["seconds"]
     cpu = peer["cpu"] / ours["cpu"]
     print(

@@ -33,7 +33,15 @@ def test_simulate_json_contract_side_by_side(log: Path) -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    for key in ("objectives", "goodput", "replica_hours", "requests", "decisions", "policy", "model"):
+    for key in (
+        "objectives",
+        "goodput",
+        "replica_hours",
+        "requests",
+        "decisions",
+        "policy",
+        "model",
+    ):
         assert key in out
     assert out["policy"] == "budget"
     assert [r["policy"] for r in out["runs"]] == ["budget", "fixed:2", "hpa:concurrency=8"]

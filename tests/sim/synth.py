@@ -26,7 +26,9 @@ def doubling_log(path: Path, seed: int = 3) -> Path:
     pre = rng.uniform(0.2, 0.4, size=ts.size)
     table = pa.table(
         {
-            "ts": pa.array(np.round((1.7e9 + ts) * 1e6).astype(np.int64)).cast(pa.timestamp("us", tz="UTC")),
+            "ts": pa.array(np.round((1.7e9 + ts) * 1e6).astype(np.int64)).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
             "total_ms": work,
             "prep_ms": work * pre,
             "model_ms": work * (1 - pre),

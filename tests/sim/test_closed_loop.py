@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from tailbudget.budget.model import SLO
+from tailbudget.budget.objectives import parse_objectives
 from tailbudget.budget.policy import parse_policy
 from tailbudget.logs import ReadOptions
 from tailbudget.sim.arrivals import ArrivalSpec
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
-from tailbudget.budget.objectives import parse_objectives
 from tailbudget.sim.policies import parse_policy_spec
 from tailbudget.sim.run import RunResult, simulate
 from tests.sim.synth import EPISODE, doubling_log
@@ -24,7 +24,9 @@ OBJ = parse_objectives(f"p95={SLO_P95:g}")
 
 def _run(log: Path, policies: list[str], **model: float) -> list[RunResult]:
     fitted = fit_logs(
-        [str(log)], ReadOptions(), ModelOptions(concurrency=4, **model)  # type: ignore[arg-type]
+        [str(log)],
+        ReadOptions(),
+        ModelOptions(concurrency=4, **model),  # type: ignore[arg-type]
     )
     rep = simulate(
         fitted.model,

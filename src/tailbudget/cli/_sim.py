@@ -14,9 +14,9 @@ from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
+    from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
     from tailbudget.sim.fitting import Fitted
-    from tailbudget.budget.objectives import Objectives
 
 
 @dataclass(frozen=True)

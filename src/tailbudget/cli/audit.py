@@ -206,8 +206,10 @@ def audit_command(
             extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
-    if log is not None and table.has_timestamp and any(
-        r.fix == "add_capacity" for r in report.ranking
+    if (
+        log is not None
+        and table.has_timestamp
+        and any(r.fix == "add_capacity" for r in report.ranking)
     ):
         report = _capacity(report, log, b, slo)
     emit(render(report, format.value), output)

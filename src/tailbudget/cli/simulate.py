@@ -1,4 +1,4 @@
-"""`tailbudget simulate`: the service model fitted from LOG, run closed-loop, policies side by side."""
+"""`tailbudget simulate`: a model fitted from LOG, run closed loop, policies side by side."""
 
 from __future__ import annotations
 

@@ -23,6 +23,10 @@ from tailbudget.errors import PolicyError
 
 __all__ = ["Baseline", "replay", "window_baseline"]
 
+SIMULATE_POINTER = (
+    "to see what the decisions do to latency and replica-hours, run `tailbudget simulate LOG` "
+    "(the same policy closed loop, on a service model fitted from this log)"
+)
 _LONG_GAP_WINDOWS = 30
 """A silence longer than this many windows is jumped over (one unknown point is kept)."""
 
@@ -134,6 +138,7 @@ def replay(
         notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {policy.baseline_p99_ms:,.1f} ms: from the policy")
+    notes.append(SIMULATE_POINTER)
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
     unknown = sum(1 for w in timeline if not w["known"])

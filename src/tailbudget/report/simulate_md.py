@@ -25,13 +25,13 @@ def model_markdown(model: ServiceModel) -> list[str]:
     ]
     lines += _table(
         ["parameter", "value", "unit", "source", "note"],
-        [
-            [p.name, fmt_num(p.value, 3), p.unit, p.source, p.note or "-"]
-            for p in model.params()
-        ],
+        [[p.name, fmt_num(p.value, 3), p.unit, p.source, p.note or "-"] for p in model.params()],
     )
     if model.unidentified:
-        lines += ["", f"Not identifiable from the logs (stated defaults): {', '.join(model.unidentified)}."]
+        lines += [
+            "",
+            f"Not identifiable from the logs (stated defaults): {', '.join(model.unidentified)}.",
+        ]
     if model.fit_quality:
         lines += ["", "Fit quality: " + "; ".join(f"{k} {v}" for k, v in model.fit_quality.items())]
     lines += [f"- {n}" for n in model.notes]
@@ -43,14 +43,23 @@ def simulate_markdown(rep: SimReport) -> str:
     lines = [
         "# Closed-loop simulation",
         "",
-        f"Arrivals: {rep.arrivals} ({rep.requests:,} requests over {fmt_num(rep.duration_s, 0)} s), "
-        f"seed {rep.seed}.",
+        f"Arrivals: {rep.arrivals} ({rep.requests:,} requests over "
+        f"{fmt_num(rep.duration_s, 0)} s), seed {rep.seed}.",
         "",
         "## Policies side by side",
         "",
     ]
     names = [o.objective.key for o in rep.runs[0].objectives]
-    head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "peak", "shed", "decisions"]
+    head = [
+        "policy",
+        *names,
+        "goodput",
+        "minutes in breach",
+        "replica-hours",
+        "peak",
+        "shed",
+        "decisions",
+    ]
     rows = []
     for r in rep.runs:
         objs = [f"{fmt_ms(o.measured_ms)} ({o.verdict})" for o in r.objectives]

@@ -82,9 +82,7 @@ def read_trace(path: str) -> TraceTimes:
     cols = {k.strip().lower(): k for k in rows[0] if k}
     tcol = next((cols[c] for c in _TIME if c in cols), None)
     if tcol is None:
-        raise TailbudgetError(
-            f"{path}: no arrival time column; name one of {', '.join(_TIME)}"
-        )
+        raise TailbudgetError(f"{path}: no arrival time column; name one of {', '.join(_TIME)}")
     t = np.sort(np.asarray([_time_s(r[tcol] or "") for r in rows], dtype=np.float64))
 
     def tokens(names: tuple[str, ...]) -> npt.NDArray[np.float64] | None:

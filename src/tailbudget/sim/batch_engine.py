@@ -51,7 +51,11 @@ class _BatchSim:
         self.e0, self.e1 = p.prefill_step_ms.value / 1000.0, p.prefill_per_token_ms.value / 1000.0
         self.limit, self.budget = int(p.batch_limit.value), int(p.token_budget.value)
         s = model.samples
-        tin = arrivals.input_tokens if arrivals.input_tokens is not None else _tok(s.input_tokens, arrivals)
+        tin = (
+            arrivals.input_tokens
+            if arrivals.input_tokens is not None
+            else _tok(s.input_tokens, arrivals)
+        )
         tout = (
             arrivals.output_tokens
             if arrivals.output_tokens is not None
@@ -118,7 +122,7 @@ class _BatchSim:
     def _step(self, r: int, t: float) -> None:
         """Start one step of replica r at t."""
         rep = self.reps[r]
-        room = self.budget - rep.running
+        room = float(self.budget - rep.running)
         tokens = 0.0
         for item in rep.prefill:
             if room <= 0:

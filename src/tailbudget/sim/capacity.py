@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.model import ServiceModel
-from tailbudget.budget.objectives import Objectives
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.run import run_once
@@ -84,8 +84,7 @@ def _worst(results: Sequence[ObjectiveResult]) -> float:
     """Largest measured/target over gated objectives (inf when one is unmeasured)."""
     gated = [r for r in results if r.objective.gated] or list(results)
     return max(
-        math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms
-        for r in gated
+        math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms for r in gated
     )
 
 
@@ -155,7 +154,12 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
             hi, name = mid, name_mid
         else:
             lo = mid
-    return {"objective": name, "load": round(hi, 3), "replicas": replicas, "share_of_target": SCALE_BEFORE}
+    return {
+        "objective": name,
+        "load": round(hi, 3),
+        "replicas": replicas,
+        "share_of_target": SCALE_BEFORE,
+    }
 
 
 def capacity_curve(

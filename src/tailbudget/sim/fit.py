@@ -142,8 +142,10 @@ def load_level(lg: LoggedRequests) -> dict[str, Any]:
 
 def _cold(lg: Sequence[LoggedRequests], opts: ModelOptions) -> tuple[Param, Param, list[str]]:
     window = opts.cold_window_s if opts.cold_window_s is not None else DEFAULT_COLD_WINDOW_S
-    wsrc = "stated" if opts.cold_window_s is not None else "default"
-    wparam = Param("cold_window_s", window, "s", wsrc, "" if wsrc == "stated" else "audit default")
+    if opts.cold_window_s is not None:
+        wparam = Param("cold_window_s", window, "s", "stated")
+    else:
+        wparam = Param("cold_window_s", window, "s", "default", "the audit's cold window (5 min)")
     if opts.cold_factor is not None:
         return Param("cold_factor", opts.cold_factor, "x", "stated"), wparam, []
     timed = [g for g in lg if g.ts_s is not None]

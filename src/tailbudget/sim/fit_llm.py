@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.sim.fit import LoggedRequests, ModelOptions, pooled_samples, common_params, load_level
+from tailbudget.sim.fit import (
+    LoggedRequests,
+    ModelOptions,
+    common_params,
+    load_level,
+    pooled_samples,
+)
 from tailbudget.sim.inputs import LLMExtras
 from tailbudget.sim.model import LLMParams, Param, ServiceModel
 
@@ -97,11 +103,9 @@ def _step_line(points: list[tuple[float, float]]) -> tuple[Param, Param, dict[st
     )
 
 
-def _prefill_step(
-    logs: Sequence[LoggedRequests], extras: Sequence[LLMExtras | None], base_ms: float
-) -> Param:
+def _prefill_step(extras: Sequence[LLMExtras | None], base_ms: float) -> Param:
     excess = arrivals = 0.0
-    for lg, ex in zip(logs, extras, strict=True):
+    for ex in extras:
         if ex is None or not np.isfinite(ex.rate_per_s):
             continue
         for gaps in ex.itls_ms:
@@ -155,7 +159,7 @@ def fit_llm_model(
     """The batching model from one or more LLM logs of the same server."""
     levels = [lvl for lvl in (_level(lg) for lg in logs) if lvl is not None]
     base, slope, quality = _step_line(levels)
-    prefill = _prefill_step(logs, extras, base.value)
+    prefill = _prefill_step(extras, base.value)
     rates = [lg.rate_per_s if lg.rate_per_s is not None else np.inf for lg in logs]
     low = logs[int(np.argmin(rates))]
     low_n = min(levels)[0] if levels else 0.0

@@ -60,7 +60,5 @@ def fit_logs(
         raise TailbudgetError("an LLM model needs logs with ttft, decode and output tokens")
     if llm and any(lg.input_tokens is None for lg in logs):
         raise TailbudgetError("an LLM model needs input (prompt) token counts in every log")
-    model = (
-        fit_llm_model(logs, [e for _, e in pairs], opts) if llm else fit_queue_model(logs, opts)
-    )
+    model = fit_llm_model(logs, [e for _, e in pairs], opts) if llm else fit_queue_model(logs, opts)
     return Fitted(model, tuple(logs))

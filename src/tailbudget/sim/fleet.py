@@ -93,9 +93,7 @@ class Fleet:
 
     def ready_count(self, t: float) -> int:
         """Replicas taking work at `t`."""
-        return sum(
-            1 for r, x in enumerate(self.ready_at) if not self.retired[r] and x <= t
-        )
+        return sum(1 for r, x in enumerate(self.ready_at) if not self.retired[r] and x <= t)
 
     def wanted(self) -> int:
         """Replicas not retired (ready or provisioning)."""

@@ -83,7 +83,7 @@ def read_logged(path: str, options: ReadOptions) -> tuple[LoggedRequests, LLMExt
         stages={k: v[order] for k, v in stages.items()},
         input_tokens=_pick(_col(arrow, "input_tokens"), order),
         output_tokens=_pick(_col(arrow, "output_tokens"), order),
-        ttft_ms=stages["ttft"] if "ttft" in stages else None,
+        ttft_ms=stages.get("ttft"),
     )
     extras = _vllm_extras(path) if table.format == "vllm" else None
     if extras is not None:

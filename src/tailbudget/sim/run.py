@@ -15,8 +15,8 @@ from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.batch_engine import run_batching
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import (
-    ObjectiveResult,
     Objective,
+    ObjectiveResult,
     measure,
     metric_values,
     order_stat,
@@ -85,7 +85,9 @@ class RunResult:
                 "unfinished": self.unfinished,
             },
             "cold_starts": self.cold_starts,
-            "minutes_in_breach": max((o.minutes_in_breach for o in self.objectives if o.objective.gated), default=0),
+            "minutes_in_breach": max(
+                (o.minutes_in_breach for o in self.objectives if o.objective.gated), default=0
+            ),
             "decisions": [_decision(d) for d in self.decisions],
             "timeline": {
                 "watched": self.watched,

@@ -7,7 +7,18 @@ from matplotlib.ticker import FuncFormatter
 
 from tailbudget.report.html import page
 from tailbudget.report.html.page import cell, esc, figure, fmt_ms, fmt_num, kv, not_available, table
-from tailbudget.report.html.svg import BLUE, GREEN, GREY, INK, P95, P99, PURPLE, new_figure, style, to_svg
+from tailbudget.report.html.svg import (
+    BLUE,
+    GREEN,
+    GREY,
+    INK,
+    P95,
+    P99,
+    PURPLE,
+    new_figure,
+    style,
+    to_svg,
+)
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
@@ -51,7 +62,9 @@ def timeline_chart(rep: SimReport) -> str | None:
         ax2.set_ylabel("replicas (paid)")
         ax2.set_ylim(bottom=0)
         ax2.set_xlabel("time (min)")
-        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=7.5)
+        fig.legend(
+            *ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=7.5
+        )
         return to_svg(fig)
 
 
@@ -63,7 +76,9 @@ def capacity_chart(rep: CapacityReport) -> str | None:
     with style("capacity"):
         fig = new_figure(7.6, 3.4)
         ax = fig.add_subplot()
-        (ln,) = ax.plot([p.load for p in pts], [p.replicas for p in pts], "o-", color=BLUE)
+        (ln,) = ax.plot(
+            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=BLUE
+        )
         ln.set_gid("tb-capacity-curve")
         ax.set_xlabel("load (x the log's)")
         ax.set_ylabel("replicas needed")
@@ -97,8 +112,10 @@ def _model(model: ServiceModel) -> str:
          ("not identifiable (defaults)", ", ".join(model.unidentified) or "none")]
     )  # fmt: skip
     notes = "".join(f"<li>{esc(n)}</li>" for n in model.notes)
-    return head + table(["parameter", "value", "unit", "source", "note"], rows, numeric=[1]) + (
-        f"<ul>{notes}</ul>" if notes else ""
+    return (
+        head
+        + table(["parameter", "value", "unit", "source", "note"], rows, numeric=[1])
+        + (f"<ul>{notes}</ul>" if notes else "")
     )
 
 
@@ -112,13 +129,21 @@ def _decisions(runs: list[RunResult]) -> str:
     if not rows:
         return not_available("no policy took an action")
     return table(
-        ["policy", "t (s)", "action", "metric", "value", "threshold", "reason"], rows, numeric=[1, 4, 5]
+        ["policy", "t (s)", "action", "metric", "value", "threshold", "reason"],
+        rows,
+        numeric=[1, 4, 5],
     )
 
 
 def render_simulate_html(rep: SimReport) -> str:
     """The simulation report: side by side, timeline, decisions, model."""
-    best = min(rep.runs, key=lambda r: (max((o.minutes_in_breach for o in r.objectives), default=0), r.replica_hours))
+    best = min(
+        rep.runs,
+        key=lambda r: (
+            max((o.minutes_in_breach for o in r.objectives), default=0),
+            r.replica_hours,
+        ),
+    )
     take = (
         f"{best.policy}: fewest minutes in breach "
         f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
@@ -127,7 +152,11 @@ def render_simulate_html(rep: SimReport) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
     sections = [
         ("runs", "Policies side by side", _runs_table(rep.runs) + f"<ul>{notes}</ul>"),
-        ("timeline", "Timeline", figure("timeline", take, timeline_chart(rep), "simulation timeline")),
+        (
+            "timeline",
+            "Timeline",
+            figure("timeline", take, timeline_chart(rep), "simulation timeline"),
+        ),
         ("decisions", "Decisions", _decisions(rep.runs)),
         ("model", "Model", _model(rep.model)),
     ]
