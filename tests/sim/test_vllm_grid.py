@@ -77,3 +77,27 @@ def test_in_sample_levels_reproduced(fitted) -> None:  # type: ignore[no-untyped
         got = _predict(fitted.model, ArrivalSpec("poisson", rate=rate), 1, 200 / rate)
         want = _real(q)
         assert got[1] == pytest.approx(want[1], rel=0.20)
+
+
+def test_llm_budget_policy_scales_on_ttft(fitted) -> None:  # type: ignore[no-untyped-def]
+    from tailbudget.budget.objectives import parse_objectives
+    from tailbudget.sim.policies import llm_default_policy, parse_policy_spec
+    from tailbudget.sim.run import simulate
+
+    rep = simulate(
+        fitted.model,
+        parse_objectives("ttft.p95=400"),
+        arrivals=ArrivalSpec("poisson", rate=12.0),
+        policies=[parse_policy_spec("budget"), parse_policy_spec("fixed")],
+        budget_policy=llm_default_policy(400.0),
+        replicas=1,
+        duration_s=600.0,
+        seed=3,
+        signal="ttft",
+    )
+    budget, fixed = rep.runs
+    ups = [d for d in budget.decisions if d.action == "scale_up"]
+    assert ups and ups[0].threshold == pytest.approx(360.0)
+    assert budget.peak_replicas > 1
+    assert budget.objectives[0].minutes_in_breach < fixed.objectives[0].minutes_in_breach
+    assert any("time to first token" in n for n in rep.notes)

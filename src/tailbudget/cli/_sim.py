@@ -27,6 +27,8 @@ class SimInputs:
     objectives: Objectives
     budget: Budget | None
     policy: Policy
+    signal: str
+    """What the budget policy's Controller watches: e2e, or ttft (LLM default)."""
 
 
 LOGS = typer.Argument(..., help="Log(s) of the service; several = one model (a load sweep).")
@@ -40,14 +42,21 @@ CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at 
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
 
 
-def _policy(budget: Budget | None, objectives: Objectives) -> Policy:
+def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
+    """The budget's policy; without one, the default scaled to the e2e p95, or for an LLM
+    service judged on TTFT only, the LLM default on ttft.p95."""
     from tailbudget.budget.model import SLO as SLOModel
     from tailbudget.budget.policy import parse_policy, resolve_policy
+    from tailbudget.sim.policies import llm_default_policy
 
+    e2e = objectives.e2e()
+    ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
+    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default")):
+        return llm_default_policy(ttft.get("p95", max(ttft.values()))), "ttft"
     if budget is not None:
-        return resolve_policy(budget)
-    given = {k: v for k, v in objectives.e2e().items() if k in ("p50", "p95", "p99")}
-    return parse_policy("default", SLOModel(**given) if given else None)
+        return resolve_policy(budget), "e2e"
+    given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
+    return parse_policy("default", SLOModel(**given) if given else None), "e2e"
 
 
 def sim_inputs(
@@ -88,4 +97,5 @@ def sim_inputs(
         **(extra or {}),
     )
     fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts)
-    return SimInputs(fitted, objectives, budget, _policy(budget, objectives))
+    policy, signal = _policy(budget, objectives, fitted.model.kind == "llm")
+    return SimInputs(fitted, objectives, budget, policy, signal)

@@ -83,6 +83,7 @@ def simulate_command(
         max_requests=requests,
         seed=seed,
         log_times=inputs.fitted.log_times,
+        signal=inputs.signal,
     )
     if format is SimFormat.json:
         emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)

@@ -43,6 +43,8 @@ class TickView:
     """Time-averaged share of the ready replicas' slots in use since the last tick."""
     ready: int
     alive: int
+    done_ttft_ms: npt.NDArray[np.float64] | None = None
+    """TTFT of the completed requests (LLM engine only)."""
 
 
 @dataclass

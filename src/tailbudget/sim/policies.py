@@ -1,7 +1,9 @@
 """Scaling policies a simulation compares: the budget's (the live Controller), fixed, HPA.
 
 - `budget`: `control.engine.Controller` on the budget's policy, fed every
-  completed request and evaluated on its own grid, exactly as `serve` runs it;
+  completed request (its end-to-end time; for an LLM service judged on TTFT
+  only, its TTFT under the LLM default policy) and evaluated on its own grid,
+  exactly as `serve` runs it;
   scale_up/scale_down set the replicas wanted, shed_load and trim_logging
   switch shedding and logging; rollback is journaled only (the simulation has
   no previous version to return to).
@@ -18,7 +20,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from tailbudget.budget.policy import Policy, Replicas
+from tailbudget.budget.policy import Policy, Replicas, Rule, default_clear
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.errors import PolicyError
@@ -29,6 +31,7 @@ __all__ = [
     "FixedPolicy",
     "HpaPolicy",
     "PolicySpec",
+    "llm_default_policy",
     "make_policy",
     "parse_policy_spec",
 ]
@@ -105,19 +108,39 @@ class FixedPolicy:
         return []
 
 
-class BudgetPolicy:
-    """The live Controller in the loop."""
+def llm_default_policy(ttft_target_ms: float) -> Policy:
+    """The LLM default on the TTFT signal: scale_up above 90% of the ttft.p95 target,
+    shed_load when above the target for 2 minutes."""
 
-    def __init__(self, policy: Policy) -> None:
+    def rule(name: str, t: float, expr: str, for_s: float, action: str) -> Rule:
+        return Rule.model_validate(
+            {"name": name, "metric": "p95", "threshold": t, "for_s": for_s, "action": action,
+             "cooldown_s": 60.0, "clear_threshold": default_clear("p95", t),
+             "clear_for_s": 120.0, "expr": expr}
+        )  # fmt: skip
+
+    rules = [
+        rule("scale_up_ttft_p95", 0.9 * ttft_target_ms, "90% of ttft.p95", 0.0, "scale_up"),
+        rule("shed_load_ttft_p95", ttft_target_ms, "100% of ttft.p95", 120.0, "shed_load"),
+    ]
+    return Policy(rules=rules, source=f"LLM default on ttft.p95 = {ttft_target_ms:g} ms")
+
+
+class BudgetPolicy:
+    """The live Controller in the loop, watching end-to-end times or (LLM) TTFT."""
+
+    def __init__(self, policy: Policy, signal: str = "e2e") -> None:
         self.name = "budget"
         self.controller = Controller(policy)
         self.every_s = policy.evaluate_every_s
+        self.signal = signal
 
     def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
         """Feed the completions, evaluate, apply what is active."""
         c = self.controller
-        if view.done_ts.size:
-            c.observe_many(view.done_ts, view.done_ms, view.done_err)
+        values = view.done_ttft_ms if self.signal == "ttft" else view.done_ms
+        if view.done_ts.size and values is not None:
+            c.observe_many(view.done_ts, values, view.done_err)
         decisions = c.evaluate(view.now_s)
         knobs.desired = c.desired_replicas
         active = c.active
@@ -172,7 +195,7 @@ class HpaPolicy:
 
 
 def make_policy(
-    spec: PolicySpec, budget_policy: Policy, start: int
+    spec: PolicySpec, budget_policy: Policy, start: int, signal: str = "e2e"
 ) -> tuple[FixedPolicy | BudgetPolicy | HpaPolicy, int]:
     """The runnable policy and the replicas it starts with."""
     if spec.kind == "fixed":
@@ -183,4 +206,4 @@ def make_policy(
     )
     if spec.kind == "hpa":
         return HpaPolicy(spec, bounds), start
-    return BudgetPolicy(budget_policy.model_copy(update={"replicas": bounds})), start
+    return BudgetPolicy(budget_policy.model_copy(update={"replicas": bounds}), signal), start

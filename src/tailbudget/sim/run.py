@@ -230,8 +230,10 @@ def simulate(
     max_requests: int | None = None,
     seed: int = 0,
     log_times: np.ndarray | None = None,
+    signal: str = "e2e",
 ) -> SimReport:
-    """Every policy on the same arrivals (same seed), side by side."""
+    """Every policy on the same arrivals (same seed), side by side; the budget policy's
+    Controller watches `signal` (e2e, or ttft for an LLM service)."""
     rng = np.random.default_rng(seed)
     arr, horizon = make_arrivals(
         arrivals,
@@ -245,12 +247,14 @@ def simulate(
     )
     runs = []
     for spec in policies:
-        policy, start = make_policy(spec, budget_policy, replicas)
+        policy, start = make_policy(spec, budget_policy, replicas, signal)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
         runs.append(_result(spec, start, trace, objectives, model.samples.stages))
     notes = [
         "closed loop: each policy's decisions change the simulated service "
         "(replicas after the provisioning delay, shedding, logging)",
+        f"budget policy: {budget_policy.source}, on each request's "
+        f"{'time to first token' if signal == 'ttft' else 'end-to-end time'}",
     ]
     if any(d.action == "rollback" for r in runs for d in r.decisions):
         notes.append("rollback decisions are recorded, not simulated (no previous version)")
