@@ -119,7 +119,9 @@ def test_audit_add_capacity_carries_replicas(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     fix = next(r for r in out["ranking"] if r["fix"] == "add_capacity")
-    # the planted contention is in the recorded times themselves: no count can meet the
-    # SLO on them, and the recommendation says so instead of inventing a number
-    assert fix["replicas"] is None
-    assert "meets the objectives at no replica count" in out["recommendation"]["text"]
+    # the planted contention grows work with load; even at no load the other stages keep
+    # p99 over 1,500 ms, so the count is where more replicas stop helping, and it says so
+    assert isinstance(fix["replicas"], int) and fix["replicas"] >= 2
+    text = out["recommendation"]["text"]
+    assert f"{fix['replicas']} replicas win 90% of what capacity can" in text
+    assert "e2e.p99" in text

@@ -23,7 +23,7 @@ from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.run import run_once
 
-__all__ = ["CapacityPoint", "CapacityReport", "capacity_curve"]
+__all__ = ["CapacityPoint", "CapacityReport", "capacity_curve", "knee_replicas"]
 
 SCALE_BEFORE = 0.9
 _MAX_REPLICAS = 512
@@ -160,6 +160,38 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
         "replicas": replicas,
         "share_of_target": SCALE_BEFORE,
     }
+
+
+def knee_replicas(
+    model: ServiceModel,
+    objectives: Objectives,
+    *,
+    arrivals: ArrivalSpec,
+    seed: int = 0,
+    log_times: np.ndarray | None = None,
+) -> tuple[int, list[ObjectiveResult]] | None:
+    """When no count meets the objectives: the fewest replicas that win 90% of what
+    unlimited replicas would on the tightest gated objective, and the objectives there."""
+    s = _Setup(model, objectives, arrivals, None, seed, log_times)
+    runs: dict[int, list[ObjectiveResult]] = {}
+
+    def worst(n: int) -> float:
+        if n not in runs:
+            runs[n] = _run(s, 1.0, n)[0]
+        return _worst(runs[n])
+
+    n = 1
+    while n < _MAX_REPLICAS and worst(2 * n) < worst(n) * 0.99:
+        n *= 2
+    floor, first = worst(min(2 * n, _MAX_REPLICAS)), worst(1)
+    if not (math.isfinite(floor) and math.isfinite(first)):
+        return None
+    goal = floor + 0.1 * (first - floor)
+    lo, hi = 0, min(2 * n, _MAX_REPLICAS)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if worst(mid) <= goal else (mid, hi)
+    return hi, runs[hi]
 
 
 def capacity_curve(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "common_params",
     "fit_queue_model",
     "load_level",
+    "minute_rates",
     "pooled_samples",
     "read_event_times",
 ]
@@ -36,6 +37,7 @@ DEFAULT_PROVISION_DELAY_S = 30.0
 DEFAULT_COLD_WINDOW_S = 300.0
 DEFAULT_LOW_PRIORITY = 0.3
 _MIN_COLD = 30
+_MIN_MINUTES = 10
 
 
 @dataclass(frozen=True)
@@ -210,13 +212,66 @@ def common_params(
     return [cold, window, delay, overhead, share], notes
 
 
+def minute_rates(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Requests/s of each request's minute (times sorted)."""
+    minute = np.floor((ts - ts[0]) / 60.0).astype(np.int64)
+    return np.asarray(np.bincount(minute)[minute] / 60.0, dtype=np.float64)
+
+
+def _contention(lg: LoggedRequests) -> tuple[Param, npt.NDArray[np.float64]] | None:
+    """Mean latency per minute against requests/s (the audit's contention rule: >= 10
+    minutes, R² >= 0.5, rising); None when the log shows no such load dependence."""
+    if lg.ts_s is None or lg.ts_s.size < 100:
+        return None
+    rates = minute_rates(lg.ts_s)
+    minute = np.floor((lg.ts_s - lg.ts_s[0]) / 60.0).astype(np.int64)
+    if minute.max() + 1 < _MIN_MINUTES:
+        return None
+    counts = np.bincount(minute)
+    used = counts > 0
+    mean = np.bincount(minute, weights=lg.total_ms)[used] / counts[used]
+    x = counts[used] / 60.0
+    if np.ptp(x) <= 0:
+        return None
+    b, a = np.polyfit(x, mean, 1)
+    ss = float(((mean - mean.mean()) ** 2).sum())
+    r2 = 1.0 - float(((mean - a - b * x) ** 2).sum()) / ss if ss else 0.0
+    if b <= 0 or r2 < 0.5:
+        return None
+    note = (
+        f"per-minute mean = {a:,.1f} + {b:,.1f} x requests/s (r2 {r2:.2f}, "
+        f"{int(used.sum())} minutes): a replica's work grows with the load it receives"
+    )
+    return Param("load_slope_ms_per_rps", float(b), "ms per request/s", "fitted", note), rates
+
+
+def _peak_in_flight(lg: LoggedRequests) -> int:
+    assert lg.ts_s is not None
+    ends = np.sort(lg.ts_s + lg.total_ms / 1000.0)
+    inflight = np.arange(1, lg.ts_s.size + 1) - np.searchsorted(ends, lg.ts_s, side="right")
+    return max(1, int(inflight.max()))
+
+
 def fit_queue_model(logs: Sequence[LoggedRequests], opts: ModelOptions) -> ServiceModel:
     """The K-slots-per-replica model from whole logged requests."""
     if not logs:
         raise TailbudgetError("give at least one LOG to fit the model from")
     (cold, window, delay, overhead, share), notes = common_params(logs, opts)
+    found = _contention(logs[0]) if len(logs) == 1 else None
+    samples = pooled_samples(logs)
+    if found is not None:
+        samples = replace(samples, load_rps=found[1])
     if opts.concurrency is not None:
         conc = Param("concurrency", float(opts.concurrency), "requests", "stated")
+    elif found is not None:
+        conc = Param(
+            "concurrency",
+            float(_peak_in_flight(logs[0])),
+            "requests",
+            "measured",
+            "the log's peak in flight: with load-dependent work, one simulated replica is "
+            "the fleet that served the log",
+        )
     else:
         conc = Param(
             "concurrency",
@@ -229,7 +284,8 @@ def fit_queue_model(logs: Sequence[LoggedRequests], opts: ModelOptions) -> Servi
     levels = tuple(load_level(lg) for lg in logs)
     return ServiceModel(
         kind="queue",
-        samples=pooled_samples(logs),
+        samples=samples,
+        load_slope=None if found is None else found[0],
         concurrency=conc,
         cold_factor=cold,
         cold_window_s=window,

@@ -49,6 +49,8 @@ class WorkSamples:
     stages: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     input_tokens: npt.NDArray[np.float64] | None = None
     output_tokens: npt.NDArray[np.float64] | None = None
+    load_rps: npt.NDArray[np.float64] | None = None
+    """Requests/s of the minute each request was logged in (for load-dependent work)."""
 
     @property
     def size(self) -> int:
@@ -108,6 +110,9 @@ class ServiceModel:
     low_priority_share: Param
     """Share of requests shed_load may drop."""
     llm: LLMParams | None = None
+    load_slope: Param | None = None
+    """Work grows by this many ms per request/s a replica receives (contention); the
+    logged work is taken at its own minute's rate, a simulated one at the replica's."""
     sources: tuple[str, ...] = ()
     load_levels: tuple[dict[str, Any], ...] = ()
     """Per input log: its rate (requests/s), mean concurrency and key percentiles."""
@@ -117,6 +122,7 @@ class ServiceModel:
     def params(self) -> list[Param]:
         """Every parameter, the LLM ones included."""
         out = [] if self.llm is not None else [self.concurrency]
+        out += [] if self.load_slope is None else [self.load_slope]
         out += [
             self.cold_factor,
             self.cold_window_s,

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.control.decision import Decision
+from tailbudget.sim.fit import minute_rates
 from tailbudget.sim.fleet import Fleet, Knobs, TickView
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace, TickRecord
@@ -34,6 +35,15 @@ class _QueueSim:
         self.cold = float(model.cold_factor.value)
         self.overhead = float(model.logging_overhead_ms.value) / 1000.0
         self.work = (model.samples.work_ms[arrivals.src] / 1000.0).tolist()
+        self.per_ready: list[float] | None = None
+        """Load-dependent work: work = base + per_ready / ready replicas."""
+        slope, logged = model.load_slope, model.samples.load_rps
+        if slope is not None and slope.value > 0 and logged is not None and arrivals.size:
+            b = slope.value / 1000.0
+            floor = 0.1 * model.samples.work_ms[arrivals.src] / 1000.0
+            base = model.samples.work_ms[arrivals.src] / 1000.0 - b * logged[arrivals.src]
+            self.work = np.maximum(base, floor).tolist()
+            self.per_ready = (b * minute_rates(arrivals.t_s)).tolist()
         self.arr_np = arrivals.t_s
         self.arr = arrivals.t_s.tolist()
         self.low = arrivals.low_priority.tolist()
@@ -70,6 +80,7 @@ class _QueueSim:
         cold, trim, overhead = self.cold, self.knobs.trim, self.overhead
         start_t, done, last_free = self.start_t, self.done, self.last_free
         replace, pop = heapq.heapreplace, heapq.heappop
+        per_ready, inv = self.per_ready, 1.0 / max(1, self.fleet.ready_count(until))
         while q and slots:
             free, r = slots[0]
             if retired[r]:
@@ -81,7 +92,7 @@ class _QueueSim:
             if s > until:
                 return
             q.popleft()
-            w = work[i]
+            w = work[i] if per_ready is None else work[i] + per_ready[i] * inv
             if s < warm_at[r]:
                 w *= cold
             if trim:
@@ -102,6 +113,7 @@ class _QueueSim:
         trim, overhead = self.knobs.trim, self.overhead
         start_t, done, last_free = self.start_t, self.done, self.last_free
         replace, pop = heapq.heapreplace, heapq.heappop
+        per_ready, inv = self.per_ready, 1.0 / max(1, self.fleet.ready_count(upto_t))
         # the hot loop: one heap operation per request while nobody waits past upto_t
         while nxt < n:
             a = arr[nxt]
@@ -125,7 +137,7 @@ class _QueueSim:
                 if st > upto_t:
                     q.append(nxt)
                 else:
-                    w = work[nxt]
+                    w = work[nxt] if per_ready is None else work[nxt] + per_ready[nxt] * inv
                     if st < warm_at[r]:
                         w *= cold
                     if trim:

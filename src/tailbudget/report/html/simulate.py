@@ -162,7 +162,7 @@ def render_simulate_html(rep: SimReport) -> str:
     ]
     return page.document(
         "Closed-loop simulation",
-        f"{esc(rep.arrivals)}: {rep.requests:,} requests, seed {rep.seed}",
+        f"{rep.arrivals}: {rep.requests:,} requests, seed {rep.seed}",
         sections,
     )
 
@@ -185,4 +185,4 @@ def render_capacity_html(rep: CapacityReport) -> str:
          + table(["load", "replicas", *names], rows)),
         ("model", "Model", _model(rep.model)),
     ]  # fmt: skip
-    return page.document("Capacity", esc(rep.arrivals), sections)
+    return page.document("Capacity", rep.arrivals, sections)
