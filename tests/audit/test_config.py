@@ -85,7 +85,9 @@ def test_catalog_covers_every_kind() -> None:
 
     from tailbudget.audit.report import HypothesisKind
 
-    assert {f.kind for f in CATALOG.values()} == set(get_args(HypothesisKind))
+    # Every hypothesis has a fix; the other kinds are the changes `rebudget` proposes.
+    rebudget_kinds = {"stage_speed", "model_size", "degrade", "structure"}
+    assert {f.kind for f in CATALOG.values()} - rebudget_kinds == set(get_args(HypothesisKind))
     assert all(name == f.name for name, f in CATALOG.items())
 
 

@@ -291,6 +291,9 @@ class Stage(_Frozen):
     llm: LLMSpec | None = None
     column: str | None = None
     """Log column holding this stage's latency (default `<stage>_ms`)."""
+    optional: bool = False
+    """The request can be answered without this stage (a fallback when it is slow), so a
+    re-budget may propose cutting it off at a timeout."""
 
     @field_validator("stage")
     @classmethod
