@@ -13,6 +13,7 @@ is the event-driven FIFO M/M/c exactly, at a heap operation per request.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -103,9 +104,41 @@ class _QueueSim:
             if d > last_free[r]:
                 last_free[r] = d
 
+    def _admit_plain(self, upto_t: float, nxt: int) -> int:
+        """`_admit` without shedding, trimming, retired slots or load-dependent work: the
+        common window, kept to the fewest operations per request."""
+        arr, q, slots = self.arr, self.queue, self.slots
+        end = bisect.bisect_right(arr, upto_t, nxt)
+        if q or not slots:
+            q.extend(range(nxt, end))
+            return end
+        warm_at, work, cold = self.fleet.warm_at, self.work, self.cold
+        warm_max = max(warm_at)
+        start_t, done, last_free = self.start_t, self.done, self.last_free
+        replace = heapq.heapreplace
+        for i in range(nxt, end):
+            a = arr[i]
+            free, r = slots[0]
+            st = free if free > a else a
+            if st > upto_t:  # from here on everyone waits past upto_t
+                q.extend(range(i, end))
+                return end
+            w = work[i]
+            if st < warm_max and st < warm_at[r]:
+                w *= cold
+            d = st + w
+            replace(slots, (d, r))
+            start_t[i] = st
+            done[i] = d
+            if d > last_free[r]:
+                last_free[r] = d
+        return end
+
     def _admit(self, upto_t: float, nxt: int) -> int:
         """Queue (or shed) every arrival up to `upto_t`; place those that start by then."""
         self._place(upto_t)  # the queue left from before goes first (FIFO)
+        if not (self.knobs.shed or self.knobs.trim or self.dead or self.per_ready):
+            return self._admit_plain(upto_t, nxt)
         arr, n, q = self.arr, len(self.arr), self.queue
         shed_on, low, shed = self.knobs.shed, self.low, self.shed
         slots, retired = self.slots, self.fleet.retired
