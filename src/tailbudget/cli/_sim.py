@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tailbudget.budget import load_budget
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -73,6 +72,7 @@ def sim_inputs(
 ) -> SimInputs:
     """Read and fit; a bad value is a one-line TailbudgetError."""
     from tailbudget._units import parse_duration_s
+    from tailbudget.budget import load_budget
     from tailbudget.logs import ReadOptions
     from tailbudget.sim.fit import ModelOptions, read_event_times
     from tailbudget.sim.fitting import fit_logs
