@@ -30,7 +30,9 @@ class SimInputs:
     """What the budget policy's Controller watches: e2e, or ttft (LLM default)."""
 
 
-LOGS = typer.Argument(..., help="Log(s) of the service; several = one model (a load sweep).")
+LOGS = typer.Argument(
+    ..., metavar="LOG...", help="Log(s) of the service; several = one model (a load sweep)."
+)
 BUDGET = typer.Option(None, "--budget", "-b", help="Budget file (objectives and policy).")
 SLO = typer.Option(None, "--slo", help="Objectives, e.g. p95=2800,ttft.p95=500.")
 EVENTS = typer.Option(None, "--events", help="CSV of scale-up/deploy times (cold windows).")
