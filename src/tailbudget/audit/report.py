@@ -206,6 +206,9 @@ class RankedFix(_Model):
     objective_after_ms: float | None = None
     goodput_before: float | None = None
     goodput_after: float | None = None
+    replicas: int | None = None
+    """add_capacity: the fewest replicas meeting every gated objective at the log's load,
+    from a simulation fitted on the log (`tailbudget capacity`); None when not simulated."""
 
 
 class Recommendation(_Model):

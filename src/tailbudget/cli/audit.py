@@ -122,6 +122,51 @@ def render(report: AuditReport, fmt: str) -> str:
     return audit_markdown(report)
 
 
+def _capacity(report: AuditReport, log: str, budget: Any, slo: str | None) -> AuditReport:
+    """add_capacity carries the replica count `tailbudget capacity` finds at the log's load."""
+    from tailbudget.audit.fixes import with_replicas
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.arrivals import ArrivalSpec
+    from tailbudget.sim.capacity import capacity_curve, knee_replicas
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.objectives import objectives_for
+
+    try:
+        fitted = fit_logs([log], ReadOptions.from_budget(budget), ModelOptions())
+        objectives = objectives_for(budget, slo)
+        spec = ArrivalSpec("log")
+        rep = capacity_curve(
+            fitted.model, objectives, arrivals=spec, loads=[1.0],
+            log_times=fitted.log_times, scale_before=False,
+        )  # fmt: skip
+        point = rep.curve[0]
+        knee = None
+        if point.replicas is None:
+            knee = knee_replicas(
+                fitted.model, objectives, arrivals=spec, log_times=fitted.log_times
+            )
+    except TailbudgetError:
+        return report  # the audit stands without it; `tailbudget capacity` says why
+    conc = fitted.model.concurrency
+    if fitted.model.load_slope is not None and conc.source == "measured":
+        basis = "one replica = the fleet that served the log, its work growing with its load"
+    else:
+        basis = f"{conc.value:g} requests at once per replica, {conc.source}"
+    if point.replicas is not None:
+        return with_replicas(report, point.replicas, basis)
+    if knee is None:
+        return report
+    n, _ = knee
+    results = rep.curve[0].objectives  # unlimited replicas' figures are what remains
+    rest = ", ".join(
+        f"{r.objective.key} {r.measured_ms:,.0f} ms vs {r.objective.target_ms:,.0f}"
+        for r in results
+        if r.verdict == "breach" and r.measured_ms is not None
+    )
+    return with_replicas(report, n, basis, meets=False, rest=rest)
+
+
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
@@ -226,6 +271,12 @@ def audit_command(
             extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
+    if (
+        log is not None
+        and table.has_timestamp
+        and any(r.fix == "add_capacity" for r in report.ranking)
+    ):
+        report = _capacity(report, log, b, slo)
     if unit is None:
         report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)

@@ -23,6 +23,10 @@ from tailbudget.errors import PolicyError
 
 __all__ = ["Baseline", "replay", "window_baseline"]
 
+SIMULATE_POINTER = (
+    "to see what the decisions do to latency and replica-hours, run `tailbudget simulate LOG` "
+    "(the same policy closed loop, on a service model fitted from this log)"
+)
 _LONG_GAP_WINDOWS = 30
 MAX_DECISIONS = 10_000
 """Decisions listed in a replay (the summary counts every one)."""
@@ -160,6 +164,7 @@ def replay(
         notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {policy.baseline_p99_ms:,.1f} ms: from the policy")
+    notes.append(SIMULATE_POINTER)
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
     if unknown:
