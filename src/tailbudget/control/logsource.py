@@ -17,22 +17,6 @@ from tailbudget.errors import LogError
 
 __all__ = ["ReplayLog", "load_replay_log", "p99_of_log"]
 
-_TS_NAMES = ("ts", "timestamp", "time", "t", "start_time", "starttime", "datetime", "t_s")
-_TOTAL_NAMES = (
-    "total_ms",
-    "latency_ms",
-    "duration_ms",
-    "elapsed_ms",
-    "response_time_ms",
-    "total",
-    "latency",
-    "duration",
-    "end_to_end_latency_ms",
-)
-_ERROR_NAMES = ("error", "is_error", "failed", "err")
-_STATUS_NAMES = ("status_code", "status", "http_status")
-_UNIT = {"ms": 1.0, "s": 1000.0, "us": 0.001}
-
 
 @dataclass(frozen=True)
 class ReplayLog:
@@ -101,10 +85,6 @@ def _clean(
     )
 
 
-class _NoTimestamp(LogError):
-    """The log was read but has no time: nothing to retry."""
-
-
 def _via_read_log(
     source: str, timestamp: str | None, total: str | None, error: str | None, unit: str | None
 ) -> ReplayLog:
@@ -121,7 +101,7 @@ def _via_read_log(
             opts[key] = value
     table = read_log(source, ReadOptions(**opts))
     if not table.has_timestamp:
-        raise _NoTimestamp(
+        raise LogError(
             f"{source}: the log has no timestamp; replay needs one: pass --timestamp COL"
         )
     import pyarrow as pa
