@@ -8,6 +8,9 @@ Two record kinds, told apart by their magic:
 - `TBW2`: the same plus the byte length of a stage block after the columns;
   for each stage: name length (u2), count (u4), the UTF-8 name, the rows it
   belongs to (u4 indexes into the batch) and its milliseconds (f8).
+- `TBW3`: the same plus the byte length of a series block (ttft, tpot, itl,
+  in the stage block's layout; a row may appear more than once, one inter-token
+  gap each) after the stage block. Batches without series stay TBW1 or TBW2.
 
 `append_many` writes several records with one write and makes them durable
 with one fdatasync (the group commit in `tailbudget.control.groupcommit`).
@@ -32,6 +35,7 @@ __all__ = ["Batch", "ObservationLog", "StageColumn"]
 
 _MAGIC = b"TBW1"
 _MAGIC_STAGES = b"TBW2"
+_MAGIC_SERIES = b"TBW3"
 _HEADER = struct.Struct("<4sQII")  # magic, seq, count, crc32 of the payload
 _STAGE_LEN = struct.Struct("<I")  # TBW2 only, right after the header: stage block bytes
 _STAGE_HEAD = struct.Struct("<HI")  # name bytes, observations
@@ -58,6 +62,8 @@ class Batch:
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     stages: Mapping[str, StageColumn] = field(default_factory=dict)
+    series: Mapping[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) in the stage block's layout."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -81,15 +87,20 @@ def _encode(batch: Batch) -> bytes:
         + np.ascontiguousarray(batch.error, dtype=np.uint8).tobytes()
     )
     n = len(batch)
-    if not batch.stages:
+    if not batch.stages and not batch.series:
         return _HEADER.pack(_MAGIC, batch.seq, n, zlib.crc32(payload)) + payload
     block = _encode_stages(batch.stages)
     payload += block
-    header = _HEADER.pack(_MAGIC_STAGES, batch.seq, n, zlib.crc32(payload))
-    return header + _STAGE_LEN.pack(len(block)) + payload
+    if not batch.series:
+        header = _HEADER.pack(_MAGIC_STAGES, batch.seq, n, zlib.crc32(payload))
+        return header + _STAGE_LEN.pack(len(block)) + payload
+    series = _encode_stages(batch.series)
+    payload += series
+    header = _HEADER.pack(_MAGIC_SERIES, batch.seq, n, zlib.crc32(payload))
+    return header + _STAGE_LEN.pack(len(block)) + _STAGE_LEN.pack(len(series)) + payload
 
 
-def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
+def _decode_stages(block: bytes, n: int, *, repeats: bool = False) -> dict[str, StageColumn] | None:
     """The stage block's columns, or None when it does not parse (a corrupt record)."""
     out: dict[str, StageColumn] = {}
     pos = 0
@@ -99,7 +110,7 @@ def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
         size, m = _STAGE_HEAD.unpack_from(block, pos)
         pos += _STAGE_HEAD.size
         end = pos + size + 12 * m
-        if end > len(block) or m > n:
+        if end > len(block) or (m > n and not repeats):
             return None
         try:
             name = block[pos : pos + size].decode("utf-8")
@@ -164,15 +175,19 @@ class ObservationLog:
         while pos + _HEADER.size <= len(data):
             magic, seq, n, crc = _HEADER.unpack_from(data, pos)
             start = pos + _HEADER.size
-            block = 0
-            if magic == _MAGIC_STAGES:
-                if start + _STAGE_LEN.size > len(data):
+            block = series_block = 0
+            if magic in (_MAGIC_STAGES, _MAGIC_SERIES):
+                lengths = 1 if magic == _MAGIC_STAGES else 2
+                if start + lengths * _STAGE_LEN.size > len(data):
                     return
                 (block,) = _STAGE_LEN.unpack_from(data, start)
                 start += _STAGE_LEN.size
+                if lengths == 2:
+                    (series_block,) = _STAGE_LEN.unpack_from(data, start)
+                    start += _STAGE_LEN.size
             elif magic != _MAGIC:
                 return
-            end = start + 17 * n + block
+            end = start + 17 * n + block + series_block
             if n > _MAX_BATCH or end > len(data):
                 return
             payload = data[start:end]
@@ -181,10 +196,12 @@ class ObservationLog:
             ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
             total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
             err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
-            stages = _decode_stages(payload[17 * n :], n) if block else {}
-            if stages is None:
+            cut = 17 * n + block
+            stages = _decode_stages(payload[17 * n : cut], n) if block else {}
+            series = _decode_stages(payload[cut:], n, repeats=True) if series_block else {}
+            if stages is None or series is None:
                 return
-            yield Batch(seq, ts, total, err, stages)
+            yield Batch(seq, ts, total, err, stages, series)
             pos = end
 
     def size(self) -> int:

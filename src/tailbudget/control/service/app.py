@@ -111,7 +111,7 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
         # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
         # sent only after the fsync, so an acknowledged batch survives kill -9.
         batch = parse_observations(body, now_s=time.time())
-        return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
+        return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
 
     async def metrics(request: Request) -> Response:
         text = await asyncio.to_thread(generate_latest, registry)

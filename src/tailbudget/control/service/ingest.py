@@ -5,7 +5,8 @@ Each observation is `{"ts": ..., "total_ms": ..., "stages": {...}, "error": ...}
 ISO-8601 string (default: when the server received the batch); `error` is a
 boolean or 0/1 (default false); `stages` is an object of stage name to
 milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
-batch). Other keys (request ids, routes) are allowed and ignored. One bad
+batch). LLM observations may add `ttft_ms`, `tpot_ms`, `output_tokens` and
+`itl_ms` (see `llm_fields`). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.control.service.llm_fields import BadField, llm_columns
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
@@ -51,6 +53,8 @@ class ParsedBatch:
     error: npt.NDArray[np.bool_]
     stages: dict[str, StageColumn]
     """Per stage name: the rows that carry it and its milliseconds."""
+    series: dict[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) in the same layout."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -162,7 +166,14 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     if bad.any():
         return None
     err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, stages)
+    return ParsedBatch(ts, total, err, stages, _series(items, total))
+
+
+def _series(items: list[Any], total: npt.NDArray[np.float64]) -> dict[str, StageColumn]:
+    try:
+        return llm_columns(items, total)
+    except BadField as exc:
+        raise BadBatch(str(exc)) from None
 
 
 def _fast_stages(per_item: list[Any]) -> dict[str, StageColumn] | None:
@@ -263,7 +274,7 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
         name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
         for name, (rows, ms) in stages.items()
     }
-    return ParsedBatch(ts, total, err, columns)
+    return ParsedBatch(ts, total, err, columns, _series(items, total))
 
 
 def _check_stage_name(i: int, name: str, known: int) -> None:

@@ -52,11 +52,12 @@ __all__ = ["Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_VERSION = 2
-"""2 added per-stage windows (`stages`) and log records with stage times (TBW2). An
-older tailbudget reading this state dir stops at its version check instead of
-replaying a log it would cut short at the first TBW2 record."""
-_READABLE_VERSIONS = (1, 2)  # a version-1 snapshot loads with no stage windows
+SNAPSHOT_VERSION = 3
+"""2 added per-stage windows (`stages`) and log records with stage times (TBW2); 3 the
+LLM series windows (in the controller state) and records with ttft/tpot/itl (TBW3).
+An older tailbudget reading this state dir stops at its version check instead of
+replaying a log it would cut short at the first record it does not know."""
+_READABLE_VERSIONS = (1, 2, 3)  # older snapshots load with no stage / series windows
 _LAST_DECISIONS = 50
 
 
@@ -113,7 +114,6 @@ class Runtime:
         self.observations_total = 0
         self.errors_total = 0
         self.stage_observations: Counter[str] = Counter()
-        self.stage_windows = StageWindows(policy.window_s, policy.sub_windows)
         self.decisions_total: Counter[tuple[str, str]] = Counter()
         self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
         self.last_stats: WindowStats | None = None
@@ -159,7 +159,7 @@ class Runtime:
             self.observations_total = int(snap["observations_total"])
             self.errors_total = int(snap["errors_total"])
             self.stage_observations.update(snap.get("stage_observations", {}))
-            self._load_stage_windows(snap.get("stages", {}))
+            self._load_stage_windows(controller, snap.get("stages", {}))
             self.replicas.restore(int(snap.get("desired_replicas", 0)))
             shed = snap.get("shed")
             if self.shed is not None and isinstance(shed, dict):
@@ -169,14 +169,19 @@ class Runtime:
             controller = Controller(self.policy)
         return controller
 
-    def _load_stage_windows(self, state: Any) -> None:
+    @property
+    def stage_windows(self) -> StageWindows:
+        """The per-stage windows (the controller's: stage rules read them)."""
+        return self.controller.stages
+
+    def _load_stage_windows(self, controller: Controller, state: Any) -> None:
         try:
-            self.stage_windows.load_state(dict(state))
+            controller.stages.load_state(dict(state))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             # Stage windows are a report, not a rule input: start them afresh, say so.
             log.warning("stage windows not resumed: %s", exc)
             self.notes.append("stage windows in the snapshot were unreadable: restarted")
-            self.stage_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
+            controller.stages = StageWindows(self.policy.window_s, self.policy.sub_windows)
 
     def _replay(self) -> None:
         # The same `_apply` the live ingest runs, batch by batch in sequence order:
@@ -200,6 +205,7 @@ class Runtime:
         total_ms: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
         stages: Mapping[str, StageColumn] | None = None,
+        series: Mapping[str, StageColumn] | None = None,
     ) -> int:
         """Make a batch durable, then feed it to the windows; returns the count accepted.
 
@@ -209,7 +215,7 @@ class Runtime:
         """
         if stages:
             self._check_stage_room(ts, stages)
-        self.commits.commit(ts, total_ms, error, stages)
+        self.commits.commit(ts, total_ms, error, stages, series)
         return int(ts.shape[0])
 
     def _check_stage_room(
@@ -229,8 +235,9 @@ class Runtime:
         """Feed durable batches to the windows and counters (live and on replay alike)."""
         with self.lock:
             for batch in batches:
-                self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
-                self.stage_windows.observe(batch.ts, batch.stages)
+                self.controller.observe_columns(
+                    batch.ts, batch.total_ms, batch.error, batch.series, batch.stages
+                )
                 self.seq = batch.seq
                 self.observations_total += len(batch)
                 self.errors_total += int(batch.error.sum())
