@@ -375,6 +375,19 @@ class Controller:
 
     # ---- views -------------------------------------------------------------------------
 
+    def rule_states(self) -> dict[str, dict[str, Any]]:
+        """Each rule's last status, value and bound, by name."""
+        return {
+            name: {"status": st.status, "value": st.value, "bound": st.bound, "engaged": st.engaged}
+            for name, st in self._rules.items()
+        }
+
+    def engaged_rules(self, action: str) -> set[str]:
+        """Names of the rules of `action` now engaged."""
+        return {
+            r.name for r in self.policy.rules if r.action == action and self._rules[r.name].engaged
+        }
+
     @property
     def active(self) -> frozenset[str]:
         """Actions currently in effect (scale_up while desired replicas exceed the minimum)."""
