@@ -249,11 +249,11 @@ class Runtime:
     def evaluate(self, now_s: float | None = None) -> list[Decision]:
         """Evaluate the policy once; journal and execute the decisions; snapshot if any."""
         now = time.time() if now_s is None else now_s
-        stats = None
+        stats = series = None
         if self.config.prometheus is not None:
-            stats = self.config.prometheus.stats(now)
+            stats, series = self.config.prometheus.read(now)
         with self.lock:
-            decisions = list(self.controller.evaluate(now, stats))
+            decisions = list(self.controller.evaluate(now, stats, series))
             self.last_stats = stats
             self.last_evaluated_s = now
         for decision in decisions:

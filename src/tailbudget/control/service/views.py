@@ -93,6 +93,31 @@ def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
     }
 
 
+def _prometheus(rt: Runtime) -> dict[str, Any] | None:
+    """What `--prometheus` reads: preset, queries, and the buckets around each threshold."""
+    source = rt.config.prometheus
+    if source is None:
+        return None
+    targets = {r.metric: r.threshold for r in rt.policy.rules if r.ref.kind == "quantile"}
+    checks = source.buckets(targets)
+    return {
+        "url": source.url,
+        "metrics": source.preset.name,
+        "queries": source.queries(),
+        "last_error": source.last_error,
+        "buckets": {
+            metric: {
+                "threshold_ms": targets[metric],
+                "le_below_s": c.below,
+                "le_above_s": c.above,
+                "warning": c.warning,
+            }
+            for metric, c in checks.items()
+        },
+        "notes": [*source.preset.notes, *(c.warning for c in checks.values() if c.warning)],
+    }
+
+
 def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
     """Each rule's metric against its threshold: the per-objective picture status shows."""
     states = rt.controller.rule_states()
@@ -115,6 +140,9 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
     with rt.lock:
         controller = rt.controller.status(now_s)
         notes = [*rt.notes, *controller.get("notes", [])]
+        prometheus = _prometheus(rt)
+        if prometheus is not None:
+            notes += prometheus["notes"]
         return {
             "service": rt.config.service,
             "verdict": judged["verdict"],
@@ -126,6 +154,7 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "series": {name: s.to_dict() for name, s in _series(rt, now_s).items()},
             "objectives": _objectives(rt, now_s),
             "verdict_by": judged["by"],
+            "prometheus": prometheus,
             "active": judged["active"],
             "desired_replicas": rt.replicas.desired,
             "shed": None
