@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.control.llm_log import RawSeries, order_series, read_series
+from tailbudget.control.wal import StageColumn
 from tailbudget.errors import LogError
 
 __all__ = ["ReplayLog", "load_replay_log", "p99_of_log"]
@@ -33,6 +35,8 @@ class ReplayLog:
     notes: tuple[str, ...] = ()
     absolute_time: bool = True
     """False when timestamps are offsets (seconds from an arbitrary zero)."""
+    series: dict[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) indexing the sorted rows, when the log has them."""
 
     @property
     def rows(self) -> dict[str, Any]:
@@ -54,6 +58,7 @@ def _clean(
     fmt: str,
     notes: list[str],
     absolute: bool,
+    series: RawSeries | None = None,
 ) -> ReplayLog:
     reasons: dict[str, int] = {}
     bad_ts = ~np.isfinite(ts)
@@ -72,6 +77,7 @@ def _clean(
         raise LogError(f"{source}: no usable rows ({why})")
     ts, total, err = ts[keep], total[keep], err[keep]
     order = np.argsort(ts, kind="stable")
+    columns = order_series(series, keep, order) if series else {}
     return ReplayLog(
         ts_s=ts[order],
         total_ms=total[order],
@@ -82,6 +88,7 @@ def _clean(
         rejected_reasons=reasons,
         notes=tuple(notes),
         absolute_time=absolute,
+        series=columns,
     )
 
 
@@ -106,7 +113,10 @@ def _via_read_log(
         )
     import pyarrow as pa
 
-    arrow = table.table.select("ts", "total_ms", "error").to_pyarrow()
+    wanted = [
+        c for c in ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms") if c in table.table.columns
+    ]
+    arrow = table.table.select("ts", "total_ms", "error", *wanted).to_pyarrow()
     raw_ts = arrow.column("ts")
     micros = raw_ts.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).fill_null(0)
     ts = np.asarray(micros.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
@@ -121,7 +131,7 @@ def _via_read_log(
     notes = list(table.notes)
     if not absolute:
         notes.append("timestamps are offsets (seconds from the log's start), not dates")
-    out = _clean(ts, tot, err, source, table.format, notes, absolute)
+    out = _clean(ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot))
     reasons = dict(table.rows.rejected_reasons)
     for k, v in out.rejected_reasons.items():
         reasons[k] = reasons.get(k, 0) + v
@@ -135,6 +145,7 @@ def _via_read_log(
         rejected_reasons=reasons,
         notes=out.notes,
         absolute_time=out.absolute_time,
+        series=out.series,
     )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
+from tailbudget.control.llm_log import slice_series
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.errors import PolicyError
 
@@ -101,14 +102,24 @@ def replay(
         now = k * every
         upto = int(np.searchsorted(ts, now, side="left"))
         if upto > fed:
-            controller.observe_many(ts[fed:upto], ms[fed:upto], err[fed:upto])
+            controller.observe_columns(
+                ts[fed:upto], ms[fed:upto], err[fed:upto], slice_series(log.series, fed, upto)
+            )
             fed = upto
         for d in controller.evaluate(now):
             decisions.append(_decision_dict(d, t0, absolute))
         s = controller.last_stats
         assert s is not None
+        llm = {
+            f"{name}_{k}": _num(getattr(v, k))
+            for name, v in controller.last_series.items()
+            if name in log.series or name == "goodput"
+            for k in ("p95", "p99")
+            if name != "goodput"
+        }
         timeline.append(
             {
+                **llm,
                 "t": _iso(now, absolute),
                 "t_offset_s": round(now - t0, 3),
                 "p50": _num(s.p50),
@@ -130,6 +141,11 @@ def replay(
                 k = jump
     by_action = Counter(d["action"] for d in decisions)
     notes = list(log.notes) + controller.notes()
+    if log.series:
+        notes.append(
+            "LLM series replayed: "
+            + ", ".join(f"{k} ({len(v)} values)" for k, v in sorted(log.series.items()))
+        )
     if baseline is not None:
         notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
