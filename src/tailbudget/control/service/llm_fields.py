@@ -6,7 +6,9 @@
   0 for a one-token answer;
 - `output_tokens`: a whole number >= 1;
 - `itl_ms`: every inter-token gap (a list of numbers >= 0), or a summary
-  `{"p50": ms, "p99": ms}` when the client keeps only that (its p99 is used).
+  `{"p50": ms, "p99": ms}` when the client keeps only that (its p99 is used);
+  `itl_p99_ms` (with `itl_p50_ms`, as the log readers name them) is the same
+  summary in flat form, the cheapest to send and parse.
 
 Columns come out in the write-ahead log's stage layout (`StageColumn`), one
 row per value: a request with 300 gaps has 300 rows in `itl`.
@@ -14,6 +16,7 @@ row per value: a request with 300 gaps has 300 rows in `itl`.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -24,7 +27,7 @@ from tailbudget.control.wal import StageColumn
 
 __all__ = ["LLM_KEYS", "BadField", "llm_columns"]
 
-LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms")
+LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms", "itl_p50_ms", "itl_p99_ms")
 _NUM = frozenset({int, float})
 
 
@@ -40,15 +43,17 @@ def _show(value: Any) -> str:
 def _scalar(items: list[dict[str, Any]], key: str) -> tuple[npt.NDArray[np.float64], Any]:
     """The key's values (NaN where absent) and the present mask; BadField naming an item."""
     raw = [it.get(key) for it in items]
-    kinds = {type(v) for v in raw}
+    kinds = set(map(type, raw))
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
         raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
     values = np.array(raw, dtype=np.float64)  # None -> NaN
-    if type(None) in kinds:
+    nan = np.isnan(values)
+    missing = raw.count(None)
+    if missing == int(nan.sum()):
+        present = ~nan  # every NaN is an absent key
+    else:  # a NaN value (the lenient parser reads it): present, and bad below
         present = np.array([v is not None for v in raw], dtype=bool)
-    else:
-        present = np.ones(len(raw), dtype=bool)
     bad = present & ~(np.isfinite(values) & (values >= 0))
     if key == "output_tokens":
         bad |= present & ((values < 1) | (values != np.floor(values)))
@@ -65,6 +70,49 @@ def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
 
 
 def _itl(items: list[dict[str, Any]]) -> dict[str, StageColumn]:
+    raw = [it.get("itl_ms") for it in items]
+    kinds = {type(v) for v in raw}
+    if kinds <= {list, type(None)}:
+        fast = _itl_lists(raw)
+        if fast is not None:
+            return fast
+    elif kinds <= {dict, type(None)}:
+        fast = _itl_summaries(raw)
+        if fast is not None:
+            return fast
+    return _itl_checked(items)
+
+
+def _itl_lists(raw: list[Any]) -> dict[str, StageColumn] | None:
+    """Every request sent a list of gaps (or nothing): one vectorized pass; None if bad."""
+    lengths = np.array([0 if v is None else len(v) for v in raw], dtype=np.int64)
+    gaps = list(itertools.chain.from_iterable(v for v in raw if v))
+    if not gaps:
+        return {}
+    if not {type(g) for g in gaps} <= _NUM:
+        return None
+    ms = np.array(gaps, dtype=np.float64)
+    if not (np.isfinite(ms).all() and (ms >= 0).all()):
+        return None
+    rows = np.repeat(np.arange(len(raw), dtype=np.int64), lengths)
+    return {"itl": StageColumn(rows, ms)}
+
+
+def _itl_summaries(raw: list[Any]) -> dict[str, StageColumn] | None:
+    """Every request sent a {p50, p99} summary (or nothing); None if any is bad."""
+    p99 = [None if v is None else v.get("p99") for v in raw]
+    if not {type(v) for v in p99} <= {int, float, type(None)}:
+        return None
+    have = np.array([v is not None for v in raw], dtype=bool)
+    values = np.array(p99, dtype=np.float64)
+    if not (np.isfinite(values[have]).all() and (values[have] >= 0).all()):
+        return None
+    rows = np.flatnonzero(have).astype(np.int64)
+    return {ITL_SUMMARY: StageColumn(rows, values[rows])} if rows.size else {}
+
+
+def _itl_checked(items: list[dict[str, Any]]) -> dict[str, StageColumn]:
+    """Item by item, naming the first bad one."""
     rows: list[int] = []
     gaps: list[Any] = []
     sum_rows: list[int] = []
@@ -109,7 +157,7 @@ def llm_columns(
     items: list[dict[str, Any]], total_ms: npt.NDArray[np.float64]
 ) -> dict[str, StageColumn]:
     """The batch's ttft / tpot / itl columns (tpot derived where only tokens are given)."""
-    if not any(k in it for it in items for k in LLM_KEYS):
+    if set().union(*items).isdisjoint(LLM_KEYS):
         return {}
     out: dict[str, StageColumn] = {}
     ttft, has_ttft = _scalar(items, "ttft_ms")
@@ -133,4 +181,17 @@ def llm_columns(
     if has_tpot.any():
         out["tpot"] = _column(tpot, has_tpot)
     out.update(_itl(items))
+    p99, has_p99 = _scalar(items, "itl_p99_ms")
+    if has_p99.any():
+        for col in out.get("itl"), out.get(ITL_SUMMARY):
+            if col is not None:
+                has_p99[col.index] = False  # the gaps (or the object form) win
+        flat = _column(p99, has_p99)
+        if ITL_SUMMARY in out:
+            merged = np.concatenate([out[ITL_SUMMARY].index, flat.index])
+            order = np.argsort(merged, kind="stable")
+            ms = np.concatenate([out[ITL_SUMMARY].ms, flat.ms])
+            flat = StageColumn(merged[order], ms[order])
+        if len(flat):
+            out[ITL_SUMMARY] = flat
     return out
