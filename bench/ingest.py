@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -243,7 +244,7 @@ def main() -> None:
 
 
 def _llm_table(seconds: float, args: argparse.Namespace) -> None:
-    kinds = (
+    kinds: tuple[tuple[str, dict[str, Any]], ...] = (
         ("plain e2e (`total_ms`, `error`)", {}),
         (
             "LLM: + `ttft_ms`, `output_tokens` (tpot derived), `itl_p99_ms`",
@@ -255,7 +256,7 @@ def _llm_table(seconds: float, args: argparse.Namespace) -> None:
     best: dict[str, dict[str, float]] = {}
     for _ in range(args.rounds):
         for name, kw in kinds:
-            r = bench_serve(seconds, args.batch, args.clients, 0, **kw)  # type: ignore[arg-type]
+            r = bench_serve(seconds, args.batch, args.clients, 0, **kw)
             if name not in best or r["rate"] > best[name]["rate"]:
                 best[name] = r
     base = best[kinds[0][0]]["rate"]
