@@ -88,8 +88,12 @@ def parse_metric(text: str) -> MetricRef:
             f"metric must be a name like p95, ttft.p95, goodput or error_rate, got {text!r}"
         )
     raw = text.strip()
-    if raw in ("error_rate", "goodput", "goodput_vs_baseline"):
-        return MetricRef(raw)
+    if raw == "error_rate":
+        return MetricRef("error_rate")
+    if raw == "goodput":
+        return MetricRef("goodput")
+    if raw == "goodput_vs_baseline":
+        return MetricRef("goodput_vs_baseline")
     vs = raw.endswith("_vs_baseline")
     body = raw.removesuffix("_vs_baseline")
     kind: Kind = "vs_baseline" if vs else "quantile"

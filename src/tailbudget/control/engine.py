@@ -157,9 +157,9 @@ class Controller:
     def series_stats(self, now_s: float) -> dict[str, WindowStats]:
         """The in-process LLM series, goodput and stage windows at `now_s`, by name."""
         p, want = self.policy, self.policy.series
-        kw = {"min_samples": p.min_samples, "confidence": p.confidence}
-        out = self.stages.stats(now_s, qs=want, **kw)
-        out.update(self.series.stats(now_s, qs=want, **kw))
+        n, level = p.min_samples, p.confidence
+        out = self.stages.stats(now_s, min_samples=n, confidence=level, qs=want)
+        out.update(self.series.stats(now_s, min_samples=n, confidence=level, qs=want))
         return out
 
     def _stats_of(
@@ -206,7 +206,7 @@ class Controller:
         measures: dict[str, Measure] = {}
         holds: dict[str, bool] = {}
         for rule in p.rules:
-            st = self._stats_of(rule, stats, series)
+            window = self._stats_of(rule, stats, series)
             ref = rule.ref
             base = None
             if ref.kind == "vs_baseline":
@@ -215,8 +215,8 @@ class Controller:
                 base = self.baseline("goodput")
             m = measure(
                 rule,
-                st,
-                known=st is not None and st.known and st.count >= p.min_samples,
+                window,
+                known=window is not None and window.known and window.count >= p.min_samples,
                 baseline=base,
                 z=self._z,
                 confidence=p.confidence,

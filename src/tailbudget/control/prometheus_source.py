@@ -171,7 +171,9 @@ class PrometheusSource:
         known = count >= self.min_samples and all(v is not None for v in ms.values())
         bad = errors or 0.0
         bounds = wilson(bad, count, self.z) if known and errors is not None else None
-        extra = {q: (v, None, None) for q, v in ms.items() if v is not None}
+        extra: dict[float, tuple[float, float | None, float | None]] = {
+            q: (v, None, None) for q, v in ms.items() if v is not None
+        }
         return WindowStats(
             count=round(count),
             errors=round(bad),

@@ -125,7 +125,7 @@ def _itl_checked(items: list[dict[str, Any]]) -> dict[str, StageColumn]:
             rows.extend([i] * len(v))
             gaps.extend(v)
             continue
-        p99 = v.get("p99") if type(v) is dict else None
+        p99: Any = v.get("p99") if type(v) is dict else None
         if type(p99) not in _NUM or not (np.isfinite(p99) and p99 >= 0):
             raise BadField(
                 f"item {i}: itl_ms must be a list of gaps (ms) or {{'p50': ms, 'p99': ms}}, "
