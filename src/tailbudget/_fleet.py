@@ -172,7 +172,19 @@ _SGLANG_ITL = (
     6.0,
     8.0,
 )
-_TGI = tuple(0.0001 * 1.5**k for k in range(1, 36))
+
+
+def _tgi_bounds() -> tuple[float, ...]:
+    # TGI's router multiplies by 1.5 35 times from 0.1 ms: the same floats, bit for bit,
+    # so the `le` labels it writes match ours
+    value, out = 0.0001, []
+    for _ in range(35):
+        value *= 1.5
+        out.append(value)
+    return tuple(out)
+
+
+_TGI = _tgi_bounds()
 _TAILBUDGET = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 PRESETS: dict[str, FleetPreset] = {

@@ -78,7 +78,7 @@ def _quantile(text: str, whole: str) -> float:
     q = float(text)
     if not 0.0 < q < 100.0:
         raise PolicyError(f"metric {whole!r}: a percentile is in (0, 100), e.g. p99 or p99.9")
-    return q / 100.0
+    return round(q / 100.0, 12)  # 99.9 / 100 is 0.9990000000000001 in binary
 
 
 def parse_metric(text: str) -> MetricRef:

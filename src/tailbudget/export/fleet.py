@@ -124,7 +124,8 @@ def _sli_rules(
             notes.append(check.warning)
         for w in windows:
             rng = f"[{promql_duration(w)}]"
-            good = f'sum(rate({series.histogram}_bucket{{{sel},le="{le_label(le)}"}}{rng}))'
+            matchers = _sel(fleet, budget, f'le="{le_label(le)}"')
+            good = f"sum(rate({series.histogram}_bucket{{{matchers}}}{rng}))"
             total = f"sum(rate({series.histogram}_count{{{sel}}}{rng}))"
             rules.append(
                 {
