@@ -17,6 +17,7 @@ row per value: a request with 300 gaps has 300 rows in `itl`.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any
 
 import numpy as np
@@ -40,9 +41,21 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _scalar(items: list[dict[str, Any]], key: str) -> tuple[npt.NDArray[np.float64], Any]:
+def _values(items: list[dict[str, Any]], key: str) -> list[Any]:
+    """`key` of every item (None where absent); itemgetter when every item has it (faster)."""
+    try:
+        return list(map(operator.itemgetter(key), items))
+    except KeyError:
+        return [it.get(key) for it in items]
+
+
+def _scalar(
+    items: list[dict[str, Any]], key: str, keys: set[str]
+) -> tuple[npt.NDArray[np.float64], Any]:
     """The key's values (NaN where absent) and the present mask; BadField naming an item."""
-    raw = [it.get(key) for it in items]
+    if key not in keys:
+        return np.full(len(items), np.nan), np.zeros(len(items), dtype=bool)
+    raw = _values(items, key)
     kinds = set(map(type, raw))
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
@@ -69,8 +82,10 @@ def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
     return StageColumn(index, values[index])
 
 
-def _itl(items: list[dict[str, Any]]) -> dict[str, StageColumn]:
-    raw = [it.get("itl_ms") for it in items]
+def _itl(items: list[dict[str, Any]], keys: set[str]) -> dict[str, StageColumn]:
+    if "itl_ms" not in keys:
+        return {}
+    raw = _values(items, "itl_ms")
     kinds = {type(v) for v in raw}
     if kinds <= {list, type(None)}:
         fast = _itl_lists(raw)
@@ -157,12 +172,13 @@ def llm_columns(
     items: list[dict[str, Any]], total_ms: npt.NDArray[np.float64]
 ) -> dict[str, StageColumn]:
     """The batch's ttft / tpot / itl columns (tpot derived where only tokens are given)."""
-    if set().union(*items).isdisjoint(LLM_KEYS):
+    keys: set[str] = set().union(*items)
+    if keys.isdisjoint(LLM_KEYS):
         return {}
     out: dict[str, StageColumn] = {}
-    ttft, has_ttft = _scalar(items, "ttft_ms")
-    tpot, has_tpot = _scalar(items, "tpot_ms")
-    tokens, has_tokens = _scalar(items, "output_tokens")
+    ttft, has_ttft = _scalar(items, "ttft_ms", keys)
+    tpot, has_tpot = _scalar(items, "tpot_ms", keys)
+    tokens, has_tokens = _scalar(items, "output_tokens", keys)
     over = has_ttft & (ttft > total_ms)
     if over.any():
         i = int(np.flatnonzero(over)[0])
@@ -180,8 +196,8 @@ def llm_columns(
         out["ttft"] = _column(ttft, has_ttft)
     if has_tpot.any():
         out["tpot"] = _column(tpot, has_tpot)
-    out.update(_itl(items))
-    p99, has_p99 = _scalar(items, "itl_p99_ms")
+    out.update(_itl(items, keys))
+    p99, has_p99 = _scalar(items, "itl_p99_ms", keys)
     if has_p99.any():
         for col in out.get("itl"), out.get(ITL_SUMMARY):
             if col is not None:
