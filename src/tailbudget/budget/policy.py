@@ -44,6 +44,7 @@ from pydantic import (
 from tailbudget._units import parse_duration_s
 from tailbudget.budget.metric import MetricRef, parse_metric
 from tailbudget.budget.model import SLO, Budget
+from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import PolicyError, TailbudgetError
 
 Action = Literal["scale_up", "trim_logging", "shed_load", "rollback"]
@@ -709,11 +710,26 @@ def parse_policy(
         raise PolicyError(f"policy{'.' + where if where else ''}: {msg}") from None
 
 
+def objective_targets(objectives: Objectives) -> tuple[dict[str, float], dict[str, float]]:
+    """(targets by metric name, goodput's per-request thresholds) of a budget's objectives."""
+    targets = {parse_metric(o.key).name: float(o.target_ms) for o in objectives}
+    if objectives.error_rate is not None:
+        targets["error_rate"] = float(objectives.error_rate)
+    if objectives.goodput is not None and objectives.goodput.min is not None:
+        targets["goodput"] = float(objectives.goodput.min)
+    return targets, dict(objectives.thresholds())
+
+
 def resolve_policy(budget: Budget | None) -> Policy:
-    """The budget's policy, resolved ('default' or its block); the seed default when None."""
+    """The budget's policy, resolved ('default' or its block); the seed default when None.
+
+    Every objective of the budget (`ttft.p95`, `tpot.p99`, a stage) is a target a
+    threshold may be a share of; a ttft objective makes the default the LLM default.
+    """
     if budget is None:
         return parse_policy("default")
-    return parse_policy(budget.policy, budget.slo)
+    targets, goodput = objective_targets(budget.objectives)
+    return parse_policy(budget.policy, budget.slo, targets=targets, goodput=goodput)
 
 
 __all__ = [
@@ -726,6 +742,7 @@ __all__ = [
     "Rule",
     "default_rules",
     "llm_default_rules",
+    "objective_targets",
     "parse_policy",
     "resolve_policy",
     "resolve_threshold",

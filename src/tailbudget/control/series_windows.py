@@ -46,13 +46,14 @@ class SeriesWindows:
         thresholds: Mapping[str, float] | None = None,
         goodput: bool = False,
     ) -> None:
+        """`goodput` keeps the good-request counts (when a rule reads goodput)."""
         self.window_s = float(window_s)
         self.sub_windows = int(sub_windows)
         self.thresholds = dict(thresholds or {})
         """Per-request thresholds (ms) by series: e2e, ttft, tpot, itl or a stage."""
         self._windows: dict[str, RollingWindow] = {}
         self.good: RollingWindow | None = None
-        if goodput or self.thresholds:
+        if goodput:
             self.good = RollingWindow(self.window_s, self.sub_windows, sketch=False)
         self.itl_summaries = 0
         self.unjudged = 0

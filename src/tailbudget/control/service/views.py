@@ -143,6 +143,8 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
         prometheus = _prometheus(rt)
         if prometheus is not None:
             notes += prometheus["notes"]
+        if rt.snapshot_error is not None:
+            notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
         return {
             "service": rt.config.service,
             "verdict": judged["verdict"],
@@ -176,6 +178,7 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "controller": controller,
             "state_dir": str(rt.state.root),
             # group commit at work: fewer fsyncs than batches under concurrent posts
+            "snapshot": {"written_s": rt.snapshot_written_s, "error": rt.snapshot_error},
             "wal": {
                 "bytes": rt.state.wal.size(),
                 "batches": rt.state.wal.appended,
