@@ -86,3 +86,37 @@ def test_the_seed_default_on_e2e_would_have_acted_outside_the_episode(tmp_path: 
         if d["action"] == "scale_up" and not EPISODE[0] <= d["t_offset_s"] <= EPISODE[1] + 60
     ]
     assert outside
+
+
+def test_the_cli_replays_an_llm_log_with_the_budgets_ttft_objective(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    log = _llm_log(tmp_path / "llm.parquet")
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        "service: chat\n"
+        f"slo: {{e2e: {{p99: 20000}}, ttft: {{p95: {TTFT_P95:g}}}}}\n"
+        "pipeline:\n  - stage: llm\n    budget: {p99: 15000}\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tailbudget",
+            "replay",
+            str(log),
+            "--budget",
+            str(budget),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rep = json.loads(out.stdout)
+    assert rep["policy"]["source"].startswith("default (LLM)")
+    ups = [d for d in rep["decisions"] if d["action"] == "scale_up"]
+    assert ups and all(EPISODE[0] <= d["t_offset_s"] <= EPISODE[1] + 60 for d in ups)
