@@ -155,3 +155,49 @@ def test_tpot_is_derived_as_vllm_and_an_itl_summary_counts_its_p99() -> None:
     assert tpot.index.tolist() == [0, 1, 2] and tpot.ms.tolist() == [100.0, 0.0, 7.0]
     assert batch.series["itl_p99"].ms.tolist() == [40.0]
     assert "itl" not in batch.series
+
+
+def test_a_columnar_body_parses_to_the_same_batch_as_rows() -> None:
+    rows = [
+        {"ts": T0, "total_ms": 1000, "ttft_ms": 100, "output_tokens": 10, "error": True},
+        {"ts": T0 + 1, "total_ms": 500, "itl_p99_ms": 40, "stages": {"db": 7}},
+        {"ts": T0 + 2, "total_ms": 800, "itl_ms": [1, 2, 3]},
+    ]
+    columns = {
+        "ts": [T0, T0 + 1, T0 + 2],
+        "total_ms": [1000, 500, 800],
+        "error": [True, False, None],
+        "ttft_ms": [100, None, None],
+        "output_tokens": [10, None, None],
+        "itl_p99_ms": [None, 40, None],
+        "itl_ms": [None, None, [1, 2, 3]],
+        "stages": {"db": [None, 7, None]},
+    }
+    a = parse_observations(json.dumps(rows).encode(), now_s=T0 + 10)
+    b = parse_observations(json.dumps(columns).encode(), now_s=T0 + 10)
+    assert a.ts.tolist() == b.ts.tolist() and a.total_ms.tolist() == b.total_ms.tolist()
+    assert a.error.tolist() == b.error.tolist() == [True, False, False]
+    for name in ("ttft", "tpot", "itl", "itl_p99"):
+        assert a.series[name].index.tolist() == b.series[name].index.tolist(), name
+        assert a.series[name].ms.tolist() == b.series[name].ms.tolist(), name
+    assert b.stages["db"].index.tolist() == [1]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"total_ms": [1, 2], "ttft_ms": [1]}, "column ttft_ms must be a list of 2 values"),
+        ({"total_ms": [1, -2]}, "item 1: total_ms must be a number >= 0"),
+        ({"total_ms": [5, 5], "ttft_ms": [1, 9]}, "item 1: ttft_ms \\(9\\) exceeds total_ms"),
+        ({"total_ms": []}, "no observations"),
+        ({"total_ms": [1], "error": ["yes"]}, "item 0: error must be true/false"),
+    ],
+)
+def test_bad_columns_name_the_column_or_the_item(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadBatch, match=message):
+        parse_observations(json.dumps(body).encode(), now_s=T0)
+
+
+def test_a_one_line_ndjson_body_is_still_rows() -> None:
+    batch = parse_observations(b'{"total_ms": 5, "ttft_ms": 2}', now_s=T0)
+    assert len(batch) == 1 and batch.series["ttft"].ms.tolist() == [2.0]

@@ -6,7 +6,8 @@ ISO-8601 string (default: when the server received the batch); `error` is a
 boolean or 0/1 (default false); `stages` is an object of stage name to
 milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
 batch). LLM observations may add `ttft_ms`, `tpot_ms`, `output_tokens` and
-`itl_ms` (see `llm_fields`). Other keys (request ids, routes) are allowed and ignored. One bad
+`itl_ms` (see `llm_fields`). A body may also be columns, one list per key
+(see `columns_body`). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -69,7 +70,18 @@ class ParsedBatch:
 _unparsed = object()
 
 
-def _items(body: bytes) -> list[Any]:
+def _columnar(text: str) -> dict[str, Any] | None:
+    """The body as columns (`{"total_ms": [...], ...}`), or None when it is NDJSON."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("total_ms"), list):
+        return value
+    return None
+
+
+def _items(body: bytes) -> list[Any] | dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -91,6 +103,8 @@ def _items(body: bytes) -> list[Any]:
         if not isinstance(value, list):
             raise BadBatch("a JSON body must be an array of observations")
         return value
+    if stripped[0] == "{" and (columns := _columnar(stripped)) is not None:
+        return columns
     items = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -136,6 +150,10 @@ _TS_TYPES = frozenset({int, float, type(None)})
 def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
     """Validate a body into columns, or raise BadBatch with a one-line reason."""
     items = _items(body)
+    if isinstance(items, dict):
+        from tailbudget.control.service.columns_body import parse_columns
+
+        return parse_columns(items, now_s=now_s)
     if not items:
         raise BadBatch("no observations in the body")
     if len(items) > MAX_BATCH:

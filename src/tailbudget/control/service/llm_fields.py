@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from tailbudget.control.series_windows import ITL_SUMMARY
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["LLM_KEYS", "BadField", "llm_columns"]
+__all__ = ["LLM_KEYS", "BadField", "llm_columns", "llm_columns_of"]
 
 LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms", "itl_p50_ms", "itl_p99_ms")
 _NUM = frozenset({int, float})
@@ -50,12 +51,12 @@ def _values(items: list[dict[str, Any]], key: str) -> list[Any]:
 
 
 def _scalar(
-    items: list[dict[str, Any]], key: str, keys: set[str]
+    columns: Mapping[str, list[Any]], key: str, n: int
 ) -> tuple[npt.NDArray[np.float64], Any]:
     """The key's values (NaN where absent) and the present mask; BadField naming an item."""
-    if key not in keys:
-        return np.full(len(items), np.nan), np.zeros(len(items), dtype=bool)
-    raw = _values(items, key)
+    if key not in columns:
+        return np.full(n, np.nan), np.zeros(n, dtype=bool)
+    raw = columns[key]
     kinds = set(map(type, raw))
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
@@ -82,10 +83,10 @@ def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
     return StageColumn(index, values[index])
 
 
-def _itl(items: list[dict[str, Any]], keys: set[str]) -> dict[str, StageColumn]:
-    if "itl_ms" not in keys:
+def _itl(columns: Mapping[str, list[Any]]) -> dict[str, StageColumn]:
+    if "itl_ms" not in columns:
         return {}
-    raw = _values(items, "itl_ms")
+    raw = columns["itl_ms"]
     kinds = {type(v) for v in raw}
     if kinds <= {list, type(None)}:
         fast = _itl_lists(raw)
@@ -95,7 +96,7 @@ def _itl(items: list[dict[str, Any]], keys: set[str]) -> dict[str, StageColumn]:
         fast = _itl_summaries(raw)
         if fast is not None:
             return fast
-    return _itl_checked(items)
+    return _itl_checked(raw)
 
 
 def _itl_lists(raw: list[Any]) -> dict[str, StageColumn] | None:
@@ -126,14 +127,13 @@ def _itl_summaries(raw: list[Any]) -> dict[str, StageColumn] | None:
     return {ITL_SUMMARY: StageColumn(rows, values[rows])} if rows.size else {}
 
 
-def _itl_checked(items: list[dict[str, Any]]) -> dict[str, StageColumn]:
+def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
     """Item by item, naming the first bad one."""
     rows: list[int] = []
     gaps: list[Any] = []
     sum_rows: list[int] = []
     sum_p99: list[float] = []
-    for i, it in enumerate(items):
-        v = it.get("itl_ms")
+    for i, v in enumerate(raw):
         if v is None:
             continue
         if type(v) is list:
@@ -175,10 +175,18 @@ def llm_columns(
     keys: set[str] = set().union(*items)
     if keys.isdisjoint(LLM_KEYS):
         return {}
+    return llm_columns_of({k: _values(items, k) for k in LLM_KEYS if k in keys}, total_ms)
+
+
+def llm_columns_of(
+    columns: Mapping[str, list[Any]], total_ms: npt.NDArray[np.float64]
+) -> dict[str, StageColumn]:
+    """The same from per-key value lists aligned with the batch (None: absent)."""
+    n = int(total_ms.shape[0])
     out: dict[str, StageColumn] = {}
-    ttft, has_ttft = _scalar(items, "ttft_ms", keys)
-    tpot, has_tpot = _scalar(items, "tpot_ms", keys)
-    tokens, has_tokens = _scalar(items, "output_tokens", keys)
+    ttft, has_ttft = _scalar(columns, "ttft_ms", n)
+    tpot, has_tpot = _scalar(columns, "tpot_ms", n)
+    tokens, has_tokens = _scalar(columns, "output_tokens", n)
     over = has_ttft & (ttft > total_ms)
     if over.any():
         i = int(np.flatnonzero(over)[0])
@@ -196,8 +204,8 @@ def llm_columns(
         out["ttft"] = _column(ttft, has_ttft)
     if has_tpot.any():
         out["tpot"] = _column(tpot, has_tpot)
-    out.update(_itl(items, keys))
-    p99, has_p99 = _scalar(items, "itl_p99_ms", keys)
+    out.update(_itl(columns))
+    p99, has_p99 = _scalar(columns, "itl_p99_ms", n)
     if has_p99.any():
         for col in out.get("itl"), out.get(ITL_SUMMARY):
             if col is not None:
