@@ -61,6 +61,9 @@ def _provenance(r: AuditReport) -> list[str]:
     ]
     for reason, n in sorted(rows.rejected_reasons.items()):
         out.append(f"  - {reason}: {n:,}")
+    if rows.failed:
+        out.append(f"- failed without a latency (errors): {rows.failed:,}")
+        out += [f"  - {reason}: {n:,}" for reason, n in sorted(rows.failed_reasons.items())]
     out += [f"- {n}" for n in p.notes]
     return out
 
