@@ -120,3 +120,30 @@ def test_the_cli_replays_an_llm_log_with_the_budgets_ttft_objective(tmp_path: Pa
     assert rep["policy"]["source"].startswith("default (LLM)")
     ups = [d for d in rep["decisions"] if d["action"] == "scale_up"]
     assert ups and all(EPISODE[0] <= d["t_offset_s"] <= EPISODE[1] + 60 for d in ups)
+
+
+AIPERF = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "aiperf_profile_export.jsonl"
+)
+
+
+def test_replay_of_a_real_aiperf_export_acts_on_its_ttft() -> None:
+    # 100 requests started within 20 ms (a burst); 11 cancelled without a latency
+    if not AIPERF.exists():
+        import pytest
+
+        pytest.skip("../shared/data/aiperf_profile_export.jsonl is missing")
+    log = load_replay_log(AIPERF)
+    assert log.format == "aiperf" and log.rows["used"] == 89
+    assert set(log.series) == {"ttft", "tpot", "itl"}
+    assert any("11 requests failed without a latency" in n for n in log.notes)
+    ttft = np.sort(log.series["ttft"].ms)
+    true_p95 = float(np.quantile(ttft, 0.95, method="lower"))
+    tight = replay(log, parse_policy("default", targets={"ttft.p95": 1200.0}))
+    ups = [d for d in tight["decisions"] if d["action"] == "scale_up"]
+    assert len(ups) == 1 and ups[0]["metric"] == "ttft.p95"
+    assert abs(ups[0]["value"] - true_p95) <= 0.01 * true_p95  # the sketch's accuracy
+    assert ups[0]["count"] == 89
+    # a target above what the burst reached: nothing to do
+    loose = replay(log, parse_policy("default", targets={"ttft.p95": 2 * float(ttft[-1])}))
+    assert [d for d in loose["decisions"] if d["action"] == "scale_up"] == []

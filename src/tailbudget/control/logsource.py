@@ -128,7 +128,15 @@ def _via_read_log(
     finite = ts[np.isfinite(ts)]
     # small numbers are seconds from the log's start, not dates in 1970
     absolute = not (finite.size and float(np.median(finite)) < 1e8)
-    notes = list(table.notes)
+    notes = [n for n in table.notes if "failed without a latency" not in n]
+    failed = int(getattr(table.rows, "failed", 0))
+    if failed:
+        # the audit counts them as errors; replay has no latency (and no window) for them
+        why = ", ".join(f"{k}: {v}" for k, v in table.rows.failed_reasons.items())
+        notes.append(
+            f"{failed} requests failed without a latency ({why}): replay has no time for "
+            "them, so its windows and error rate leave them out"
+        )
     if not absolute:
         notes.append("timestamps are offsets (seconds from the log's start), not dates")
     out = _clean(ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot))

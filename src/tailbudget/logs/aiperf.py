@@ -105,4 +105,3 @@ def _gaps_ms(metric: Any) -> list[float] | None:
     unit = metric.get("unit", "ms") if isinstance(metric, dict) else "ms"
     factor = _TO_SECONDS.get(str(unit).lower(), 1e-3) * 1000.0
     return [float(v) * factor for v in values if is_number(v)]
-

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tailbudget.errors import LogError
-
 import numpy as np
 import pyarrow as pa
+
+from tailbudget.errors import LogError
 
 __all__ = [
     "BenchRows",

@@ -34,7 +34,9 @@ def guidellm_rows(data: Any, path: str) -> BenchRows:
     """Per-request rows from a guidellm benchmarks.json report."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     if not isinstance(benchmarks, list) or not benchmarks:
-        raise LogError(f"{path}: not a guidellm report (no 'benchmarks' list); pass benchmarks.json")
+        raise LogError(
+            f"{path}: not a guidellm report (no 'benchmarks' list); pass benchmarks.json"
+        )
     found = BenchRows()
     held = 0
     for k, bench in enumerate(benchmarks):
