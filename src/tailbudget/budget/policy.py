@@ -160,10 +160,11 @@ def _defaults(
     return default_rules(slo, rollback_for_s)
 
 
-def _baselines(raw: Any) -> dict[str, float]:
+def parse_baselines(raw: Any, where: str = "policy.baselines") -> dict[str, float]:
+    """{metric: baseline} (`ttft.p99`: ms, `goodput`: a share), checked against `where`."""
     if not isinstance(raw, dict):
         raise PolicyError(
-            f"policy.baselines: must be a mapping of metric to value, e.g. "
+            f"{where}: must be a mapping of metric to value, e.g. "
             f"{{ttft.p99: 400, goodput: 0.97}}, got {raw!r}"
         )
     out: dict[str, float] = {}
@@ -171,17 +172,15 @@ def _baselines(raw: Any) -> dict[str, float]:
         try:
             ref = parse_metric(str(key))
         except PolicyError as exc:
-            raise PolicyError(f"policy.baselines.{key}: {exc}") from None
+            raise PolicyError(f"{where}.{key}: {exc}") from None
         if ref.kind not in ("quantile", "goodput"):
             raise PolicyError(
-                f"policy.baselines.{key}: a baseline is a percentile (ms) or goodput (a share)"
+                f"{where}.{key}: a baseline is a percentile (ms) or goodput (a share)"
             )
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise PolicyError(f"policy.baselines.{key}: must be a positive number, got {value!r}")
+            raise PolicyError(f"{where}.{key}: must be a positive number, got {value!r}")
         if ref.kind == "goodput" and value > 1:
-            raise PolicyError(
-                f"policy.baselines.{key}: a goodput share is in (0, 1], got {value!r}"
-            )
+            raise PolicyError(f"{where}.{key}: a goodput share is in (0, 1], got {value!r}")
         out[ref.name] = float(value)
     return out
 
@@ -260,7 +259,7 @@ def parse_policy(
         source = "budget file rules"
     else:
         rules, source = _defaults(slo, table, rollback_for)
-    baselines = _baselines(spec.get("baselines", {}))
+    baselines = parse_baselines(spec.get("baselines", {}))
     try:
         return Policy(
             window_s=window,
@@ -316,6 +315,7 @@ __all__ = [
     "default_rules",
     "llm_default_rules",
     "objective_targets",
+    "parse_baselines",
     "parse_policy",
     "resolve_policy",
     "resolve_threshold",

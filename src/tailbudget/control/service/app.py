@@ -8,7 +8,8 @@
   (which fail on non-2xx): `?mode=flagger` answers 503 on rollback only (a rollout
   hook: unknown never counts as a failed check), `?mode=flagger-promotion` 503
   unless healthy (a confirm-promotion hook: promotion waits for evidence).
-- `POST /v1/baseline`      {"p99_ms": ...}; bearer token when configured.
+- `POST /v1/baseline`      {"p99_ms": ...} and/or {"baselines": {"ttft.p99": ms, "goodput": share}};
+                            bearer token when configured.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tailbudget.budget.policy import parse_baselines
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.metrics import make_registry
 from tailbudget.control.service.runtime import Runtime
+from tailbudget.errors import PolicyError
 
 __all__ = ["MAX_BODY", "create_app"]
 
@@ -141,12 +144,23 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, 'send JSON like {"p99_ms": 850}')
         p99 = value.get("p99_ms") if isinstance(value, dict) else None
-        if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
-            return _error(
-                400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
-            )
-        await asyncio.to_thread(runtime.set_baseline, float(p99))
-        return JSONResponse({"baseline_p99_ms": float(p99)})
+        others = value.get("baselines") if isinstance(value, dict) else None
+        wanted: dict[str, float] = {}
+        if others is not None:
+            try:
+                wanted = parse_baselines(others, "baselines")
+            except PolicyError as exc:
+                return _error(400, str(exc))
+        if p99 is not None or not wanted:
+            if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
+                return _error(
+                    400,
+                    f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}',
+                )
+            wanted["p99"] = float(p99)
+        await asyncio.to_thread(runtime.set_baselines, wanted)
+        body = {"baseline_p99_ms": wanted.pop("p99", None), "baselines": wanted}
+        return JSONResponse({k: v for k, v in body.items() if v})
 
     async def evaluator() -> None:
         # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift

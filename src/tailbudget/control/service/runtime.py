@@ -356,8 +356,13 @@ class Runtime:
 
     def set_baseline(self, p99_ms: float) -> None:
         """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
+        self.set_baselines({"p99": p99_ms})
+
+    def set_baselines(self, values: Mapping[str, float]) -> None:
+        """Set baselines by metric (`p99`, `ttft.p99`, `goodput`); durable at once."""
         with self.lock:
-            self.controller.set_baseline(p99_ms)
+            for name, value in values.items():
+                self.controller.set_baseline(value, name)
         self.compact()
 
     def snapshot(self) -> dict[str, Any]:

@@ -163,6 +163,7 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             if rt.shed is None
             else {"fraction": rt.shed.current_fraction, "rate_per_s": rt.shed.current_rate},
             "baseline_p99_ms": controller.get("baseline_p99_ms"),
+            "baselines": controller.get("baselines", {}),
             "dry_run": rt.policy.dry_run,
             "policy": {
                 "source": rt.policy.source,
