@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, Snapshot
 
 
@@ -31,12 +32,11 @@ def at(qs: list[float], values: list[float], q: float) -> float:
 
 
 def exprs(ctx: Ctx) -> dict[str, Any]:
-    """Aggregates of pass A for the snapshot."""
+    """Aggregates of the distributions pass for the snapshot (its quantiles: `asks`)."""
     t = ctx.t
     total = t[TOTAL]
     out: dict[str, Any] = {
         "n": t.count(),
-        "total_q": total.quantile(EXACT_QS),
         "total_max": total.max(),
         "total_mean": total.mean(),
         "errors": t["error"].cast("int64").sum(),
@@ -49,6 +49,11 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         out["ts_min"] = es.min()
         out["ts_max"] = es.max()
     return out
+
+
+def asks(ctx: Ctx) -> list[Ask]:
+    """Exact quantiles of the total (the SLO verdicts and slow/fast bounds)."""
+    return [Ask("total_q", ctx.t[TOTAL], tuple(EXACT_QS))]
 
 
 def sample_exprs(ctx: Ctx) -> dict[str, Any]:

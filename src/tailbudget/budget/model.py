@@ -367,6 +367,8 @@ class LogMapping(_Frozen):
     stages_glob: str | None = None
     shape: list[str] = Field(default_factory=list)
     cohorts: list[str] = Field(default_factory=list)
+    span_stage: Literal["operation", "service"] = "operation"
+    """Span tables and traces: a stage is a span's operation or its service."""
 
 
 class Composition(_Frozen):

@@ -7,18 +7,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from tailbudget._units import PERCENTILES
-from tailbudget.audit import AuditConfig, AuditReport, run_audit
-from tailbudget.audit.events import read_events
-from tailbudget.budget import load_budget
-from tailbudget.budget.objectives import parse_objectives
 from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
 from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.audit import AuditReport
 
 
 class AuditFormat(StrEnum):
@@ -65,6 +63,8 @@ def _slow(value: str) -> str | float:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None] | None]:
+    from rich.console import Console
+
     console = Console(stderr=True)
     if not console.is_terminal:
         yield None
@@ -134,6 +134,11 @@ def audit_command(
     stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
     unit: Unit | None = typer.Option(None, "--unit", help="Unit of the latency columns."),
+    span_stage: str | None = typer.Option(
+        None,
+        "--span-stage",
+        help="Span tables and traces: a stage is a service or an operation (default).",
+    ),
     workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
     format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
@@ -148,6 +153,11 @@ def audit_command(
         raise TailbudgetError(NO_SLO)
     if log is None and query is None:
         raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+    # Imported here, not at the top: `tailbudget --help` must not load the engines.
+    from tailbudget.audit import AuditConfig, run_audit
+    from tailbudget.audit.events import read_events
+    from tailbudget.budget import load_budget
+    from tailbudget.budget.objectives import parse_objectives
     from tailbudget.logs import ReadOptions, read_log
 
     b = load_budget(budget) if budget is not None else None
@@ -160,6 +170,7 @@ def audit_command(
             "timestamp": timestamp,
             "unit": unit.value if unit is not None else None,
             "query": query,
+            "span_stage": span_stage,
         }.items()
         if v is not None
     }
@@ -180,7 +191,9 @@ def audit_command(
         extra["progress"] = progress
         table = read_log(log, options, engine=engine)
         if baseline is not None:
-            extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
+            # The baseline keeps every stage of the log, so each has a before to compare with.
+            same = options.with_(query=None, span_keep=table.stages)
+            extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
     emit(render(report, format.value), output)

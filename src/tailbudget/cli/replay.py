@@ -10,12 +10,7 @@ from typing import Any
 import typer
 
 from tailbudget._units import parse_duration_s
-from tailbudget.budget import load_budget
-from tailbudget.budget.policy import resolve_policy
 from tailbudget.cli._common import clean_errors, emit
-from tailbudget.control.logsource import load_replay_log, p99_of_log
-from tailbudget.control.replay import Baseline, replay, window_baseline
-from tailbudget.control.rules import fmt
 from tailbudget.errors import PolicyError, TailbudgetError
 
 
@@ -29,6 +24,8 @@ class ReplayFormat(StrEnum):
 
 def replay_text(rep: dict[str, Any]) -> str:
     """The replay for a terminal: a header, one line per decision, the notes."""
+    from tailbudget.control.rules import fmt
+
     rows = rep["rows"]
     lines = [
         f"replay of {rep['source']}: {rows['used']:,} requests over {rep['duration_s']:,.0f} s "
@@ -99,6 +96,11 @@ def replay_command(
     ]
     if len(given) > 1:
         raise PolicyError(f"give one baseline, not {' and '.join(given)}")
+    from tailbudget.budget import load_budget
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.logsource import load_replay_log, p99_of_log
+    from tailbudget.control.replay import Baseline, replay, window_baseline
+
     b = load_budget(budget) if budget is not None else None
     policy = resolve_policy(b)
     if dry_run:

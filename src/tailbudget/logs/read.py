@@ -39,8 +39,8 @@ def read_log(
     """Read a latency log into the canonical `LogTable` on an Ibis backend.
 
     `source` is a file, folder or glob (Parquet, CSV, JSONL, span tables, OTLP
-    or Jaeger JSON traces, vLLM or LLMPerf results), a table name on the
-    engine, or None with `options.query` (SQL on the engine). `engine` None is
+    or Jaeger JSON traces, vLLM, SGLang, AIPerf, guidellm or LLMPerf results),
+    a table name on the engine, or None with `options.query` (SQL on the engine). `engine` None is
     an in-memory DuckDB, "pyspark" a local Spark session, else an Ibis URL.
     Raises LogError (one line, naming the file or column and the fix).
     """

@@ -55,6 +55,8 @@ class LogTable:
     """Facts about the input the report should state (units assumed, spans skipped...)."""
     backend: Any = None
     """The Ibis backend holding `table`."""
+    attribution: str = ""
+    """How stage times were derived: "critical_path" or "self" (span tables), "" as logged."""
 
     def stage_column(self, stage: str) -> str:
         """Column name of a stage."""

@@ -147,6 +147,20 @@ def _tail(r: AuditReport) -> list[str]:
         [[d.stage, _ms(d.mean_slow), _ms(d.mean_fast), f"{d.delta:+,.0f}"] for d in t.deltas],
     )
     out += ["", f"Tail driver: **{t.driver}**."]
+    return out + _culprits(r)
+
+
+def _culprits(r: AuditReport) -> list[str]:
+    out: list[str] = []
+    if r.nesting:
+        pairs = "; ".join(f"{n.outer} contains {n.inner} ({n.how})" for n in r.nesting)
+        out += ["", f"Nested stages: {pairs}."]
+    if r.culprits:
+        out += ["", "Culprits, most likely first:", ""]
+        out += _table(
+            ["stage", "score", "evidence"],
+            [[c.stage, f"{c.score:.2f}", c.evidence] for c in r.culprits],
+        )
     return out
 
 
