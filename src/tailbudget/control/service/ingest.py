@@ -123,6 +123,8 @@ def _items(body: bytes) -> list[Any] | dict[str, Any]:
         try:
             value = orjson.loads(stripped)
         except orjson.JSONDecodeError:
+            value = None
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             # json (slower) names the error and refuses what is hostile (deep nesting,
             # huge numbers); it also reads NaN, so that item is named by the checks.
             value = _loads(stripped, "")
@@ -164,7 +166,10 @@ def _ts(value: Any, default: float) -> float | None:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    try:
+        text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    except (RecursionError, ValueError):
+        return "a value nested too deep"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
