@@ -1,4 +1,4 @@
-"""The audit report: the `audit --format json` contract of DESIGN.md plus BRIEF extension keys."""
+"""The audit report: the `audit --format json` contract and its extension keys."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ GATES: dict[str, tuple[str, ...]] = {
     "uat": ("p95", "p99"),
     "prd": ("p99",),
 }
-"""Which percentiles gate a release in each environment (seed framework table)."""
+"""Which percentiles gate a release in each environment (dev p50, qa p95, uat p95+p99, prd p99)."""
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
@@ -230,7 +230,7 @@ class Budget(_Frozen):
     log: LogMapping = Field(default_factory=LogMapping)
     composition: Composition = Field(default_factory=Composition)
     policy: str | dict[str, Any] = "default"
-    """`default` (the seed framework's policy) or a rules block; see tailbudget.control."""
+    """`default` (the default reactive-scaling rules) or a rules block; see tailbudget.control."""
     fixes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Overrides of the audit's fix catalog (hours, risk, reversible) by fix name."""
 

@@ -115,7 +115,7 @@ def plan_markdown(plan: Plan) -> str:
         f"{' | '.join(_ms(comp[p]) for p in PERCENTILES)} | |",
         f"| **SLO** | {' | '.join(_ms(plan.slo[p]) for p in PERCENTILES)} | |",
         "",
-        "Percentiles do not add: the additive row is the seed arithmetic each stage signs up "
+        "Percentiles do not add: the additive row is the arithmetic each stage signs up "
         "to (and gates); the composed row is the end-to-end distribution to expect.",
         "",
     ]
