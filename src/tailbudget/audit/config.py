@@ -32,6 +32,8 @@ class AuditConfig:
     """LLM blocks of the budget by stage name (TTFT and tokens/s targets)."""
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Overrides of the fix catalog: {fix: {hours, risk, reversible}}."""
+    service: str | None = None
+    """The service's name (the budget's `service:`), shown in every report title."""
     seed: int = 0
     progress: Callable[[str], None] | None = None
     """Called with a short label before each pass over the log (for a progress bar)."""
@@ -76,6 +78,7 @@ class AuditConfig:
             "stage_budgets": stage_budgets,
             "llm": llm,
             "fixes": dict(budget.fixes),
+            "service": budget.service,
         }
         values.update(overrides)
         return cls(**values)

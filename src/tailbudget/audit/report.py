@@ -113,6 +113,8 @@ class Tail(_Model):
     fast_range_ms: list[float]
     n_slow: int
     n_fast: int
+    weak: bool = False
+    """Fewer than MIN_SLOW_REQUESTS requests in the slow group: the driver is a weak finding."""
 
 
 class ProfilePoint(_Model):
@@ -148,6 +150,8 @@ class CohortRow(_Model):
     delta_vs_global: float
     share_of_slow: float
     flag: bool
+    weak: bool = False
+    """Fewer than MIN_SLOW_REQUESTS of this cohort's requests are in the slow group."""
 
 
 class TimelinePoint(_Model):
@@ -185,6 +189,8 @@ class Hypothesis(_Model):
     evidence: str
     covariate: str | None = None
     figures: dict[str, float] = Field(default_factory=dict)
+    weak: bool = False
+    """Drawn from fewer than MIN_SLOW_REQUESTS requests (slow group, or cold windows)."""
 
 
 class RankedFix(_Model):
@@ -208,6 +214,8 @@ class Recommendation(_Model):
 
     choice: Choice
     text: str
+    weak: bool = False
+    """The slow group is too small to rank fixes on; the text says so."""
 
 
 class Goodput(_Model):
@@ -252,6 +260,13 @@ class AuditReport(_Model):
     goodput: Goodput
     baseline: list[BaselineRow] | None
     gated: list[str]
+    service: str | None = None
+    """The service's name when a budget gave one."""
+
+    def name(self) -> str:
+        """What the report is about: the service, else the log's file name."""
+        source = self.provenance.source.rstrip("/").rsplit("/", 1)[-1]
+        return self.service or source or "latency log"
 
     def breaches_gate(self) -> bool:
         """True when a gated percentile breaches the SLO (for `--fail-on-breach`)."""

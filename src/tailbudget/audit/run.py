@@ -27,6 +27,7 @@ from tailbudget.audit import (
     stages,
     sums,
     tail,
+    weak,
 )
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
@@ -167,7 +168,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = ranking.rank(ctx, ev, hyps, cat, slow_r, ev.cold_total_means)
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
-    return AuditReport(
+    report = AuditReport(
         provenance=_provenance(ctx),
         rows=Rows(
             total=log.rows.total or snap.count,
@@ -191,7 +192,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         goodput=goodput.build(ctx, a),
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
+        service=config.service,
     )
+    return weak.mark(report)
 
 
 def _tokens_per_s(ctx: Ctx, names: list[str]) -> Any | None:

@@ -35,6 +35,7 @@ def replay_text(rep: dict[str, Any]) -> str:
         f"({rep['start']} .. {rep['end']}), {rep['evaluations']:,} evaluations every "
         f"{rep['evaluate_every_s']:g} s on a {rep['window_s']:g} s window",
         f"policy: {rep['policy']['source']}" + (" (dry run)" if rep["dry_run"] else ""),
+        *(n for n in rep["notes"] if n.startswith("open loop")),
     ]
     if rows["rejected"]:
         reasons = ", ".join(f"{v} {k}" for k, v in rows["rejected_reasons"].items())
@@ -55,7 +56,7 @@ def replay_text(rep: dict[str, Any]) -> str:
         f"decisions: {summary}; desired replicas at the end: {rep['final_replicas']}; "
         f"active at the end: {', '.join(rep['active_at_end']) or 'none'}"
     )
-    lines.extend(f"note: {n}" for n in rep["notes"])
+    lines.extend(f"note: {n}" for n in rep["notes"] if not n.startswith("open loop"))
     return "\n".join(lines) + "\n"
 
 

@@ -3,12 +3,17 @@
 The log is fed in time order, one evaluation interval at a time, through
 `observe_many`; the controller is evaluated at every multiple of
 `evaluate_every` of log time. Same engine code as live, no separate path.
+
+A replay is open loop: the latencies are the recorded ones, whatever the controller
+decides, so it shows when the policy would act, not what its actions would change.
+The output says so (`loop: "open"` and the first note).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -76,6 +81,29 @@ def _decision_dict(d: Decision, t0: float, absolute: bool) -> dict[str, Any]:
     }
 
 
+_ACTIVE = ("scale_up", "shed_load", "trim_logging", "rollback")
+"""Actions that would change the latencies a live service goes on to record."""
+
+
+def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> str:
+    """What an open-loop replay cannot see, for the actions it took."""
+    text = (
+        "open loop: the recorded latencies do not react to the decisions, so after a "
+        "scale_up, shed_load, trim_logging or rollback the replay keeps reading the latencies "
+        "as they were recorded"
+    )
+    acted = [f"{a} x{by_action[a]}" for a in _ACTIVE if by_action.get(a)]
+    if acted:
+        text += (
+            f"; here {', '.join(acted)}: a live service would have sped up after the first "
+            "of them, so later triggers and actions still active at the end"
+            f" ({', '.join(active_at_end) or 'none'}) are an upper bound"
+        )
+    return (
+        text + "; a closed-loop simulation on a model fitted from the log is what sees their effect"
+    )
+
+
 def replay(
     log: ReplayLog,
     policy: Policy,
@@ -129,7 +157,8 @@ def replay(
                 skipped += jump - k
                 k = jump
     by_action = Counter(d["action"] for d in decisions)
-    notes = list(log.notes) + controller.notes()
+    notes = [open_loop_note(by_action, sorted(controller.active))]
+    notes += list(log.notes) + controller.notes()
     if baseline is not None:
         notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
@@ -158,6 +187,7 @@ def replay(
         if baseline
         else ("policy" if policy.baseline_p99_ms else None),
         "dry_run": policy.dry_run,
+        "loop": "open",
         "final_replicas": controller.desired_replicas,
         "active_at_end": sorted(controller.active),
         "summary": dict(sorted(by_action.items())),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tailbudget.budget.policy import Rule
 from tailbudget.control.stats import wilson
 from tailbudget.control.windows import WindowStats
+from tailbudget.report.fmt import threshold
 
 __all__ = ["Measure", "fmt", "measure"]
 
@@ -78,14 +79,8 @@ def measure(
 
 
 def fmt(metric: str, value: float | None) -> str:
-    """A metric value for people: '1950 ms', '3.2%', '1.35x'."""
-    if value is None:
-        return "n/a"
-    if metric in ("p50", "p95", "p99"):
-        return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
-    if metric == "error_rate":
-        return f"{100 * value:.3g}%"
-    return f"{value:.3g}x"
+    """A metric value for people: '1,950 ms', '3.2%', '1.35x' (the reports' one formatter)."""
+    return threshold(metric, value)
 
 
 def trigger_reason(rule: Rule, m: Measure, stats: WindowStats, window_s: float | None) -> str:
