@@ -25,6 +25,7 @@ from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.errors import PolicyError
+from tailbudget.report import fmt
 
 __all__ = ["Baseline", "replay", "window_baseline"]
 
@@ -160,9 +161,9 @@ def replay(
     notes = [open_loop_note(by_action, sorted(controller.active))]
     notes += list(log.notes) + controller.notes()
     if baseline is not None:
-        notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
+        notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
-        notes.append(f"baseline p99 {policy.baseline_p99_ms:,.1f} ms: from the policy")
+        notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
     unknown = sum(1 for w in timeline if not w["known"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,11 @@ from tailbudget.report.html.page import (
 from tailbudget.report.html.timelines import replay_chart
 
 _SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance", "notes"}
+
+
+def _label(key: str) -> str:
+    # The unit is in the value ("60 s", "4,613 ms"), not in the label.
+    return re.sub(r"_(ms|s)$", "", key).replace("_", " ")
 
 
 def _value(key: str, v: Any) -> str:
@@ -46,7 +52,7 @@ def _summary(rep: Mapping[str, Any]) -> str:
     assert isinstance(prov, Mapping)
     pairs = [(k, str(v)) for k, v in prov.items() if k != "notes" and v is not None]
     # Top-level fields (source, rows, baseline_p99_ms, summary, ...) as they are.
-    pairs += [(k.replace("_", " "), _value(k, v)) for k, v in rep.items() if k not in _SKIP]
+    pairs += [(_label(k), _value(k, v)) for k, v in rep.items() if k not in _SKIP]
     timeline = [w for w in rep.get("timeline") or [] if isinstance(w, Mapping)]
     if timeline:
         known = sum(1 for w in timeline if w.get("known", True) is not False)
@@ -75,7 +81,7 @@ def _policy(rep: Mapping[str, Any]) -> str:
     head = ""
     if isinstance(pol, Mapping):
         head = kv(
-            (k.replace("_", " "), _value(k, v))
+            (_label(k), _value(k, v))
             for k, v in pol.items()
             if k != "rules" and not isinstance(v, list)
         )
