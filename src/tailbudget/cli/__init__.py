@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from tailbudget.cli._common import OneLineErrors
 from tailbudget.cli.audit import audit_command
 from tailbudget.cli.demo import demo_command
 from tailbudget.cli.export import export_command
@@ -22,6 +23,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    cls=OneLineErrors,
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)

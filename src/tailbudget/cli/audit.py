@@ -15,8 +15,9 @@ from rich.console import Console
 from tailbudget.audit import AuditConfig, AuditReport, parse_slo, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import load_budget
-from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.cli._common import clean_errors, emit, gate_failed
 from tailbudget.errors import TailbudgetError
+from tailbudget.report import fmt
 
 
 class AuditFormat(StrEnum):
@@ -179,4 +180,9 @@ def audit_command(
         report = run_audit(table, config)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
-        raise typer.Exit(EXIT_GATE)
+        over = [
+            f"{p} {fmt.ms(getattr(report.snapshot, p))} ms > {fmt.ms(getattr(report.slo, p))} ms"
+            for p in report.gated
+            if report.snapshot.verdict.get(p) == "breach"
+        ]
+        raise gate_failed(f"--fail-on-breach: {', '.join(over)}")

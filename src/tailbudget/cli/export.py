@@ -19,7 +19,7 @@ _DEFAULTS = ExportOptions()
 def export_command(
     budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
     # A plain string, checked by `export`, so a bad target is a one-line error (exit 2).
-    to: str = typer.Option(..., "--to", "-t", help=f"What to generate: {', '.join(TARGETS)}."),
+    to: str = typer.Option(..., "--to", help=f"What to generate: {', '.join(TARGETS)}."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     prometheus_url: str = typer.Option(
         _DEFAULTS.prometheus_url,

@@ -39,6 +39,4 @@ def init_command(
     """Write a commented budget file a team can edit, then check it with `tailbudget plan`."""
     if output is not None and output.exists() and not force:
         raise TailbudgetError(f"{output} exists; pass --force to overwrite it")
-    emit(template_text(template.value), output)
-    if output is not None:
-        typer.echo(f"wrote {output}; next: tailbudget plan {output}", err=True)
+    emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")

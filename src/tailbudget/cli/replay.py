@@ -80,7 +80,9 @@ def replay_command(
     ),
     baseline_p99: float | None = typer.Option(None, "--baseline-p99", help="Baseline p99 in ms."),
     baseline: str | None = typer.Option(None, "--baseline", help="Baseline log: its p99."),
-    format: ReplayFormat = typer.Option(ReplayFormat.json, "--format", "-f", help="Output."),
+    format: ReplayFormat = typer.Option(
+        ReplayFormat.text, "--format", "-f", help="Output: text (default), json or html."
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     total: str | None = typer.Option(None, "--total", help="Total latency column."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),

@@ -10,12 +10,25 @@ from rich.text import Text
 
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import Plan
+from tailbudget.report import fmt
 
 _BAR = 16
 
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
+
+
+PROBLEM_LABELS = {"error": "does not fit", "warning": "warning"}
+"""How a plan problem is labelled: a slice that does not fit is a finding (exit 1), not
+bad input, so it never reads `error:` as a bad-input message (exit 2) does."""
+
+
+def slo_use(free_share: float) -> str:
+    """Headroom in words: '12% of the SLO free', or '928% of the SLO used' when over."""
+    if free_share >= 0:
+        return f"{fmt.share(free_share, 0)} of the SLO free"
+    return f"{fmt.share(1 - free_share, 0)} of the SLO used"
 
 
 def _bar(share: float) -> Text:
@@ -70,7 +83,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         mark = "[green]fits[/green]" if check["fits"] else "[red]does not fit[/red]"
         console.print(
             f"{check['percentile']}: additive {check['additive_ms']:,.0f} ms vs limit "
-            f"{check['limit_ms']:,.0f} ms ({check['free_share']:.0%} of SLO free), composed "
+            f"{check['limit_ms']:,.0f} ms ({slo_use(check['free_share'])}), composed "
             f"{check['composed_ms']:,.0f} ms: {mark}"
         )
     for row in plan.llm:
@@ -85,7 +98,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         )
     for pr in plan.problems:
         color = "red" if pr.severity == "error" else "yellow"
-        console.print(f"[{color}]{pr.severity}[/{color}]: {pr.message}", highlight=False)
+        label = PROBLEM_LABELS.get(pr.severity, pr.severity)
+        console.print(f"[{color}]{label}[/{color}]: {pr.message}", highlight=False)
     verdict = "[green]FITS[/green]" if plan.fits else "[red]DOES NOT FIT[/red]"
     console.print(f"verdict: {verdict}")
 
@@ -130,5 +144,7 @@ def plan_markdown(plan: Plan) -> str:
             )
         lines.append("")
     lines += ["## Problems", ""]
-    lines += [f"- **{p.severity}**: {p.message}" for p in plan.problems] or ["- none"]
+    lines += [
+        f"- **{PROBLEM_LABELS.get(p.severity, p.severity)}**: {p.message}" for p in plan.problems
+    ] or ["- none"]
     return "\n".join(lines) + "\n"
