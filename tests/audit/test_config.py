@@ -24,8 +24,11 @@ from tailbudget.errors import BudgetError, TailbudgetError
     )
 )
 def test_parse_slo_round_trip(values: dict[str, float]) -> None:
+    # Targets must not decrease with the percentile: give them in order.
+    names = [k for k in ("p50", "p95", "p99") if k in values]
+    values = dict(zip(names, sorted(values.values()), strict=True))
     text = ",".join(f"{k}={v!r}" for k, v in values.items())
-    assert parse_slo(text) == {k: values[k] for k in ("p50", "p95", "p99") if k in values}
+    assert parse_slo(text) == values
 
 
 @pytest.mark.parametrize("text", ["", "p99", "p99=", "p99=-1", "p99=nan", "p90=100", "p99=1e"])
@@ -82,7 +85,9 @@ def test_catalog_covers_every_kind() -> None:
 
     from tailbudget.audit.report import HypothesisKind
 
-    assert {f.kind for f in CATALOG.values()} == set(get_args(HypothesisKind))
+    # Every hypothesis has a fix; the other kinds are the changes `rebudget` proposes.
+    rebudget_kinds = {"stage_speed", "model_size", "degrade", "structure"}
+    assert {f.kind for f in CATALOG.values()} - rebudget_kinds == set(get_args(HypothesisKind))
     assert all(name == f.name for name, f in CATALOG.items())
 
 

@@ -64,7 +64,10 @@ def test_bare_list_inside_parallel_is_a_sequence():
             "slo: {p99: 100}\npipeline: [{stage: a, budget: {p99: 1}, bugdet: 1}]",
             "pipeline[0].bugdet: unknown key",
         ),
-        ("slo: {p95: 100}\npipeline: [{stage: a, budget: {p99: 1}}]", "add slo.p99"),
+        (
+            "environment: prd\nslo: {p95: 100}\npipeline: [{stage: a, budget: {p99: 1}}]",
+            "add slo.p99",
+        ),
         (
             "slo: {p99: 100}\npipeline: [{stage: a, budget: {p50: 9, p99: 3}}]",
             "p99 (3 ms) is below p50",

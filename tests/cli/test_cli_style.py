@@ -75,6 +75,15 @@ def _run_to_file(tmp_path: Path, args: list[str], out: Path) -> str:
     return res.stderr
 
 
+def budget_for(tmp_path: Path) -> Path:
+    path = tmp_path / "one.yaml"
+    path.write_text(
+        "service: one\nslo: {p99: 500}\npipeline:\n  - stage: work\n    budget: {p99: 400}\n"
+        "log: {stages: {work: total_ms}}\n"
+    )
+    return path
+
+
 def test_every_output_file_is_announced(tmp_path: Path) -> None:
     rag = str(EXAMPLES / "rag.yaml")
     log = tmp_path / "log.csv"
@@ -85,6 +94,7 @@ def test_every_output_file_is_announced(tmp_path: Path) -> None:
         "audit": ["audit", str(log), "--slo", "p99=500"],
         "replay": ["replay", str(log), "--timestamp", "ts"],
         "export": ["export", rag, "--to", "keda"],
+        "rebudget": ["rebudget", str(budget_for(tmp_path)), str(log)],
     }
     assert set(cases) >= {n for n in COMMANDS if any("-o" in p.opts for p in _params(n))} - {
         "import"

@@ -90,13 +90,15 @@ def test_wal_round_trip_and_torn_tail(tmp_path):
     with open(tmp_path / StateDir.WAL, "ab") as fh:
         fh.write(b"TBW1\x05\x00\x00")
     state.close()
-    got = list(StateDir(tmp_path).pending(0))
+    with StateDir(tmp_path) as again:
+        got = list(again.pending(0))
     assert [b.seq for b in got] == [1, 2, 3]
     for batch, (ts, total, err) in zip(got, batches, strict=True):
         np.testing.assert_array_equal(batch.ts, ts)
         np.testing.assert_array_equal(batch.total_ms, total)
         np.testing.assert_array_equal(batch.error, err)
-    assert [b.seq for b in StateDir(tmp_path).pending(2)] == [3]
+    with StateDir(tmp_path) as again:
+        assert [b.seq for b in again.pending(2)] == [3]
 
 
 def test_wal_stops_at_a_corrupt_record(tmp_path):
@@ -107,7 +109,8 @@ def test_wal_stops_at_a_corrupt_record(tmp_path):
     data = bytearray((tmp_path / StateDir.WAL).read_bytes())
     data[-5] ^= 0xFF  # flip a byte in the second record's payload
     (tmp_path / StateDir.WAL).write_bytes(bytes(data))
-    assert [b.seq for b in StateDir(tmp_path).pending(0)] == [1]
+    with StateDir(tmp_path) as again:
+        assert [b.seq for b in again.pending(0)] == [1]
 
 
 def test_compact_snapshots_then_empties_the_log(tmp_path):
@@ -115,14 +118,16 @@ def test_compact_snapshots_then_empties_the_log(tmp_path):
     state.wal.append(1, *_batch(10, 1))
     state.compact({"seq": 1, "blob": b"\x00\x01sketch"})
     assert os.path.getsize(tmp_path / StateDir.WAL) == 0
-    snap = StateDir(tmp_path).load_snapshot()
+    state.close()
+    with StateDir(tmp_path) as again:
+        snap = again.load_snapshot()
     assert snap == {"seq": 1, "blob": b"\x00\x01sketch"}
 
 
 def test_unreadable_snapshot_names_the_file(tmp_path):
     (tmp_path / StateDir.SNAPSHOT).write_text("{not json")
-    with pytest.raises(TailbudgetError, match=r"snapshot\.json"):
-        StateDir(tmp_path).load_snapshot()
+    with pytest.raises(TailbudgetError, match=r"snapshot\.json"), StateDir(tmp_path) as state:
+        state.load_snapshot()
 
 
 @settings(max_examples=60, deadline=None)

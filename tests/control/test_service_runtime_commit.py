@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from tailbudget.control.service.runtime import Runtime
-from tailbudget.control.state import StateDir
 from tailbudget.control.wal import StageColumn
 from tests.control.runtimes import crash, runtime
 
@@ -86,7 +85,7 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
     before = _state(rt)
     snap = rt.state.load_snapshot()
     assert snap is not None
-    logged = [b.seq for b in StateDir(tmp_path / "state").wal.batches()]
+    logged = [b.seq for b in rt.state.wal.batches()]
     # The log continues exactly where the snapshot ends: no gap, no overlap.
     assert logged == list(range(int(snap["seq"]) + 1, rt.seq + 1))
     crash(rt)

@@ -61,7 +61,7 @@ def test_a_snapshot_from_before_stage_windows_still_loads(tmp_path):
     rt.ingest(np.full(30, T0), np.full(30, 100.0), np.zeros(30, dtype=bool))
     rt.close()
     snap = rt.state.load_snapshot()
-    assert snap is not None and snap["version"] == 2 and snap["stages"] == {}
+    assert snap is not None and snap["version"] == SNAPSHOT_VERSION and snap["stages"] == {}
     # what version 1 wrote: no stage windows
     del snap["stages"]
     snap["version"] = 1
@@ -125,7 +125,7 @@ def test_a_fresh_state_dir_carries_the_snapshot_version_from_the_first_start(tmp
     # records it cannot read: the first start writes a snapshot at once.
     rt = runtime(tmp_path)
     snap = rt.state.load_snapshot()
-    assert snap is not None and snap["version"] == SNAPSHOT_VERSION == 2
+    assert snap is not None and snap["version"] == SNAPSHOT_VERSION == 3
     crash(rt)
     again = runtime(tmp_path)  # a resumed state dir is not compacted at start
     assert again.state.load_snapshot() == snap

@@ -80,16 +80,28 @@ def test_records_written_before_stage_times_existed_still_replay(tmp_path):
     got = list(wal.batches())
     assert [(b.seq, len(b), dict(b.stages)) for b in got[:1]] == [(7, 2, {})]
     assert list(got[0].error) == [False, True] and list(got[1].stages) == ["db"]
-    # A batch without stage times is still written in that layout, byte for byte.
+    # New records are TBW3 whatever they carry; the old ones before them still read.
     wal.append_many([Batch(9, ts, total, err)])
-    assert (
-        (tmp_path / "wal")
-        .read_bytes()
-        .endswith(old.replace(struct.pack("<Q", 7), struct.pack("<Q", 9), 1))
+    assert [b.seq for b in wal.batches()] == [7, 8, 9]
+    assert (tmp_path / "wal").read_bytes()[len(old) : len(old) + 4] == b"TBW3"
+
+
+def test_tbw2_records_still_replay(tmp_path):
+    ts, total, err = np.array([1.0, 2.0]), np.array([10.0, 20.0]), np.array([False, True])
+    block = struct.pack("<HI", 2, 1) + b"db" + struct.pack("<I", 1) + struct.pack("<d", 3.5)
+    payload = (
+        ts.astype("<f8").tobytes()
+        + total.astype("<f8").tobytes()
+        + err.astype("u1").tobytes()
+        + block
     )
+    header = struct.pack("<4sQII", b"TBW2", 4, 2, zlib.crc32(payload))
+    (tmp_path / "wal").write_bytes(header + struct.pack("<I", len(block)) + payload)
+    (got,) = ObservationLog(tmp_path / "wal").batches()
+    assert got.seq == 4 and list(got.stages["db"].ms) == [3.5]
 
 
-def test_a_corrupt_stage_block_ends_the_replay(tmp_path):
+def test_a_corrupt_last_record_is_a_torn_tail(tmp_path):
     wal = ObservationLog(tmp_path / "wal")
     stages = {"retrieval": StageColumn(np.array([0, 1]), np.array([1.0, 2.0]))}
     wal.append_many([_batch(1, 2), _batch(2, 2, stages)])
@@ -97,7 +109,48 @@ def test_a_corrupt_stage_block_ends_the_replay(tmp_path):
     data = bytearray((tmp_path / "wal").read_bytes())
     data[-3] ^= 0xFF  # inside the last stage value
     (tmp_path / "wal").write_bytes(bytes(data))
-    assert [b.seq for b in ObservationLog(tmp_path / "wal").batches()] == [1]
+    got = ObservationLog(tmp_path / "wal").read()
+    assert [b.seq for b in got.batches] == [1] and got.corruption == []
+    assert got.torn_bytes > 0 and got.intact_end + got.torn_bytes == len(data)
+
+
+@pytest.mark.parametrize("where", ["payload", "header", "magic"])
+def test_a_flipped_byte_mid_log_costs_one_record_not_the_rest(tmp_path, where):
+    wal = ObservationLog(tmp_path / "wal")
+    batches = [_batch(seq, 5) for seq in range(1, 1001)]
+    wal.append_many(batches)
+    wal.close()
+    data = bytearray((tmp_path / "wal").read_bytes())
+    record = len(data) // 1000
+    offset = {"payload": 40, "header": 13, "magic": 1}[where]
+    data[799 * record + offset] ^= 0x5A  # inside batch 800
+    (tmp_path / "wal").write_bytes(bytes(data))
+    got = ObservationLog(tmp_path / "wal").read()
+    assert [b.seq for b in got.batches] == [*range(1, 800), *range(801, 1001)]
+    (bad,) = got.corruption
+    assert (bad.offset, bad.length, bad.batches_lost, bad.after_seq) == (
+        799 * record,
+        record,
+        1,
+        799,
+    )
+    assert got.torn_bytes == 0
+    assert "1 acknowledged batch(es) lost" in bad.describe(tmp_path / "wal")
+
+
+def test_cut_removes_a_torn_tail_so_new_records_follow_intact_ones(tmp_path):
+    wal = ObservationLog(tmp_path / "wal")
+    wal.append_many([_batch(1, 3)])
+    wal.close()
+    with open(tmp_path / "wal", "ab") as fh:
+        fh.write(b"TBW3\x02\x00\x00\x00garbage")
+    wal = ObservationLog(tmp_path / "wal")
+    found = wal.read()
+    wal.cut(found.intact_end)
+    wal.append_many([_batch(2, 3)])
+    again = wal.read()
+    assert [b.seq for b in again.batches] == [1, 2] and again.torn_bytes == 0
+    wal.close()
 
 
 def test_a_failed_fsync_cuts_the_whole_group_off(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from typing import Any
 
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.model import Budget, LLMSpec
+from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.table import LogTable
 
@@ -37,8 +38,16 @@ class AuditConfig:
     seed: int = 0
     progress: Callable[[str], None] | None = None
     """Called with a short label before each pass over the log (for a progress bar)."""
+    objectives: Objectives | None = None
+    """Every objective (ttft, tpot, itl, stages, goodput); None: the e2e `slo` only."""
 
     def __post_init__(self) -> None:
+        if self.objectives is None:
+            gated = set(self.gated)
+            items = tuple(
+                Objective("e2e", p, float(ms), gated=p in gated) for p, ms in self.slo.items()
+            )
+            object.__setattr__(self, "objectives", Objectives(items))
         if not self.slo:
             raise TailbudgetError(
                 "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) "
@@ -73,8 +82,9 @@ class AuditConfig:
             if stage.llm is not None:
                 llm[stage.name] = stage.llm
         values: dict[str, Any] = {
-            "slo": budget.slo.given(),
+            "slo": {p: ms for p, ms in budget.slo.given().items() if p in PERCENTILES},
             "gated": budget.gated,
+            "objectives": budget.objectives,
             "stage_budgets": stage_budgets,
             "llm": llm,
             "fixes": dict(budget.fixes),
@@ -85,28 +95,17 @@ class AuditConfig:
 
 
 def parse_slo(text: str) -> dict[str, float]:
-    """'p50=1300,p95=2800,p99=5200' -> {"p50": 1300.0, ...}."""
-    out: dict[str, float] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or name not in PERCENTILES:
-            raise TailbudgetError(
-                f"--slo takes p50=MS,p95=MS,p99=MS (any of them), got {part.strip()!r}"
-            )
-        try:
-            ms = float(value)
-        except ValueError:
-            raise TailbudgetError(
-                f"--slo {name} must be a number of ms, got {value.strip()!r}"
-            ) from None
-        if not ms > 0 or ms != ms:
-            raise TailbudgetError(
-                f"--slo {name} must be a positive number of ms, got {value.strip()!r}"
-            )
-        out[name] = ms
-    if not out:
-        raise TailbudgetError("--slo is empty: give e.g. --slo p95=2800,p99=5200")
-    return {p: out[p] for p in PERCENTILES if p in out}
+    """End-to-end p50/p95/p99 targets of an `--slo` string: 'p95=2800,p99=5200' -> {...}.
+
+    The full grammar (ttft.p95=500, goodput=0.95, ...) is `parse_objectives`; this
+    helper refuses what it cannot return rather than dropping it."""
+    objectives = parse_objectives(text)
+    out = objectives.e2e()
+    other = [o.key for o in objectives if o.metric != "e2e" or o.percentile not in PERCENTILES]
+    if other or objectives.goodput is not None or not out:
+        what = other[0] if other else "goodput" if objectives.goodput is not None else text
+        raise TailbudgetError(
+            f"--slo {what}: only p50, p95 and p99 of end-to-end latency fit here; "
+            "read the full objectives with parse_objectives"
+        )
+    return out

@@ -123,6 +123,42 @@ CATALOG: dict[str, Fix] = {
             False,
             "decode time of slow requests at its fast-group level",
         ),
+        # Changes a re-budget proposes (`tailbudget rebudget`); no audit hypothesis has their
+        # kinds, so they never rank as a hypothesis's fix. A smaller or quantized model takes
+        # an evaluation of answer quality on top of the swap: a week, medium risk.
+        Fix(
+            "speed_up_stage",
+            "stage_speed",
+            16,
+            "medium",
+            True,
+            "the stage scaled down until its gated percentile meets its proposed slice (a "
+            "target for profiling and optimizing it, not a measured change)",
+        ),
+        Fix(
+            "smaller_model",
+            "model_size",
+            40,
+            "medium",
+            True,
+            "the stage at 0.6x its time (a smaller or quantized model; measure the candidate)",
+        ),
+        Fix(
+            "degrade_stage",
+            "degrade",
+            6,
+            "medium",
+            True,
+            "the stage cut off at its p90 with a fallback (an optional step skipped when slow)",
+        ),
+        Fix(
+            "parallelize_stages",
+            "structure",
+            16,
+            "medium",
+            True,
+            "two independent sequential stages run at once: their per-request max, not their sum",
+        ),
     )
 }
 

@@ -22,6 +22,7 @@ from tailbudget.budget.model import (
     Sequence,
     Stage,
 )
+from tailbudget.budget.objectives import Goodput, Objective, Objectives, parse_objectives
 from tailbudget.budget.plan import Plan, Problem, make_plan
 
 __all__ = [
@@ -31,10 +32,13 @@ __all__ = [
     "Composed",
     "Constant",
     "Exponential",
+    "Goodput",
     "LLMSpec",
     "LogMapping",
     "Lognormal",
     "Normal",
+    "Objective",
+    "Objectives",
     "Parallel",
     "Percentiles",
     "Plan",
@@ -50,4 +54,5 @@ __all__ = [
     "make_plan",
     "monte_carlo",
     "parse_budget",
+    "parse_objectives",
 ]

@@ -86,7 +86,16 @@ def additive(budget: m.Budget, *, fits: dict[str, Distribution] | None = None) -
             return max(value(i, p) for i in item.parallel)
         return sum(value(i, p) for i in item.sequence)
 
-    return {p: sum(value(i, p) for i in budget.pipeline) + budget.overhead_ms for p in PERCENTILES}
+    return {
+        p: sum(value(i, p) for i in budget.pipeline) + budget.overhead_ms
+        for p in plan_percentiles(budget)
+    }
+
+
+def plan_percentiles(budget: m.Budget) -> tuple[str, ...]:
+    """p50/p95/p99 plus any other end-to-end percentile the SLO states (p90, p99.9)."""
+    names = dict.fromkeys([*PERCENTILES, *budget.slo.given()])
+    return tuple(sorted(names, key=quantile_of))
 
 
 def monte_carlo(
@@ -158,12 +167,12 @@ def compose(
         seed=s,
         correlation=rho,
         overhead_ms=budget.overhead_ms,
-        quantiles=[quantile_of(p) for p in PERCENTILES],
+        quantiles=[quantile_of(p) for p in plan_percentiles(budget)],
     )
     dependence = "independent" if rho == 0 else f"copula_rho_{rho:g}"
     method = f"monte_carlo_spliced_lognormal_{dependence}"
     return Composed(
-        percentiles={p: float(v) for p, v in zip(PERCENTILES, qs, strict=True)},
+        percentiles={p: float(v) for p, v in zip(plan_percentiles(budget), qs, strict=True)},
         samples=n,
         method=method,
         correlation=rho,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from tailbudget.budget.model import Budget
 from tailbudget.errors import BudgetError
 
+_PERCENTILE = re.compile(r"^p[0-9.]+$")
 _MS_FIELDS = {"p50", "p95", "p99", "ttft_ms", "tail_ms", "overhead_ms"}
 _LIST_KEYS = {"pipeline", "parallel", "sequence"}
 _TAGS = {"stage", "parallel", "sequence"}
@@ -66,6 +68,13 @@ def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Bud
         raise BudgetError(f"{source}: {describe(exc)}") from None
 
 
+def _is_ms(loc: tuple[int | str, ...], last: str) -> bool:
+    # Objective targets are keyed by any percentile (p99.9) or, under goodput, by metric.
+    if last in _MS_FIELDS or _PERCENTILE.match(last):
+        return True
+    return len(loc) >= 3 and loc[0] == "slo" and loc[1] == "goodput" and last != "min"
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     skip_next_tag = False
@@ -101,7 +110,9 @@ def describe(exc: ValidationError) -> str:
             "each entry needs a `stage:` name, a `parallel:` list or a `sequence:` list, "
             f"got {got!r}"
         )
-    elif kind in _NUMBER_ERRORS and last in _MS_FIELDS:
+    elif loc[:2] == ("slo", "goodput") and last == "min":
+        msg = f"must be a share of requests in (0, 1], e.g. 0.95, got {got!r}"
+    elif kind in _NUMBER_ERRORS and _is_ms(loc, last):
         msg = f"must be a positive number of milliseconds, got {got!r}"
     else:
         msg = str(err["msg"]).removeprefix("Value error, ")

@@ -37,7 +37,8 @@ class Plan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     service: str
-    environment: str
+    environment: str | None
+    """None: no environment given, every stated objective gates."""
     fits: bool
     slo: dict[str, float | None]
     headroom: float
@@ -198,7 +199,8 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         service=budget.service,
         environment=budget.environment,
         fits=not any(pr.severity == "error" for pr in problems),
-        slo={p: getattr(budget.slo, p) for p in PERCENTILES}
+        slo={p: budget.slo.given().get(p) for p in PERCENTILES}
+        | budget.slo.given()
         | {"error_rate": budget.slo.error_rate},
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,

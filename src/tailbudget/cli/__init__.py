@@ -14,6 +14,7 @@ from tailbudget.cli.export import export_command
 from tailbudget.cli.import_ import import_command
 from tailbudget.cli.init import init_command
 from tailbudget.cli.plan import plan_command
+from tailbudget.cli.rebudget import rebudget_command
 from tailbudget.cli.replay import replay_command
 from tailbudget.cli.serve import serve_command
 
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.command("init")(init_command)
 app.command("plan")(plan_command)
+app.command("rebudget")(rebudget_command)
 app.command("audit")(audit_command)
 app.command("demo")(demo_command)
 app.command("replay")(replay_command)

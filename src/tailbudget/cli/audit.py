@@ -12,9 +12,11 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from tailbudget.audit import AuditConfig, AuditReport, parse_slo, run_audit
+from tailbudget._units import PERCENTILES
+from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import load_budget
+from tailbudget.budget.objectives import parse_objectives
 from tailbudget.cli._common import clean_errors, emit, gate_failed
 from tailbudget.errors import TailbudgetError
 from tailbudget.report import fmt
@@ -111,7 +113,9 @@ def audit_command(
     budget: Path | None = typer.Option(
         None, "--budget", "-b", help="Budget file: SLO and log mapping."
     ),
-    slo: str | None = typer.Option(None, "--slo", help="SLO in ms, e.g. p95=2800,p99=5200."),
+    slo: str | None = typer.Option(
+        None, "--slo", help="Objectives, e.g. p99=900,ttft.p95=500,tpot.p99=60,goodput=0.95."
+    ),
     shape: list[str] = typer.Option([], "--shape", help="Covariate column (repeatable)."),
     cohort: list[str] = typer.Option([], "--cohort", help="Cohort column (repeatable)."),
     events: Path | None = typer.Option(None, "--events", help="CSV of timestamp,event."),
@@ -167,8 +171,10 @@ def audit_command(
     options = ReadOptions.from_budget(b, **overrides) if b is not None else ReadOptions(**overrides)
     extra: dict[str, Any] = {"slow": _slow(slow), "cold_window_min": cold_window_min}
     if slo is not None:
-        extra["slo"] = parse_slo(slo)
-        extra["gated"] = tuple(b.gated) if b is not None else tuple(extra["slo"])
+        objectives = parse_objectives(slo, environment=b.environment if b is not None else None)
+        extra["objectives"] = objectives
+        extra["slo"] = {p: ms for p, ms in objectives.e2e().items() if p in PERCENTILES}
+        extra["gated"] = objectives.gated_percentiles("e2e")
     if events is not None:
         extra["events"] = read_events(events)
     with _progress() as progress:

@@ -288,6 +288,21 @@ class Controller:
         if self.journal is not None:
             self.journal(d)
 
+    def clear(self, action: str) -> list[str]:
+        """Disengage every rule holding `action` on (an operator's word that it is over).
+
+        Returns the names of the rules cleared. For when recovery cannot be seen:
+        after a rollback the canary often gets no traffic, and no data never counts
+        as recovery. A rule whose condition still holds fires again after its `for`.
+        """
+        cleared = []
+        for rule in self.policy.rules:
+            st = self._rules[rule.name]
+            if rule.action == action and st.engaged:
+                st.engaged, st.since, st.clear_since, st.status = False, None, None, "idle"
+                cleared.append(rule.name)
+        return cleared
+
     # ---- views -------------------------------------------------------------------------
 
     @property

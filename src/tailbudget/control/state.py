@@ -5,33 +5,32 @@ The service acknowledges a batch only after the write-ahead log
 (`tailbudget.control.groupcommit`). On start it loads the snapshot and replays
 the log records newer than it, so no acknowledged observation is lost, not
 even on kill -9. `StateDir.compact` writes a fresh snapshot (atomically:
-temporary file, fsync, rename, fsync of the directory) and then empties the
-log; a crash between the two is harmless because log records carry sequence
-numbers and the snapshot says which it already holds.
+temporary file, every write checked, fsync, rename, fsync of the directory;
+`tailbudget.control.snapshot`) and only then empties the log; a crash between
+the two is harmless because log records carry sequence numbers and the
+snapshot says which it already holds, and a snapshot that cannot be written
+leaves the old one and the log as they were.
+
+One process at a time: the state dir is locked (an exclusive `flock` on its
+`lock` file, released by the kernel when the process dies, even on kill -9).
+Two servers on one directory would each compact away the other's batches.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tailbudget.control.wal import Batch, ObservationLog
+from tailbudget.control.snapshot import fsync_dir, write_durably
+from tailbudget.control.wal import Batch, LogContents, ObservationLog
 from tailbudget.errors import TailbudgetError
 
 __all__ = ["Batch", "ObservationLog", "StateDir", "dumps_state", "fsync_dir", "loads_state"]
-
-
-def fsync_dir(path: Path) -> None:
-    """Make the entries of directory `path` (a new or renamed file) survive power loss."""
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 _BYTES = "$bytes"
@@ -85,6 +84,7 @@ class StateDir:
     SNAPSHOT = "snapshot.json"
     WAL = "observations.wal"
     JOURNAL = "journal.jsonl"
+    LOCK = "lock"
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -98,9 +98,32 @@ class StateDir:
                 f"{self.root}: state dir is not writable ({exc.strerror}); "
                 "give a writable --state-dir"
             ) from None
+        self._lock_file = self._take_lock()
         self.wal = ObservationLog(self.root / self.WAL)
         # A newly created log's directory entry must be durable too (power loss).
         fsync_dir(self.root)
+
+    def _take_lock(self) -> Any:
+        path = self.root / self.LOCK
+        fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            fh.close()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise TailbudgetError(
+                f"{self.root}: the state dir is in use by another tailbudget serve{who}; "
+                "stop it or give another --state-dir"
+            ) from None
+        try:  # who holds it, for the message above; the lock itself is what counts
+            fh.truncate(0)
+            fh.write(f"{os.getpid()}\n")
+            fh.flush()
+        except OSError:
+            pass
+        return fh
 
     @property
     def journal_path(self) -> Path:
@@ -122,18 +145,12 @@ class StateDir:
             ) from None
 
     def write_snapshot(self, state: dict[str, Any]) -> None:
-        """Replace the snapshot atomically and durably."""
-        path = self.root / self.SNAPSHOT
-        tmp = path.with_suffix(".json.tmp")
-        data = dumps_state(state).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(self.root)
+        """Replace the snapshot atomically and durably (OSError leaves the old one)."""
+        write_durably(self.root / self.SNAPSHOT, dumps_state(state).encode())
+
+    def read_log(self) -> LogContents:
+        """The log's intact batches, the damage skipped and the torn tail measured."""
+        return self.wal.read()
 
     def pending(self, after_seq: int) -> Iterator[Batch]:
         """Log batches newer than the snapshot's last sequence number."""
@@ -145,11 +162,20 @@ class StateDir:
         """Snapshot `state` (which must include every logged batch) and empty the log.
 
         The caller holds off appends while this runs, so no batch lands in
-        the log between the snapshot and the truncation.
+        the log between the snapshot and the truncation. When the snapshot
+        cannot be written the OSError propagates and the log stays whole.
         """
         self.write_snapshot(state)
         self.wal.truncate()
 
     def close(self) -> None:
-        """Close the log."""
+        """Close the log and release the lock."""
         self.wal.close()
+        if not self._lock_file.closed:
+            self._lock_file.close()
+
+    def __enter__(self) -> StateDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

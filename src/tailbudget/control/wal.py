@@ -1,18 +1,27 @@
 """The write-ahead log of observation batches: binary records, CRC-checked, fsynced.
 
-Two record kinds, told apart by their magic:
+Three record kinds, told apart by their magic:
 
-- `TBW1`: header (magic, seq, count, crc32) then the columns ts (f8), total_ms
-  (f8) and error (u1). Batches without per-stage times are still written this
-  way, byte for byte as before stages were logged.
-- `TBW2`: the same plus the byte length of a stage block after the columns;
-  for each stage: name length (u2), count (u4), the UTF-8 name, the rows it
-  belongs to (u4 indexes into the batch) and its milliseconds (f8).
+- `TBW3` (written today): header (magic, seq, count, payload bytes, crc32 of
+  the payload, crc32 of the header before it) then the payload: the columns ts
+  (f8), total_ms (f8) and error (u1), then the stage block (the rest of the
+  payload). The header's own checksum means a damaged record is recognised as
+  such before its length is trusted.
+- `TBW1` (read only): header (magic, seq, count, crc32) then the three columns.
+- `TBW2` (read only): as TBW1 plus the byte length of a stage block after the
+  header. Stage block, in TBW2 and TBW3: for each stage the name length (u2),
+  count (u4), the UTF-8 name, the rows it belongs to (u4 indexes into the
+  batch) and its milliseconds (f8).
 
 `append_many` writes several records with one write and makes them durable
 with one fdatasync (the group commit in `tailbudget.control.groupcommit`).
-A record that fails CRC, magic or bounds checks ends the replay: it is the
-torn tail of a write that was never acknowledged.
+
+Reading (`read`) never stops at the first bad record: after one it looks for
+the next record whose checksums hold, so one flipped byte costs the records it
+touches, not every record after it. What it skipped is reported
+(`Corruption`: where, how many bytes, how many batches by their sequence
+numbers); bytes after the last intact record are a torn tail, a write that
+was never acknowledged, which `cut` removes before new records are appended.
 """
 
 from __future__ import annotations
@@ -28,14 +37,20 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "ObservationLog", "StageColumn"]
+__all__ = ["Batch", "Corruption", "LogContents", "ObservationLog", "StageColumn"]
 
 _MAGIC = b"TBW1"
 _MAGIC_STAGES = b"TBW2"
-_HEADER = struct.Struct("<4sQII")  # magic, seq, count, crc32 of the payload
+_MAGIC_V3 = b"TBW3"
+_MAGICS = (_MAGIC, _MAGIC_STAGES, _MAGIC_V3)
+_HEADER = struct.Struct("<4sQII")  # TBW1/TBW2: magic, seq, count, crc32 of the payload
 _STAGE_LEN = struct.Struct("<I")  # TBW2 only, right after the header: stage block bytes
+_HEADER_V3 = struct.Struct("<4sQIII")  # magic, seq, count, payload bytes, payload crc32
+_HEADER_CRC = struct.Struct("<I")  # TBW3: crc32 of the header fields above
+_V3_SIZE = _HEADER_V3.size + _HEADER_CRC.size
 _STAGE_HEAD = struct.Struct("<HI")  # name bytes, observations
 _MAX_BATCH = 10_000_000
+_MAX_PAYLOAD = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +78,38 @@ class Batch:
         return int(self.ts.shape[0])
 
 
+@dataclass(frozen=True, slots=True)
+class Corruption:
+    """Damaged bytes in the middle of the log, skipped to the next intact record."""
+
+    offset: int
+    length: int
+    batches_lost: int
+    """Batches whose records were in the damaged bytes (from the sequence-number gap)."""
+    after_seq: int | None
+    """The last intact batch before the damage (None: the damage starts the log)."""
+
+    def describe(self, path: Path) -> str:
+        """One line for the log and the status."""
+        where = "at the start" if self.after_seq is None else f"after batch {self.after_seq}"
+        return (
+            f"{path.name}: {self.length} corrupt bytes at offset {self.offset} ({where}); "
+            f"{self.batches_lost} acknowledged batch(es) lost, the intact records after it kept"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LogContents:
+    """What `ObservationLog.read` found: the intact batches and what it had to skip."""
+
+    batches: list[Batch]
+    corruption: list[Corruption]
+    intact_end: int
+    """Offset just past the last intact record."""
+    torn_bytes: int
+    """Bytes after the last intact record (a write that was never acknowledged)."""
+
+
 def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:
     parts = []
     for name, col in stages.items():
@@ -74,19 +121,15 @@ def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:
 
 
 def _encode(batch: Batch) -> bytes:
-    """The record of `batch` (TBW1 without stages, TBW2 with)."""
+    """The TBW3 record of `batch`."""
     payload = (
         np.ascontiguousarray(batch.ts, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.total_ms, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.error, dtype=np.uint8).tobytes()
+        + _encode_stages(batch.stages)
     )
-    n = len(batch)
-    if not batch.stages:
-        return _HEADER.pack(_MAGIC, batch.seq, n, zlib.crc32(payload)) + payload
-    block = _encode_stages(batch.stages)
-    payload += block
-    header = _HEADER.pack(_MAGIC_STAGES, batch.seq, n, zlib.crc32(payload))
-    return header + _STAGE_LEN.pack(len(block)) + payload
+    head = _HEADER_V3.pack(_MAGIC_V3, batch.seq, len(batch), len(payload), zlib.crc32(payload))
+    return head + _HEADER_CRC.pack(zlib.crc32(head)) + payload
 
 
 def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
@@ -113,6 +156,88 @@ def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
         out[name] = StageColumn(index, ms)
         pos = end
     return out
+
+
+def _frame(data: bytes, pos: int) -> tuple[int, int, int, int, int] | None:
+    """(seq, count, payload start, payload end, crc) of the record at `pos`, if it frames."""
+    if pos + _HEADER.size > len(data):
+        return None
+    magic = data[pos : pos + 4]
+    if magic == _MAGIC_V3:
+        if pos + _V3_SIZE > len(data):
+            return None
+        _, seq, n, size, crc = _HEADER_V3.unpack_from(data, pos)
+        (head_crc,) = _HEADER_CRC.unpack_from(data, pos + _HEADER_V3.size)
+        if zlib.crc32(data[pos : pos + _HEADER_V3.size]) != head_crc or size < 17 * n:
+            return None
+        start = pos + _V3_SIZE
+        return seq, n, start, start + size, crc
+    if magic not in (_MAGIC, _MAGIC_STAGES):
+        return None
+    _, seq, n, crc = _HEADER.unpack_from(data, pos)
+    start, block = pos + _HEADER.size, 0
+    if magic == _MAGIC_STAGES:
+        if start + _STAGE_LEN.size > len(data):
+            return None
+        (block,) = _STAGE_LEN.unpack_from(data, start)
+        start += _STAGE_LEN.size
+    return seq, n, start, start + 17 * n + block, crc
+
+
+def _decode(data: bytes, pos: int) -> tuple[Batch, int] | None:
+    """The batch whose record starts at `pos` and the offset after it; None if damaged."""
+    framed = _frame(data, pos)
+    if framed is None:
+        return None
+    seq, n, start, end, crc = framed
+    if n > _MAX_BATCH or end - start > _MAX_PAYLOAD or end > len(data):
+        return None
+    payload = data[start:end]
+    if zlib.crc32(payload) != crc:
+        return None
+    ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
+    total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
+    err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
+    stages = _decode_stages(payload[17 * n :], n) if len(payload) > 17 * n else {}
+    if stages is None:
+        return None
+    return Batch(seq, ts, total, err, stages), end
+
+
+def _resync(data: bytes, pos: int) -> tuple[Batch, int, int] | None:
+    """The next intact record after `pos`: (batch, its offset, the offset after it)."""
+    at = pos + 1
+    while True:
+        hits = [h for h in (data.find(m, at) for m in _MAGICS) if h >= 0]
+        if not hits:
+            return None
+        at = min(hits)
+        found = _decode(data, at)
+        if found is not None:
+            return found[0], at, found[1]
+        at += 1
+
+
+def _read(data: bytes) -> LogContents:
+    batches: list[Batch] = []
+    corruption: list[Corruption] = []
+    pos = 0
+    while pos < len(data):
+        found = _decode(data, pos)
+        if found is not None:
+            batches.append(found[0])
+            pos = found[1]
+            continue
+        later = _resync(data, pos)
+        if later is None:
+            break  # the rest is a torn tail
+        batch, at, end = later
+        last = batches[-1].seq if batches else None
+        lost = max(1, batch.seq - last - 1) if last is not None else 1
+        corruption.append(Corruption(pos, at - pos, lost, last))
+        batches.append(batch)
+        pos = end
+    return LogContents(batches, corruption, pos, len(data) - pos)
 
 
 class ObservationLog:
@@ -156,36 +281,21 @@ class ObservationLog:
                 raise
             self.appended += len(batches)
 
-    def batches(self) -> Iterator[Batch]:
-        """Every intact batch in order; stops at a torn or corrupt tail (never acknowledged)."""
+    def read(self) -> LogContents:
+        """Every intact batch in order, the damage skipped and the torn tail measured."""
         with open(self.path, "rb") as fh:
             data = fh.read()
-        pos = 0
-        while pos + _HEADER.size <= len(data):
-            magic, seq, n, crc = _HEADER.unpack_from(data, pos)
-            start = pos + _HEADER.size
-            block = 0
-            if magic == _MAGIC_STAGES:
-                if start + _STAGE_LEN.size > len(data):
-                    return
-                (block,) = _STAGE_LEN.unpack_from(data, start)
-                start += _STAGE_LEN.size
-            elif magic != _MAGIC:
-                return
-            end = start + 17 * n + block
-            if n > _MAX_BATCH or end > len(data):
-                return
-            payload = data[start:end]
-            if zlib.crc32(payload) != crc:
-                return
-            ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
-            total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
-            err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
-            stages = _decode_stages(payload[17 * n :], n) if block else {}
-            if stages is None:
-                return
-            yield Batch(seq, ts, total, err, stages)
-            pos = end
+        return _read(data)
+
+    def batches(self) -> Iterator[Batch]:
+        """Every intact batch in order (damaged records and a torn tail skipped)."""
+        yield from self.read().batches
+
+    def cut(self, end: int) -> None:
+        """Cut the log back to `end` bytes (a torn tail), durably, before anything is appended."""
+        with self._lock:
+            os.ftruncate(self._fd, end)
+            os.fsync(self._fd)
 
     def size(self) -> int:
         """Bytes in the log."""

@@ -57,7 +57,7 @@ def _metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) 
         "displayName": display,
         "annotations": {
             A_SERVICE: budget.service,
-            A_ENVIRONMENT: budget.environment,
+            A_ENVIRONMENT: budget.environment or "unset",
             **extra,
         },
     }
@@ -139,7 +139,8 @@ def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
     """The OpenSLO documents (multi-document YAML)."""
     notes = [
-        f"gated percentiles in {budget.environment}: {', '.join(budget.gated)} "
+        f"gated percentiles in {budget.environment or 'every environment'}: "
+        f"{', '.join(budget.gated)} "
         f"(label {L_GATED}=true)."
     ]
     return dump_yaml(build(budget, options), header(budget, "openslo", notes))

@@ -308,7 +308,7 @@ def slo_group(
             alerts.append(_burn_alert(budget, "ErrorBudgetBurn", error_ratio_rule, b, limit, {}))
     buckets = options.buckets_s or latency_buckets(budget)
     for p in budget.gated:
-        target_ms = getattr(budget.slo, p)
+        target_ms = budget.slo.given().get(p)
         if target_ms is None:  # pragma: no cover - the budget model requires gated SLOs
             continue
         bound = bucket_at_or_below(seconds(target_ms), buckets)

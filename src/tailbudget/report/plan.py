@@ -45,15 +45,21 @@ def plan_json(plan: Plan) -> str:
 
 def _key(plan: Plan) -> str:
     # The strictest gated percentile is the one a reader cares about first.
-    return str(plan.gates["gated"][-1])
+    gated = plan.gates["gated"]
+    return str(gated[-1]) if gated else "p99"
+
+
+def _environment(plan: Plan) -> str:
+    if plan.environment is None:
+        return "no environment: every stated objective gates"
+    return f"environment {plan.environment} gates {', '.join(plan.gates['gated']) or 'none'}"
 
 
 def print_plan(plan: Plan, console: Console) -> None:
     """Render a plan as a Rich table with stage, slices, share of SLO and a bar."""
     key = _key(plan)
-    gated = ", ".join(plan.gates["gated"])
     console.print(
-        f"[bold]{plan.service}[/bold] ({plan.environment}: gates {gated}) "
+        f"[bold]{plan.service}[/bold] ({_environment(plan)}) "
         f"headroom {plan.headroom:.0%}, overhead {plan.overhead_ms:,.0f} ms"
     )
     table = Table(show_edge=False, header_style="bold")
@@ -110,7 +116,7 @@ def plan_markdown(plan: Plan) -> str:
     lines = [
         f"# Latency budget plan: {plan.service}",
         "",
-        f"Environment **{plan.environment}** gates {', '.join(plan.gates['gated'])}; headroom "
+        f"{_environment(plan).capitalize()}; headroom "
         f"{plan.headroom:.0%}; overhead {plan.overhead_ms:,.0f} ms. "
         f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
         "",

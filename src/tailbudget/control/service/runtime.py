@@ -12,6 +12,7 @@ sequence numbers in the log and the snapshot always agree.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -42,22 +43,24 @@ from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service import views
 from tailbudget.control.service.ingest import BadBatch
+from tailbudget.control.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
 from tailbudget.control.wal import Batch, StageColumn
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError, TailbudgetError
 
-__all__ = ["Runtime", "RuntimeConfig"]
+__all__ = ["SNAPSHOT_VERSION", "Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_VERSION = 2
-"""2 added per-stage windows (`stages`) and log records with stage times (TBW2). An
-older tailbudget reading this state dir stops at its version check instead of
-replaying a log it would cut short at the first TBW2 record."""
-_READABLE_VERSIONS = (1, 2)  # a version-1 snapshot loads with no stage windows
+_READABLE_VERSIONS = (1, 2, 3)  # a version-1 snapshot loads with no stage windows
 _LAST_DECISIONS = 50
+_STAGE_NAMES = 2 * MAX_STAGES
+"""All-time stage counters kept; past it, names no longer in any window are forgotten, so
+the set is bounded over time as the windows are (a client naming stages per request
+cannot grow it without end)."""
+_RESTORE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -120,53 +123,66 @@ class Runtime:
         self.last_evaluated_s: float | None = None
         self.started_s = time.time()
         self.notes: list[str] = []
+        self.snapshot_error: str | None = None
+        """Why the last snapshot could not be written (None once one is written)."""
+        self.snapshot_written_s: float | None = None
         self._last_compact = time.monotonic()
         try:
             self.controller = self._load_snapshot()
-            self._replay()
+            damaged = self._replay()
+            self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
+            if not self._resumed or damaged:
+                # A first start marks the state dir with this snapshot version (an older
+                # tailbudget then stops at its version check rather than misreading the
+                # log); after damage, a snapshot means it is reported once, not per start.
+                self._first_compact()
         except BaseException:
             self._actions.shutdown(wait=False)
             self.state.close()
             self.journal.close()
             raise
-        self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
-        if not self._resumed:
-            # Mark the state dir with this snapshot version from the first start: an
-            # older tailbudget then stops at its version check, rather than replaying a
-            # log whose stage records (TBW2) it would take for the end of the log.
-            self.compact()
 
     # --- start-up -------------------------------------------------------------
 
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
         self._resumed = snap is not None
-        if snap is not None and snap.get("version") not in _READABLE_VERSIONS:
+        if snap is None:
+            return Controller(self.policy)
+        path = self.state.root / self.state.SNAPSHOT
+        if snap.get("version") not in _READABLE_VERSIONS:
             raise TailbudgetError(
-                f"{self.state.root}: snapshot version {snap.get('version')!r} is not "
+                f"{path}: snapshot version {snap.get('version')!r} is not "
                 f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
             )
-        if snap is not None:
-            try:
-                controller = Controller.from_state(self.policy, snap["controller"])
-            except PolicyError as exc:
-                # The budget's policy changed incompatibly (e.g. another window): keep
-                # every count, start the rules afresh, and say so in the status.
-                log.warning("controller state not resumed: %s", exc)
-                self.notes.append("policy changed since the snapshot: rule state restarted")
-                controller = Controller(self.policy)
-            self.seq = int(snap["seq"])
-            self.observations_total = int(snap["observations_total"])
-            self.errors_total = int(snap["errors_total"])
-            self.stage_observations.update(snap.get("stage_observations", {}))
-            self._load_stage_windows(snap.get("stages", {}))
-            self.replicas.restore(int(snap.get("desired_replicas", 0)))
-            shed = snap.get("shed")
-            if self.shed is not None and isinstance(shed, dict):
-                rate = shed.get("rate_per_s")
-                self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
-        else:
+        check_snapshot(path, snap)
+        try:
+            return self._restore(snap)
+        except _RESTORE_ERRORS as exc:
+            raise TailbudgetError(
+                f"{path}: the state snapshot is malformed ({type(exc).__name__}: {exc}); "
+                "move it away (and the log beside it) to start fresh"
+            ) from None
+
+    def _restore(self, snap: dict[str, Any]) -> Controller:
+        try:
+            controller = Controller.from_state(self.policy, snap["controller"])
+        except PolicyError as exc:
+            # The budget's policy changed incompatibly (e.g. another window): keep
+            # every count, start the rules afresh, and say so in the status.
+            log.warning("controller state not resumed: %s", exc)
+            self.notes.append("policy changed since the snapshot: rule state restarted")
             controller = Controller(self.policy)
+        self.seq = int(snap["seq"])
+        self.observations_total = int(snap["observations_total"])
+        self.errors_total = int(snap["errors_total"])
+        self.stage_observations.update(snap.get("stage_observations", {}))
+        self._load_stage_windows(snap.get("stages", {}))
+        self.replicas.restore(int(snap.get("desired_replicas", 0)))
+        shed = snap.get("shed")
+        if self.shed is not None and isinstance(shed, dict):
+            rate = shed.get("rate_per_s")
+            self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
         return controller
 
     def _load_stage_windows(self, state: Any) -> None:
@@ -178,19 +194,48 @@ class Runtime:
             self.notes.append("stage windows in the snapshot were unreadable: restarted")
             self.stage_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
 
-    def _replay(self) -> None:
+    def _replay(self) -> bool:
+        """Apply the log's batches newer than the snapshot; True when damage was skipped."""
         # The same `_apply` the live ingest runs, batch by batch in sequence order:
         # the state after a crash is the state before it.
+        found = self.state.read_log()
         replayed = 0
-        for batch in self.state.pending(self.seq):
-            self._apply([batch])
-            replayed += len(batch)
+        for batch in found.batches:
+            if batch.seq > self.seq:
+                self._apply([batch])
+                replayed += len(batch)
+        for damage in found.corruption:
+            message = damage.describe(self.state.wal.path)
+            log.error("%s", message)
+            self.notes.append(message)
+        if found.torn_bytes:
+            # A record cut short by a crash was never acknowledged; cut it off now, or
+            # new records would follow it and be lost behind it at the next start.
+            log.warning(
+                "cut a torn record (%d bytes, never acknowledged) off the end of %s",
+                found.torn_bytes,
+                self.state.wal.path.name,
+            )
+            self.state.wal.cut(found.intact_end)
         for record in self.journal.records():
             if record.get("kind") == "decision":
                 self.decisions_total[(str(record.get("action")), str(record.get("rule")))] += 1
                 self.last_decisions.append(record)
         if replayed:
             log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
+        return bool(found.corruption)
+
+    def _first_compact(self) -> None:
+        try:
+            self.compact()
+        except OSError as exc:
+            if self._resumed:  # the log still holds everything: run on, and say so
+                log.error("cannot write a snapshot after replay: %s", exc)
+                return
+            raise TailbudgetError(
+                f"{self.state.root}: cannot write the first snapshot ({exc.strerror or exc}); "
+                "free some space or give another --state-dir"
+            ) from None
 
     # --- ingest ----------------------------------------------------------------
 
@@ -236,6 +281,9 @@ class Runtime:
                 self.errors_total += int(batch.error.sum())
                 for name, col in batch.stages.items():
                     self.stage_observations[name] += len(col)
+            if len(self.stage_observations) > _STAGE_NAMES:
+                for name in [n for n in self.stage_observations if n not in self.stage_windows]:
+                    del self.stage_observations[name]
 
     # --- evaluation --------------------------------------------------------------
 
@@ -261,7 +309,9 @@ class Runtime:
                 self._pending = [f for f in self._pending if not f.done()]
                 self._pending.append(self._actions.submit(self.remote.execute, decision, key))
         if decisions or self._compaction_due():
-            self.compact()
+            # A failure is logged and shown in the status; the log still holds every batch.
+            with contextlib.suppress(OSError):
+                self.compact()
         return decisions
 
     def wait_for_actions(self, timeout_s: float | None = None) -> None:
@@ -322,21 +372,35 @@ class Runtime:
         }
 
     def compact(self) -> None:
-        """Write a snapshot and empty the write-ahead log."""
+        """Write a snapshot and empty the write-ahead log.
+
+        Raises OSError when the snapshot cannot be written; the old snapshot and
+        the whole log then stay, so nothing acknowledged is lost."""
         # Group commit first, lock second, as a commit takes them: no batch is then
         # written but not yet applied, which the truncation would lose.
         with self.commits.exclusive(), self.lock:
             self._compact()
 
     def _compact(self) -> None:
-        self.state.compact(self.snapshot())
-        self._last_compact = time.monotonic()
+        self._last_compact = time.monotonic()  # a failing disk is retried on schedule
+        try:
+            self.state.compact(self.snapshot())
+        except OSError as exc:
+            self.snapshot_error = f"cannot write the snapshot ({exc.strerror or exc})"
+            log.error("%s; the write-ahead log keeps every batch", self.snapshot_error)
+            raise
+        self.snapshot_error = None
+        self.snapshot_written_s = time.time()
 
     def close(self) -> None:
         """Run the queued actions, final snapshot (graceful SIGTERM), close the files."""
         self.wait_for_actions(timeout_s=30.0)
         self._actions.shutdown(wait=False, cancel_futures=True)
         with self.commits.exclusive(), self.lock:
-            self._compact()
-            self.state.close()
-            self.journal.close()
+            try:
+                self._compact()
+            except OSError:
+                pass  # logged; the log replays at the next start
+            finally:
+                self.state.close()
+                self.journal.close()

@@ -62,6 +62,8 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
     with rt.lock:
         controller = rt.controller.status(now_s)
         notes = [*rt.notes, *controller.get("notes", [])]
+        if rt.snapshot_error is not None:
+            notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
         return {
             "service": rt.config.service,
             "verdict": judged["verdict"],
@@ -91,6 +93,7 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "controller": controller,
             "state_dir": str(rt.state.root),
             # group commit at work: fewer fsyncs than batches under concurrent posts
+            "snapshot": {"written_s": rt.snapshot_written_s, "error": rt.snapshot_error},
             "wal": {
                 "bytes": rt.state.wal.size(),
                 "batches": rt.state.wal.appended,

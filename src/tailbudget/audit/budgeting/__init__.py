@@ -1,0 +1,1 @@
+"""Budgets from measurements: `init --from LOG` and `rebudget BUDGET LOG`."""

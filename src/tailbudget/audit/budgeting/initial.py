@@ -1,0 +1,185 @@
+"""`tailbudget init --from LOG`: a budget file written from what a log measures.
+
+Every number in the file says where it came from. Slices are the stages' measured
+percentiles (so the file describes the service as it runs today, to be edited into
+the slices a team commits to); the end-to-end objectives are the `--slo` given, or the
+measured ones, labelled as such, when none is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
+from tailbudget.budget.objectives import METRICS, Objectives
+from tailbudget.logs.table import LogTable
+
+PERCENTILES = ("p50", "p95", "p99")
+UNATTRIBUTED = "unattributed"
+"""The stage that holds time outside every measured stage (as the audit names it)."""
+NEGLIGIBLE_MS = 1.0
+
+
+@dataclass(frozen=True)
+class MeasuredBudget:
+    """The file's text and the facts a caller reports beside it."""
+
+    text: str
+    structure: Structure
+    correlation: float
+    unattributed: dict[str, float]
+    """Measured percentiles of the time outside every stage (empty when negligible)."""
+
+
+def sig(value: float, digits: int = 4) -> float:
+    """`value` to `digits` significant figures (slices stay within 0.05% of the log)."""
+    if value <= 0 or not math.isfinite(value):
+        return 0.001
+    return round(value, max(0, digits - 1 - math.floor(math.log10(value))))
+
+
+def _fmt(points: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{p}: {sig(v):g}" for p, v in points.items()) + "}"
+
+
+def measured_budget(
+    log: LogTable,
+    profile: Profile,
+    *,
+    service: str,
+    slo_block: list[str] | None,
+    log_block: list[str],
+    stated: tuple[tuple[str, ...], ...] = (),
+) -> MeasuredBudget:
+    """The budget text; `slo_block` is the `slo:` line(s) to use, None for measured ones."""
+    shape = structure(profile, stated)
+    top = [s for s in profile.stages if s not in shape.nested]
+    groups = [i for i in shape.items if isinstance(i, tuple)]
+    residual = np.clip(profile.total - top_level_times(profile, top, groups), 0.0, None)
+    rest = _residual_points(residual)
+    rho = _copula_rho(profile, top, residual if rest else None)
+    lines = [
+        f"# Budget measured from {log.source} by `tailbudget init --from`:",
+        f"# {profile.how()}.",
+        "# Each slice is what the stage measures today: edit them into the slices you commit to,",
+        "# then check the file with `tailbudget plan` and the log with `tailbudget rebudget`.",
+        f"service: {service}",
+    ]
+    if slo_block is None:
+        e2e = profile.percentiles("total")
+        lines.append(f"slo: {_fmt(e2e)}   # measured end to end (no --slo given): yours go here")
+    else:
+        lines += slo_block
+    lines += ["headroom: 0.0", "pipeline:"]
+    lines += _pipeline(profile, shape)
+    if rest:
+        lines += [
+            f"  - stage: {UNATTRIBUTED}   # time outside every stage: total - stages",
+            f"    budget: {_fmt(rest)}   # measured",
+        ]
+    lines += [
+        "composition:",
+        f"  correlation: {rho:g}   # the stages' measured rank correlation, as a Gaussian copula",
+    ]
+    lines += log_block
+    return MeasuredBudget("\n".join(lines) + "\n", shape, rho, rest)
+
+
+def _pipeline(profile: Profile, shape: Structure) -> list[str]:
+    out: list[str] = []
+    for item in shape.items:
+        if isinstance(item, tuple):
+            out.append("  - parallel:   # these overlap in time in the log")
+            for s in item:
+                out += _stage(profile, s, "      ")
+        else:
+            out += _stage(profile, item, "  ")
+    for child, parent in shape.nested.items():
+        p = profile.percentiles(child)
+        out.append(f"  # {child} runs inside {parent} (measured {_fmt(p)} ms): not added again")
+    return out
+
+
+def _stage(profile: Profile, name: str, indent: str) -> list[str]:
+    p = profile.percentiles(name)
+    lines = [f"{indent}- stage: {name}", f"{indent}  budget: {_fmt(p)}   # measured"]
+    llm = _llm_block(profile, name)
+    if llm:
+        lines.append(f"{indent}  {llm}")
+    return lines
+
+
+def _llm_block(profile: Profile, name: str) -> str:
+    # The LLM call as a whole on its decode stage: median TTFT, the median per-request decode
+    # rate (vLLM's TPOT inverted) and the median answer length.
+    out_tokens = profile.covariates.get("output_tokens")
+    if name != "decode" or "ttft" not in profile.times or out_tokens is None:
+        return ""
+    decode_s = profile.times["decode"] / 1000.0
+    ok = (out_tokens > 1) & (decode_s > 0)
+    if not ok.any():
+        return ""
+    rate = float(np.median((out_tokens[ok] - 1) / decode_s[ok]))
+    ttft = float(np.median(profile.times["ttft"]))
+    tokens = max(int(np.median(out_tokens)), 1)
+    return (
+        f"llm: {{ttft_ms: {sig(ttft):g}, tokens_per_s: {sig(rate):g}, output_tokens: {tokens}}}"
+        "   # measured medians"
+    )
+
+
+def _residual_points(residual: np.ndarray) -> dict[str, float]:
+    if residual.size == 0:
+        return {}
+    points = {
+        p: float(np.quantile(residual, q))
+        for p, q in zip(PERCENTILES, (0.5, 0.95, 0.99), strict=True)
+    }
+    # Below a millisecond at p99 the stages cover the request (LLM benchmarks: ttft + decode).
+    return points if points["p99"] >= NEGLIGIBLE_MS and points["p50"] > 0 else {}
+
+
+def _copula_rho(profile: Profile, stages: list[str], residual: np.ndarray | None) -> float:
+    # Spearman's rho between stages, averaged over pairs, turned into the normal
+    # copula's correlation (2 sin(pi rho_s / 6)); negative dependence is taken as none.
+    series = [profile.times[s] for s in stages] + ([residual] if residual is not None else [])
+    if len(series) < 2:
+        return 0.0
+    ranks = [np.argsort(np.argsort(x)) for x in series]
+    rhos = []
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            c = float(np.corrcoef(ranks[i], ranks[j])[0, 1])
+            rhos.append(c if math.isfinite(c) else 0.0)
+    rho_s = float(np.mean(rhos))
+    return round(max(0.0, min(1.0, 2 * math.sin(math.pi * rho_s / 6))), 3)
+
+
+def slo_lines(objectives: Objectives) -> list[str]:
+    """The `slo:` block, in the budget file's full form, for parsed `--slo` objectives."""
+    lines = ["slo:   # from --slo"]
+    stages: dict[str, dict[str, float]] = {}
+    for metric in objectives.metrics():
+        points = {o.percentile: o.target_ms for o in objectives.of(metric)}
+        if metric in METRICS:
+            tokens = objectives.e2e_output_tokens() if metric == "e2e" else None
+            extra = f", output_tokens: {tokens}" if tokens else ""
+            lines.append(f"  {metric}: {_fmt(points)[:-1]}{extra}}}")
+        else:
+            stages[metric] = points
+    if stages:
+        inner = ", ".join(f"{s}: {_fmt(p)}" for s, p in stages.items())
+        lines.append(f"  stages: {{{inner}}}")
+    if objectives.goodput is not None:
+        g = objectives.goodput
+        parts = ([f"min: {g.min:g}"] if g.min is not None else []) + [
+            f"{k}: {v:g}" for k, v in g.thresholds.items()
+        ]
+        lines.append("  goodput: {" + ", ".join(parts) + "}")
+    if objectives.error_rate is not None:
+        lines.append(f"  error_rate: {objectives.error_rate:g}")
+    return lines

@@ -1,0 +1,112 @@
+"""A measured profile of a log: per-request stage times in NumPy, for budgeting.
+
+Re-budgeting reads whole requests so that every figure keeps the correlation between
+stages the log shows (a slow retrieval and a slow rerank in the same request stay
+together). Logs up to `MAX_ROWS` requests are read whole and every figure is exact; a
+larger log is read as a uniform sample of that many requests, and the profile says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget._units import quantile_of
+from tailbudget.logs.table import LogTable
+
+FloatArray = npt.NDArray[np.float64]
+
+MAX_ROWS = 2_000_000
+"""Requests read into memory; a larger log is sampled uniformly (seeded)."""
+
+_LLM_COLUMNS = ("ttft_ms", "decode_ms", "output_tokens", "input_tokens")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-request times of a log's stages (ms), whole requests kept together."""
+
+    source: str
+    stages: tuple[str, ...]
+    times: dict[str, FloatArray]
+    """Stage name -> per-request ms (non-error requests, aligned by index)."""
+    total: FloatArray
+    rows: int
+    """Requests in the log (before sampling), errors included."""
+    errors: int
+    sampled: bool
+    covariates: dict[str, FloatArray] = field(default_factory=dict)
+    """Token counts the LLM block needs (output_tokens, input_tokens), when the log has them."""
+
+    @property
+    def used(self) -> int:
+        """Requests the figures come from."""
+        return int(self.total.size)
+
+    def quantile(self, stage: str, percentile: str) -> float:
+        """A stage's measured percentile (`total` for end to end)."""
+        values = self.total if stage == "total" else self.times[stage]
+        return float(np.quantile(values, quantile_of(percentile)))
+
+    def percentiles(
+        self, stage: str, names: tuple[str, ...] = ("p50", "p95", "p99")
+    ) -> dict[str, float]:
+        """A stage's measured percentiles by name."""
+        return {p: self.quantile(stage, p) for p in names}
+
+    def residual(self) -> FloatArray:
+        """Per-request time outside every stage (total minus the stages' sum), >= 0."""
+        if not self.stages:
+            return self.total.copy()
+        summed = np.sum([self.times[s] for s in self.stages], axis=0)
+        out: FloatArray = np.clip(self.total - summed, 0.0, None)
+        return out
+
+    def how(self) -> str:
+        """How the figures were computed, for the report's provenance."""
+        if self.sampled:
+            return (
+                f"a uniform sample of {self.used:,} of {self.rows:,} requests (figures within "
+                "sampling error of the whole log)"
+            )
+        return f"all {self.used:,} non-error requests of {self.rows:,} (exact)"
+
+
+def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
+    """Read a canonical log's stage columns into a Profile (errors left out, counted)."""
+    table = log.table
+    rows = int(table.count().execute())
+    errors = int(table.filter(table.error).count().execute()) if rows else 0
+    ok = table.filter(~table.error)
+    sampled = rows - errors > MAX_ROWS
+    if sampled:
+        ok = ok.sample((MAX_ROWS * 1.02) / max(rows - errors, 1), seed=seed)
+    wanted = ["total_ms", *(log.stage_column(s) for s in log.stages)]
+    extra = [c for c in _LLM_COLUMNS if c in table.columns and c not in wanted]
+    arrow = ok.select(*wanted, *extra).to_pyarrow()
+    if sampled and arrow.num_rows > MAX_ROWS:
+        arrow = arrow.slice(0, MAX_ROWS)
+    columns = {name: _floats(arrow.column(name)) for name in (*wanted, *extra)}
+    keep = np.isfinite(columns["total_ms"])
+    for s in log.stages:
+        keep &= np.isfinite(columns[log.stage_column(s)])
+    times = {s: columns[log.stage_column(s)][keep] for s in log.stages}
+    covs = {c: columns[c][keep] for c in extra if c not in {f"{s}_ms" for s in log.stages}}
+    return Profile(
+        source=log.source,
+        stages=tuple(log.stages),
+        times=times,
+        total=columns["total_ms"][keep],
+        rows=rows,
+        errors=errors,
+        sampled=sampled,
+        covariates=covs,
+    )
+
+
+def _floats(column: Any) -> FloatArray:
+    out: FloatArray = column.to_numpy(zero_copy_only=False).astype(np.float64)
+    return out

@@ -1,0 +1,478 @@
+"""`tailbudget rebudget`: a budget that fits the SLO, from what a log measures."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import yaml
+
+from tailbudget._units import quantile_of
+from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
+from tailbudget.audit.budgeting.options import (
+    Option,
+    Times,
+    additive,
+    candidates,
+    composed,
+    per_request,
+)
+from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.fixes import Fix
+from tailbudget.budget import model as m
+from tailbudget.budget.compose import compose
+
+PERCENTILES = ("p50", "p95", "p99")
+UNATTRIBUTED = "unattributed"
+MIN_SAVING_MS = 0.5
+"""Options that save less than this at every gated percentile are not listed."""
+MAX_SET = 3
+"""The largest set of options searched for the smallest one that closes the gap."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One stage's slices, before and after, and why."""
+
+    stage: str
+    from_: dict[str, float]
+    to: dict[str, float]
+    reason: str
+
+
+@dataclass(frozen=True)
+class PricedOption:
+    """An option as reported: the change, its price and what it saves."""
+
+    fix: str
+    stages: tuple[str, ...]
+    kind: str
+    hours: float
+    risk: str
+    reversible: bool
+    counterfactual: str
+    saved_ms: dict[str, float]
+    composed_saved_ms: dict[str, float]
+    score: float
+    chosen: bool
+
+
+@dataclass(frozen=True)
+class ObjectiveCheck:
+    """An objective measured on the log, beside the slices."""
+
+    objective: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: str
+    """pass | breach | not_measured (the log has no such metric)."""
+
+
+@dataclass(frozen=True)
+class Composition:
+    """End-to-end percentiles before and after, with how they were composed."""
+
+    method: str
+    before: dict[str, float]
+    after: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Rebudget:
+    """The whole proposal; `report.rebudget` renders it."""
+
+    service: str
+    source: str
+    how: str
+    slo: dict[str, float]
+    gated: tuple[str, ...]
+    headroom: float
+    overhead_ms: float
+    fits_now: bool
+    measured: dict[str, dict[str, float]]
+    measured_e2e: dict[str, float]
+    allocations: tuple[Allocation, ...]
+    changes: tuple[Change, ...]
+    options: tuple[PricedOption, ...]
+    closes_gap: bool
+    compositions: tuple[Composition, ...]
+    objectives: tuple[ObjectiveCheck, ...]
+    budget_text: str
+    diff: str
+    notes: tuple[str, ...]
+
+    @property
+    def speedup_needed_ms(self) -> dict[str, float]:
+        """Per gated percentile, ms that must be saved beyond any reallocation."""
+        return {a.percentile: round(a.speedup_needed_ms, 3) for a in self.allocations}
+
+
+def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Rebudget:
+    """Compare each slice with the log and propose slices that fit every gated percentile."""
+    profile = with_unattributed(budget, profile)
+    slo = budget.slo.given()
+    # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
+    gated = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
+    measured = {s: profile.percentiles(s) for s in profile.stages}
+    old = old_slices(budget)
+    allocations = tuple(
+        allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}) for p in gated
+    )
+    proposed = _proposed(budget, allocations, measured)
+    changes = _changes(budget, proposed, old, measured, allocations)
+    options = _options(budget, profile, catalog, gated, old, allocations)
+    chosen = _smallest_set(budget, profile, options, allocations, old)
+    priced = tuple(_priced(o, o in chosen) for o in options)
+    notes = _notes(budget, profile, gated)
+    return Rebudget(
+        service=budget.service,
+        source=profile.source,
+        how=profile.how(),
+        slo=slo,
+        gated=gated,
+        headroom=budget.headroom,
+        overhead_ms=budget.overhead_ms,
+        fits_now=_fits_now(budget, allocations, old, measured, gated),
+        measured=measured,
+        measured_e2e=profile.percentiles("total"),
+        allocations=allocations,
+        changes=changes,
+        options=priced,
+        closes_gap=_closes(budget, profile, chosen, allocations, old),
+        compositions=_compositions(budget, proposed, profile, chosen),
+        objectives=_objective_checks(budget, profile),
+        budget_text=budget_yaml(
+            proposed, header=f"proposed by `tailbudget rebudget` from {profile.source}"
+        ),
+        diff=_diff(budget, proposed),
+        notes=notes,
+    )
+
+
+def with_unattributed(budget: m.Budget, profile: Profile) -> Profile:
+    """The profile with the budget's `unattributed` stage measured (total - its other stages)."""
+    if budget.stage(UNATTRIBUTED) is None or UNATTRIBUTED in profile.times:
+        return profile
+    others = [i for i in budget.pipeline if not (isinstance(i, m.Stage) and i.name == UNATTRIBUTED)]
+    rest = np.clip(profile.total - per_request(others, profile.times, profile.used), 0.0, None)
+    return replace(
+        profile,
+        stages=(*profile.stages, UNATTRIBUTED),
+        times={**profile.times, UNATTRIBUTED: rest},
+    )
+
+
+def _fits_now(
+    budget: m.Budget,
+    allocations: Sequence[Allocation],
+    old: dict[str, dict[str, float]],
+    measured: dict[str, dict[str, float]],
+    gated: Sequence[str],
+) -> bool:
+    within = all(measured[s][p] <= old[s][p] for s in measured if s in old for p in gated)
+    fits = all(a.old_ms <= a.target_ms + 1e-9 for a in allocations)
+    return within and fits and all(a.speedup_needed_ms == 0 for a in allocations)
+
+
+def _proposed(
+    budget: m.Budget, allocations: Sequence[Allocation], measured: dict[str, dict[str, float]]
+) -> m.Budget:
+    new: dict[str, dict[str, float]] = {}
+    for _, stage in budget.stages():
+        given = stage.budget.given() if stage.budget is not None else {}
+        for a in allocations:
+            given[a.percentile] = a.slices[stage.name]
+        fixed = {a.percentile for a in allocations}
+        new[stage.name] = _ordered(given, fixed, measured.get(stage.name, {}))
+    pipeline = [_rebuild(i, new) for i in budget.pipeline]
+    return budget.model_copy(update={"pipeline": pipeline})
+
+
+def _ordered(
+    points: dict[str, float], fixed: set[str], measured: dict[str, float]
+) -> dict[str, float]:
+    # A non-gated point above a lower gated slice comes down to what the stage measures
+    # there (never above the slice), so the slices stay p50 <= p95 <= p99.
+    out = {p: round(points[p], 1) for p in PERCENTILES if p in points}
+    ceiling = float("inf")
+    for p in reversed(PERCENTILES):
+        if p not in out:
+            continue
+        if p not in fixed and out[p] > ceiling:
+            out[p] = round(min(measured.get(p, ceiling), ceiling), 1)
+        ceiling = min(ceiling, out[p])
+    return {p: max(v, 0.1) for p, v in out.items()}
+
+
+def _rebuild(item: Any, new: dict[str, dict[str, float]]) -> Any:
+    if isinstance(item, m.Stage):
+        return item.model_copy(update={"budget": m.Percentiles(**new[item.name])})
+    if isinstance(item, m.Parallel):
+        return item.model_copy(update={"parallel": [_rebuild(i, new) for i in item.parallel]})
+    return item.model_copy(update={"sequence": [_rebuild(i, new) for i in item.sequence]})
+
+
+def _changes(
+    budget: m.Budget,
+    proposed: m.Budget,
+    old: dict[str, dict[str, float]],
+    measured: dict[str, dict[str, float]],
+    allocations: Sequence[Allocation],
+) -> tuple[Change, ...]:
+    out: list[Change] = []
+    for (_, before), (_, after) in zip(budget.stages(), proposed.stages(), strict=True):
+        was = before.budget.given() if before.budget is not None else {}
+        now = after.budget.given() if after.budget is not None else {}
+        if was == now:
+            continue
+        out.append(Change(before.name, was, now, _reason(before.name, old, measured, allocations)))
+    return tuple(out)
+
+
+def _reason(
+    stage: str,
+    old: dict[str, dict[str, float]],
+    measured: dict[str, dict[str, float]],
+    allocations: Sequence[Allocation],
+) -> str:
+    parts: list[str] = []
+    for a in allocations:
+        p, was, now = a.percentile, old[stage][a.percentile], a.slices[stage]
+        got = measured.get(stage, {}).get(p)
+        if got is None:
+            parts.append(f"{p}: not in the log, slice kept")
+            continue
+        line = f"{p}: measures {got:,.1f} ms against {was:,.1f}"
+        if now < was - 0.05 and got <= now + 0.05:
+            line += f"; gives {was - now:,.1f} ms it does not use to the stages over budget"
+        elif now > was + 0.05:
+            line += f"; takes {now - was:,.1f} ms of other stages' unused room"
+        elif now < was - 0.05:
+            line += (
+                "; the SLO with headroom leaves less once the other stages are at what they measure"
+            )
+        if got > now + 0.05:
+            line += f"; still {got - now:,.1f} ms over: needs a speed-up"
+        parts.append(line)
+    return "; ".join(parts)
+
+
+def _options(
+    budget: m.Budget,
+    profile: Profile,
+    catalog: dict[str, Fix],
+    gated: Sequence[str],
+    old: dict[str, dict[str, float]],
+    allocations: Sequence[Allocation],
+) -> list[Option]:
+    before = composed(budget, profile, profile.times)
+    out: list[Option] = []
+    for fix, stages, rewrite in candidates(
+        budget, profile, catalog, _targets(profile, allocations)
+    ):
+        times = rewrite(profile.times)
+        changed = {k: v for k, v in times.items() if v is not profile.times.get(k)}
+        after = composed(budget, profile, times)
+        saved, csaved = {}, {}
+        for a in allocations:
+            p = a.percentile
+            olds = {s: v[p] for s, v in old.items()}
+            saved[p] = a.measured_ms - additive(budget, times, p, olds)
+            q = quantile_of(p)
+            csaved[p] = float(np.quantile(before, q) - np.quantile(after, q))
+        if max([*saved.values(), *csaved.values()], default=0.0) < MIN_SAVING_MS:
+            continue
+        out.append(
+            Option(
+                fix.name,
+                stages,
+                _kind(fix),
+                fix.hours,
+                fix.risk,
+                fix.reversible,
+                fix.counterfactual,
+                saved,
+                csaved,
+                changed,
+            )
+        )
+    out.sort(key=lambda o: -o.score)
+    return out
+
+
+def _targets(profile: Profile, allocations: Sequence[Allocation]) -> dict[str, float]:
+    # The scale each over-budget stage needs to meet its proposed slice at every gated
+    # percentile (the strictest one wins).
+    out: dict[str, float] = {}
+    for a in allocations:
+        for stage, slice_ms in a.slices.items():
+            if stage not in profile.times:
+                continue
+            got = profile.quantile(stage, a.percentile)
+            if got > slice_ms > 0:
+                out[stage] = min(out.get(stage, 1.0), slice_ms / got)
+    return out
+
+
+def _kind(fix: Fix) -> str:
+    return "structural" if fix.kind in {"structure", "degrade"} else "speed_up"
+
+
+def _apply(options: Sequence[Option], times: Times) -> Times:
+    # Options in one set touch distinct stages, so their rewrites merge.
+    out = dict(times)
+    for o in options:
+        out.update(o.changed)
+    return out
+
+
+def _distinct(options: Sequence[Option]) -> bool:
+    return len({s for o in options for s in o.stages}) == sum(len(o.stages) for o in options)
+
+
+def _gaps_left(
+    budget: m.Budget,
+    profile: Profile,
+    chosen: Sequence[Option],
+    allocations: Sequence[Allocation],
+    old: dict[str, dict[str, float]],
+) -> dict[str, float]:
+    times = _apply(chosen, profile.times)
+    out: dict[str, float] = {}
+    for a in allocations:
+        olds = {s: v[a.percentile] for s, v in old.items()}
+        out[a.percentile] = additive(budget, times, a.percentile, olds) - a.target_ms
+    return out
+
+
+def _closes(
+    budget: m.Budget,
+    profile: Profile,
+    chosen: Sequence[Option],
+    allocations: Sequence[Allocation],
+    old: dict[str, dict[str, float]],
+) -> bool:
+    return all(v <= 1e-9 for v in _gaps_left(budget, profile, chosen, allocations, old).values())
+
+
+def _smallest_set(
+    budget: m.Budget,
+    profile: Profile,
+    options: Sequence[Option],
+    allocations: Sequence[Allocation],
+    old: dict[str, dict[str, float]],
+) -> tuple[Option, ...]:
+    """The fewest options (then the fewest hours) that close every gated gap."""
+    if all(a.speedup_needed_ms <= 0 for a in allocations) or not options:
+        return ()
+    pool = list(options[:8])
+    best: tuple[Option, ...] = ()
+    best_left = float("inf")
+    for size in range(1, min(MAX_SET, len(pool)) + 1):
+        sets = [c for c in itertools.combinations(pool, size) if _distinct(c)]
+        closing = [c for c in sets if _closes(budget, profile, c, allocations, old)]
+        if closing:
+            return min(closing, key=lambda c: sum(o.hours for o in c))
+        for c in sets:
+            left = sum(
+                max(v, 0.0) for v in _gaps_left(budget, profile, c, allocations, old).values()
+            )
+            if left < best_left:
+                best, best_left = c, left
+    return best
+
+
+def _priced(o: Option, chosen: bool) -> PricedOption:
+    return PricedOption(
+        fix=o.fix,
+        stages=o.stages,
+        kind=o.kind,
+        hours=o.hours,
+        risk=o.risk,
+        reversible=o.reversible,
+        counterfactual=o.counterfactual,
+        saved_ms={p: round(v, 3) for p, v in o.saved_ms.items()},
+        composed_saved_ms={p: round(v, 3) for p, v in o.composed_saved_ms.items()},
+        score=round(o.score, 4),
+        chosen=chosen,
+    )
+
+
+def _compositions(
+    budget: m.Budget, proposed: m.Budget, profile: Profile, chosen: Sequence[Option]
+) -> tuple[Composition, ...]:
+    q = {p: quantile_of(p) for p in PERCENTILES}
+    before = composed(budget, profile, profile.times)
+    after = composed(budget, profile, _apply(chosen, profile.times))
+    measured = Composition(
+        method="measured requests resampled whole (the log's own correlation between stages), "
+        "after = with the chosen options applied",
+        before={p: float(np.quantile(before, v)) for p, v in q.items()},
+        after={p: float(np.quantile(after, v)) for p, v in q.items()},
+    )
+    old_c, new_c = compose(budget), compose(proposed)
+    slices = Composition(
+        method=f"{old_c.method} over the slices (before = current budget, after = proposed)",
+        before={p: float(old_c.percentiles[p]) for p in PERCENTILES},
+        after={p: float(new_c.percentiles[p]) for p in PERCENTILES},
+    )
+    return (measured, slices)
+
+
+def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
+    # Every objective the log can measure directly: end to end from the total, a stage (or
+    # ttft, a stage of LLM logs) from its column. TPOT and ITL need the audit.
+    out: list[ObjectiveCheck] = []
+    for o in budget.objectives:
+        values = profile.total if o.metric == "e2e" else profile.times.get(o.metric)
+        if values is None or values.size == 0:
+            out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
+            continue
+        got = float(np.quantile(values, o.q))
+        out.append(
+            ObjectiveCheck(o.key, o.target_ms, got, "pass" if got <= o.target_ms else "breach")
+        )
+    return tuple(out)
+
+
+def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[str, ...]:
+    names = {s.name for _, s in budget.stages()}
+    out = [f"figures from {profile.how()}"]
+    if not gated:
+        out.append("no gated end-to-end objective at p50, p95 or p99: no slice is re-budgeted")
+    other = [
+        o for o in budget.objectives.gated() if o.metric == "e2e" and o.percentile not in gated
+    ]
+    if other:
+        out.append(
+            "stage slices hold p50, p95 and p99: "
+            + ", ".join(o.key for o in other)
+            + " checked below, not re-sliced"
+        )
+    missing = sorted(names - set(profile.stages))
+    if missing:
+        out.append(f"not in the log, slices kept as written: {', '.join(missing)}")
+    extra = sorted(set(profile.stages) - names)
+    if extra:
+        out.append(f"in the log but not in the budget (not re-budgeted): {', '.join(extra)}")
+    if profile.errors:
+        out.append(f"{profile.errors:,} error requests left out of every figure")
+    return tuple(out)
+
+
+def budget_yaml(budget: m.Budget, *, header: str = "") -> str:
+    """A budget as YAML text that `tailbudget plan` reads back."""
+    data = budget.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    data.setdefault("slo", budget.slo.model_dump(mode="json", exclude_none=True))
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    return (f"# {header}\n" if header else "") + text
+
+
+def _diff(budget: m.Budget, proposed: m.Budget) -> str:
+    a = budget_yaml(budget).splitlines(keepends=True)
+    b = budget_yaml(proposed).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(a, b, "budget (current)", "budget (proposed)"))

@@ -1,0 +1,52 @@
+"""`tailbudget rebudget`: propose a budget that fits, from what a log measures."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from tailbudget.cli._common import clean_errors, emit, gate_failed
+
+
+class RebudgetFormat(StrEnum):
+    """Output formats of `rebudget`."""
+
+    text = "text"
+    md = "md"
+    json = "json"
+
+
+@clean_errors
+def rebudget_command(
+    budget: Path = typer.Argument(..., help="Budget file (YAML) to re-budget."),
+    log: str = typer.Argument(..., help="Latency log measured on the service."),
+    engine: str | None = typer.Option(
+        None, "--engine", help="Ibis backend URL, or pyspark (default: embedded DuckDB)."
+    ),
+    format: RebudgetFormat = typer.Option(
+        RebudgetFormat.text, "--format", "-f", help="Output format."
+    ),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    fail_on_gap: bool = typer.Option(
+        False, "--fail-on-gap", help="Exit 1 when reallocation alone cannot fit the SLO."
+    ),
+) -> None:
+    """Compare each slice with the log; propose slices that fit, and price the speed-ups."""
+    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.audit.budgeting.proposal import rebudget
+    from tailbudget.audit.fixes import catalog
+    from tailbudget.budget import load_budget
+    from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.report.rebudget import rebudget_json, rebudget_markdown, rebudget_text
+
+    b = load_budget(budget)
+    cat = catalog(b.fixes)
+    table = read_log(log, ReadOptions.from_budget(b), engine=engine)
+    result = rebudget(b, profile_of(table), cat)
+    render = {"text": rebudget_text, "md": rebudget_markdown, "json": rebudget_json}
+    emit(render[format.value](result), output)
+    if fail_on_gap and any(v > 0 for v in result.speedup_needed_ms.values()):
+        gaps = ", ".join(f"{k} {v:,.0f} ms" for k, v in result.speedup_needed_ms.items() if v > 0)
+        raise gate_failed(f"--fail-on-gap: reallocation alone leaves {gaps} to save")

@@ -1,0 +1,208 @@
+"""Rendering a re-budget proposal: JSON (the contract), markdown and plain text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tailbudget.audit.budgeting.proposal import Rebudget
+
+__all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
+
+
+def _ms(v: float) -> str:
+    return f"{v:,.1f} ms"
+
+
+def _slices(points: dict[str, float]) -> str:
+    return ", ".join(f"{p} {v:,.1f}" for p, v in points.items()) or "-"
+
+
+def rebudget_dict(r: Rebudget) -> dict[str, Any]:
+    """The JSON contract: fits_now, speedup_needed_ms, changes, options, budget, and context."""
+    return {
+        "service": r.service,
+        "source": r.source,
+        "how": r.how,
+        "fits_now": r.fits_now,
+        "slo": r.slo,
+        "gated": list(r.gated),
+        "headroom": r.headroom,
+        "speedup_needed_ms": r.speedup_needed_ms,
+        "measured": {"stages": r.measured, "e2e": r.measured_e2e},
+        "allocations": [
+            {
+                "percentile": a.percentile,
+                "target_ms": round(a.target_ms, 3),
+                "budget_ms": round(a.old_ms, 3),
+                "measured_ms": round(a.measured_ms, 3),
+                "slices": {s: round(v, 3) for s, v in a.slices.items()},
+            }
+            for a in r.allocations
+        ],
+        "changes": [
+            {"stage": c.stage, "from": c.from_, "to": c.to, "reason": c.reason} for c in r.changes
+        ],
+        "options": [
+            {
+                "fix": o.fix,
+                "stages": list(o.stages),
+                "kind": o.kind,
+                "saved_ms": o.saved_ms,
+                "composed_saved_ms": o.composed_saved_ms,
+                "hours": o.hours,
+                "risk": o.risk,
+                "reversible": o.reversible,
+                "score": o.score,
+                "counterfactual": o.counterfactual,
+                "chosen": o.chosen,
+            }
+            for o in r.options
+        ],
+        "closes_gap": r.closes_gap,
+        "objectives": [
+            {
+                "objective": o.objective,
+                "target_ms": o.target_ms,
+                "measured_ms": o.measured_ms,
+                "verdict": o.verdict,
+            }
+            for o in r.objectives
+        ],
+        "composed": [
+            {"method": c.method, "before": c.before, "after": c.after} for c in r.compositions
+        ],
+        "notes": list(r.notes),
+        "budget": r.budget_text,
+        "diff": r.diff,
+    }
+
+
+def rebudget_json(r: Rebudget) -> str:
+    """The proposal as JSON text."""
+    return json.dumps(rebudget_dict(r), indent=2) + "\n"
+
+
+def _verdict(r: Rebudget) -> str:
+    return f"{_budget_verdict(r)} {_e2e_line(r)}"
+
+
+def _e2e_line(r: Rebudget) -> str:
+    # The budget's arithmetic adds percentiles (pessimistic); the log's own end-to-end
+    # figure is what users see: say both so neither is mistaken for the other.
+    parts = [
+        f"{p} {_ms(r.measured_e2e[p])} against {_ms(r.slo[p])}"
+        for p in r.gated
+        if p in r.measured_e2e
+    ]
+    return f"Measured end to end: {'; '.join(parts)}." if parts else ""
+
+
+def _budget_verdict(r: Rebudget) -> str:
+    if r.fits_now:
+        return "The measured service fits the budget: every stage is within its slice."
+    needed = {p: v for p, v in r.speedup_needed_ms.items() if v > 0}
+    if not needed:
+        return "Reallocating slices is enough: the proposed budget fits what the log measures."
+    gap = ", ".join(f"{_ms(v)} at {p}" for p, v in needed.items())
+    tail = (
+        "the chosen options below close it"
+        if r.closes_gap
+        else "no set of up to three options below closes it: renegotiate the SLO"
+    )
+    return f"Reallocation is not enough: {gap} of speed-up still needed; {tail}."
+
+
+def rebudget_markdown(r: Rebudget) -> str:
+    """The proposal as a markdown document."""
+    out = [f"# Re-budget: {r.service}", "", _verdict(r), ""]
+    out += ["## Objectives on the log", "", "| objective | target | measured | verdict |"]
+    out += ["|---|---:|---:|---|"]
+    out += [
+        f"| {o.objective} | {_ms(o.target_ms)} | "
+        f"{_ms(o.measured_ms) if o.measured_ms is not None else '-'} | {o.verdict} |"
+        for o in r.objectives
+    ]
+    out += ["", "## Slices against the log", ""]
+    out += ["| percentile | SLO | stages may use | budget | measured | speed-up needed |"]
+    out += ["|---|---:|---:|---:|---:|---:|"]
+    for a in r.allocations:
+        out.append(
+            f"| {a.percentile} | {_ms(r.slo[a.percentile])} | {_ms(a.target_ms)} | "
+            f"{_ms(a.old_ms)} | {_ms(a.measured_ms)} | {_ms(a.speedup_needed_ms)} |"
+        )
+    out += ["", "## Changes", ""]
+    if r.changes:
+        out += ["| stage | from | to | reason |", "|---|---|---|---|"]
+        out += [
+            f"| {_cell(c.stage)} | {_slices(c.from_)} | {_slices(c.to)} | {_cell(c.reason)} |"
+            for c in r.changes
+        ]
+    else:
+        out.append("No slice changes.")
+    out += ["", "## Options (measured on the log)", ""]
+    out += _options_md(r)
+    out += ["", "## Composed end-to-end percentiles", ""]
+    out += ["| composition | before | after |", "|---|---|---|"]
+    out += [
+        f"| {_cell(c.method)} | {_slices(c.before)} | {_slices(c.after)} |" for c in r.compositions
+    ]
+    out += ["", "## Proposed budget", "", "```diff", r.diff.rstrip() or "(no change)", "```"]
+    out += ["", "## Notes", ""] + [f"- {n}" for n in r.notes]
+    return "\n".join(out) + "\n"
+
+
+def _options_md(r: Rebudget) -> list[str]:
+    if not r.options:
+        return ["No option saves time on this log."]
+    pcts = list(r.gated)
+    head = "| option | stages | " + " | ".join(f"saves at {p} (budget / e2e)" for p in pcts)
+    rows = [head + " | hours | risk | ms per hour | chosen |"]
+    rows.append("|---|---|" + "---:|" * len(pcts) + "---:|---|---:|---|")
+    for o in r.options:
+        saved = " | ".join(f"{o.saved_ms[p]:,.1f} / {o.composed_saved_ms[p]:,.1f}" for p in pcts)
+        rows.append(
+            f"| {o.fix} | {_cell(', '.join(o.stages))} | {saved} | {o.hours:g} | {o.risk} | "
+            f"{o.score:,.2f} | {'yes' if o.chosen else ''} |"
+        )
+    return rows
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def rebudget_text(r: Rebudget) -> str:
+    """The proposal as plain text for a terminal or a pipe."""
+    out = [f"re-budget: {r.service} ({r.how})", _verdict(r), ""]
+    for check in r.objectives:
+        got = _ms(check.measured_ms) if check.measured_ms is not None else "not in the log"
+        out.append(
+            f"{check.objective}: target {_ms(check.target_ms)}, measured {got}: {check.verdict}"
+        )
+    out.append("")
+    for a in r.allocations:
+        out.append(
+            f"{a.percentile}: SLO {_ms(r.slo[a.percentile])}, stages may use {_ms(a.target_ms)}, "
+            f"budget {_ms(a.old_ms)}, measured {_ms(a.measured_ms)}, "
+            f"speed-up needed {_ms(a.speedup_needed_ms)}"
+        )
+    out.append("")
+    for c in r.changes:
+        out.append(f"  {c.stage}: {_slices(c.from_)} -> {_slices(c.to)}")
+        out.append(f"      {c.reason}")
+    if r.options:
+        out += ["", "options (ms saved on the budget's figure / on composed e2e, per hour):"]
+        for o in r.options:
+            first = r.gated[0]
+            mark = "*" if o.chosen else " "
+            out.append(
+                f" {mark} {o.fix} on {', '.join(o.stages)}: {o.saved_ms[first]:,.1f} / "
+                f"{o.composed_saved_ms[first]:,.1f} ms at {first}, {o.hours:g} h, {o.risk} risk"
+            )
+    out += ["", "composed end-to-end:"]
+    for comp in r.compositions:
+        out.append(f"  {comp.method}: before {_slices(comp.before)}; after {_slices(comp.after)}")
+    out += ["", "proposed budget (diff):", r.diff.rstrip() or "(no change)", ""]
+    out += [f"note: {n}" for n in r.notes]
+    return "\n".join(out) + "\n"
