@@ -25,6 +25,8 @@ def ms(value: object) -> str:
     v = _num(value)
     if v is None:
         return MISSING
+    if v == 0:
+        return "0"
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
 
 

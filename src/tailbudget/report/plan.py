@@ -15,8 +15,7 @@ from tailbudget.report import fmt
 _BAR = 16
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+_ms = fmt.ms
 
 
 PROBLEM_LABELS = {"error": "does not fit", "warning": "warning"}
@@ -60,7 +59,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     key = _key(plan)
     console.print(
         f"[bold]{plan.service}[/bold] ({_environment(plan)}) "
-        f"headroom {plan.headroom:.0%}, overhead {plan.overhead_ms:,.0f} ms"
+        f"headroom {fmt.share(plan.headroom, 0)}, overhead {_ms(plan.overhead_ms)} ms"
     )
     table = Table(show_edge=False, header_style="bold")
     table.add_column("stage", no_wrap=True)
@@ -76,7 +75,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         table.add_row(
             name,
             *(_ms(s["budget"][p]) for p in PERCENTILES),
-            "-" if share is None else f"{share:.0%}",
+            fmt.share(share, 0),
             _bar(share) if share is not None else Text(""),
         )
     table.add_section()
@@ -88,14 +87,14 @@ def print_plan(plan: Plan, console: Console) -> None:
     for check in plan.gates["checks"]:
         mark = "[green]fits[/green]" if check["fits"] else "[red]does not fit[/red]"
         console.print(
-            f"{check['percentile']}: additive {check['additive_ms']:,.0f} ms vs limit "
-            f"{check['limit_ms']:,.0f} ms ({slo_use(check['free_share'])}), composed "
-            f"{check['composed_ms']:,.0f} ms: {mark}"
+            f"{check['percentile']}: additive {_ms(check['additive_ms'])} ms vs limit "
+            f"{_ms(check['limit_ms'])} ms ({slo_use(check['free_share'])}), composed "
+            f"{_ms(check['composed_ms'])} ms: {mark}"
         )
     for row in plan.llm:
         console.print(
-            f"llm {row['stage']}: TTFT {row['ttft_ms']:,.0f} + decode {row['decode_ms']:,.0f} + "
-            f"tail {row['tail_ms']:,.0f} = {row['total_ms']:,.0f} ms ({row['dominant']} dominates)"
+            f"llm {row['stage']}: TTFT {_ms(row['ttft_ms'])} + decode {_ms(row['decode_ms'])} + "
+            f"tail {_ms(row['tail_ms'])} = {_ms(row['total_ms'])} ms ({row['dominant']} dominates)"
         )
     if comp["default_spread_stages"]:
         console.print(
@@ -117,7 +116,7 @@ def plan_markdown(plan: Plan) -> str:
         f"# Latency budget plan: {plan.service}",
         "",
         f"{_environment(plan).capitalize()}; headroom "
-        f"{plan.headroom:.0%}; overhead {plan.overhead_ms:,.0f} ms. "
+        f"{fmt.share(plan.headroom, 0)}; overhead {_ms(plan.overhead_ms)} ms. "
         f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
         "",
         f"| stage | p50 ms | p95 ms | p99 ms | share of {key} SLO |",
@@ -127,7 +126,7 @@ def plan_markdown(plan: Plan) -> str:
         share = s["share_of_slo"].get(key)
         name = ("∥ " if s["in_parallel"] else "") + s["name"]
         cells = " | ".join(_ms(s["budget"][p]) for p in PERCENTILES)
-        lines.append(f"| {name} | {cells} | {'-' if share is None else f'{share:.0%}'} |")
+        lines.append(f"| {name} | {cells} | {fmt.share(share, 0)} |")
     comp = plan.composed
     lines += [
         f"| **additive** (gates) | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
@@ -143,10 +142,10 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row['stage']}: TTFT {row['ttft_ms']:,.0f} ms + decode "
-                f"{row['decode_ms']:,.0f} ms "
+                f"- {row['stage']}: TTFT {_ms(row['ttft_ms'])} ms + decode "
+                f"{_ms(row['decode_ms'])} ms "
                 f"({row['output_tokens']} tokens at {row['tokens_per_s']:g} tok/s) + tail "
-                f"{row['tail_ms']:,.0f} ms = {row['total_ms']:,.0f} ms; {row['dominant']} dominates"
+                f"{_ms(row['tail_ms'])} ms = {_ms(row['total_ms'])} ms; {row['dominant']} dominates"
             )
         lines.append("")
     lines += ["## Problems", ""]
