@@ -96,7 +96,7 @@ def render(report: AuditReport, fmt: str) -> str:
                 "--format html is not available in this build (tailbudget.report.html is "
                 "missing); use --format md or json"
             ) from None
-        html: str = html_mod.render_audit_html(report.model_dump(mode="json"))
+        html: str = html_mod.render_audit_html(report)
         return html
     from tailbudget.report.audit_md import audit_markdown
 
