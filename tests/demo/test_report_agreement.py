@@ -126,6 +126,7 @@ def test_shape_shows_and_folds_the_same_fits(audit: Rendered) -> None:
     md, _ = audit.both("Input shape")
     for i in shown:
         audit.in_both("Input shape", rows[i]["covariate"], fmt.number(rows[i]["slope"]))
+        audit.in_both("Input shape", fmt.r2(rows[i]["r2"]))
     assert folded, "the demo has more fits than are shown"
     audit.in_both("Input shape", view.folded_note(len(folded)))
     # Markdown leaves folded fits to the JSON; HTML folds them in a <details> block.

@@ -171,7 +171,7 @@ def _shape(r: AuditReport) -> list[str]:
         return ["No covariates given (`--shape COL`)."]
     shown, folded = view.split_fits(r.shape)
     rows = [
-        [s.stage, s.covariate, fmt.number(s.r2), fmt.number(s.slope), "flag" if s.flag else ""]
+        [s.stage, s.covariate, fmt.r2(s.r2), fmt.number(s.slope), "flag" if s.flag else ""]
         for s in shown
     ]
     out = _table(["stage", "covariate", "R²", "slope ms/unit", ""], rows)

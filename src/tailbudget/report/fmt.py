@@ -61,6 +61,12 @@ def number(value: object) -> str:
     return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
 
+def r2(value: object) -> str:
+    """A coefficient of determination (or any score in [0, 1]) to two decimals: '0.59'."""
+    v = _num(value)
+    return MISSING if v is None else f"{v:.2f}"
+
+
 def seconds(value: object) -> str:
     """A duration in seconds: '60 s', '9.8 s', '14,400 s'."""
     v = _num(value)
@@ -86,4 +92,4 @@ def threshold(metric: str, value: object) -> str:
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
 
 
-__all__ = ["MISSING", "count", "ms", "number", "seconds", "share", "signed_ms", "threshold"]
+__all__ = ["MISSING", "count", "ms", "number", "r2", "seconds", "share", "signed_ms", "threshold"]

@@ -233,7 +233,7 @@ def _fit_table(rows: list[Mapping[str, Any]]) -> str:
             [
                 cell(s.get("stage")),
                 cell(s.get("covariate")),
-                cell(s.get("r2"), "num"),
+                cell(s.get("r2"), "r2"),
                 cell(s.get("slope"), "num"),
                 _flag(s.get("flag")),
             ]

@@ -148,13 +148,15 @@ class Cell:
 
 
 def cell(value: Any, kind: str = "text") -> Cell:
-    """Build a cell from a value: kind is text, long (prose), ms, pct, int or num."""
+    """Build a cell from a value: kind is text, long (prose), ms, pct, int, r2 or num."""
     if kind == "ms":
         return Cell(fmt_ms(value), float(value) if is_num(value) else None, "num")
     if kind == "pct":
         return Cell(fmt.share(value), float(value) if is_num(value) else None, "num")
     if kind == "int":
         return Cell(fmt.count(value), value if is_num(value) else None, "num")
+    if kind == "r2":
+        return Cell(fmt.r2(value), float(value) if is_num(value) else None, "num")
     if kind == "num":
         return Cell(fmt.number(value), float(value) if is_num(value) else None, "num")
     if kind == "long":
