@@ -30,6 +30,8 @@ def _label(key: str) -> str:
 
 def _value(key: str, v: Any) -> str:
     """A summary field in its unit: ms, seconds, counts, or a dict of them in words."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if is_num(v):
         if key.endswith("_ms"):
             return f"{fmt.ms(v)} ms"
