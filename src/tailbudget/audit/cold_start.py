@@ -7,10 +7,13 @@ the cold_start hypothesis and every renderer read it. Also the per-minute timeli
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
+
+if TYPE_CHECKING:
+    from tailbudget.audit.sums import GroupSums
 
 MATERIAL = 0.15
 
@@ -100,9 +103,20 @@ def is_cold_start(unfiltered_p99: float, filtered_p99: float, target: float | No
     return crosses or material
 
 
-def warm_p50(row: dict[str, Any] | None) -> float | None:
-    """Median of the warm requests (what a cold request would take served warm)."""
-    if row is None:
-        return None
-    q = row.get("warm_q") or [None, None]
-    return None if q[0] is None else float(q[0])
+def means(
+    group_sums: GroupSums, names: list[str]
+) -> tuple[dict[str, tuple[float, float]], tuple[float, float] | None]:
+    """(per stage, total) means in cold windows and outside them, from the slow-vs-fast
+    sums; empty when either side has no request."""
+    cold = {flag: group_sums.total("n", cold=flag) for flag in (True, False)}
+    if not (cold[True] and cold[False]):
+        return {}, None
+
+    def pair(key: str) -> tuple[float, float]:
+        return (
+            group_sums.total(key, cold=True) / cold[True],
+            group_sums.total(key, cold=False) / cold[False],
+        )
+
+    index = {n: j for j, n in enumerate(group_sums.names)}
+    return {n: pair(f"sy{index[n]}") for n in names}, pair("s_total")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,23 +10,24 @@ from tailbudget.audit.report import ColdStart, ShapeRow, Snapshot, StageRow, Tai
 from tailbudget.audit.shape import Covariate
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
-    """Everything the rules may cite; every figure comes from the log."""
+    """Everything the rules may cite; every figure comes from the log. Built once, after
+    the passes, and never changed."""
 
     snapshot: Snapshot
-    stages: list[StageRow]
-    grids: dict[str, list[float]]
+    stages: tuple[StageRow, ...]
+    grids: Mapping[str, list[float]]
     """Per stage, the quantiles at stages.STAGE_QS."""
     tail: Tail
-    shape: list[ShapeRow]
-    covariates: list[Covariate]
+    shape: tuple[ShapeRow, ...]
+    covariates: tuple[Covariate, ...]
     cold: ColdStart | None
-    cold_stage_means: dict[str, tuple[float, float]] = field(default_factory=dict)
+    cold_stage_means: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per stage (mean in cold windows, mean outside), when events were given."""
     cold_total_means: tuple[float, float] | None = None
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
+    timeline: tuple[Mapping[str, Any], ...] = ()
+    names: tuple[str, ...] = ()
     """Stage names measured (incl. unattributed when derived), in timeline column order."""
     tokens_per_s: tuple[float, float] | None = None
     """(p5, p50) of output tokens per second of decode, when the log has both."""

@@ -49,8 +49,6 @@ def rank(
     ev: Evidence,
     hyps: list[Hypothesis],
     cat: dict[str, Fix],
-    slow_r: list[float],
-    warm: tuple[float, float] | None,
 ) -> list[RankedFix]:
     """One ranked fix per hypothesis with a stage, best ms-per-hour first."""
     todo = [
@@ -67,11 +65,11 @@ def rank(
         base = Ctx(replace(ctx.log, table=_contention_table(ctx, ev, cont)), ctx.config, parent=ctx)
     t = base.t
     total = t[TOTAL]
-    slow = total >= slow_r[0]
+    slow = total >= ev.tail.slow_range_ms[0]
     fast_mean = {d.stage: d.mean_fast for d in ev.tail.deltas}
     exprs: dict[str, Any] = {}
     for i, (h, _) in enumerate(todo):
-        cf = _counterfactual(base, ev, h, slow, fast_mean, warm, cont)
+        cf = _counterfactual(base, ev, h, slow, fast_mean, ev.cold_total_means, cont)
         if cf is not None:
             exprs[f"f{i}"] = cf.quantile(0.99)
     if not exprs:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tailbudget.logs.table import RowCounts
+
 HypothesisKind = Literal[
     "input_shape",
     "cold_start",
@@ -33,15 +35,6 @@ class Provenance(_Model):
     generated_at: str
     version: str
     notes: list[str] = Field(default_factory=list)
-
-
-class Rows(_Model):
-    """Rows read, used and rejected by reason."""
-
-    total: int
-    used: int
-    rejected: int
-    rejected_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class Percentiles(_Model):
@@ -243,7 +236,7 @@ class AuditReport(_Model):
     """Everything `tailbudget audit` finds; serialises to the JSON contract."""
 
     provenance: Provenance
-    rows: Rows
+    rows: RowCounts
     slo: Percentiles
     snapshot: Snapshot
     cdf: list[CdfPoint]

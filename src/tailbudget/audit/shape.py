@@ -6,10 +6,13 @@ tail driver."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailbudget.audit.context import Ctx, fnum
 from tailbudget.audit.report import ProfilePoint, ShapeRow
+
+if TYPE_CHECKING:
+    from tailbudget.audit.sums import GroupSums
 
 R2_FLAG = 0.5
 BIN_QS: list[float] = [round(0.05 * i, 2) for i in range(1, 20)]
@@ -32,8 +35,9 @@ def x(ctx: Ctx, name: str) -> Any:
     return ctx.t[name].cast("float64")
 
 
-def exprs_a(ctx: Ctx) -> dict[str, Any]:
-    """Pass A: each covariate's mean and approximate quantiles (bins and caps)."""
+def covariate_exprs(ctx: Ctx) -> dict[str, Any]:
+    """Aggregates of the distributions pass: each covariate's mean and approximate
+    quantiles (bins and caps)."""
     out: dict[str, Any] = {}
     for i, name in enumerate(ctx.log.shape):
         out[f"x{i}_mean"] = x(ctx, name).mean()
@@ -41,7 +45,7 @@ def exprs_a(ctx: Ctx) -> dict[str, Any]:
     return out
 
 
-def build_a(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
+def covariates(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
     """Covariate facts; a covariate with no numeric values is skipped with a note."""
     out = []
     for i, name in enumerate(ctx.log.shape):
@@ -63,17 +67,13 @@ def build_a(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
     return out
 
 
-def build_b(
-    rows: list[dict[str, Any]], covs: list[Covariate], names: list[str], driver: str | None
-) -> list[ShapeRow]:
-    """Fits from the pass-B sums (over every group), strongest first."""
-    from tailbudget.audit import sums
-
-    def tot(key: str) -> float:
-        return sums.total(rows, key, sums.everything)
-
+def fits(group_sums: GroupSums, driver: str | None) -> list[ShapeRow]:
+    """Linear fits of every (stage, covariate) from the slow-vs-fast sums (over every
+    group), strongest first; a fit is flagged on the tail driver."""
+    tot = group_sums.total
+    names = group_sums.names
     out = []
-    for i, cov in enumerate(covs):
+    for i, cov in enumerate(group_sums.covariates):
         n = tot(f"nx{i}")
         if n < 2:
             continue

@@ -1,4 +1,5 @@
-"""Pass B: one grouped aggregate of plain sums, keyed by (slow/fast/other, cold/warm).
+"""The slow-vs-fast pass: one grouped aggregate of plain sums, keyed by (slow/fast/other,
+cold/warm).
 
 Plain sums are several times cheaper on a columnar engine than many filtered or
 covariance aggregates, and they combine exactly across groups: slow/fast means,
@@ -9,7 +10,7 @@ a null covariate drops the row from that covariate's fits (`y + x*0` is null the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ibis
@@ -21,10 +22,38 @@ from tailbudget.audit.shape import x as covariate
 OTHER, SLOW, FAST = 0, 1, 2
 
 
-def run(
+@dataclass(frozen=True)
+class GroupSums:
+    """Sums per (group, cold) present in the log; `names` and `covariates` index the keys.
+
+    Keys: `n`, `s_total`; per stage j `sy{j}`; per covariate i `nx{i}`, `sx{i}`, `sxx{i}`
+    and per (covariate i, stage j) `sxy{i}_{j}`, `syx{i}_{j}`, `syyx{i}_{j}`."""
+
+    rows: tuple[dict[str, Any], ...]
+    names: tuple[str, ...]
+    covariates: tuple[Covariate, ...]
+
+    def total(self, key: str, *, group: int | None = None, cold: bool | None = None) -> float:
+        """Sum of one figure over the rows of a group (SLOW, FAST, OTHER; None = all) and a
+        cold flag (None = both)."""
+        return sum(fnum(r.get(key)) for r in self.rows if _selects(r, group, cold))
+
+    def mean(self, key: str, *, group: int | None = None, cold: bool | None = None) -> float | None:
+        """`key` summed over the selection divided by its row count (None when empty)."""
+        n = self.total("n", group=group, cold=cold)
+        return self.total(key, group=group, cold=cold) / n if n else None
+
+
+def _selects(row: dict[str, Any], group: int | None, cold: bool | None) -> bool:
+    return (group is None or int(row["_g"]) == group) and (
+        cold is None or bool(row["_cold"]) is cold
+    )
+
+
+def group_sums(
     ctx: Ctx, names: list[str], covs: list[Covariate], slow: Any, fast: Any, cold: Any | None
-) -> list[dict[str, Any]]:
-    """Rows of sums, one per (group, cold) present in the log."""
+) -> GroupSums:
+    """Run the pass: sums per (slow/fast/other, cold/warm) group."""
     t = ctx.t
     group = ibis.cases((slow, SLOW), (fast, FAST), else_=OTHER)
     is_cold = cold if cold is not None else ibis.literal(False)
@@ -43,24 +72,5 @@ def run(
             aggs[f"syx{i}_{j}"] = y_x.sum()
             aggs[f"syyx{i}_{j}"] = (y_x * y_x).sum()
     expr = t.group_by(_g=group, _cold=is_cold).aggregate(**aggs)
-    return ctx.run_frame("slow vs fast", expr)
-
-
-def total(rows: list[dict[str, Any]], key: str, keep: Callable[[dict[str, Any]], bool]) -> float:
-    """Sum of one figure over the groups `keep` selects."""
-    return sum(fnum(r.get(key)) for r in rows if keep(r))
-
-
-def group_is(g: int) -> Callable[[dict[str, Any]], bool]:
-    """Selector of the slow, fast or other group."""
-    return lambda r: int(r["_g"]) == g
-
-
-def cold_is(flag: bool) -> Callable[[dict[str, Any]], bool]:
-    """Selector of cold-window (or warm) requests."""
-    return lambda r: bool(r["_cold"]) is flag
-
-
-def everything(_: dict[str, Any]) -> bool:
-    """Selector of every group."""
-    return True
+    rows = ctx.run_frame("slow vs fast", expr)
+    return GroupSums(tuple(rows), tuple(names), tuple(covs))

@@ -29,15 +29,17 @@ def masks(ctx: Ctx, slow_r: list[float], fast_r: list[float]) -> tuple[Any, Any]
 
 
 def build(
-    rows: list[dict[str, Any]], names: list[str], slow_r: list[float], fast_r: list[float]
+    group_sums: sums.GroupSums, names: list[str], slow_r: list[float], fast_r: list[float]
 ) -> Tail:
-    """The tail section from the pass-B sums; deltas sorted largest first."""
-    n_slow = sums.total(rows, "n", sums.group_is(sums.SLOW))
-    n_fast = sums.total(rows, "n", sums.group_is(sums.FAST))
+    """The tail section for the stages `names` from the slow-vs-fast sums; deltas sorted
+    largest first."""
+    n_slow = group_sums.total("n", group=sums.SLOW)
+    n_fast = group_sums.total("n", group=sums.FAST)
     deltas = []
-    for j, name in enumerate(names):
-        ms = sums.total(rows, f"sy{j}", sums.group_is(sums.SLOW)) / n_slow if n_slow else 0.0
-        mf = sums.total(rows, f"sy{j}", sums.group_is(sums.FAST)) / n_fast if n_fast else 0.0
+    for name in names:
+        j = group_sums.names.index(name)
+        ms = group_sums.mean(f"sy{j}", group=sums.SLOW) or 0.0
+        mf = group_sums.mean(f"sy{j}", group=sums.FAST) or 0.0
         deltas.append(Delta(stage=name, mean_slow=ms, mean_fast=mf, delta=ms - mf))
     deltas.sort(key=lambda d: d.delta, reverse=True)
     return Tail(
