@@ -22,8 +22,10 @@ def test_vllm_failed_request_and_single_token(tmp_path):
     path.write_text(json.dumps(doc))
     log = read_log(str(path))
     assert log.format == "vllm"
-    # The failed request has no latency: counted as rejected, never silently dropped.
-    assert log.rows.total == 3 and log.rows.rejected_reasons == {"missing_total": 1}
+    # The failed request has no latency: counted as a failed request with its reason,
+    # never silently dropped (and not "rejected": it is an error, not bad data).
+    assert log.rows.total == 3 and log.rows.rejected == 0
+    assert log.rows.failed == 1 and log.rows.failed_reasons == {"Bad Gateway": 1}
     df = log.table.order_by("request_id").execute()
     assert df.request_id.tolist() == ["0", "2"]
     assert df.total_ms.tolist() == pytest.approx([400.0, 100.0])

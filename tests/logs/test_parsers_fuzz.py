@@ -47,7 +47,8 @@ def _read_or_log_error(path, duck):
     except LogError as exc:
         assert "\n" not in str(exc)
         return None
-    assert log.rows.total == log.rows.used + log.rows.rejected
+    assert log.rows.total == log.rows.used + log.rows.rejected + log.rows.failed
+    assert sum(log.rows.failed_reasons.values()) == log.rows.failed
     assert sum(log.rows.rejected_reasons.values()) == log.rows.rejected
     return log
 
@@ -108,3 +109,92 @@ def test_arbitrary_json_in_known_shapes(tmp_path, duck, doc, kind):
     path = tmp_path / "fuzz.json"
     path.write_text(json.dumps(wrapped))
     _read_or_log_error(path, duck)
+
+
+metric_values = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**9), max_value=10**19),
+    st.text(max_size=5),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4),
+)
+units = st.sampled_from(["ms", "ns", "s", "us", "furlongs", None])
+
+
+@st.composite
+def aiperf_records(draw):
+    """AIPerf lines: each metric may be missing, null, text, a wrong unit; errors or not."""
+    metrics = {}
+    for name in ("ttft", "request_latency", "inter_chunk_latency", "output_sequence_length"):
+        if draw(st.booleans()):
+            metrics[name] = {"value": draw(metric_values), "unit": draw(units)}
+    rec = {"metadata": {"timestamp_ns": draw(metric_values)}, "metrics": metrics}
+    if draw(st.booleans()):
+        rec["error"] = draw(st.one_of(st.none(), st.text(max_size=5), st.just({"code": 499})))
+    return json.dumps(rec) if draw(st.integers(0, 9)) else draw(st.text(max_size=6))
+
+
+@SETTINGS
+@given(lines=st.lists(aiperf_records(), min_size=1, max_size=8))
+def test_aiperf_malformed_records_are_counted(tmp_path, duck, lines):
+    # A first line the sniffer recognises, then anything.
+    head = '{"metadata": {"x_request_id": "a"}, "metrics": {}}'
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join([head, *lines]) + "\n")
+    log = _read_or_log_error(path, duck)
+    if log is not None:
+        assert log.format == "aiperf"
+        assert log.rows.total == len([ln for ln in [head, *lines] if ln.strip()])
+
+
+@st.composite
+def guidellm_requests(draw):
+    timings = {k: draw(metric_values) for k in ("request_start", "request_end")}
+    return {
+        "request_id": draw(st.one_of(st.none(), st.text(max_size=4))),
+        "request_latency": draw(metric_values),
+        "time_to_first_token_ms": draw(metric_values),
+        "output_tokens": draw(metric_values),
+        "info": draw(st.one_of(st.just({"timings": timings, "error": "boom"}), json_values)),
+    }
+
+
+@SETTINGS
+@given(
+    groups=st.fixed_dictionaries(
+        {g: st.lists(guidellm_requests(), max_size=4) for g in ("successful", "errored")}
+    ),
+    incomplete=st.integers(0, 3),
+)
+def test_guidellm_malformed_requests_are_counted(tmp_path, duck, groups, incomplete):
+    requests = {**groups, "incomplete": [{"request_id": "i"}] * incomplete}
+    doc = {"benchmarks": [{"scheduler_metrics": {}, "requests": requests}]}
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(doc))
+    log = _read_or_log_error(path, duck)
+    if log is not None:
+        held = sum(len(v) for v in requests.values())
+        assert log.rows.total == held
+        assert log.rows.rejected_reasons.get("incomplete", 0) == incomplete
+
+
+@SETTINGS
+@given(
+    n=st.integers(1, 5),
+    ttft=metric_values,
+    gap=metric_values,
+    error=st.one_of(st.just(""), st.text(max_size=5)),
+)
+def test_sglang_malformed_arrays_are_counted(tmp_path, duck, n, ttft, gap, error):
+    doc = {
+        "mean_e2e_latency_ms": 1.0,
+        "ttfts": [ttft] * n,
+        "itls": [[gap]] * n,
+        "output_lens": [2] * n,
+        "errors": [error] * n,
+    }
+    path = tmp_path / "sglang.jsonl"
+    path.write_text(json.dumps(doc) + "\n" + json.dumps({"mean_e2e_latency_ms": 2.0}) + "\n")
+    log = _read_or_log_error(path, duck)
+    if log is not None:
+        assert log.format == "sglang" and log.rows.total == n

@@ -32,10 +32,14 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
 def build(ctx: Ctx, row: dict[str, Any]) -> Goodput:
     """The goodput section."""
     name, ms = _target(ctx)
+    # Requests that failed without a latency are not in the table but are requests:
+    # not good, and errors.
+    n, failed = fnum(row["n"]), float(ctx.log.rows.failed)
+    keep = n / (n + failed) if n + failed > 0 else 1.0
     return Goodput(
-        share=fnum(row["g_good"]),
+        share=fnum(row["g_good"]) * keep,
         target=name,
         target_ms=ms,
-        by_target={p: fnum(row[f"g_{p}"]) for p in ctx.config.slo},
-        error_share=fnum(row["g_err"]),
+        by_target={p: fnum(row[f"g_{p}"]) * keep for p in ctx.config.slo},
+        error_share=(fnum(row["g_err"]) * n + failed) / (n + failed) if n + failed else 0.0,
     )

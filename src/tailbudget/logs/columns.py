@@ -36,7 +36,7 @@ _TS_GUESSES = ("ts", "timestamp", "time", "@timestamp", "start_time", "datetime"
 _ID_GUESSES = ("request_id", "requestid", "req_id", "id", "trace_id", "traceid")
 _ERROR_GUESSES = ("error", "is_error", "failed", "err")
 # `_ms` columns that are per-request metrics, not stages of the request's time.
-_NOT_STAGES = {"tpot_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms"}
+_NOT_STAGES = {"tpot_ms", "itl_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms"}
 _RESERVED = {"total", "request_id", "ts", "error", "unattributed"}
 
 

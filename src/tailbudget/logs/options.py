@@ -14,7 +14,20 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "ReadOptions", "Unit"]
 
 Unit = Literal["ms", "s", "us"]
-FORMATS = ("parquet", "csv", "jsonl", "otlp", "jaeger", "spans", "vllm", "llmperf", "engine")
+FORMATS = (
+    "parquet",
+    "csv",
+    "jsonl",
+    "otlp",
+    "jaeger",
+    "spans",
+    "vllm",
+    "llmperf",
+    "aiperf",
+    "guidellm",
+    "sglang",
+    "engine",
+)
 _UNITS = ("ms", "s", "us")
 
 

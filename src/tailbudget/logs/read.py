@@ -80,7 +80,11 @@ def _read(
 
     files = _expand(text)
     fmt = options.format or _file_format(files[0])
-    if fmt in ("vllm", "llmperf"):
+    if fmt == "aggregate":
+        from tailbudget.logs.bench_sniff import refuse_aggregate
+
+        refuse_aggregate(files[0])
+    if fmt in ("vllm", "llmperf", "aiperf", "guidellm", "sglang"):
         from tailbudget.logs.llm_bench import read_llm_bench
 
         return read_llm_bench(files, fmt, options, backend, text)
@@ -175,7 +179,7 @@ def _file_format(path: str) -> str:
     if ext == ".parquet" or ext in (".pq", ".parq") or head.startswith(b"PAR1"):
         return "parquet"
     if ext in (".json", ".jsonl", ".ndjson") or head.lstrip()[:1] in (b"{", b"["):
-        sniffed = _sniff_json(head)
+        sniffed = _sniff_json(head, path)
         if sniffed:
             return sniffed
         if ext == ".json" and head.lstrip()[:1] == b"{" and not _is_ndjson(head):
@@ -192,13 +196,14 @@ def _file_format(path: str) -> str:
     )
 
 
-def _sniff_json(head: bytes) -> str | None:
+def _sniff_json(head: bytes, path: str) -> str | None:
+    from tailbudget.logs.bench_sniff import sniff_bench
+
     if b'"resourceSpans"' in head or b'"resource_spans"' in head:
         return "otlp"
-    if b'"ttfts"' in head or (b'"input_lens"' in head and b'"output_lens"' in head):
-        return "vllm"
-    if b'"end_to_end_latency_s"' in head or b'"ttft_s"' in head:
-        return "llmperf"
+    bench = sniff_bench(head, path)
+    if bench is not None:
+        return bench
     if b'"traceID"' in head and (b'"processes"' in head or b'"operationName"' in head):
         return "jaeger"
     return None

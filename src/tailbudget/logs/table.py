@@ -20,12 +20,19 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RowCounts:
-    """How many rows were read, used and rejected (by reason)."""
+    """How many rows were read, used and rejected (by reason).
+
+    `failed` counts requests a benchmark recorded as failed without any latency
+    (cancelled, refused): they are errors, so they belong in an error rate's
+    denominator, but hold no time to rank. total = used + rejected + failed.
+    """
 
     total: int
     used: int
     rejected: int
     rejected_reasons: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    failed_reasons: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,8 @@ class LogTable:
     rows: RowCounts = field(default_factory=lambda: RowCounts(0, 0, 0))
     source: str = ""
     format: str = ""
-    """parquet | csv | jsonl | otlp | jaeger | spans | vllm | llmperf | engine"""
+    """parquet | csv | jsonl | otlp | jaeger | spans | vllm | llmperf | aiperf | guidellm | sglang |
+    engine"""
     notes: tuple[str, ...] = ()
     """Facts about the input the report should state (units assumed, spans skipped...)."""
     backend: Any = None

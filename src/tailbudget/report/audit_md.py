@@ -69,6 +69,11 @@ def _provenance(r: AuditReport) -> list[str]:
     ]
     for reason, n in sorted(rows.rejected_reasons.items()):
         out.append(f"  - {reason}: {fmt.count(n)}")
+    if rows.failed:
+        out.append(f"- failed without a latency (errors): {fmt.count(rows.failed)}")
+        out += [
+            f"  - {reason}: {fmt.count(n)}" for reason, n in sorted(rows.failed_reasons.items())
+        ]
     out += [f"- {n}" for n in p.notes]
     return out
 

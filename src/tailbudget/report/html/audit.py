@@ -71,7 +71,16 @@ def _provenance(r: Mapping[str, Any]) -> str:
         pairs.append(
             ("rows", f"{rows['used']:,} used of {rows['total']:,} read, {rejected:,} rejected")
         )
+    if rows and is_num(rows.get("failed")) and rows["failed"]:
+        pairs.append(("failed without a latency (errors)", f"{rows['failed']:,}"))
     out = kv(pairs)
+    failed = rows.get("failed_reasons") or {}
+    if isinstance(failed, Mapping) and failed:
+        out += "<h3>Failed requests</h3>" + table(
+            ["reason", "requests"],
+            [[cell(k), cell(v, "int")] for k, v in failed.items()],
+            numeric=[1],
+        )
     reasons = rows.get("rejected_reasons") or {}
     if isinstance(reasons, Mapping) and reasons:
         out += "<h3>Rejected rows</h3>" + table(
