@@ -27,18 +27,18 @@ COHORTS = ("route", "model_variant", "region")
 CHUNK = 1_000_000
 
 
-def generate(rows: int) -> tuple[Path, Path]:
-    """Write the log once (in chunks, so memory stays flat) and reuse it."""
+def generate(rows: int, out: Path = OUT) -> tuple[Path, Path]:
+    """Write the log once into `out` (in chunks, so memory stays flat) and reuse it."""
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(HERE.parent / "src"))
     from tailbudget.demo.generate import event_times, make_table, write_events
 
-    path = OUT / f"audit_v2_{rows}.parquet"
-    events = OUT / f"audit_v2_{rows}_events.csv"
+    path = out / f"audit_v2_{rows}.parquet"
+    events = out / f"audit_v2_{rows}_events.csv"
     if path.exists() and events.exists():
         return path, events
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     writer = None
     done, k, first_events = 0, 0, None

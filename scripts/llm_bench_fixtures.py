@@ -7,8 +7,8 @@ committed and this script says how it was made: it starts the streaming
 server in tests/logs/openai_stream_server.py on 127.0.0.1, builds a small
 byte-level BPE tokenizer locally (no model hub), runs guidellm from the venv
 (`pip install guidellm` there) and SGLang's bench_serving (the sglang wheel
-installed there with --no-deps plus the few modules its benchmark imports),
-and copies their outputs. Nothing leaves the machine.
+installed there with --no-deps plus the few modules its benchmark imports)
+and `vllm bench serve` (the same way), and copies their outputs. Nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -117,24 +117,72 @@ def run_sglang(venv: Path, url: str, tokenizer: Path, work: Path, details: bool)
     return out
 
 
+def run_vllm(venv: Path, url: str, tokenizer: Path, work: Path, details: bool) -> Path:
+    """vLLM bench serve (chat API, random dataset), with or without --save-detailed."""
+    name = "vllm_detailed.json" if details else "vllm_summary.json"
+    cmd = [
+        str(venv / "bin" / "vllm"),
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        MODEL,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "30",
+        "--request-rate",
+        "20",
+        "--seed",
+        "3",
+        "--save-result",
+        *(["--save-detailed"] if details else []),
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        name,
+    ]
+    subprocess.run(cmd, check=True, cwd=work, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return work / name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, required=True, help="venv with guidellm installed")
+    parser.add_argument(
+        "--tools", default="guidellm,sglang,vllm", help="comma-separated: guidellm,sglang,vllm"
+    )
     args = parser.parse_args()
+    tools = set(args.tools.split(","))
     OUT.mkdir(parents=True, exist_ok=True)
     timing = Timing(ttft_ms=15, prefill_ms_per_token=0.2, queue_ms=3, itl_ms=3, fail_every=13)
     with tempfile.TemporaryDirectory() as tmp, serve_in_thread(timing) as url:
         work = Path(tmp)
         tok = build_tokenizer(str(args.venv / "bin" / "python"), work / "tokenizer")
-        report = run_guidellm(args.venv, url, tok, work)
-        data = json.loads(report.read_text())
-        shutil.copy(report, OUT / "guidellm_benchmarks.json")
-        n = [len(b["requests"]["successful"]) for b in data["benchmarks"]]
-        print(f"guidellm: {len(n)} benchmarks, successful requests {n}")
-        for details in (True, False):
-            path = run_sglang(args.venv, url, tok, work, details)
-            shutil.copy(path, OUT / path.name)
-            print(f"sglang: {path.name}, {path.stat().st_size} bytes")
+        if "guidellm" in tools:
+            report = run_guidellm(args.venv, url, tok, work)
+            data = json.loads(report.read_text())
+            shutil.copy(report, OUT / "guidellm_benchmarks.json")
+            n = [len(b["requests"]["successful"]) for b in data["benchmarks"]]
+            print(f"guidellm: {len(n)} benchmarks, successful requests {n}")
+        for tool, run in (("sglang", run_sglang), ("vllm", run_vllm)):
+            if tool not in tools:
+                continue
+            for details in (True, False):
+                path = run(args.venv, url, tok, work, details)
+                shutil.copy(path, OUT / path.name)
+                print(f"{tool}: {path.name}, {path.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ def test_parse_slo_round_trip(values: dict[str, float]) -> None:
     assert parse_slo(text) == values
 
 
-@pytest.mark.parametrize("text", ["", "p99", "p99=", "p99=-1", "p99=nan", "p90=100", "p99=1e"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "p99", "p99=", "p99=-1", "p99=nan", "p90=100", "p99=1e", "p99=inf", "p95=2000,p99=100"],
+)
 def test_parse_slo_rejects(text: str) -> None:
     with pytest.raises(TailbudgetError, match="--slo"):
         parse_slo(text)

@@ -15,7 +15,7 @@ from tailbudget.budget.policy import parse_policy, resolve_policy
 from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.actions.config import CommandConfig, ShedConfig
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
-from tailbudget.control.service.ingest import BadBatch, _checked, parse_observations
+from tailbudget.control.service.ingest import MAX_PAST_S, BadBatch, _checked, parse_observations
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
 from tests.control.runtimes import crash, policy, runtime
@@ -85,16 +85,17 @@ def test_verdict_is_unknown_without_data_and_healthy_with_it(tmp_path):
 
 
 def test_parse_observations_json_and_ndjson():
-    a = parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00Z", "error": 1}]', now_s=T0)
+    body = b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00Z", "error": 1}]'
+    a = parse_observations(body, now_s=1767225600.0 + 60)
     assert a.ts[0] == 1767225600.0 and bool(a.error[0]) and a.total_ms[0] == 5
     b = parse_observations(
         b'{"total_ms": 1.5}\n\n{"total_ms": 2, "stages": {"llm": 1}}\n', now_s=T0
     )
     assert list(b.ts) == [T0, T0] and b.stage_counts == {"llm": 1}
     assert list(b.stages["llm"].index) == [1] and list(b.stages["llm"].ms) == [1.0]
-    fast = b'[{"total_ms": 3, "ts": 1790000000.5, "error": true}, {"total_ms": 4}]'
+    fast = b'[{"total_ms": 3, "ts": 1799999000.5, "error": true}, {"total_ms": 4}]'
     c = parse_observations(fast, now_s=T0)
-    assert list(c.ts) == [1790000000.5, T0] and list(c.error) == [True, False]
+    assert list(c.ts) == [1799999000.5, T0] and list(c.error) == [True, False]
     with pytest.raises(BadBatch, match="with a zone"):
         parse_observations(b'[{"total_ms": 5, "ts": "2026-01-01T00:00:00"}]', now_s=T0)
     with pytest.raises(BadBatch, match=r"item 1: ts is .* ahead of the server clock"):
@@ -105,6 +106,38 @@ def test_parse_observations_json_and_ndjson():
         parse_observations(b'[{"total_ms": 1}, {"total_ms": 2}, {"total_ms": NaN}]', now_s=T0)
     with pytest.raises(BadBatch, match=r"stages\.llm"):
         parse_observations(b'[{"total_ms": 1, "stages": {"llm": "x"}}]', now_s=T0)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"[" * 30_000 + b"]" * 30_000, "nested too deep"),
+        (b'{"total_ms": 1}\n' + b"[" * 30_000, "NDJSON line 2: JSON nested too deep"),
+        (b'[{"total_ms": ' + b"9" * 400 + b"}]", "a number with 400 digits"),
+        (b'[{"total_ms": 1, "ts": ' + b"1" * 5000 + b"}]", "a number with 5000 digits"),
+        (b'[{"total_ms": 1e400}]', "item 0: total_ms"),
+        (b'[{"total_ms": 1, "stages": {"a": 1e999}}]', r"stages\.a"),
+        (b'[{"total_ms": 1, "ts": "0001-01-01T00:00:00Z"}]', "days before the server clock"),
+        (b'[{"total_ms": 1, "ts": 0}]', "days before the server clock"),
+        (b'[{"total_ms": 1, "ts": "0001-01-01T00:00:00+14:00"}]', "item 0: ts"),
+        (b'[{"total_ms": 1, "stages": {"a\\n": 1}}]', "control character"),
+    ],
+    ids=[
+        "deep",
+        "deep-ndjson",
+        "400-digits",
+        "5000-digits",
+        "1e400",
+        "stage-1e999",
+        "year-1",
+        "epoch-0",
+        "year-1-zone",
+        "newline-stage",
+    ],
+)
+def test_hostile_bodies_are_bad_batches_with_the_reason(body, reason):
+    with pytest.raises(BadBatch, match=reason):
+        parse_observations(body, now_s=T0)
 
 
 def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):
@@ -126,10 +159,20 @@ def test_commands_run_off_the_evaluation_thread_after_journaling(tmp_path):
 _item = st.fixed_dictionaries(
     {"total_ms": st.floats(0, 1e7, allow_nan=False) | st.integers(0, 10**7)},
     optional={
-        "ts": st.floats(0, T0, allow_nan=False) | st.none(),
+        "ts": st.floats(T0 - MAX_PAST_S, T0, allow_nan=False) | st.none(),
         "error": st.booleans() | st.none() | st.sampled_from([0, 1]),
         # a few names per item, so a batch stays within MAX_STAGES names
-        "stages": st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 1e5), max_size=2),
+        "stages": st.dictionaries(
+            st.text(
+                st.characters(
+                    blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Zs", "Cf", "Co", "Cn")
+                ),
+                min_size=1,
+                max_size=5,
+            ),
+            st.floats(0, 1e5),
+            max_size=2,
+        ),
         "route": st.text(max_size=5),
     },
 )

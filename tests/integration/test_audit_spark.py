@@ -55,3 +55,30 @@ def test_percentiles_within_one_percent(reports) -> None:
     assert spark.cold_start.filtered_p99 == pytest.approx(duck.cold_start.filtered_p99, rel=0.01)
     for a, b in zip(duck.tail.deltas, spark.tail.deltas, strict=True):
         assert (a.stage, b.delta) == (b.stage, pytest.approx(a.delta, rel=0.01, abs=0.5))
+
+
+def test_bounded_percentiles_on_spark_match_duckdb(reports, tmp_path) -> None:
+    """The histogram-and-select percentiles are plain Ibis: on Spark they equal DuckDB's."""
+    duck, _ = reports
+    data = generate(tmp_path, rows=20_000, seed=11)
+    config = AuditConfig(
+        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0},
+        events=read_events(data.events),
+        in_memory_rows=0,
+    )
+    spark = run_audit(read_log(str(data.log), OPTIONS, engine="pyspark"), config)
+    assert any("bounded memory" in n for n in spark.provenance.notes)
+    for p in ("p50", "p95", "p99"):
+        assert getattr(spark.snapshot, p) == pytest.approx(getattr(duck.snapshot, p), rel=1e-9)
+    for a, b in zip(duck.stages, spark.stages, strict=True):
+        assert (a.name, a.p99) == (b.name, pytest.approx(b.p99, rel=1e-9))
+    assert [(c.value, c.p99) for c in duck.cohorts] == [
+        (c.value, pytest.approx(c.p99, rel=1e-9)) for c in spark.cohorts
+    ]
+
+
+def test_same_culprits(reports) -> None:
+    duck, spark = reports
+    assert duck.culprits and [c.stage for c in duck.culprits] == [c.stage for c in spark.culprits]
+    for a, b in zip(duck.culprits, spark.culprits, strict=True):
+        assert b.score == pytest.approx(a.score, abs=0.02)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -58,9 +59,12 @@ class Server:
         token_file: Path | None,
         budget: Path | None,
         actions: Path | None = None,
+        open_files: int | None = None,
     ) -> None:
         self.state_dir, self.token_file, self.budget = state_dir, token_file, budget
         self.actions = actions
+        self.open_files = open_files
+        """RLIMIT_NOFILE (soft and hard) for the server process, as on a box with a low one."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.log = state_dir.parent / f"serve-{state_dir.name}.log"
@@ -77,8 +81,16 @@ class Server:
             argv += ["--actions", str(self.actions)]
         env = {**os.environ, "PYTHONPATH": str(SRC)}
         # The server's log goes to a file: a pipe nobody reads could fill and block it.
+        limit = self.open_files
+
+        def limits() -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=log, preexec_fn=limits if limit else None
+            )
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -192,6 +204,27 @@ def test_413_for_big_bodies_declared_or_streamed(shared):
         (b'[{"total_ms": 5, "error": "maybe"}]', "item 0: error must be"),
         (b'[{"total_ms": 5, "ts": "yesterday"}]', "item 0: ts must be"),
         (b"", "empty body"),
+        # hostile bodies: each a 400 with the reason, and the server stays up
+        (b"[" * 30_000 + b"]" * 30_000, "nested too deep"),
+        (b'[{"total_ms": ' + b"7" * 400 + b"}]", "a number with 400 digits"),
+        (b'[{"total_ms": 5, "ts": ' + b"9" * 400 + b"}]", "a number with 400 digits"),
+        (b'[{"total_ms": 1e400}]', "item 0: total_ms must be a number"),
+        (b'[{"total_ms": 5, "ts": "0001-01-01T00:00:00Z"}]', "days before the server clock"),
+        (b'[{"total_ms": 5, "stages": {"a\\n": 1}}]', "control character"),
+    ],
+    ids=[
+        "truncated",
+        "no-total",
+        "negative",
+        "error",
+        "ts",
+        "empty",
+        "deep",
+        "digits",
+        "ts-digits",
+        "1e400",
+        "year-1",
+        "newline-stage",
     ],
 )
 def test_400_malformed_with_a_one_line_reason(shared, body, reason):
@@ -202,6 +235,7 @@ def test_400_malformed_with_a_one_line_reason(shared, body, reason):
     message = r.json()["error"]
     assert reason in message and "\n" not in message
     assert _total(server) == before
+    assert server.proc is not None and server.proc.poll() is None
 
 
 def test_ndjson_metrics_and_status(shared):

@@ -54,7 +54,9 @@ class _Engine:
         ahead = self.in_flight
         self.in_flight += 1
         try:
-            await asyncio.sleep((t.ttft_ms + t.prefill_ms_per_token * n_in + t.queue_ms * ahead) / 1e3)
+            await asyncio.sleep(
+                (t.ttft_ms + t.prefill_ms_per_token * n_in + t.queue_ms * ahead) / 1e3
+            )
             for i in range(n_out):
                 if i:
                     await asyncio.sleep(t.itl_ms * (1 + t.contention * (self.in_flight - 1)) / 1e3)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -114,3 +115,29 @@ def test_every_request_failed_is_one_line(tmp_path):
     path.write_text(json.dumps({"ttfts": [0.0], "itls": [[]], "errors": ["refused"]}))
     with pytest.raises(LogError, match=r"no request with a latency \(refused: 1\)"):
         read_log(str(path))
+
+
+def test_vllm_detailed_real_output_uses_start_times_and_latencies():
+    doc = json.loads((HERE / "vllm_detailed.json").read_text())
+    log = read_log(str(HERE / "vllm_detailed.json"))
+    assert log.format == "vllm" and log.has_timestamp
+    assert log.rows.used == doc["completed"] and log.rows.failed == doc["failed"] > 0
+    df = log.table.execute().set_index("request_id")
+    ok = [i for i, e in enumerate(doc["errors"]) if not e]
+    starts = np.array(doc["start_times"])
+    for i in ok[:5]:
+        row = df.loc[str(i)]
+        assert row.total_ms == pytest.approx(doc["latencies"][i] * 1000)
+        # ts counts from the first start (a monotonic clock has no epoch).
+        offset = (row.ts - pd.Timestamp(0)).total_seconds()
+        assert offset == pytest.approx(starts[i] - starts.min(), abs=2e-6)
+    # The file's own summary, recomputed from our rows.
+    assert df.ttft_ms.median() == pytest.approx(doc["median_ttft_ms"], rel=1e-9)
+    assert df.tpot_ms.mean() == pytest.approx(doc["mean_tpot_ms"], rel=1e-6)
+    gaps = np.sort(log.table.itl_ms.unnest().execute().to_numpy(dtype=float))
+    assert np.percentile(gaps, 99) == pytest.approx(doc["p99_itl_ms"], rel=1e-9)
+
+
+def test_vllm_real_summary_is_refused():
+    result = CliRunner().invoke(app, ["audit", str(HERE / "vllm_summary.json"), "--slo", "p99=9"])
+    assert result.exit_code == 2 and "--save-detailed" in result.output

@@ -129,7 +129,8 @@ def test_nezha_spans_one_request_per_trace(nezha):
     assert log.rows.total == len(traces)
     assert log.rows.used == len(roots)
     assert log.rows.rejected_reasons.get("missing_total", 0) == len(traces) - len(roots)
-    assert len(log.stages) == 13 and log.stages[-1] == "other"
+    # At least the top 12 stay stages; only negligible operations are folded.
+    assert len(log.stages) >= 13 and log.stages[-1] == "other"
     assert any("summed into stage 'other'" in n for n in log.notes)
     df = log.table.execute().set_index("request_id")
     for tid, root in roots.items():
@@ -145,6 +146,8 @@ def test_nezha_spans_one_request_per_trace(nezha):
     for r in raw:
         busy[r["TraceID"]] += (int(r["EndTimeUnixNano"]) - int(r["StartTimeUnixNano"])) / 1e6
     assert all(df.loc[t, stage_cols].sum() <= busy[t] + 1e-6 for t in roots)
+    # Critical-path time counts each ms once: the stages add up to the total.
+    assert (df[stage_cols].sum(axis=1) - df.total_ms).abs().max() < 1e-6
 
 
 def test_nezha_by_service(nezha):

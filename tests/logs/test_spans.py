@@ -52,7 +52,7 @@ def test_root_self_time_matches_brute_force(tmp_path, duck, children):
             }
         )
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "s.parquet")
-    log = read_log(str(tmp_path / "s.parquet"), engine=duck)
+    log = read_log(str(tmp_path / "s.parquet"), ReadOptions(span_attribution="self"), engine=duck)
     covered = set()
     for start, length in children:
         covered |= {ms for ms in range(start, start + length) if ms < 100}

@@ -64,7 +64,7 @@ def test_otlp_json_from_real_sdk(tmp_path):
     assert '"resourceSpans"' in text
     path = tmp_path / "traces.json"
     path.write_text(text)
-    log = read_log(str(path))
+    log = read_log(str(path), ReadOptions(span_attribution="self"))
     assert log.format == "otlp"
     assert set(log.stages) == {"request", "retrieval", "db", "llm"}
     assert log.rows.total == 5 and log.rows.used == 5
@@ -75,6 +75,13 @@ def test_otlp_json_from_real_sdk(tmp_path):
             assert row[log.stage_column(stage)] == pytest.approx(exp[stage], abs=1e-6)
     assert df["error"].tolist() == [True, False, False, False, False]
     assert str(df["ts"].iloc[0]) == "2023-11-14 22:13:20"
+    # The default, critical path: the request waited for llm, not for retrieval (it
+    # finished inside llm's run), so retrieval and db are off the path.
+    cp = read_log(str(path)).table.order_by("ts").execute()
+    for row, exp in zip(cp.to_dict("records"), expected, strict=True):
+        assert row["llm_ms"] == pytest.approx(exp["llm"], abs=1e-6)
+        assert row["retrieval_ms"] == row["db_ms"] == 0
+        assert row["request_ms"] == pytest.approx(exp["total"] - exp["llm"], abs=1e-6)
     with_attrs = read_log(
         str(path), ReadOptions(shape=("gen_ai.usage.output_tokens",), cohorts=("route",))
     )
@@ -84,8 +91,9 @@ def test_otlp_json_from_real_sdk(tmp_path):
     assert attrs.route.tolist() == ["search", "chat", "search", "chat", "search"]
     by_service = read_log(str(path), ReadOptions(span_stage="service"))
     assert by_service.stages == ("rag-chat",)  # the service keeps its name
+    # One service: its critical-path time is the whole of every request.
     assert by_service.table[by_service.stage_column("rag-chat")].sum().execute() == pytest.approx(
-        sum(e["request"] + e["retrieval"] + e["db"] + e["llm"] for e in expected)
+        sum(e["total"] for e in expected)
     )
 
 

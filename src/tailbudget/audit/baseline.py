@@ -6,11 +6,10 @@ only place the audit pulls raw values, and only a sample)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum, to_arrow
+from tailbudget.audit.quantiles import Ask, exact
 from tailbudget.audit.report import BaselineRow, Snapshot
 from tailbudget.logs.table import LogTable
 
@@ -33,12 +32,9 @@ def _sample(ctx: Ctx, log: LogTable, n: int) -> np.ndarray:
 def compare(ctx: Ctx, snap: Snapshot, baseline: LogTable) -> list[BaselineRow]:
     """Rows p50, p95, p99: before (baseline), after (this log), change and its interval."""
     base = Ctx(baseline, ctx.config, parent=ctx)
-    row: dict[str, Any] = base.run_row(
-        "baseline",
-        {"n": baseline.table.count(), "q": baseline.table[TOTAL].quantile(list(QS.values()))},
-    )
-    before = [fnum(v) for v in row["q"]]
-    n_before = int(row["n"])
+    n_before = int(base.run_row("baseline", {"n": baseline.table.count()})["n"])
+    q = exact(base, "baseline", [Ask("q", baseline.table[TOTAL], tuple(QS.values()))])["q"]
+    before = [fnum(v) for v in q]
     a = _sample(ctx, ctx.log, snap.count)
     b = _sample(ctx, baseline, n_before)
     rng = np.random.default_rng(ctx.config.seed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.quantiles import Ask, exact_grouped
 from tailbudget.audit.report import CohortRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 
@@ -19,32 +20,38 @@ TOP_VALUES = 50
 
 
 def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> list[CohortRow]:
-    """One grouped pass per cohort dimension."""
-    out: list[CohortRow] = []
+    """Per cohort dimension, one grouped pass for the counts, then the exact p99 of its
+    busiest values."""
     t = ctx.t
+    counts: dict[str, list[dict[str, Any]]] = {}
+    asks = []
     for dim in ctx.log.cohorts:
+        value = t[dim].cast("string").fill_null("(null)")
         expr = (
-            t.group_by(value=t[dim].cast("string").fill_null("(null)"))
-            .aggregate(
-                n=t.count(),
-                p99=t[TOTAL].quantile(0.99),
-                n_slow=slow.cast("int64").sum(),
-            )
+            t.group_by(value=value)
+            .aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
             .order_by(ibis_desc("n"))
             .limit(TOP_VALUES)
         )
-        for r in ctx.run_frame(f"cohort {dim}", expr):
+        counts[dim] = ctx.run_frame(f"cohort {dim}", expr)
+        top = [str(r["value"]) for r in counts[dim]]
+        asks.append(Ask(dim, t[TOTAL], (0.99,), where=value.isin(top), by=value))
+    p99s = exact_grouped(ctx, "cohort p99", asks)
+    out: list[CohortRow] = []
+    for dim, rows in counts.items():
+        for r in rows:
             n = int(r["n"])
             share = n / n_total if n_total else 0.0
             slow_share = fnum(r["n_slow"]) / n_slow if n_slow else 0.0
+            p = fnum(p99s[dim].get(str(r["value"]), [None])[0])
             out.append(
                 CohortRow(
                     dim=dim,
                     value=str(r["value"]),
                     n=n,
                     share=share,
-                    p99=fnum(r["p99"]),
-                    delta_vs_global=fnum(r["p99"]) - global_p99,
+                    p99=p,
+                    delta_vs_global=p - global_p99,
                     share_of_slow=slow_share,
                     flag=n >= MIN_ROWS
                     and slow_share >= MIN_SLOW_SHARE

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
 
 if TYPE_CHECKING:
@@ -39,11 +40,13 @@ def cold_mask(ctx: Ctx) -> Any | None:
 
 
 def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
-    """Pass A: p50/p99 of the warm requests and how many are cold."""
-    return {
-        "cold_n": cold.cast("int64").sum(),
-        "warm_q": ctx.t[TOTAL].quantile([0.5, 0.99], where=~cold),
-    }
+    """Aggregate of the distributions pass: how many requests are cold."""
+    return {"cold_n": cold.cast("int64").sum()}
+
+
+def asks(ctx: Ctx, cold: Any) -> list[Ask]:
+    """The exact p99 of the warm requests."""
+    return [Ask("warm_q", ctx.t[TOTAL], (0.99,), where=~cold)]
 
 
 def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
@@ -81,8 +84,8 @@ def build(
             timeline=tl,
             events=events,
         )
-    warm_q = row.get("warm_q") or [None, None]
-    filtered = fnum(warm_q[1], p99)
+    warm_q = row.get("warm_q") or [None]
+    filtered = fnum(warm_q[0], p99)
     cold = is_cold_start(p99, filtered, ctx.config.slo.get("p99"))
     return ColdStart(
         window_min=window,

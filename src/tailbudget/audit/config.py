@@ -36,6 +36,9 @@ class AuditConfig:
     service: str | None = None
     """The service's name (the budget's `service:`), shown in every report title."""
     seed: int = 0
+    in_memory_rows: int = 500_000
+    """Logs up to this many rows get exact percentiles from the engine's own quantile (which
+    holds every value in memory); larger ones from a histogram and a select (quantiles.py)."""
     progress: Callable[[str], None] | None = None
     """Called with a short label before each pass over the log (for a progress bar)."""
     objectives: Objectives | None = None
@@ -66,6 +69,8 @@ class AuditConfig:
             quantile_of(self.slow)
         elif not self.slow > 0:
             raise TailbudgetError(f"--slow must be a positive number of ms, got {self.slow!r}")
+        if self.in_memory_rows < 0:
+            raise TailbudgetError(f"in_memory_rows must be >= 0, got {self.in_memory_rows!r}")
         if not 0 < self.cold_window_min <= 24 * 60:
             raise TailbudgetError(
                 f"--cold-window-min must be in (0, 1440] minutes, got {self.cold_window_min!r}"

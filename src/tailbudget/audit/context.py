@@ -76,6 +76,11 @@ class Ctx:
         self._progress(label)
         return [{k: _py(v) for k, v in row.items()} for row in self._execute(expr)]
 
+    def run_arrow(self, label: str, expr: Any) -> Any:
+        """Run a pass returning many rows, as a pyarrow Table."""
+        self._progress(label)
+        return to_arrow(self.log, expr)
+
     def _progress(self, label: str) -> None:
         root = self
         while root.parent is not None:

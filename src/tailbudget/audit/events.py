@@ -34,6 +34,16 @@ def read_events(path: Path) -> tuple[tuple[datetime, str], ...]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TailbudgetError(f"{path}: cannot read events file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise TailbudgetError(
+            f"{path}: the events file is not UTF-8 text (byte {exc.start}); "
+            "write a CSV with columns timestamp,event"
+        ) from None
+    if "\0" in text:
+        raise TailbudgetError(
+            f"{path}: the events file holds NUL bytes (binary?); "
+            "write a CSV with columns timestamp,event"
+        )
     rows = list(csv.DictReader(text.splitlines()))
     if not rows:
         raise TailbudgetError(f"{path}: no events; write a CSV with columns timestamp,event")

@@ -15,7 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tailbudget.audit import cohorts, cold_start, goodput, hypotheses, shape, snapshot, stages, sums
+from tailbudget.audit import (
+    cohorts,
+    cold_start,
+    goodput,
+    hypotheses,
+    quantiles,
+    shape,
+    snapshot,
+    stages,
+    sums,
+)
 from tailbudget.audit import tail as tail_step
 from tailbudget.audit.context import SAMPLE_ROWS, TOTAL, Ctx
 from tailbudget.audit.covariates import output_tokens_column
@@ -79,11 +89,13 @@ def distributions(ctx: Ctx) -> Distributions:
     """Pass 1. Raises LogError when no row is usable."""
     cold = cold_start.cold_mask(ctx)
     exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **goodput.exprs(ctx)}
+    asks = [*snapshot.asks(ctx), *stages.asks(ctx)]
     if cold is not None:
         exprs |= cold_start.exprs(ctx, cold)
-    tps = _tokens_per_s_expr(ctx)
+        asks += cold_start.asks(ctx, cold)
+    tps = _tokens_per_s_ask(ctx)
     if tps is not None:
-        exprs["tps_q"] = tps
+        asks.append(tps)
     sub = ctx.sampled()
     sample_exprs = {
         **snapshot.sample_exprs(sub),
@@ -91,14 +103,16 @@ def distributions(ctx: Ctx) -> Distributions:
         **shape.covariate_exprs(sub),
     }
     if sub is ctx:
-        row = ctx.run_row("percentiles", {**exprs, **sample_exprs})
+        row = ctx.run_row("figures", {**exprs, **sample_exprs})
     else:
-        row = {**ctx.run_row("percentiles", exprs), **sub.run_row("distributions", sample_exprs)}
-    if not row.get("n") or row.get("total_q") is None:
+        row = {**ctx.run_row("figures", exprs), **sub.run_row("distributions", sample_exprs)}
+    if not row.get("n"):
         log = ctx.log
         raise LogError(
             f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)"
         )
+    row |= quantiles.exact(ctx, "percentiles", asks)
+    ctx.notes.append(quantiles.method_note(ctx))
     snap, cdf, total_q = snapshot.build(ctx, row)
     stage_rows, overlap, grids = stages.build(ctx, row, snap.p99)
     q = row.get("tps_q") or [None, None]
@@ -125,6 +139,11 @@ def slow_vs_fast(ctx: Ctx, dist: Distributions) -> SlowVsFast:
         ctx, names or [TOTAL], dist.covariates, slow, fast, cold_start.cold_mask(ctx)
     )
     tail = tail_step.build(group_sums, names, slow_r, fast_r)
+    if names and not tail.deltas:
+        ctx.refusals.append(
+            f"slow vs fast: {tail.n_slow} slow and {tail.n_fast} fast requests, so no "
+            "stage comparison and no tail driver (an empty group has no mean)"
+        )
     fits = shape.fits(group_sums, tail.driver)
     sub = ctx.sampled()
     profiles = shape.profiles(sub, dist.covariates, fits)
@@ -156,7 +175,7 @@ def traffic(ctx: Ctx, dist: Distributions, split: SlowVsFast) -> Traffic:
     return Traffic(cohorts=cohort_rows, timeline=minutes, cold=cold)
 
 
-def _tokens_per_s_expr(ctx: Ctx) -> Any | None:
+def _tokens_per_s_ask(ctx: Ctx) -> quantiles.Ask | None:
     """p5 and p50 of output tokens per second of decode, when the log has both."""
     decode = next((n for n in ctx.log.stages if hypotheses.DECODE_NAME.search(n)), None)
     tokens = output_tokens_column(list(ctx.t.columns))
@@ -164,5 +183,4 @@ def _tokens_per_s_expr(ctx: Ctx) -> Any | None:
         return None
     d = ctx.col(decode)
     k = ctx.t[tokens].cast("float64")
-    ok = (d > 0) & (k > 1)
-    return (k / (d / 1000.0)).quantile([0.05, 0.5], where=ok)
+    return quantiles.Ask("tps_q", k / (d / 1000.0), (0.05, 0.5), where=(d > 0) & (k > 1))

@@ -25,6 +25,7 @@ from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import Fix, fix_for
 from tailbudget.audit.hypotheses import load_fit
+from tailbudget.audit.quantiles import Ask, exact
 from tailbudget.audit.report import Hypothesis, RankedFix
 from tailbudget.audit.shape import x as covariate
 
@@ -67,19 +68,19 @@ def rank(
     total = t[TOTAL]
     slow = total >= ev.tail.slow_range_ms[0]
     fast_mean = {d.stage: d.mean_fast for d in ev.tail.deltas}
-    exprs: dict[str, Any] = {}
+    asks = []
     for i, (h, _) in enumerate(todo):
         cf = _counterfactual(base, ev, h, slow, fast_mean, ev.cold_total_means, cont)
         if cf is not None:
-            exprs[f"f{i}"] = cf.quantile(0.99)
-    if not exprs:
+            asks.append(Ask(f"f{i}", cf, (0.99,)))
+    if not asks:
         return []
-    row = base.run_row("counterfactuals", exprs)
+    row = exact(base, "counterfactuals", asks)
     out = []
     for i, (h, fix) in enumerate(todo):
         if f"f{i}" not in row:
             continue
-        after = fnum(row[f"f{i}"], ev.snapshot.p99)
+        after = fnum(row[f"f{i}"][0], ev.snapshot.p99)
         saved = max(ev.snapshot.p99 - after, 0.0)
         out.append(
             RankedFix(

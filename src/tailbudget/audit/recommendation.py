@@ -23,6 +23,15 @@ def recommend(
 ) -> Recommendation:
     """The recommendation with a sentence citing the figures."""
     breached = [p for p, v in snap.verdict.items() if v == "breach"]
+    thin = [p for p, v in snap.verdict.items() if v == "inconclusive"]
+    if not breached and thin:
+        return Recommendation(
+            choice="none",
+            text=(
+                f"Too few requests ({snap.count}) for a verdict on {', '.join(thin)}: "
+                "collect a longer log before acting on it."
+            ),
+        )
     if not breached:
         figs = ", ".join(f"{p} {getattr(snap, p):,.0f} ms <= {slo[p]:,.0f}" for p in slo)
         return Recommendation(

@@ -54,7 +54,8 @@ class Snapshot(_Model):
     max: float
     mean: float
     """Not an SLO figure: the mean hides the tail."""
-    verdict: dict[str, Literal["pass", "breach"]]
+    verdict: dict[str, Literal["pass", "breach", "inconclusive"]]
+    """Per SLO percentile; `inconclusive` when the log holds too few requests for it."""
     breach_rate_per_min: float | None
     """Requests per minute slower than the highest SLO target, at the log's own traffic."""
     count: int
@@ -232,6 +233,35 @@ class BaselineRow(_Model):
     ci_high: float
 
 
+class Culprit(_Model):
+    """A stage likely to slow the tail, with the evidence behind its score."""
+
+    stage: str
+    score: float
+    """0..1, higher = more likely; combines the figures below."""
+    evidence: str
+    figures: dict[str, float] = Field(default_factory=dict)
+    """delta_ms (slow - fast mean), growth_ms and its interval (vs --baseline or before an
+    event), path_share (share of the slow requests' time), explained_share (nesting)."""
+    weak: bool = False
+    """True when the slow group is too small to attribute by itself."""
+    inside: str | None = None
+    """The stage whose time contains this one (nested RPC columns)."""
+    contains: list[str] = Field(default_factory=list)
+
+
+class Nesting(_Model):
+    """One stage whose time contains another's (nested RPC columns)."""
+
+    outer: str
+    inner: str
+    how: Literal["co-movement", "name"]
+    share_within: float
+    """Share of requests where outer >= inner."""
+    slope: float
+    """Slope of outer on inner (1 when inner is inside outer and nothing else moves)."""
+
+
 class AuditReport(_Model):
     """Everything `tailbudget audit` finds; serialises to the JSON contract."""
 
@@ -253,6 +283,8 @@ class AuditReport(_Model):
     goodput: Goodput
     baseline: list[BaselineRow] | None
     gated: list[str]
+    culprits: list[Culprit] = Field(default_factory=list)
+    nesting: list[Nesting] = Field(default_factory=list)
     service: str | None = None
     """The service's name when a budget gave one."""
 

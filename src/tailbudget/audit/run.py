@@ -10,36 +10,27 @@ import re
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
-from tailbudget.audit import hypotheses, passes, ranking, recommendation, weak
+from tailbudget.audit import culprits, hypotheses, passes, ranking, recommendation, suspects, weak
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import TOTAL, Ctx
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
-from tailbudget.audit.report import AuditReport, Percentiles, Provenance
+from tailbudget.audit.report import (
+    AuditReport,
+    Percentiles,
+    Provenance,
+    RankedFix,
+    Recommendation,
+)
+from tailbudget.logs.engine import engine_name, scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
 
 
 def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     """Audit a canonical log against an SLO and return the report (the JSON contract)."""
-    local, drop = _materialize(log, config)
-    try:
-        return _audit(local, config)
-    finally:
-        drop()
-
-
-def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
-    """On DuckDB, copy the columns the audit reads into a temp table once.
-
-    The audit makes about ten passes; reading a Parquet file and re-checking every row
-    each time costs more than one copy of the few columns it needs."""
-    backend = log.backend
-    if getattr(backend, "name", None) != "duckdb":
-        return log, lambda: None
     cols = [TOTAL, "error", *(log.stage_column(s) for s in log.stages), *log.shape, *log.cohorts]
     if log.has_timestamp:
         cols.append("ts")
@@ -47,15 +38,17 @@ def _materialize(log: LogTable, config: AuditConfig) -> tuple[LogTable, Any]:
     if tokens is not None:
         cols.append(tokens)
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
-    name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
-    if config.progress is not None:
+    if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
-    backend.create_table(name, log.table.select(*keep), temp=True)
+    # About twenty passes read the same few columns: reading the log and checking its
+    # rows once is cheaper than each pass doing it again.
+    name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
+    with scratch_copy(log.backend, log.table.select(*keep), name) as table:
+        return _audit(replace(log, table=table), config)
 
-    def drop() -> None:
-        backend.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
 
-    return replace(log, table=backend.table(name)), drop
+ERROR_MAJORITY = 0.5
+"""Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
@@ -79,7 +72,17 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         tokens_per_s=dist.tokens_per_s,
     )
     hyps = hypotheses.find(ev, *_llm_budgets(config, dist.names))
-    if not log.stages:
+    snap = dist.snapshot
+    failing = snap.count > 0 and snap.errors >= ERROR_MAJORITY * snap.count
+    if failing:
+        # The times of failed requests say how fast they failed, not what slows service:
+        # no latency hypothesis or fix (a queue bound, a shorter prompt) is drawn from them.
+        ctx.refusals.append(
+            f"{snap.errors:,} of {snap.count:,} requests are errors: their latencies do not say "
+            "what slows the service, so no hypotheses and no fixes; fix the errors first"
+        )
+        hyps, ranked = [], list[RankedFix]()
+    elif not log.stages:
         ctx.refusals.append(
             "no per-stage columns: fixes cannot be ranked without stage timings to rewrite; "
             "map them with --stage COL (repeatable) or --stages GLOB"
@@ -87,8 +90,19 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = []
     else:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
-    snap = dist.snapshot
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    if failing:
+        rec = Recommendation(
+            choice="none",
+            text=(
+                f"{snap.errors:,} of {snap.count:,} requests failed: fix the errors before "
+                "tuning latency; their times say how fast they failed, not what to speed up."
+            ),
+        )
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
+    found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, seen.timeline)
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    rec = culprits.name_in(rec, found, no_hypothesis=not hyps)
     report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
@@ -104,10 +118,12 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         hypotheses=hyps,
         ranking=ranked,
         refusals=ctx.refusals,
-        recommendation=recommendation.recommend(snap, config.slo, hyps, ranked),
+        recommendation=rec,
         goodput=dist.goodput,
         baseline=base,
         gated=[p for p in config.gated if p in config.slo],
+        culprits=found,
+        nesting=nest,
         service=config.service,
     )
     return weak.mark(report)

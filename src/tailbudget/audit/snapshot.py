@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, Snapshot
 
 
@@ -31,12 +33,11 @@ def at(qs: list[float], values: list[float], q: float) -> float:
 
 
 def exprs(ctx: Ctx) -> dict[str, Any]:
-    """Aggregates of pass A for the snapshot."""
+    """Aggregates of the distributions pass for the snapshot (its quantiles: `asks`)."""
     t = ctx.t
     total = t[TOTAL]
     out: dict[str, Any] = {
         "n": t.count(),
-        "total_q": total.quantile(EXACT_QS),
         "total_max": total.max(),
         "total_mean": total.mean(),
         "errors": t["error"].cast("int64").sum(),
@@ -51,6 +52,11 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     return out
 
 
+def asks(ctx: Ctx) -> list[Ask]:
+    """Exact quantiles of the total (the SLO verdicts and slow/fast bounds)."""
+    return [Ask("total_q", ctx.t[TOTAL], tuple(EXACT_QS))]
+
+
 def sample_exprs(ctx: Ctx) -> dict[str, Any]:
     """The CDF, for plotting: an approximate sketch on the sample, not 160 exact ranks."""
     return {"total_cdf": ctx.t[TOTAL].approx_quantile(CDF_QS)}
@@ -61,13 +67,32 @@ def _top_target(ctx: Ctx) -> tuple[str, float] | None:
     return next(((p, slo[p]) for p in ("p99", "p95", "p50") if p in slo), None)
 
 
+def min_rows(percentile: str) -> int:
+    """Fewest requests for a verdict on `percentile`: one beyond it on average (100 for p99)."""
+    q = float(percentile[1:]) / 100.0
+    return math.ceil(1.0 / (1.0 - q) - 1e-9)
+
+
+def _verdict(measured: float, target: float, n: int, percentile: str) -> str:
+    if n < min_rows(percentile):
+        return "inconclusive"
+    return "pass" if measured <= target else "breach"
+
+
 def build(ctx: Ctx, row: dict[str, Any]) -> tuple[Snapshot, list[CdfPoint], dict[float, float]]:
     """Snapshot, CDF points and the exact quantiles of the total by q."""
     exact = {q: fnum(v) for q, v in zip(EXACT_QS, row["total_q"], strict=True)}
     p = {name: exact[q] for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
+    n = int(row["n"])
     verdict: dict[str, Any] = {
-        name: ("pass" if p[name] <= target else "breach") for name, target in ctx.config.slo.items()
+        name: _verdict(p[name], target, n, name) for name, target in ctx.config.slo.items()
     }
+    thin = [name for name, v in verdict.items() if v == "inconclusive"]
+    if thin:
+        ctx.notes.append(
+            f"{n} request(s): too few for a verdict on {', '.join(thin)} (a pXX needs at "
+            f"least {min_rows(thin[-1])} requests), so those are inconclusive and do not gate"
+        )
     duration_min = None
     rate = None
     if ctx.log.has_timestamp and row.get("ts_min") is not None and row.get("ts_max") is not None:

@@ -18,6 +18,7 @@ from tailbudget.audit.context import (
     Ctx,
     fnum,
 )
+from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import Overlap, StageRow
 
 STAGE_QS: list[float] = [round(0.025 * i, 3) for i in range(1, 40)] + [0.99]
@@ -34,16 +35,20 @@ def candidates(ctx: Ctx) -> list[str]:
 
 
 def exprs(ctx: Ctx) -> dict[str, Any]:
-    """Aggregates of pass A for the stage table and overlap share."""
+    """Aggregates of the distributions pass for the stage table and overlap share (the
+    stages' quantiles: `asks`)."""
     out: dict[str, Any] = {}
     for i, name in enumerate(candidates(ctx)):
-        c = ctx.col(name)
-        out[f"s{i}_q"] = c.quantile(EXACT_QS)
-        out[f"s{i}_mean"] = c.mean()
+        out[f"s{i}_mean"] = ctx.col(name).mean()
     if ctx.log.stages:
         over = ctx.stage_sum() > ctx.t[TOTAL] + OVERLAP_TOLERANCE_MS
         out["overlap"] = over.cast("float64").mean()
     return out
+
+
+def asks(ctx: Ctx) -> list[Ask]:
+    """Exact p50, p95 and p99 of every stage."""
+    return [Ask(f"s{i}_q", ctx.col(n), tuple(EXACT_QS)) for i, n in enumerate(candidates(ctx))]
 
 
 def sample_exprs(ctx: Ctx) -> dict[str, Any]:

@@ -36,7 +36,9 @@ def build(
     n_slow = group_sums.total("n", group=sums.SLOW)
     n_fast = group_sums.total("n", group=sums.FAST)
     deltas = []
-    for name in names:
+    # An empty group has no mean: no deltas and no driver, never a mean of 0 (a log of
+    # identical values has no fast group apart from its slow one).
+    for name in names if n_slow and n_fast else []:
         j = group_sums.names.index(name)
         ms = group_sums.mean(f"sy{j}", group=sums.SLOW) or 0.0
         mf = group_sums.mean(f"sy{j}", group=sums.FAST) or 0.0

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from tailbudget.budget.model import Budget
+from tailbudget.budget.yaml_safe import YamlError, load_yaml
 from tailbudget.errors import BudgetError
 
 _PERCENTILE = re.compile(r"^p[0-9.]+$")
@@ -48,11 +48,9 @@ def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Bud
     """Validate YAML text (or an already-parsed mapping) as a budget."""
     if isinstance(text, str):
         try:
-            data = yaml.safe_load(text)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise BudgetError(f"{source}: not valid YAML{where}: {exc.problem}") from None
+            data = load_yaml(text)
+        except YamlError as exc:
+            raise BudgetError(f"{source}: {exc}") from None
         except Exception as exc:  # the YAML parser raises more than YAMLError on odd input
             raise BudgetError(f"{source}: not valid YAML: {exc}".splitlines()[0]) from None
     else:

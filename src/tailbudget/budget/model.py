@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -37,8 +38,8 @@ Environment = Literal["dev", "qa", "uat", "prd"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
-_PCT_KEY = re.compile(r"^p[0-9.]+$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
+_PCT_KEY = re.compile(r"^p[0-9.]+\Z")
 
 
 class _Frozen(BaseModel):
@@ -367,13 +368,15 @@ class LogMapping(_Frozen):
     stages_glob: str | None = None
     shape: list[str] = Field(default_factory=list)
     cohorts: list[str] = Field(default_factory=list)
+    span_stage: Literal["operation", "service"] = "operation"
+    """Span tables and traces: a stage is a span's operation or its service."""
 
 
 class Composition(_Frozen):
     """Settings of the Monte Carlo composition of stage distributions."""
 
     samples: Annotated[int, Field(ge=1000, le=50_000_000, strict=True)] = 200_000
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, lt=2**63, strict=True)] = 0
     correlation: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Pairwise correlation between stages (Gaussian copula); 0 = independent."""
     default_sigma: Annotated[float, Field(gt=0, le=3)] = 0.5
@@ -398,7 +401,7 @@ def _nested(item: Any) -> Any:
 class Budget(_Frozen):
     """A whole budget file."""
 
-    service: str = "service"
+    service: Annotated[str, Field(min_length=1, max_length=200)] = "service"
     environment: Environment | None = None
     """Which percentiles gate (GATES); without it every stated objective gates."""
     slo: SLO
@@ -416,6 +419,18 @@ class Budget(_Frozen):
     @classmethod
     def _lists_are_sequences(cls, v: Any) -> Any:
         return _wrap_lists(v)
+
+    @field_validator("service")
+    @classmethod
+    def _service_name(cls, v: str) -> str:
+        # The name goes into PromQL selectors, YAML manifests and report titles, which
+        # escape quotes; a line break or control character would still split them.
+        bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+        if bad is not None:
+            raise ValueError(
+                f"service name must not hold a line break or control character ({bad!r}), got {v!r}"
+            )
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Budget:

@@ -119,6 +119,10 @@ class Rule(_Frozen):
         return "ms" if self.metric in ("p50", "p95", "p99") else ""
 
 
+MIN_EVALUATE_EVERY_S = 0.1
+"""Shortest evaluation period (and sub-window) a policy may use."""
+
+
 class Policy(_Frozen):
     """A whole resolved policy (see the module docstring for the file form)."""
 
@@ -136,6 +140,12 @@ class Policy(_Frozen):
 
     @model_validator(mode="after")
     def _ring(self) -> Policy:
+        if self.evaluate_every_s < MIN_EVALUATE_EVERY_S:
+            raise ValueError(
+                f"evaluate_every must be at least {MIN_EVALUATE_EVERY_S:g}s, got "
+                f"{self.evaluate_every_s:g}s; percentiles over shorter spans hold too few "
+                "requests to act on (the default is 10s)"
+            )
         subs = self.window_s / self.evaluate_every_s
         if subs < 1 or abs(subs - round(subs)) > 1e-9 or round(subs) > 720:
             raise ValueError(

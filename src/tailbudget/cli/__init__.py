@@ -1,6 +1,11 @@
 """The `tailbudget` command line: a thin layer over the library.
 
 Exit codes: 0 ok, 1 budget/SLO not met where asked to gate, 2 bad input.
+
+Commands are registered by module path and built on first use (cli/_lazy.py): a command
+module imports only typer and the standard library at the top, and its heavy libraries
+(ibis, DuckDB, pyarrow, NumPy, matplotlib, ...) inside the command function, so that
+`tailbudget --help` and `tailbudget CMD --help` answer at once (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
@@ -8,15 +13,25 @@ from __future__ import annotations
 import typer
 
 from tailbudget.cli._common import OneLineErrors
-from tailbudget.cli.audit import audit_command
-from tailbudget.cli.demo import demo_command
-from tailbudget.cli.export import export_command
-from tailbudget.cli.import_ import import_command
-from tailbudget.cli.init import init_command
-from tailbudget.cli.plan import plan_command
-from tailbudget.cli.rebudget import rebudget_command
-from tailbudget.cli.replay import replay_command
-from tailbudget.cli.serve import serve_command
+from tailbudget.cli._lazy import LazyGroup
+
+COMMANDS = {
+    "init": "tailbudget.cli.init:init_command",
+    "plan": "tailbudget.cli.plan:plan_command",
+    "rebudget": "tailbudget.cli.rebudget:rebudget_command",
+    "audit": "tailbudget.cli.audit:audit_command",
+    "demo": "tailbudget.cli.demo:demo_command",
+    "replay": "tailbudget.cli.replay:replay_command",
+    "export": "tailbudget.cli.export:export_command",
+    "import": "tailbudget.cli.import_:import_command",
+    "serve": "tailbudget.cli.serve:serve_command",
+}
+"""Every command: name -> "module:function"."""
+
+
+class _Group(OneLineErrors, LazyGroup):
+    lazy = COMMANDS
+
 
 app = typer.Typer(
     name="tailbudget",
@@ -24,18 +39,15 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help text: Rich's help panels cost more to import than the whole CLI.
     rich_markup_mode=None,
-    cls=OneLineErrors,
+    cls=_Group,
 )
-app.command("init")(init_command)
-app.command("plan")(plan_command)
-app.command("rebudget")(rebudget_command)
-app.command("audit")(audit_command)
-app.command("demo")(demo_command)
-app.command("replay")(replay_command)
-app.command("export")(export_command)
-app.command("import")(import_command)
-app.command("serve")(serve_command)
+
+
+@app.callback()
+def _root() -> None:
+    """Latency budgets for AI/ML inference: plan, measure, audit the tail, act on it."""
 
 
 def main() -> None:
@@ -43,4 +55,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]

@@ -7,19 +7,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from tailbudget._units import PERCENTILES
-from tailbudget.audit import AuditConfig, AuditReport, run_audit
-from tailbudget.audit.events import read_events
-from tailbudget.budget import load_budget
-from tailbudget.budget.objectives import parse_objectives
 from tailbudget.cli._common import clean_errors, emit, gate_failed
 from tailbudget.errors import TailbudgetError
-from tailbudget.report import fmt
+
+if TYPE_CHECKING:
+    from tailbudget.audit import AuditReport
 
 
 class AuditFormat(StrEnum):
@@ -64,8 +61,30 @@ def _slow(value: str) -> str | float:
         raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {value!r}") from None
 
 
+_TABULAR = ("parquet", "csv", "jsonl", "engine")
+
+
+def _unit_hint(report: AuditReport, fmt: str) -> AuditReport:
+    """A log of plain numbers whose whole distribution sits within a few ms is most likely
+    in seconds: say so (report note and stderr) rather than find nothing to fix."""
+    snap = report.snapshot
+    if fmt not in _TABULAR or not (0 < snap.p99 < 30.0 and snap.max < 120.0):
+        return report
+    hint = (
+        f"latencies look like seconds, not ms (p50 {snap.p50:.3g}, p99 {snap.p99:.3g}, "
+        f"max {snap.max:.3g}); if so, run again with --unit s"
+    )
+    typer.echo(f"warning: {hint}", err=True)
+    notes = [*report.provenance.notes, hint]
+    return report.model_copy(
+        update={"provenance": report.provenance.model_copy(update={"notes": notes})}
+    )
+
+
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None] | None]:
+    from rich.console import Console
+
     console = Console(stderr=True)
     if not console.is_terminal:
         yield None
@@ -135,6 +154,11 @@ def audit_command(
     stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),
     unit: Unit | None = typer.Option(None, "--unit", help="Unit of the latency columns."),
+    span_stage: str | None = typer.Option(
+        None,
+        "--span-stage",
+        help="Span tables and traces: a stage is a service or an operation (default).",
+    ),
     workload: Workload = typer.Option(Workload.online, "--workload", help="online or batch."),
     format: AuditFormat = typer.Option(AuditFormat.md, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
@@ -149,6 +173,11 @@ def audit_command(
         raise TailbudgetError(NO_SLO)
     if log is None and query is None:
         raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+    # Imported here, not at the top: `tailbudget --help` must not load the engines.
+    from tailbudget.audit import AuditConfig, run_audit
+    from tailbudget.audit.events import read_events
+    from tailbudget.budget import load_budget
+    from tailbudget.budget.objectives import parse_objectives
     from tailbudget.logs import ReadOptions, read_log
 
     b = load_budget(budget) if budget is not None else None
@@ -161,6 +190,7 @@ def audit_command(
             "timestamp": timestamp,
             "unit": unit.value if unit is not None else None,
             "query": query,
+            "span_stage": span_stage,
         }.items()
         if v is not None
     }
@@ -181,13 +211,19 @@ def audit_command(
         extra["progress"] = progress
         table = read_log(log, options, engine=engine)
         if baseline is not None:
-            extra["baseline"] = read_log(baseline, options.with_(query=None), engine=engine)
+            # The baseline keeps every stage of the log, so each has a before to compare with.
+            same = options.with_(query=None, span_keep=table.stages)
+            extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
+    if unit is None:
+        report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
+        from tailbudget.report.fmt import ms
+
         over = [
-            f"{p} {fmt.ms(getattr(report.snapshot, p))} ms > {fmt.ms(getattr(report.slo, p))} ms"
+            f"{p} {ms(getattr(report.snapshot, p))} ms > {ms(getattr(report.slo, p))} ms"
             for p in report.gated
             if report.snapshot.verdict.get(p) == "breach"
         ]

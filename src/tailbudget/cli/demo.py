@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from tailbudget.cli._common import clean_errors
 from tailbudget.errors import TailbudgetError
@@ -20,6 +19,12 @@ def demo_command(
     """Run the whole job on a generated RAG-service log, on DuckDB with nothing to start."""
     if not 1_000 <= rows <= 20_000_000:
         raise TailbudgetError(f"--rows must be between 1,000 and 20,000,000, got {rows}")
+    if not 0 <= seed < 2**63:
+        raise TailbudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
+    if out.exists() and not out.is_dir():
+        raise TailbudgetError(f"--out {out}: is a file, not a folder; give a folder to write into")
+    from rich.console import Console
+
     from tailbudget.demo import run_demo
 
     err = Console(stderr=True)

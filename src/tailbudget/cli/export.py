@@ -6,28 +6,29 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.budget import load_budget
 from tailbudget.cli._common import clean_errors, emit
 from tailbudget.errors import BudgetError
-from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
-from tailbudget.export.common import DEFAULT_BURN_WINDOWS
 
-_DEFAULTS = ExportOptions()
+# Spelled out rather than imported, so `--help` need not load the exporters (YAML,
+# pydantic, the policy); tests/cli/test_startup.py checks they match tailbudget.export.
+TARGET_NAMES = ("prometheus-rules", "keda", "argo-rollouts", "flagger", "openslo", "grafana")
+PROMETHEUS_URL = "http://prometheus.monitoring.svc:9090"
+VERDICT_URL = "http://tailbudget.monitoring.svc:9464/v1/verdict"
 
 
 @clean_errors
 def export_command(
     budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
     # A plain string, checked by `export`, so a bad target is a one-line error (exit 2).
-    to: str = typer.Option(..., "--to", help=f"What to generate: {', '.join(TARGETS)}."),
+    to: str = typer.Option(..., "--to", help=f"What to generate: {', '.join(TARGET_NAMES)}."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     prometheus_url: str = typer.Option(
-        _DEFAULTS.prometheus_url,
+        PROMETHEUS_URL,
         "--prometheus-url",
         help="Prometheus as KEDA/Argo/Flagger reach it.",
     ),
     verdict_url: str = typer.Option(
-        _DEFAULTS.verdict_url, "--verdict-url", help="`tailbudget serve`'s /v1/verdict URL (Argo)."
+        VERDICT_URL, "--verdict-url", help="`tailbudget serve`'s /v1/verdict URL (Argo)."
     ),
     namespace: str | None = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace."),
     target_name: str | None = typer.Option(
@@ -40,6 +41,10 @@ def export_command(
     ),
 ) -> None:
     """Generate configuration for the tools that enforce the budget at fleet scale."""
+    from tailbudget.budget import load_budget
+    from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
+    from tailbudget.export.common import DEFAULT_BURN_WINDOWS
+
     options = ExportOptions(
         prometheus_url=prometheus_url,
         verdict_url=verdict_url,

@@ -8,7 +8,6 @@ import typer
 
 from tailbudget.cli._common import clean_errors, emit
 from tailbudget.errors import BudgetError
-from tailbudget.export.openslo import import_openslo
 
 
 @clean_errors
@@ -26,4 +25,6 @@ def import_command(
         raise BudgetError(f"{file}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BudgetError(f"{file}: cannot read ({exc.__class__.__name__})") from None
+    from tailbudget.export.openslo import import_openslo
+
     emit(import_openslo(text, source=str(file)), output)

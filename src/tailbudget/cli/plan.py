@@ -7,12 +7,9 @@ from enum import StrEnum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from tailbudget.budget import load_budget, make_plan
 from tailbudget.cli._common import clean_errors, emit, gate_failed, terminal_width
 from tailbudget.errors import BudgetError
-from tailbudget.report.plan import plan_json, plan_markdown, print_plan
 
 
 class PlanFormat(StrEnum):
@@ -36,6 +33,13 @@ def plan_command(
     """Check that the stage slices fit the SLO with headroom; exit 1 when they do not."""
     if samples is not None and not 1000 <= samples <= 50_000_000:
         raise BudgetError(f"--samples must be between 1,000 and 50,000,000, got {samples}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise BudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
+    from rich.console import Console
+
+    from tailbudget.budget import load_budget, make_plan
+    from tailbudget.report.plan import plan_json, plan_markdown, print_plan
+
     result = make_plan(load_budget(budget), samples=samples, seed=seed)
     if format is PlanFormat.json:
         emit(plan_json(result), output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,7 @@ from typing import Any
 import typer
 
 from tailbudget._units import parse_duration_s
-from tailbudget.budget import load_budget
-from tailbudget.budget.policy import resolve_policy
 from tailbudget.cli._common import clean_errors, emit
-from tailbudget.control.logsource import load_replay_log, p99_of_log
-from tailbudget.control.replay import Baseline, replay, window_baseline
-from tailbudget.control.rules import fmt
 from tailbudget.errors import PolicyError, TailbudgetError
 
 
@@ -29,6 +25,8 @@ class ReplayFormat(StrEnum):
 
 def replay_text(rep: dict[str, Any]) -> str:
     """The replay for a terminal: a header, one line per decision, the notes."""
+    from tailbudget.control.rules import fmt
+
     rows = rep["rows"]
     lines = [
         f"replay of {rep['source']}: {rows['used']:,} requests over {rep['duration_s']:,.0f} s "
@@ -102,6 +100,11 @@ def replay_command(
     ]
     if len(given) > 1:
         raise PolicyError(f"give one baseline, not {' and '.join(given)}")
+    from tailbudget.budget import load_budget
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.logsource import load_replay_log, p99_of_log
+    from tailbudget.control.replay import Baseline, replay, window_baseline
+
     b = load_budget(budget) if budget is not None else None
     policy = resolve_policy(b)
     if dry_run:
@@ -113,8 +116,11 @@ def replay_command(
     data = load_replay_log(log, timestamp=timestamp, total=total, error=error, unit=unit)
     base: Baseline | None = None
     if baseline_p99 is not None:
-        if not baseline_p99 > 0:
-            raise PolicyError(f"--baseline-p99 must be a positive number of ms, got {baseline_p99}")
+        if not (math.isfinite(baseline_p99) and 0 < baseline_p99 < 1e9):
+            raise PolicyError(
+                f"--baseline-p99 must be a positive, finite number of ms (below 1e9), "
+                f"got {baseline_p99:g}"
+            )
         base = Baseline(float(baseline_p99), "--baseline-p99")
     elif baseline_window is not None:
         base = window_baseline(data, parse_duration_s(baseline_window, field="--baseline-window"))

@@ -30,6 +30,10 @@ from tailbudget.report import fmt
 __all__ = ["Baseline", "replay", "window_baseline"]
 
 _LONG_GAP_WINDOWS = 30
+MAX_DECISIONS = 10_000
+"""Decisions listed in a replay (the summary counts every one)."""
+MAX_TIMELINE = 5_000
+"""Timeline points in a replay; a longer run keeps every 2nd, 4th, ... evaluation."""
 """A silence longer than this many windows is jumped over (one unknown point is kept)."""
 
 
@@ -105,6 +109,20 @@ def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> st
     )
 
 
+def _point(now: float, t0: float, absolute: bool, s: Any) -> dict[str, Any]:
+    return {
+        "t": _iso(now, absolute),
+        "t_offset_s": round(now - t0, 3),
+        "p50": _num(s.p50),
+        "p95": _num(s.p95),
+        "p99": _num(s.p99),
+        "error_rate": _num(s.error_rate),
+        "error_rate_lower": _num(s.error_rate_lower),
+        "count": s.count,
+        "known": s.known,
+    }
+
+
 def replay(
     log: ReplayLog,
     policy: Policy,
@@ -121,7 +139,9 @@ def replay(
     t0, t_end = float(ts[0]), float(ts[-1])
     absolute = log.absolute_time
     decisions: list[dict[str, Any]] = []
+    by_action: Counter[str] = Counter()
     timeline: list[dict[str, Any]] = []
+    stride, evaluations, unknown = 1, 0, 0  # every `stride`-th evaluation is kept
     fed = 0
     skipped = 0
     k = math.floor(t0 / every) + 1
@@ -133,22 +153,19 @@ def replay(
             controller.observe_many(ts[fed:upto], ms[fed:upto], err[fed:upto])
             fed = upto
         for d in controller.evaluate(now):
-            decisions.append(_decision_dict(d, t0, absolute))
+            by_action[d.action] += 1
+            if len(decisions) < MAX_DECISIONS:
+                decisions.append(_decision_dict(d, t0, absolute))
         s = controller.last_stats
         assert s is not None
-        timeline.append(
-            {
-                "t": _iso(now, absolute),
-                "t_offset_s": round(now - t0, 3),
-                "p50": _num(s.p50),
-                "p95": _num(s.p95),
-                "p99": _num(s.p99),
-                "error_rate": _num(s.error_rate),
-                "error_rate_lower": _num(s.error_rate_lower),
-                "count": s.count,
-                "known": s.known,
-            }
-        )
+        evaluations += 1
+        unknown += not s.known
+        if (evaluations - 1) % stride == 0:
+            timeline.append(_point(now, t0, absolute, s))
+            if len(timeline) > MAX_TIMELINE:
+                # Halve the resolution rather than grow without bound: the output stays
+                # a few MB whatever the log's span and the evaluation period.
+                timeline, stride = timeline[::2], stride * 2
         k += 1
         if fed < ts.size and s.count == 0:
             nxt = float(ts[fed])
@@ -157,19 +174,27 @@ def replay(
                 jump = math.floor(nxt / every) + 1
                 skipped += jump - k
                 k = jump
-    by_action = Counter(d["action"] for d in decisions)
     notes = [open_loop_note(by_action, sorted(controller.active))]
     notes += list(log.notes) + controller.notes()
+    if sum(by_action.values()) > len(decisions):
+        notes.append(
+            f"{sum(by_action.values()):,} decisions; the first {len(decisions):,} are listed "
+            "(summary counts them all)"
+        )
+    if stride > 1:
+        notes.append(
+            f"timeline: every {stride}th of {evaluations:,} evaluations shown "
+            f"(at most {MAX_TIMELINE:,} points)"
+        )
     if baseline is not None:
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
-    unknown = sum(1 for w in timeline if not w["known"])
     if unknown:
         notes.append(
-            f"{unknown} of {len(timeline)} evaluations unknown (< {policy.min_samples} requests "
+            f"{unknown} of {evaluations} evaluations unknown (< {policy.min_samples} requests "
             "in the window): no action, no recovery"
         )
     return {
@@ -182,7 +207,7 @@ def replay(
         "duration_s": round(t_end - t0, 3),
         "window_s": window,
         "evaluate_every_s": every,
-        "evaluations": len(timeline),
+        "evaluations": evaluations,
         "baseline_p99_ms": controller.baseline_p99_ms,
         "baseline_source": baseline.source
         if baseline

@@ -99,7 +99,7 @@ _float_to_go: Callable[[float], str] = _client_utils.floatToGoString
 # ---- formatting --------------------------------------------------------------------
 
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-_PROM_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_PROM_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)\Z")
 _PROM_FACTORS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -175,8 +175,9 @@ def camel(text: str) -> str:
 
 
 def label_value(text: str) -> str:
-    """Escape text for a PromQL double-quoted label value."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """Escape text for a PromQL double-quoted label value (quotes, backslashes, line breaks)."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    return out.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
 class _Dumper(yaml.SafeDumper):

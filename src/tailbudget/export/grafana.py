@@ -19,6 +19,7 @@ from tailbudget.export.common import (
     ExportOptions,
     error_ratio_rule,
     k8s_name,
+    label_value,
     num,
     policy_of,
     promql_duration,
@@ -167,7 +168,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     stages = [stage for _, stage in budget.stages()]
     for i, stage in enumerate(stages):
         given = stage.budget.given() if stage.budget is not None else {}
-        stage_sel = f'{sel}, stage="{stage.name}"'
+        stage_sel = f'{sel}, stage="{label_value(stage.name)}"'
         panels.append(
             _timeseries(
                 len(panels) + 1,

@@ -15,10 +15,12 @@ from typing import Any
 from tailbudget.errors import LogError
 from tailbudget.logs.bench_rows import (
     BenchRows,
+    as_dict,
     derived_row,
     epoch_us,
     failure_reason,
     is_number,
+    number,
     text_lines,
     with_itls,
 )
@@ -32,7 +34,7 @@ def aiperf_rows(path: str) -> BenchRows:
     """Per-request rows from an AIPerf profile_export.jsonl file."""
     found = BenchRows()
     records = 0
-    for number, line in text_lines(path):
+    for line_no, line in text_lines(path):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -42,7 +44,7 @@ def aiperf_rows(path: str) -> BenchRows:
             found.skipped["not_a_request_record"] += 1
             continue
         records += 1
-        _record(rec, number, found)
+        _record(rec, line_no, found)
     if records == 0:
         raise LogError(
             f"{path}: no AIPerf request record (lines with 'metadata' and 'metrics'); "
@@ -51,10 +53,10 @@ def aiperf_rows(path: str) -> BenchRows:
     return found
 
 
-def _record(rec: dict[str, Any], number: int, found: BenchRows) -> None:
-    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+def _record(rec: dict[str, Any], line_no: int, found: BenchRows) -> None:
+    meta = as_dict(rec.get("metadata"))
     metrics = rec["metrics"]
-    rid = meta.get("x_request_id") or f"line{number}"
+    rid = meta.get("x_request_id") or f"line{line_no}"
     err = rec.get("error")
     failed = bool(err)
     ttft = _seconds(metrics.get("ttft"))
@@ -66,9 +68,9 @@ def _record(rec: dict[str, Any], number: int, found: BenchRows) -> None:
     if out is None:
         out = _value(metrics.get("output_token_count"))
     row = derived_row(rid, ttft, e2e, _value(metrics.get("input_sequence_length")), out, failed)
-    start = meta.get("timestamp_ns")
-    if is_number(start):
-        row["ts"] = epoch_us(float(start) / 1e9)
+    start = number(meta.get("timestamp_ns"))
+    if start is not None:
+        row["ts"] = epoch_us(start / 1e9)
     found.rows.append(with_itls(row, _gaps_ms(metrics.get("inter_chunk_latency"))))
 
 
@@ -105,4 +107,3 @@ def _gaps_ms(metric: Any) -> list[float] | None:
     unit = metric.get("unit", "ms") if isinstance(metric, dict) else "ms"
     factor = _TO_SECONDS.get(str(unit).lower(), 1e-3) * 1000.0
     return [float(v) * factor for v in values if is_number(v)]
-

@@ -16,17 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tailbudget.errors import LogError
-
 import numpy as np
 import pyarrow as pa
 
+from tailbudget.errors import LogError
+
 __all__ = [
     "BenchRows",
+    "as_dict",
     "derived_row",
     "epoch_us",
     "failure_reason",
     "is_number",
+    "number",
     "seconds",
     "text_lines",
     "to_arrow",
@@ -101,6 +103,16 @@ def failure_reason(text: Any, default: str = "error", *, last_line: bool = True)
     reason = (lines[-1] if last_line else lines[0]) if lines else default
     reason = _URL.sub("<url>", reason)
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """The value when it is a JSON object, else an empty one (a malformed field)."""
+    return value if isinstance(value, dict) else {}
+
+
+def number(value: Any) -> float | None:
+    """The value as a float when it is a JSON number, else None."""
+    return float(value) if is_number(value) else None
 
 
 def seconds(value: Any) -> Any:

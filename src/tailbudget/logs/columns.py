@@ -110,6 +110,10 @@ def resolve_columns(
     error = find(options.error, "error") if options.error else guess(_ERROR_GUESSES)
     shape = tuple(find(c, "--shape") for c in options.shape)
     cohorts = tuple(find(c, "--cohort") for c in options.cohorts)
+    roles = {total: "total latency", timestamp: "timestamp", error: "error flag"}
+    _check_roles(source, roles, "--cohort", cohorts, "a grouping column such as route")
+    roles[request_id] = "request id"
+    _check_roles(source, roles, "--shape", shape, "a size column such as input_tokens")
     taken = {total, timestamp, request_id, error, *shape, *cohorts, *extras}
 
     explicit = options.stage_map()
@@ -159,6 +163,18 @@ def resolve_columns(
         extras=tuple(e for e in extras if e in cols and e not in stages.values()),
         notes=tuple(notes),
     )
+
+
+def _check_roles(
+    source: str, roles: Mapping[str | None, str], flag: str, chosen: Sequence[str], kind: str
+) -> None:
+    """A column given to `flag` must not already play another role (one line, exit 2)."""
+    for col in chosen:
+        role = roles.get(col)
+        if role is not None:
+            raise LogError(
+                f"{source}: {flag} {col!r} is the log's {role} column; give {flag} {kind}"
+            )
 
 
 def _stage_of(column: str) -> str:

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import uuid
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tailbudget.errors import LogError
 
-__all__ = ["connect", "engine_name", "spark_session"]
+__all__ = ["MEMORY_LIMIT_ENV", "connect", "engine_name", "scratch_copy", "spark_session"]
+
+MEMORY_LIMIT_ENV = "TAILBUDGET_MEMORY_LIMIT"
+"""Environment variable: DuckDB's memory limit for the sessions tailbudget opens."""
+DEFAULT_MEMORY_LIMIT = "1GB"
+"""Beyond it DuckDB spills tables, sorts and hash tables to disk, so a log of any size fits."""
 
 _SPARK_LOCK = threading.Lock()
 _SPARK: dict[str, Any] = {}
@@ -23,7 +33,7 @@ def connect(engine: Any = None) -> Any:
     import ibis
 
     if engine is None or engine in ("duckdb", "duckdb://", "duckdb://:memory:"):
-        return _utc(ibis.duckdb.connect())
+        return _bounded(_utc(ibis.duckdb.connect()))
     if not isinstance(engine, str):
         if isinstance(engine, ibis.BaseBackend):
             return engine
@@ -31,7 +41,7 @@ def connect(engine: Any = None) -> Any:
     if engine in ("pyspark", "pyspark://", "spark", "spark://"):
         return _pyspark_backend()
     try:
-        return _utc(ibis.connect(engine))
+        return _bounded(_utc(ibis.connect(engine)))
     except ImportError as exc:
         scheme = engine.split(":", 1)[0]
         raise LogError(
@@ -54,6 +64,56 @@ def _utc(backend: Any) -> Any:
     if engine_name(backend) == "duckdb":
         backend.raw_sql("SET TimeZone = 'UTC'")
     return backend
+
+
+def _bounded(backend: Any) -> Any:
+    """Cap the memory of a DuckDB session we opened, with spilling to a private folder.
+
+    DuckDB's default limit is 80% of the machine; the audit of a large log would take
+    it all. The folder goes when the backend does.
+    """
+    if engine_name(backend) != "duckdb":
+        return backend
+    limit = os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT).strip()
+    try:
+        backend.raw_sql(f"SET memory_limit = '{limit}'")
+    except Exception as exc:
+        raise LogError(
+            f"{MEMORY_LIMIT_ENV}={limit!r} is not a memory size; give e.g. 1GB or 512MB "
+            f"({_first_line(exc)})"
+        ) from None
+    spill = tempfile.mkdtemp(prefix="tailbudget-duckdb-")
+    backend.raw_sql(f"SET temp_directory = '{_quote(spill)}'")
+    weakref.finalize(backend, shutil.rmtree, spill, True)
+    return backend
+
+
+@contextmanager
+def scratch_copy(backend: Any, expr: Any, name: str) -> Iterator[Any]:
+    """`expr` computed once, for many passes over it; dropped on exit.
+
+    On DuckDB the copy goes to a temporary database file: it is compressed, and its
+    blocks are read back from disk once they no longer fit the memory limit (an
+    in-memory table would have to be spilled, and read back, in full). Other engines
+    scan `expr` itself each time.
+    """
+    if engine_name(backend) != "duckdb":
+        yield expr
+        return
+    folder = tempfile.mkdtemp(prefix="tailbudget-scratch-")
+    alias = f"_tailbudget_scratch_{uuid.uuid4().hex[:12]}"
+    try:
+        backend.raw_sql(f"ATTACH '{_quote(os.path.join(folder, 'scratch.duckdb'))}' AS {alias}")
+        try:
+            yield backend.create_table(name, expr, database=(alias, "main"))
+        finally:
+            backend.raw_sql(f"DETACH {alias}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def arrow_table(backend: Any, table: Any) -> Any:

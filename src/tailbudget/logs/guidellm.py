@@ -18,10 +18,11 @@ from typing import Any
 from tailbudget.errors import LogError
 from tailbudget.logs.bench_rows import (
     BenchRows,
+    as_dict,
     derived_row,
     epoch_us,
     failure_reason,
-    is_number,
+    number,
     seconds,
 )
 
@@ -34,7 +35,9 @@ def guidellm_rows(data: Any, path: str) -> BenchRows:
     """Per-request rows from a guidellm benchmarks.json report."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     if not isinstance(benchmarks, list) or not benchmarks:
-        raise LogError(f"{path}: not a guidellm report (no 'benchmarks' list); pass benchmarks.json")
+        raise LogError(
+            f"{path}: not a guidellm report (no 'benchmarks' list); pass benchmarks.json"
+        )
     found = BenchRows()
     held = 0
     for k, bench in enumerate(benchmarks):
@@ -65,17 +68,18 @@ def _request(rec: Any, group: str, fallback_id: str, found: BenchRows) -> None:
     if not isinstance(rec, dict):
         found.skipped["not_a_request_record"] += 1
         return
-    info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
-    timings = info.get("timings") if isinstance(info.get("timings"), dict) else {}
-    start = timings.get("request_start")
+    info = as_dict(rec.get("info"))
+    timings = as_dict(info.get("timings"))
+    start = number(timings.get("request_start"))
     if group == "incomplete":
         # Still running when the benchmark stopped: no end, and not the server's failure.
         found.skipped["incomplete"] += 1
         return
     failed = group == "errored"
     e2e = seconds(rec.get("request_latency"))
-    if e2e is None and is_number(start) and is_number(timings.get("request_end")):
-        e2e = float(timings["request_end"]) - float(start)
+    end = number(timings.get("request_end"))
+    if e2e is None and start is not None and end is not None:
+        e2e = end - start
     if failed and not (isinstance(e2e, float) and e2e > 0):
         found.failed[failure_reason(info.get("error"), "errored", last_line=False)] += 1
         return
@@ -84,20 +88,20 @@ def _request(rec: Any, group: str, fallback_id: str, found: BenchRows) -> None:
     row = derived_row(
         rid, ttft, e2e, _tokens(rec, "prompt_tokens"), _tokens(rec, "output_tokens"), failed
     )
-    itl = rec.get("inter_token_latency_ms")
-    row["itl_mean_ms"] = float(itl) if is_number(itl) else None
-    if is_number(start):
-        row["ts"] = epoch_us(float(start))
+    row["itl_mean_ms"] = number(rec.get("inter_token_latency_ms"))
+    if start is not None:
+        row["ts"] = epoch_us(start)
     found.rows.append(row)
 
 
-def _ttft(rec: dict[str, Any], timings: dict[str, Any], start: Any) -> Any:
+def _ttft(rec: dict[str, Any], timings: dict[str, Any], start: float | None) -> Any:
     ms = rec.get("time_to_first_token_ms")
-    if is_number(ms):
-        return float(ms) / 1000.0
-    first = timings.get("first_token_iteration")
-    if is_number(first) and is_number(start):
-        return float(first) - float(start)
+    ms_value = number(ms)
+    if ms_value is not None:
+        return ms_value / 1000.0
+    first = number(timings.get("first_token_iteration"))
+    if first is not None and start is not None:
+        return first - start
     return seconds(ms)
 
 
@@ -110,7 +114,7 @@ def _tokens(rec: dict[str, Any], key: str) -> Any:
 
 
 def _run_label(k: int, bench: dict[str, Any]) -> str:
-    strategy = (bench.get("config") or {}).get("strategy") if isinstance(bench, dict) else None
+    strategy = as_dict(bench.get("config")).get("strategy")
     if isinstance(strategy, dict):
         kind = strategy.get("type_") or strategy.get("type") or ""
         rate = strategy.get("rate") or strategy.get("streams") or ""
@@ -119,11 +123,8 @@ def _run_label(k: int, bench: dict[str, Any]) -> str:
 
 
 def _sample_note(bench: dict[str, Any], lists: dict[str, Any], k: int, found: BenchRows) -> None:
-    metrics = bench.get("metrics") if isinstance(bench.get("metrics"), dict) else {}
-    totals = metrics.get("request_totals") if isinstance(metrics, dict) else None
-    if not isinstance(totals, dict):
-        return
-    ran = sum(int(totals.get(g) or 0) for g in _GROUPS if is_number(totals.get(g)))
+    totals = as_dict(as_dict(bench.get("metrics")).get("request_totals"))
+    ran = sum(int(number(totals.get(g)) or 0) for g in _GROUPS)
     held = sum(len(v) for v in lists.values() if isinstance(v, list))
     if ran > held:
         found.notes.append(

@@ -54,7 +54,14 @@ class ReadOptions:
     query: str | None = None
     span_stage: Literal["operation", "service"] = "operation"
     max_stages: int = 12
-    """Span tables: keep this many stages by total self time, sum the rest into `other`."""
+    """Span tables: keep at least this many stages by total time; beyond them only
+    stages that are negligible everywhere (overall and in the slowest traces) are
+    summed into `other`."""
+    span_attribution: Literal["critical_path", "self"] = "critical_path"
+    """Span tables with start times: a stage's time is its time on the critical path
+    (each ms once, network gaps on the callee) or its self time."""
+    span_keep: tuple[str, ...] = ()
+    """Span tables: stage names never folded into `other` (e.g. another log's stages)."""
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in _UNITS:
@@ -63,10 +70,14 @@ class ReadOptions:
             raise LogError(f"unknown log format {self.format!r}; use one of {', '.join(FORMATS)}")
         if self.span_stage not in ("operation", "service"):
             raise LogError(f"span_stage must be 'operation' or 'service', got {self.span_stage!r}")
+        if self.span_attribution not in ("critical_path", "self"):
+            raise LogError(
+                f"span_attribution must be 'critical_path' or 'self', got {self.span_attribution!r}"
+            )
         if self.max_stages < 1:
             raise LogError(f"max_stages must be at least 1, got {self.max_stages}")
         # Accept lists from callers (YAML, CLI) but keep the record immutable.
-        for name in ("shape", "cohorts"):
+        for name in ("shape", "cohorts", "span_keep"):
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, (value,))
@@ -106,6 +117,7 @@ class ReadOptions:
                 stages_glob=log.stages_glob,
                 shape=tuple(log.shape),
                 cohorts=tuple(log.cohorts),
+                span_stage=log.span_stage,
             )
             if isinstance(log.stages, dict):
                 values["stages"] = dict(log.stages)

@@ -39,8 +39,8 @@ def read_log(
     """Read a latency log into the canonical `LogTable` on an Ibis backend.
 
     `source` is a file, folder or glob (Parquet, CSV, JSONL, span tables, OTLP
-    or Jaeger JSON traces, vLLM or LLMPerf results), a table name on the
-    engine, or None with `options.query` (SQL on the engine). `engine` None is
+    or Jaeger JSON traces, vLLM, SGLang, AIPerf, guidellm or LLMPerf results),
+    a table name on the engine, or None with `options.query` (SQL on the engine). `engine` None is
     an in-memory DuckDB, "pyspark" a local Spark session, else an Ibis URL.
     Raises LogError (one line, naming the file or column and the fix).
     """
@@ -137,9 +137,15 @@ def _read_table(backend: Any, files: list[str], label: str, kind: str) -> Any:
     if kind == "parquet":
         return backend.read_parquet(target)
     if kind == "csv":
+        options: dict[str, Any] = {}
         if files[0].endswith(".tsv"):
-            return backend.read_csv(target, **({"delim": "\t"} if is_duck else {"sep": "\t"}))
-        return backend.read_csv(target)
+            options = {"delim": "\t"} if is_duck else {"sep": "\t"}
+        if is_duck:
+            # Sniff types from every row, not a sample: one bad cell deep in the file
+            # then makes its column text (the row is counted as non-numeric) instead
+            # of failing the whole read at that line.
+            options["sample_size"] = -1
+        return backend.read_csv(target, **options)
     if is_duck:
         return backend.read_json(target)
     return backend.read_json(target, multiLine=_is_json_array(files[0]))

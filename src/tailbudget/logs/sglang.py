@@ -49,4 +49,3 @@ def sglang_rows(path: str) -> BenchRows:
     if summaries:
         found.notes.append(f"{summaries} SGLang summary lines without per-request data skipped")
     return found
-

@@ -7,12 +7,16 @@ stage named by its operation (or service). The union is computed with a
 running max over children ordered by start, so nested and overlapping calls
 are never counted twice inside one parent. The top stages by total self
 time are kept, the rest are summed into `other`.
+
+With start times, stages default to critical-path time instead
+(logs/critical_path.py); `ReadOptions(span_attribution="self")` keeps self
+time. Only negligible stages are folded into `other` (logs/span_stages.py).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ibis
@@ -21,7 +25,9 @@ import ibis.expr.datatypes as dt
 from tailbudget.errors import LogError
 from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
 from tailbudget.logs.columns import engine_columns
+from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
 
 __all__ = ["SpanColumns", "read_span_table", "span_columns", "strip_replica"]
@@ -46,6 +52,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
         "duration",
     ),
     "status": ("statuscode", "status", "error", "iserror"),
+    "kind": ("spankind", "kind"),
 }
 
 
@@ -62,6 +69,7 @@ class SpanColumns:
     end: str | None
     duration: str | None
     status: str | None
+    kind: str | None = None
 
 
 def span_columns(columns: list[str]) -> SpanColumns | None:
@@ -98,29 +106,30 @@ def read_span_table(
     spans = spans.mutate(
         is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
     )
-    # Computed once: both the stage ranking and the per-trace pivot read it.
-    selfs = materialize(backend, _self_times(spans, timed))
+    attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
+    if timed and options.span_attribution == "critical_path":
+        cp, cp_notes = critical_times(spans, backend, attrs)
+        selfs = materialize(backend, cp)
+        extra_notes.extend(cp_notes)
+        what = "critical-path time"
+    else:
+        # Computed once: both the stage ranking and the per-trace pivot read it.
+        selfs = materialize(backend, _self_times(spans, timed))
+        what = "self time (span minus the union of its children)"
+        if options.span_attribution == "critical_path":
+            extra_notes.append("spans have no start times: no critical path, stages are self time")
     if not timed:
         extra_notes.append(
             "spans have no start times: a span's self time is its duration minus the sum "
             "of its children's durations"
         )
-
-    ranked = backend.execute(
-        selfs.group_by("stage_raw").aggregate(t=selfs.self_ms.sum()).order_by(ibis.desc("t"))
-    )
-    raw_names = [str(n) for n in ranked["stage_raw"].tolist()]
-    if not raw_names:
+    choice = choose_stages(selfs, backend, options)
+    if not choice.keep:
         raise LogError(f"{source}: the span table has no spans")
-    keep = raw_names[: options.max_stages]
-    rest = raw_names[options.max_stages :]
+    keep, rest = list(choice.keep), list(choice.rest)
     # Each stage keeps its span's name; its column on the engine is a safe identifier.
     names = engine_columns(keep, ["other_ms", "total_ms", "n_roots", "n_spans", "error"])
-    if rest:
-        extra_notes.append(
-            f"{len(raw_names)} span {options.span_stage}s: the top {len(keep)} by total self "
-            f"time are stages, the other {len(rest)} are summed into stage 'other'"
-        )
+    extra_notes.extend(choice.notes)
 
     zero = ibis.literal(0.0)
     aggs: dict[str, Any] = {}
@@ -159,10 +168,9 @@ def read_span_table(
     )
     extra_notes.append(
         f"one request per trace: total = root span duration, stages = {options.span_stage} "
-        "self time (span minus the union of its children); traces without a root span are "
-        "rejected as missing_total"
+        f"{what}; traces without a root span are rejected as missing_total"
     )
-    return canonicalize(
+    table = canonicalize(
         per_trace,
         opts,
         backend=backend,
@@ -172,6 +180,7 @@ def read_span_table(
         extras=("n_spans", "n_roots"),
         cache=True,
     )
+    return replace(table, attribution="critical_path" if what.startswith("critical") else "self")
 
 
 def _normalise(
@@ -179,16 +188,20 @@ def _normalise(
 ) -> tuple[Any, bool, float]:
     """(trace, span, parent, stage_raw, start_ms, end_ms, dur_ms, err), whether timed,
     and the epoch (ms) that start_ms/end_ms are relative to."""
+    service = None
+    if cols.service is not None:
+        service = raw[cols.service].cast(dt.string)
+        if re.sub(r"[^0-9a-z]", "", cols.service.lower()) in ("podname", "pod"):
+            service = strip_replica(service)
+            if options.span_stage == "service":
+                notes.append(f"service = {cols.service!r} without the replica suffix")
     if options.span_stage == "service":
-        if cols.service is None:
+        if service is None:
             raise LogError(
                 f"{source}: span_stage 'service' needs a service or pod column; "
                 f"columns are: {', '.join(raw.columns)}"
             )
-        label = raw[cols.service].cast(dt.string)
-        if re.sub(r"[^0-9a-z]", "", cols.service.lower()) in ("podname", "pod"):
-            label = strip_replica(label)
-            notes.append(f"service = {cols.service!r} without the replica suffix")
+        label = service
     elif cols.name is not None:
         label = raw[cols.name].cast(dt.string)
     else:
@@ -207,7 +220,14 @@ def _normalise(
         dur = duration
     else:
         raise LogError(f"{source}: spans need start and end times or a duration column")
-    err = _status(raw[cols.status]) if cols.status else ibis.literal(False)
+    if cols.status:
+        err = _status(raw[cols.status])
+    else:
+        err = ibis.literal(False)
+        notes.append(
+            "the span table has no status column: failed calls (exceptions, error returns) "
+            "cannot be told from good ones, only their latency shows"
+        )
     parent = raw[cols.parent].cast(dt.string).strip()
     spans = raw.select(
         trace=raw[cols.trace].cast(dt.string),
@@ -218,6 +238,8 @@ def _normalise(
         end_ms=end if end is not None else ibis.null(dt.float64),
         dur_ms=ibis.greatest(dur, 0.0),
         err=err,
+        service=service if service is not None else ibis.null(dt.string),
+        kind=raw[cols.kind].cast(dt.string) if cols.kind else ibis.null(dt.string),
         **_attributes(raw, options, source),
     )
     offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0

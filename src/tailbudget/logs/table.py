@@ -56,6 +56,8 @@ class LogTable:
     """Facts about the input the report should state (units assumed, spans skipped...)."""
     backend: Any = None
     """The Ibis backend holding `table`."""
+    attribution: str = ""
+    """How stage times were derived: "critical_path" or "self" (span tables), "" as logged."""
     stage_columns: dict[str, str] = field(default_factory=dict)
     """Stage name (as the log wrote it) -> its column in `table`; `<stage>_ms` when absent."""
 

@@ -33,6 +33,7 @@ _COLUMNS = SpanColumns(
     end="end_ns",
     duration=None,
     status="error",
+    kind="kind",
 )
 _SCHEMA = pa.schema(
     [
@@ -44,6 +45,7 @@ _SCHEMA = pa.schema(
         ("start_ns", pa.int64()),
         ("end_ns", pa.int64()),
         ("error", pa.bool_()),
+        ("kind", pa.string()),
     ]
 )
 
@@ -94,6 +96,7 @@ def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[s
                     "start_ns": _int(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
                     "end_ns": _int(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
                     "error": code in (2, "2", "STATUS_CODE_ERROR", "ERROR"),
+                    "kind": _text(_get(span, "kind")),
                 }
 
 
@@ -133,6 +136,7 @@ def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict
                     else (start_us + duration_us) * 1000
                 ),
                 "error": _jaeger_error(span),
+                "kind": _text(tags.get("span.kind")),
             }
 
 

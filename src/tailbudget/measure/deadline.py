@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,11 +36,6 @@ def parse_deadline(value: str | bytes | None) -> float | None:
         return None
     # An expired deadline still counts: the request is already late, stages should degrade.
     return max(ms, 0.001)
-
-
-def deadline_from_headers(headers: Mapping[str, str] | Any) -> float | None:
-    """The deadline in a header mapping (case-insensitive lookups, e.g. httpx/Starlette)."""
-    return parse_deadline(headers.get(DEADLINE_HEADER))
 
 
 def outgoing_headers(req: Request | None = None) -> dict[str, str]:

@@ -23,15 +23,21 @@ SECTIONS = (
 _ms = fmt.ms
 
 
+def _cell(text: str) -> str:
+    """A table cell that stays one cell: `|` escaped, line breaks folded (values from the
+    log, such as cohort values, may hold either)."""
+    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").split())
+
+
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return out
 
 
 def audit_markdown(r: AuditReport, *, title: str | None = None) -> str:
     """Render the report as markdown (titled with the service's name unless `title` is given)."""
-    lines: list[str] = [f"# {title or view.title(r)}", ""]
+    lines: list[str] = [f"# {' '.join((title or view.title(r)).split())}", ""]
     for name, body in zip(SECTIONS, _bodies(r), strict=True):
         lines += [f"## {name}", "", *body, ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -168,6 +174,20 @@ def _tail(r: AuditReport) -> list[str]:
         [[d.stage, _ms(d.mean_slow), _ms(d.mean_fast), fmt.signed_ms(d.delta)] for d in t.deltas],
     )
     out += ["", f"Tail driver: **{t.driver}**{f' ({view.WEAK})' if t.weak else ''}."]
+    return out + _culprits(r)
+
+
+def _culprits(r: AuditReport) -> list[str]:
+    out: list[str] = []
+    if r.nesting:
+        pairs = "; ".join(f"{n.outer} contains {n.inner} ({n.how})" for n in r.nesting)
+        out += ["", f"Nested stages: {pairs}."]
+    if r.culprits:
+        out += ["", "Culprits, most likely first:", ""]
+        out += _table(
+            ["stage", "score", "evidence"],
+            [[c.stage, fmt.r2(c.score), c.evidence] for c in r.culprits],
+        )
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -82,10 +82,3 @@ class Dispatcher:
                 key, decision.action, ok=outcome.ok, detail=f"{outcome.executor}: {outcome.detail}"
             )
         return outcomes
-
-    def dispatch_all(self, decisions: Iterable[DecisionLike]) -> list[Outcome]:
-        """Dispatch decisions in order."""
-        out: list[Outcome] = []
-        for decision in decisions:
-            out.extend(self.dispatch(decision))
-        return out

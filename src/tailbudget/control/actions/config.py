@@ -21,9 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tailbudget.budget.yaml_safe import YamlError, load_yaml
 from tailbudget.control.actions.base import Action
 from tailbudget.control.actions.external import CommandAction, WebhookAction
 from tailbudget.control.actions.local import LogAction, LoggingLevelAction, ShedAction
@@ -85,11 +85,15 @@ def load_actions_config(path: str | Path | None) -> ActionsConfig:
     if path is None:
         return ActionsConfig()
     try:
-        raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw: Any = load_yaml(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read the actions file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    except UnicodeDecodeError:
+        raise PolicyError(
+            f"{path}: the actions file is not UTF-8 text; give a YAML or JSON file"
+        ) from None
+    except YamlError as exc:
+        raise PolicyError(f"{path}: {exc}") from None
     try:
         return ActionsConfig.model_validate(raw or {})
     except ValidationError as exc:

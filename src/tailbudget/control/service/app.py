@@ -1,14 +1,21 @@
 """The HTTP surface of `tailbudget serve` (Starlette).
 
 - `POST /v1/observations`  JSON array or NDJSON; bearer token when configured;
-  > 1 MiB -> 413 (counted while streaming); malformed -> 400; 200 only once durable.
+  > 1 MiB -> 413 (counted while streaming); malformed -> 400; 200 only once durable;
+  a body not received within `BODY_TIMEOUT_S` -> 408.
 - `GET /metrics`           Prometheus text, from a registry of its own.
 - `GET /v1/status`         JSON status.
 - `GET /v1/verdict`        healthy | rollback | unknown. For Flagger's webhooks
   (which fail on non-2xx): `?mode=flagger` answers 503 on rollback only (a rollout
   hook: unknown never counts as a failed check), `?mode=flagger-promotion` 503
   unless healthy (a confirm-promotion hook: promotion waits for evidence).
+- `POST /v1/verdict/clear` {"reason": "..."}: disengages the rollback rules (after the
+  rollback is done and the cause fixed); journaled; bearer token when configured.
 - `POST /v1/baseline`      {"p99_ms": ...}; bearer token when configured.
+
+The bearer token is checked by one middleware for every POST, so no handler
+can forget it. A change that cannot be made durable (the snapshot cannot be
+written, the disk is full) answers 503 and is not acknowledged.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -32,10 +41,13 @@ from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.metrics import make_registry
 from tailbudget.control.service.runtime import Runtime
 
-__all__ = ["MAX_BODY", "create_app"]
+__all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
 
 MAX_BODY = 1024 * 1024
 """Largest request body accepted (bytes)."""
+
+BODY_TIMEOUT_S = 30.0
+"""Longest a client may take to send a body; a slower one gets 408 and its slot back."""
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +67,16 @@ def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": " ".join(message.split())}, status_code=status, headers=headers)
 
 
+def _not_durable(what: str, exc: OSError) -> JSONResponse:
+    log.error("cannot store %s: %s", what, exc)
+    return _error(503, f"cannot store {what} ({exc.strerror or exc}); not accepted, retry later")
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
 async def _read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The body, refusing it as soon as it passes `limit` bytes (never buffering more)."""
     declared = request.headers.get("content-length")
@@ -62,22 +84,41 @@ async def _read_body(request: Request, limit: int = MAX_BODY) -> bytes:
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
+    async with asyncio.timeout(BODY_TIMEOUT_S):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
-def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = True) -> Starlette:
-    """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task."""
-    registry = make_registry(runtime)
-    expected = token.encode() if token else None
+async def _read_json(request: Request, example: str) -> Any:
+    """A small JSON body (64 KiB at most), or a ready error response."""
+    try:
+        raw = await _read_body(request, limit=64 * 1024)
+    except _TooLarge:
+        return _error(413, "body over 64 KiB")
+    except TimeoutError:
+        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, RecursionError):
+        return _error(400, f"send JSON like {example}")
 
-    def check_token(request: Request) -> Response | None:
-        if expected is None:
-            return None
+
+class _BearerAuth(BaseHTTPMiddleware):
+    """Every POST carries the bearer token (when one is configured); reads stay open."""
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        super().__init__(app)
+        self.expected = token.encode() if token else None
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if self.expected is None or request.method != "POST":
+            return await call_next(request)
+        if request.url.path == "/v1/verdict":  # Flagger's webhook POST reads the verdict
+            return await call_next(request)
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
@@ -86,102 +127,140 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
                 "missing bearer token (Authorization: Bearer <token>)",
                 **{"WWW-Authenticate": 'Bearer realm="tailbudget"'},
             )
-        if not hmac.compare_digest(given.strip().encode(), expected):
+        if not hmac.compare_digest(given.strip().encode(), self.expected):
             return _error(403, "wrong bearer token")
-        return None
+        return await call_next(request)
 
-    async def observations(request: Request) -> Response:
-        denied = check_token(request)
-        if denied is not None:
-            return denied
+
+def _ingest(runtime: Runtime, body: bytes) -> int:
+    # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
+    # sent only after the fsync, so an acknowledged batch survives kill -9.
+    batch = parse_observations(body, now_s=time.time())
+    return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
+
+
+async def observations(request: Request) -> Response:
+    """POST /v1/observations."""
+    try:
+        body = await _read_body(request)
+    except _TooLarge:
+        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
+    except TimeoutError:
+        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+    try:
+        accepted = await asyncio.to_thread(_ingest, _runtime(request), body)
+    except BadBatch as exc:
+        return _error(400, str(exc))
+    except OSError as exc:  # disk full, I/O error: not durable, so not accepted
+        return _not_durable("the batch", exc)
+    return JSONResponse({"accepted": accepted})
+
+
+async def metrics(request: Request) -> Response:
+    """GET /metrics."""
+    registry: CollectorRegistry = request.app.state.registry
+    text = await asyncio.to_thread(generate_latest, registry)
+    return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+
+async def status(request: Request) -> Response:
+    """GET /v1/status."""
+    return JSONResponse(await asyncio.to_thread(_runtime(request).status))
+
+
+async def verdict(request: Request) -> Response:
+    """GET (or Flagger's POST) /v1/verdict."""
+    mode = request.query_params.get("mode")
+    if mode not in _VERDICT_MODES:
+        return _error(400, f"mode must be one of flagger, flagger-promotion; got {mode!r}")
+    body = await asyncio.to_thread(_runtime(request).verdict)
+    failing = _VERDICT_MODES[mode]
+    return JSONResponse(body, status_code=503 if body["verdict"] in failing else 200)
+
+
+async def clear_verdict(request: Request) -> Response:
+    """POST /v1/verdict/clear."""
+    value = await _read_json(request, '{"reason": "rolled back, fix deployed"}')
+    if isinstance(value, Response):
+        return value
+    reason = value.get("reason") if isinstance(value, dict) else None
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
+        return _error(
+            400,
+            'say why in reason (1 to 500 characters), e.g. {"reason": "rolled back, fix deployed"}',
+        )
+    try:
+        rules = await asyncio.to_thread(_runtime(request).clear_verdict, reason.strip())
+    except OSError as exc:
+        return _not_durable("the clear (it is journaled and in effect until a restart)", exc)
+    return JSONResponse({"cleared": rules, "verdict": _runtime(request).verdict()["verdict"]})
+
+
+async def baseline(request: Request) -> Response:
+    """POST /v1/baseline."""
+    value = await _read_json(request, '{"p99_ms": 850}')
+    if isinstance(value, Response):
+        return value
+    p99 = value.get("p99_ms") if isinstance(value, dict) else None
+    if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
+        return _error(
+            400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
+        )
+    try:
+        await asyncio.to_thread(_runtime(request).set_baseline, float(p99))
+    except OSError as exc:
+        return _not_durable("the baseline", exc)
+    return JSONResponse({"baseline_p99_ms": float(p99)})
+
+
+async def _evaluator(runtime: Runtime) -> None:
+    # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
+    # the cadence the rules' `for` spans are counted in.
+    period = runtime.policy.evaluate_every_s
+    loop = asyncio.get_running_loop()
+    due = loop.time() + period
+    while True:
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        due = max(due + period, loop.time())
         try:
-            body = await _read_body(request)
-        except _TooLarge:
-            return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
-        try:
-            accepted = await asyncio.to_thread(ingest, body)
-        except BadBatch as exc:
-            return _error(400, str(exc))
-        except OSError as exc:  # disk full, I/O error: not durable, so not accepted
-            log.error("cannot store an observation batch: %s", exc)
-            return _error(503, f"cannot store the batch ({exc.strerror or exc}); not accepted")
-        return JSONResponse({"accepted": accepted})
+            await asyncio.to_thread(runtime.evaluate)
+        except Exception:  # keep evaluating; the next tick may succeed
+            log.exception("policy evaluation failed")
 
-    def ingest(body: bytes) -> int:
-        # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
-        # sent only after the fsync, so an acknowledged batch survives kill -9.
-        batch = parse_observations(body, now_s=time.time())
-        return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
 
-    async def metrics(request: Request) -> Response:
-        text = await asyncio.to_thread(generate_latest, registry)
-        return Response(text, media_type=CONTENT_TYPE_LATEST)
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    runtime: Runtime = app.state.runtime
+    task = asyncio.create_task(_evaluator(runtime)) if app.state.evaluate else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(runtime.close)
 
-    async def status(request: Request) -> Response:
-        return JSONResponse(await asyncio.to_thread(runtime.status))
 
-    async def verdict(request: Request) -> Response:
-        mode = request.query_params.get("mode")
-        if mode not in _VERDICT_MODES:
-            return _error(400, f"mode must be one of flagger, flagger-promotion; got {mode!r}")
-        body = await asyncio.to_thread(runtime.verdict)
-        failing = _VERDICT_MODES[mode]
-        return JSONResponse(body, status_code=503 if body["verdict"] in failing else 200)
+_ROUTES = [
+    Route("/v1/observations", observations, methods=["POST"]),
+    Route("/metrics", metrics, methods=["GET"]),
+    Route("/v1/status", status, methods=["GET"]),
+    # Flagger calls its webhooks with POST (a JSON body we do not need).
+    Route("/v1/verdict", verdict, methods=["GET", "POST"]),
+    Route("/v1/verdict/clear", clear_verdict, methods=["POST"]),
+    Route("/v1/baseline", baseline, methods=["POST"]),
+]
 
-    async def baseline(request: Request) -> Response:
-        denied = check_token(request)
-        if denied is not None:
-            return denied
-        try:
-            raw = await _read_body(request, limit=64 * 1024)
-        except _TooLarge:
-            return _error(413, "body over 64 KiB")
-        try:
-            value: Any = json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, 'send JSON like {"p99_ms": 850}')
-        p99 = value.get("p99_ms") if isinstance(value, dict) else None
-        if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
-            return _error(
-                400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
-            )
-        await asyncio.to_thread(runtime.set_baseline, float(p99))
-        return JSONResponse({"baseline_p99_ms": float(p99)})
 
-    async def evaluator() -> None:
-        # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
-        # the cadence the rules' `for` spans are counted in.
-        period = runtime.policy.evaluate_every_s
-        loop = asyncio.get_running_loop()
-        due = loop.time() + period
-        while True:
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            due = max(due + period, loop.time())
-            try:
-                await asyncio.to_thread(runtime.evaluate)
-            except Exception:  # keep evaluating; the next tick may succeed
-                log.exception("policy evaluation failed")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(evaluator()) if evaluate else None
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await asyncio.to_thread(runtime.close)
-
-    return Starlette(
-        routes=[
-            Route("/v1/observations", observations, methods=["POST"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/v1/status", status, methods=["GET"]),
-            # Flagger calls its webhooks with POST (a JSON body we do not need).
-            Route("/v1/verdict", verdict, methods=["GET", "POST"]),
-            Route("/v1/baseline", baseline, methods=["POST"]),
-        ],
-        lifespan=lifespan,
+def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = True) -> Starlette:
+    """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task."""
+    app = Starlette(
+        routes=_ROUTES,
+        middleware=[Middleware(_BearerAuth, token=token)],
+        lifespan=_lifespan,
     )
+    app.state.runtime = runtime
+    app.state.registry = make_registry(runtime)
+    app.state.evaluate = evaluate
+    return app

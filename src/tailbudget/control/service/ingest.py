@@ -34,6 +34,14 @@ MAX_FUTURE_S = 300.0
 (e.g. milliseconds sent as seconds), and one such time would push the rolling
 window past every real observation."""
 
+MAX_PAST_S = 7 * 86_400.0
+"""How far behind the server's clock a `ts` may be (a week); older means a clock or unit
+bug (a year-1 timestamp, seconds since boot), and the rolling windows could never use it."""
+
+MAX_DIGITS = 30
+"""Longest integer literal in a body; observations carry ordinary numbers, and a
+400-digit integer would otherwise reach float conversion and overflow."""
+
 MAX_STAGE_NAME = 100
 """Longest stage name (characters); names are metric labels and log records."""
 
@@ -61,6 +69,31 @@ class ParsedBatch:
         return {name: len(col) for name, col in self.stages.items()}
 
 
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise BadBatch(
+            f"a number with {len(text.lstrip('-'))} digits; observations carry ordinary "
+            f"numbers (at most {MAX_DIGITS} digits)"
+        )
+    return int(text)
+
+
+def _loads(text: str, where: str) -> Any:
+    """json.loads, every failure a BadBatch (bad syntax, nesting too deep, huge numbers)."""
+    try:
+        return json.loads(text, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise BadBatch(
+            f"{where}invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except BadBatch as exc:
+        raise BadBatch(f"{where}{exc}") from None
+    except RecursionError:
+        raise BadBatch(f"{where}JSON nested too deep; an observation is a flat object") from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise BadBatch(f"{where}invalid JSON ({exc})") from None
+
+
 def _items(body: bytes) -> list[Any]:
     try:
         text = body.decode("utf-8")
@@ -70,30 +103,24 @@ def _items(body: bytes) -> list[Any]:
     if not stripped:
         raise BadBatch("empty body: send a JSON array or NDJSON of observations")
     if stripped[0] == "[":
-        try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise BadBatch(
-                f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from None
+        value = _loads(stripped, "")
         if not isinstance(value, list):
             raise BadBatch("a JSON body must be an array of observations")
         return value
     items = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise BadBatch(f"NDJSON line {lineno}: invalid JSON ({exc.msg})") from None
+        if line.strip():
+            items.append(_loads(line, f"NDJSON line {lineno}: "))
     return items
 
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
     return x if math.isfinite(x) else None
 
 
@@ -103,11 +130,11 @@ def _ts(value: Any, default: float) -> float | None:
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
+            if parsed.tzinfo is None:
+                return None
+            return parsed.timestamp()
+        except (ValueError, OverflowError, OSError):
             return None
-        if parsed.tzinfo is None:
-            return None
-        return parsed.timestamp()
     x = _number(value)
     return x if x is not None and x >= 0 else None
 
@@ -148,15 +175,18 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     stages = _fast_stages([it.get("stages") for it in items])
     if stages is None:
         return None
-    total = np.array(totals, dtype=np.float64)
-    ts = np.array(stamps, dtype=np.float64)  # None -> NaN
+    try:
+        total = np.array(totals, dtype=np.float64)
+        ts = np.array(stamps, dtype=np.float64)  # None -> NaN
+    except OverflowError:
+        return None
     missing = np.array([t is None for t in stamps], dtype=bool)
     ts[missing] = now_s
     bad = (
         ~np.isfinite(total)
         | (total < 0)
         | ~np.isfinite(ts)
-        | (ts < 0)
+        | (ts < now_s - MAX_PAST_S)
         | (ts > now_s + MAX_FUTURE_S)
     )
     if bad.any():
@@ -190,7 +220,10 @@ def _fast_stages(per_item: list[Any]) -> dict[str, StageColumn] | None:
     for name, column in rows.items():
         if not {type(v) for v in values[name]} <= _NUMBER_TYPES:
             return None
-        ms = np.array(values[name], dtype=np.float64)
+        try:
+            ms = np.array(values[name], dtype=np.float64)
+        except OverflowError:
+            return None
         if not (np.isfinite(ms).all() and (ms >= 0).all()):
             return None
         out[name] = StageColumn(np.array(column, dtype=np.int64), ms)
@@ -232,6 +265,12 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
             raise BadBatch(
                 f"item {i}: ts is {when - now_s:,.0f} s ahead of the server clock; "
                 "send epoch seconds (not ms) from a synchronized clock"
+            )
+        if when < now_s - MAX_PAST_S:
+            raise BadBatch(
+                f"item {i}: ts {_short(item.get('ts'))} is {(now_s - when) / 86_400:,.0f} days "
+                f"before the server clock (at most {MAX_PAST_S / 86_400:.0f}); send the time the "
+                "request finished, in epoch seconds"
             )
         ts[i] = when
         e = item.get("error", False)
@@ -276,6 +315,11 @@ def _check_stage_name(i: int, name: str, known: int) -> None:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raise BadBatch(f"item {i}: stage name {_short(name)} is not valid UTF-8") from None
+    if not name.isprintable():
+        raise BadBatch(
+            f"item {i}: stage name {_short(name)} has a control character (newline, tab...); "
+            "stage names are metric labels"
+        )
     if known >= MAX_STAGES:
         raise BadBatch(
             f"item {i}: more than {MAX_STAGES} stage names in one batch; "

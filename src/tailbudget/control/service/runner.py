@@ -87,6 +87,11 @@ def serve(options: ServeOptions) -> None:
     import uvicorn
 
     from tailbudget.control.service.app import create_app
+    from tailbudget.control.service.connections import (
+        BACKLOG,
+        connection_cap,
+        guarded_protocol,
+    )
 
     if not 0 < options.port < 65536:
         raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
@@ -106,4 +111,16 @@ def serve(options: ServeOptions) -> None:
         runtime.observations_total,
     )
     app = create_app(runtime, token=token)
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", access_log=False)
+    cap = connection_cap()
+    log.info("at most %d connections; request headers due within 10 s of connecting", cap)
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        access_log=False,
+        http=guarded_protocol(cap),
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=16 * 1024,
+        backlog=BACKLOG,
+    )

@@ -349,10 +349,27 @@ class Runtime:
     # --- baseline, snapshots ------------------------------------------------------
 
     def set_baseline(self, p99_ms: float) -> None:
-        """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once."""
+        """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once.
+
+        Raises OSError when the snapshot holding it cannot be written (a 503)."""
         with self.lock:
             self.controller.set_baseline(p99_ms)
         self.compact()
+
+    def clear_verdict(self, reason: str) -> list[str]:
+        """Disengage the rollback rules (an operator says the rollback is over); journaled.
+
+        Returns the rules cleared. A rule whose condition still holds fires again
+        after its `for` span, as after any recovery. Raises OSError when the
+        snapshot holding the clear cannot be written (a 503; the journal has it).
+        """
+        with self.lock:
+            rules = self.controller.clear("rollback")
+        record = {"kind": "clear", "t_s": time.time(), "action": "rollback", "rules": rules}
+        self.journal.append({**record, "reason": reason})
+        log.info("rollback cleared by request (rules: %s): %s", ", ".join(rules) or "none", reason)
+        self.compact()
+        return rules
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to restart exactly here (caller holds the lock)."""

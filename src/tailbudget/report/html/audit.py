@@ -232,7 +232,27 @@ def _tail(r: Mapping[str, Any]) -> str:
         )
         + driver
         + body
+        + _culprits(r)
     )
+
+
+def _culprits(r: Mapping[str, Any]) -> str:
+    found = [c for c in r.get("culprits") or [] if isinstance(c, Mapping)]
+    nest = [n for n in r.get("nesting") or [] if isinstance(n, Mapping)]
+    out = ""
+    if found:
+        out += "<h3>Culprits</h3>" + table(
+            ["stage", "score", "evidence"],
+            [
+                [cell(c.get("stage")), cell(c.get("score"), "r2"), cell(c.get("evidence"), "long")]
+                for c in found
+            ],
+            numeric=[1],
+        )
+    if nest:
+        pairs = "; ".join(f"{n.get('outer')} contains {n.get('inner')}" for n in nest)
+        out += f"<p>Nested stages: {esc(pairs)}.</p>"
+    return out
 
 
 def _fit_table(rows: list[Mapping[str, Any]]) -> str:

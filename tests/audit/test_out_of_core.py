@@ -1,0 +1,103 @@
+"""The audit of a log larger than the engine's memory limit: exact figures, same findings,
+and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tailbudget.audit import AuditConfig, run_audit
+from tailbudget.audit.events import read_events
+from tailbudget.demo import planted as synth
+from tailbudget.demo.generate import generate
+from tailbudget.errors import LogError
+from tailbudget.logs import ReadOptions, read_log
+from tailbudget.logs.engine import MEMORY_LIMIT_ENV, connect
+
+OPTIONS = ReadOptions(timestamp="ts", shape=("output_tokens",), cohorts=("route",), error="error")
+SLO = {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}
+
+
+def _figures(report) -> dict:
+    out = json.loads(report.to_json())
+    out.pop("provenance")
+    out["cold_start"].pop("timeline", None)  # per-minute p99 is an approximate sketch
+    return out
+
+
+def _same(a: object, b: object, where: str) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), where
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize(
+    ("make", "extra"),
+    [(synth.cold_start, {"events": tuple(synth.EVENTS)}), (synth.input_shape, {})],
+)
+def test_bounded_method_gives_the_same_report(make, extra) -> None:
+    slo = {"p50": 900.0, "p95": 1100.0, "p99": 1500.0}
+    whole = run_audit(make(), AuditConfig(slo=slo, **extra))
+    bounded = run_audit(make(), AuditConfig(slo=slo, in_memory_rows=0, **extra))
+    _same(_figures(bounded), _figures(whole), "report")
+    assert any("bounded memory" in n for n in bounded.provenance.notes)
+    assert any("every value" in n for n in whole.provenance.notes)
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("ooc"), rows=600_000, seed=5)
+
+
+def test_audit_fits_a_memory_limit_its_quantiles_would_not(big_log, monkeypatch) -> None:
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "32MB")
+    events = read_events(big_log.events)
+    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events))
+    assert {"cold_start", "cache_miss", "external_dependency"} <= {
+        h.kind for h in report.hypotheses
+    }
+    assert report.cold_start is not None and report.cold_start.n_cold > 0
+    # The engine's own exact quantile needs every value in memory: under this limit it fails.
+    with pytest.raises(Exception, match=r"(?i)out of memory"):
+        run_audit(
+            read_log(str(big_log.log), OPTIONS),
+            AuditConfig(slo=SLO, events=events, in_memory_rows=10**9),
+        )
+
+
+def test_scratch_copy_is_gone_after_the_audit(big_log) -> None:
+    log = read_log(str(big_log.log), OPTIONS)
+    before = set(os.listdir(_tmp()))
+    run_audit(log, AuditConfig(slo=SLO))
+    names = log.backend.raw_sql("SELECT database_name FROM duckdb_databases()").fetchall()
+    assert not any("scratch" in n for (n,) in names)
+    assert not {f for f in set(os.listdir(_tmp())) - before if f.startswith("tailbudget-scratch")}
+
+
+def test_memory_limit_from_the_environment(monkeypatch) -> None:
+    def limit() -> str:
+        return str(connect().raw_sql("SELECT current_setting('memory_limit')").fetchone()[0])
+
+    assert limit() in ("953.6 MiB", "1.0 GiB", "1000.0 MiB")
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "256MB")
+    assert limit() in ("244.1 MiB", "256.0 MiB")
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(LogError, match="TAILBUDGET_MEMORY_LIMIT='lots' is not a memory size"):
+        connect()
+
+
+def _tmp() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
