@@ -7,6 +7,10 @@ timeline. Each side runs in its own child process so peak RSS is measured per si
     python bench/audit.py            # 10,000,000 rows (generated once into bench/out/)
     python bench/audit.py --quick    # 300,000 rows
     python bench/audit.py --rows N
+
+A third run audits the same log with objectives on top of the e2e SLO (an e2e p99.9,
+two stage objectives and goodput over every threshold): its ratio to the e2e-only audit
+is the cost of objectives.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ STAGES = ("embedding", "retrieval", "rerank", "llm")
 SHAPE = ("output_tokens", "context_tokens", "query_tokens", "top_k")
 COHORTS = ("route", "model_variant", "region")
 CHUNK = 1_000_000
+OBJECTIVES = "p50=1300,p95=2800,p99=4000,e2e.p99.9=9000,llm.p99=3000,retrieval.p99=800,goodput=0.95"
 
 
 def generate(rows: int, out: Path = OUT) -> tuple[Path, Path]:
@@ -88,7 +93,7 @@ def child_bare(path: str) -> None:
     _report(time.perf_counter() - t0, {})
 
 
-def child_audit(path: str, events: str) -> None:
+def child_audit(path: str, events: str, objectives: str | None = None) -> None:
     sys.path.insert(0, str(HERE.parent / "src"))
     from tailbudget.audit import AuditConfig, run_audit
     from tailbudget.audit.events import read_events
@@ -98,9 +103,11 @@ def child_audit(path: str, events: str) -> None:
     t0 = time.perf_counter()
     options = ReadOptions(timestamp="ts", shape=SHAPE, cohorts=COHORTS, error="error")
     log = read_log(path, options)
-    config = AuditConfig(
-        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(Path(events))
-    )
+    from tailbudget.budget.objectives import parse_objectives
+
+    slo = {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}
+    objs = parse_objectives(objectives) if objectives else None
+    config = AuditConfig(slo=slo, events=read_events(Path(events)), objectives=objs)
     report = run_audit(log, config)
     audit_markdown(report)
     info = {
@@ -144,7 +151,7 @@ def main() -> None:
         if a.child[0] == "bare":
             child_bare(a.child[1])
         else:
-            child_audit(a.child[1], a.child[2])
+            child_audit(a.child[1], a.child[2], *a.child[3:])
         return
     rows = 300_000 if a.quick else a.rows
     t0 = time.perf_counter()
@@ -154,6 +161,10 @@ def main() -> None:
     bare = min((_run(["--child", "bare", str(path)]) for _ in range(a.repeat)), key=_secs)
     audit = min(
         (_run(["--child", "audit", str(path), str(events)]) for _ in range(a.repeat)), key=_secs
+    )
+    objs = min(
+        (_run(["--child", "audit", str(path), str(events), OBJECTIVES]) for _ in range(a.repeat)),
+        key=_secs,
     )
     ratio = _secs(audit) / _secs(bare)
     cores = _cores()
@@ -168,6 +179,11 @@ def main() -> None:
         f"| tailbudget audit: read + full audit + markdown | {_secs(audit):.2f} | "
         f"{audit['rss_mib']:.0f} | {ratio:.1f} |"
     )
+    print(
+        f"| tailbudget audit with objectives (e2e p99.9, 2 stages, goodput) | "
+        f"{_secs(objs):.2f} | {objs['rss_mib']:.0f} | {_secs(objs) / _secs(bare):.1f} |"
+    )
+    print(f"\nobjectives / e2e-only audit: {_secs(objs) / _secs(audit):.2f}x")
     print(
         f"\nlog generated in {gen:.1f} s; {audit['passes']}; "
         f"hypotheses: {', '.join(map(str, audit['hypotheses']))}"

@@ -26,3 +26,25 @@ def test_exported_members():
 def test_one_exception_root():
     for name in ("BudgetError", "LogError", "PolicyError"):
         assert issubclass(getattr(tailbudget, name), tailbudget.TailbudgetError)
+
+
+def test_sim_exported_members():
+    import tailbudget.sim as sim
+
+    assert set(sim.__all__) == {
+        "ArrivalSpec",
+        "CapacityReport",
+        "Fitted",
+        "LLMParams",
+        "ModelOptions",
+        "Param",
+        "PolicySpec",
+        "ServiceModel",
+        "SimReport",
+        "capacity_curve",
+        "fit_logs",
+        "parse_arrivals",
+        "parse_policy_spec",
+        "simulate",
+    }
+    assert all(hasattr(sim, n) for n in sim.__all__)

@@ -52,3 +52,18 @@ def test_overrides_apply_to_one_variant_only() -> None:
     cat = catalog({"cap_input_size": {"hours": 2}})
     assert fix_for(cat, "input_shape", "output_tokens") == CATALOG["cap_output_tokens"]
     assert fix_for(cat, "input_shape", "seq_len").hours == 2  # type: ignore[union-attr]
+
+
+def test_with_replicas_carries_the_count_on_add_capacity() -> None:
+    from tailbudget.audit.fixes import with_replicas
+    from tailbudget.demo import planted
+    from tests.audit.test_planted import audit
+
+    r = audit(planted.contention())
+    out = with_replicas(r, 6, "1 request(s) at once per replica, default")
+    fix = next(f for f in out.ranking if f.fix == "add_capacity")
+    assert fix.replicas == 6
+    assert out.recommendation.text.endswith(
+        "6 replicas (1 request(s) at once per replica, default)."
+    )
+    assert all(f.replicas is None for f in out.ranking if f.fix != "add_capacity")

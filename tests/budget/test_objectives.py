@@ -163,7 +163,8 @@ def test_full_slo_block() -> None:
         "  itl: {p99: 150}\n"
         "  stages: {retrieval: {p99: 800}}\n"
         "  goodput: {min: 0.95, ttft: 1200, tpot: 60}\n"
-        "  error_rate: 0.01\n" + PIPE
+        "  error_rate: 0.01\n"
+        "pipeline: [{stage: llm, llm: {ttft_ms: 850, tokens_per_s: 22, output_tokens: 300}}]\n"
     )
     objs = b.objectives
     assert [o.key for o in objs] == [

@@ -249,7 +249,24 @@ def make_audit(log: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
             "timeline": timeline,
             "events": [{"t": _iso(START + timedelta(minutes=DEPLOY_MIN)), "event": "deploy v42"}],
         },
-        "goodput": {"share": float((total <= SLO["p99"]).mean())},
+        "goodput": {
+            "share": float((total <= SLO["p99"]).mean()),
+            "min": None,
+            "thresholds": {"e2e": SLO["p99"]},
+            "verdict": "no_minimum",
+        },
+        "objectives": [
+            {
+                "metric": "e2e",
+                "percentile": k,
+                "target_ms": SLO[k],
+                "measured_ms": snap[k],
+                "verdict": "breach" if snap[k] > SLO[k] else "pass",
+                "gated": k == "p99",
+                "n": int(total.size),
+            }
+            for k in PCTS
+        ],
         "baseline": baseline,
         "hypotheses": [
             {

@@ -36,6 +36,7 @@ AUDIT_KEYS = [
     "baseline",
 ]
 ORDER = [
+    "objectives",
     "provenance",
     "snapshot",
     "stages",

@@ -51,7 +51,7 @@ class AuditConfig:
                 Objective("e2e", p, float(ms), gated=p in gated) for p, ms in self.slo.items()
             )
             object.__setattr__(self, "objectives", Objectives(items))
-        if not self.slo:
+        if not self.slo and not len(self.objectives or ()):
             raise TailbudgetError(
                 "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) "
                 "or --budget FILE with an slo: block"

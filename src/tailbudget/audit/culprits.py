@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
+from tailbudget.audit.recommendation import TOO_FEW
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
 
 __all__ = ["MAX_CULPRITS", "WEAK_SLOW", "Inputs", "build", "name_in"]
@@ -171,9 +172,19 @@ def name_in(
 
     With no hypothesis, the recommendation's "no cause stands out" would contradict a
     named culprit: the text says instead that only the stage times point at it."""
-    if not culprits or rec.choice == "none":
+    if not culprits:
         return rec
     top = culprits[0]
+    if rec.choice == "none":
+        # Too few requests for a verdict: a culprit that grew against a baseline is still
+        # worth naming, as where to look once the log is long enough, never as a fix.
+        if not rec.text.startswith(TOO_FEW) or "growth_ms" not in top.figures:
+            return rec
+        where = f" (inside {top.inside})" if top.inside else ""
+        text = (
+            f"{rec.text} Meanwhile the stage that grew most is {top.stage}{where} ({top.evidence})."
+        )
+        return rec.model_copy(update={"text": text})
     if no_hypothesis:
         where = f" (inside {top.inside})" if top.inside else ""
         text = (

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tailbudget.audit.covariates import is_output_length
+from tailbudget.audit.report import AuditReport
 from tailbudget.errors import BudgetError
 
 Risk = Literal["low", "medium", "high"]
@@ -123,6 +124,39 @@ CATALOG: dict[str, Fix] = {
             False,
             "decode time of slow requests at its fast-group level",
         ),
+        # Fixes of breached LLM objectives (TTFT, TPOT): their counterfactuals rewrite the
+        # objective's metric per request (audit/llm_causes.py), then e2e and goodput with it.
+        Fix(
+            "add_llm_replicas",
+            "llm_queueing",
+            2,
+            "low",
+            True,
+            "each request's TTFT capped at what the low-load reference predicts for its "
+            "prompt length (fit plus two residual standard deviations): the queue wait removed",
+            "add model replicas (or scale on TTFT) until requests stop waiting for a slot",
+        ),
+        Fix(
+            "cap_prompt_tokens",
+            "llm_prefill",
+            6,
+            "medium",
+            True,
+            "prompts capped at their p95 length, TTFT lowered along its fitted slope on "
+            "input tokens",
+            "cap prompt length (retrieved context, history) at about {cap:,.0f} tokens",
+        ),
+        Fix(
+            "limit_decode_batch",
+            "llm_decode_contention",
+            3,
+            "medium",
+            True,
+            "each request's TPOT capped at what the low-load reference predicts (fit plus two "
+            "residual standard deviations): fewer concurrent decoders (max_num_seqs) or more "
+            "replicas; with fewer sequences per replica and no new replica, TTFT queueing grows",
+            "lower max_num_seqs per replica, or add replicas, so fewer requests decode at once",
+        ),
         # Changes a re-budget proposes (`tailbudget rebudget`); no audit hypothesis has their
         # kinds, so they never rank as a hypothesis's fix. A smaller or quantized model takes
         # an evaluation of answer quality on top of the swap: a week, medium risk.
@@ -218,3 +252,29 @@ def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
                 raise BudgetError(f"fixes.{name}: unknown key {key!r}; use hours, risk, reversible")
         out[name] = replace(fix, **changes)
     return out
+
+
+def with_replicas(
+    report: AuditReport, replicas: int, basis: str, *, meets: bool = True, rest: str = ""
+) -> AuditReport:
+    """The report with `add_capacity` carrying how many replicas a simulation needs.
+
+    `meets` False: no count met every objective; `replicas` wins 90% of what unlimited
+    replicas would, and `rest` says what remains (e.g. 'e2e.p99 1,739 ms vs 1,500').
+    """
+    ranking = [
+        r.model_copy(update={"replicas": replicas}) if r.fix == "add_capacity" else r
+        for r in report.ranking
+    ]
+    rec = report.recommendation
+    if rec.choice == "add_capacity":
+        if meets:
+            extra = f" Simulated at this log's load: {replicas} replicas ({basis})."
+        else:
+            extra = (
+                f" Simulated at this log's load, {replicas} replicas win 90% of what capacity "
+                f"can ({basis}); what remains even with unlimited replicas ({rest}) is not "
+                "capacity."
+            )
+        rec = rec.model_copy(update={"text": rec.text + extra})
+    return report.model_copy(update={"ranking": ranking, "recommendation": rec})

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import ibis
+
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.report import Goodput
 
 
-def _target(ctx: Ctx) -> tuple[str, float]:
+def _target(ctx: Ctx) -> tuple[str | None, float | None]:
     slo = ctx.config.slo
-    name = next(p for p in ("p99", "p95", "p50") if p in slo)
-    return name, slo[name]
+    name = next((p for p in ("p99", "p95", "p50") if p in slo), None)
+    return name, slo[name] if name is not None else None
 
 
 def exprs(ctx: Ctx) -> dict[str, Any]:
@@ -23,8 +25,9 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ms in ctx.config.slo.items():
         out[f"g_{name}"] = (total <= ms).cast("float64").mean()
-    _, ms = _target(ctx)
-    out["g_good"] = ((total <= ms) & ~t["error"].fill_null(False)).cast("float64").mean()
+    _, top = _target(ctx)
+    within = total <= top if top is not None else ibis.literal(True)
+    out["g_good"] = (within & ~t["error"].fill_null(False)).cast("float64").mean()
     out["g_err"] = t["error"].fill_null(False).cast("float64").mean()
     return out
 

@@ -20,6 +20,7 @@ from tailbudget.audit import (
     cold_start,
     goodput,
     hypotheses,
+    objectives,
     quantiles,
     shape,
     snapshot,
@@ -34,6 +35,7 @@ from tailbudget.audit.report import (
     CohortRow,
     ColdStart,
     Goodput,
+    ObjectiveRow,
     Overlap,
     ShapeRow,
     Snapshot,
@@ -59,6 +61,9 @@ class Distributions:
     warm: dict[str, Any] | None
     """Cold-window count and warm percentiles (cold_start.exprs), when events were given."""
     tokens_per_s: tuple[float, float] | None
+    objectives: list[ObjectiveRow]
+    """Every objective measured (audit/objectives.py), folded into this pass."""
+    metric_cdfs: dict[str, list[CdfPoint]]
 
     @property
     def names(self) -> list[str]:
@@ -89,7 +94,8 @@ def distributions(ctx: Ctx) -> Distributions:
     """Pass 1. Raises LogError when no row is usable."""
     cold = cold_start.cold_mask(ctx)
     exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **goodput.exprs(ctx)}
-    asks = [*snapshot.asks(ctx), *stages.asks(ctx)]
+    asks = [*snapshot.asks(ctx), *stages.asks(ctx), *objectives.asks(ctx)]
+    exprs |= objectives.exprs(ctx)
     if cold is not None:
         exprs |= cold_start.exprs(ctx, cold)
         asks += cold_start.asks(ctx, cold)
@@ -116,6 +122,7 @@ def distributions(ctx: Ctx) -> Distributions:
     snap, cdf, total_q = snapshot.build(ctx, row)
     stage_rows, overlap, grids = stages.build(ctx, row, snap.p99)
     q = row.get("tps_q") or [None, None]
+    obj_rows, gp_update = objectives.build(ctx, row)
     return Distributions(
         snapshot=snap,
         cdf=cdf,
@@ -124,9 +131,11 @@ def distributions(ctx: Ctx) -> Distributions:
         overlap=overlap,
         grids=grids,
         covariates=shape.covariates(ctx, row),
-        goodput=goodput.build(ctx, row),
+        goodput=goodput.build(ctx, row).model_copy(update=gp_update),
         warm=row if cold is not None else None,
         tokens_per_s=(float(q[0]), float(q[1])) if None not in q else None,
+        objectives=obj_rows,
+        metric_cdfs=objectives.distributions(ctx, row),
     )
 
 

@@ -16,6 +16,8 @@ from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
 
 PARTIAL = 1 / 3
+TOO_FEW = "Too few requests"
+"""How the recommendation opens when a gated percentile has too few requests for a verdict."""
 
 
 def recommend(
@@ -28,7 +30,7 @@ def recommend(
         return Recommendation(
             choice="none",
             text=(
-                f"Too few requests ({snap.count}) for a verdict on {', '.join(thin)}: "
+                f"{TOO_FEW} ({snap.count}) for a verdict on {', '.join(thin)}: "
                 "collect a longer log before acting on it."
             ),
         )

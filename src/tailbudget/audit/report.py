@@ -18,6 +18,8 @@ HypothesisKind = Literal[
     "missing_slice",
     "llm_prefill",
     "llm_decode",
+    "llm_queueing",
+    "llm_decode_contention",
 ]
 Choice = Literal["fix_tail", "add_capacity", "renegotiate_slo", "none"]
 
@@ -185,6 +187,8 @@ class Hypothesis(_Model):
     figures: dict[str, float] = Field(default_factory=dict)
     weak: bool = False
     """Drawn from fewer than MIN_SLOW_REQUESTS requests (slow group, or cold windows)."""
+    objective: str | None = None
+    """The breached objective this cause drives ('ttft.p95'); None for the e2e tail."""
 
 
 class RankedFix(_Model):
@@ -201,6 +205,16 @@ class RankedFix(_Model):
     kind: HypothesisKind
     counterfactual: str
     p99_after_ms: float
+    objective: str | None = None
+    """For a fix of a breached objective ('ttft.p95'): the score is that objective's ms
+    saved per engineering hour, and the figures below say what it becomes."""
+    objective_before_ms: float | None = None
+    objective_after_ms: float | None = None
+    goodput_before: float | None = None
+    goodput_after: float | None = None
+    replicas: int | None = None
+    """add_capacity: the fewest replicas meeting every gated objective at the log's load,
+    from a simulation fitted on the log (`tailbudget capacity`); None when not simulated."""
 
 
 class Recommendation(_Model):
@@ -213,13 +227,38 @@ class Recommendation(_Model):
 
 
 class Goodput(_Model):
-    """Share of requests that are not errors and finish within the SLO's request-level target."""
+    """Share of requests that are not errors and meet every per-request threshold."""
 
     share: float
-    target: str
-    target_ms: float
+    target: str | None
+    """The end-to-end percentile whose target is the e2e threshold (None: no e2e objective)."""
+    target_ms: float | None
     by_target: dict[str, float]
     error_share: float
+    min: float | None = None
+    """The goodput objective's minimum share (None: reported, not gated)."""
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    """Per-request thresholds {metric: ms} a good request meets."""
+    verdict: Literal["pass", "breach", "no_minimum"] = "no_minimum"
+    good: int | None = None
+    requests: int | None = None
+    """Denominator: requests in the log plus those that failed without a latency."""
+
+
+class ObjectiveRow(_Model):
+    """One objective measured on the log (exact percentile on the engine)."""
+
+    metric: str
+    """e2e | ttft | tpot | itl | a stage name."""
+    percentile: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: Literal["pass", "breach", "no_data"]
+    gated: bool
+    n: int
+    """Requests (gaps, for itl) the percentile is computed from."""
+    output_tokens: int | None = None
+    note: str = ""
 
 
 class BaselineRow(_Model):
@@ -262,6 +301,51 @@ class Nesting(_Model):
     """Slope of outer on inner (1 when inner is inside outer and nothing else moves)."""
 
 
+CanaryVerdict = Literal["regression", "improvement", "no_change", "inconclusive"]
+
+
+class ObjectiveChange(_Model):
+    """One objective: baseline (before) and canary (after), the change and its evidence."""
+
+    metric: str
+    percentile: str
+    gated: bool
+    before_ms: float | None
+    after_ms: float | None
+    change_ms: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    """One-sided Mann-Whitney U: canary values larger than baseline values."""
+    n_before: int
+    n_after: int
+    verdict: CanaryVerdict
+
+
+class GoodputChange(_Model):
+    """Goodput of the canary minus the baseline's, with a 95% interval."""
+
+    before: float
+    after: float
+    change: float
+    ci_low: float
+    ci_high: float
+    n_before: int
+    n_after: int
+    verdict: CanaryVerdict
+
+
+class Canary(_Model):
+    """The canary verdict: regression when a gated objective or goodput regresses."""
+
+    objectives: list[ObjectiveChange]
+    goodput: GoodputChange | None
+    min_requests: int
+    alpha: float
+    verdict: Literal["pass", "regression", "inconclusive"]
+    text: str
+
+
 class AuditReport(_Model):
     """Everything `tailbudget audit` finds; serialises to the JSON contract."""
 
@@ -293,9 +377,25 @@ class AuditReport(_Model):
         source = self.provenance.source.rstrip("/").rsplit("/", 1)[-1]
         return self.service or source or "latency log"
 
+    objectives: list[ObjectiveRow] = Field(default_factory=list)
+    """Every objective, end-to-end ones included (`snapshot` stays the e2e figures)."""
+    distributions: dict[str, list[CdfPoint]] = Field(default_factory=dict)
+    """Quantile functions of ttft and tpot (approximate, for charts) when they have objectives."""
+    canary: Canary | None = None
+    """With --baseline: every objective's change, its interval and p-value, and the verdict."""
+
     def breaches_gate(self) -> bool:
-        """True when a gated percentile breaches the SLO (for `--fail-on-breach`)."""
-        return any(self.snapshot.verdict.get(p) == "breach" for p in self.gated)
+        """True when a gated objective (or a goodput minimum) breaches (`--fail-on-breach`)."""
+        if any(self.snapshot.verdict.get(p) == "breach" for p in self.gated):
+            return True
+        if any(o.gated and o.verdict == "breach" for o in self.objectives):
+            return True
+        return self.goodput.verdict == "breach"
+
+    def regresses(self) -> bool:
+        """True when the canary gate does not pass: a gated regression, or too little data
+        to tell (`--fail-on-regression`)."""
+        return self.canary is not None and self.canary.verdict != "pass"
 
     def to_json(self) -> str:
         """The JSON contract, indented."""

@@ -11,7 +11,18 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from tailbudget.audit import culprits, hypotheses, passes, ranking, recommendation, suspects, weak
+from tailbudget.audit import (
+    canary,
+    culprits,
+    hypotheses,
+    llm_causes,
+    objectives,
+    passes,
+    ranking,
+    recommendation,
+    suspects,
+    weak,
+)
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import TOTAL, Ctx
@@ -20,10 +31,14 @@ from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import (
     AuditReport,
+    Culprit,
+    Hypothesis,
+    ObjectiveRow,
     Percentiles,
     Provenance,
     RankedFix,
     Recommendation,
+    Snapshot,
 )
 from tailbudget.logs.engine import engine_name, scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
@@ -37,6 +52,7 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     tokens = output_tokens_column(log.table.columns)
     if tokens is not None:
         cols.append(tokens)
+    cols += [c for c in objectives.COLUMNS if c in log.table.columns]
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
@@ -54,6 +70,7 @@ ERROR_MAJORITY = 0.5
 def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     ctx = Ctx(log, config)
     fixes = catalog(config.fixes)  # validate overrides before any pass over the log
+    objectives.check(ctx)
     dist = passes.distributions(ctx)
     split = passes.slow_vs_fast(ctx, dist)
     seen = passes.traffic(ctx, dist, split)
@@ -90,19 +107,16 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         ranked = []
     else:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
-    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
-    if failing:
-        rec = Recommendation(
-            choice="none",
-            text=(
-                f"{snap.errors:,} of {snap.count:,} requests failed: fix the errors before "
-                "tuning latency; their times say how fast they failed, not what to speed up."
-            ),
-        )
+    llm = llm_causes.find(ctx, dist.objectives, fixes, snap, dist.goodput.share)
+    if not failing:
+        hyps = [*llm.hypotheses, *hyps]
+        ranked = sorted([*ranked, *llm.ranking], key=lambda f: -f.score)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, seen.timeline)
-    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
-    rec = culprits.name_in(rec, found, no_hypothesis=not hyps)
+    rec = _recommend(config, snap, hyps, ranked, failing, dist.objectives, llm, found)
+    judged = None
+    if config.baseline is not None and dist.objectives:
+        judged = canary.judge(ctx, dist.objectives, dist.goodput.good or 0, config.baseline)
     report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
@@ -124,9 +138,36 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         gated=[p for p in config.gated if p in config.slo],
         culprits=found,
         nesting=nest,
+        objectives=dist.objectives,
+        canary=judged,
+        distributions=dist.metric_cdfs,
         service=config.service,
     )
     return weak.mark(report)
+
+
+def _recommend(
+    config: AuditConfig,
+    snap: Snapshot,
+    hyps: list[Hypothesis],
+    ranked: list[RankedFix],
+    failing: bool,
+    objective_rows: list[ObjectiveRow],
+    llm: llm_causes.Findings,
+    found: list[Culprit],
+) -> Recommendation:
+    """One recommendation: errors first, else the ranked fixes, the LLM causes, the culprit."""
+    if failing:
+        return Recommendation(
+            choice="none",
+            text=(
+                f"{snap.errors:,} of {snap.count:,} requests failed: fix the errors before "
+                "tuning latency; their times say how fast they failed, not what to speed up."
+            ),
+        )
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    rec = llm_causes.recommend(objective_rows, llm, rec)
+    return culprits.name_in(rec, found, no_hypothesis=not hyps)
 
 
 def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float], float | None]:

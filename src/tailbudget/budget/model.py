@@ -23,23 +23,15 @@ from pydantic import (
 )
 
 from tailbudget._units import PERCENTILES
-from tailbudget.budget.objectives import (
-    GATES as GATES,
-)
-from tailbudget.budget.objectives import (
-    Goodput,
-    Objectives,
-    from_targets,
-    parse_percentile,
-)
-from tailbudget.errors import TailbudgetError
+from tailbudget.budget.objectives import GATES as GATES
+from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.slo import SLO as SLO
 
 Environment = Literal["dev", "qa", "uat", "prd"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
-_PCT_KEY = re.compile(r"^p[0-9.]+\Z")
 
 
 class _Frozen(BaseModel):
@@ -75,189 +67,6 @@ class Percentiles(_Frozen):
             if value is not None:
                 out[name] = float(value)
         return out
-
-
-class Targets(BaseModel):
-    """Targets of one metric: {percentile: ms} for any percentile (`p90`, `p99.9`)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    __pydantic_extra__: dict[str, Ms] = Field(init=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _percentile_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            fields = set(cls.model_fields)
-            for key in data:
-                if key not in fields:
-                    _percentile_key(key)
-        return data
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Targets:
-        if not self.given():
-            raise ValueError("give at least one percentile target, e.g. p95: 1200 (milliseconds)")
-        _check_order(self.given())
-        return self
-
-    def given(self) -> dict[str, float]:
-        """{percentile: ms}, lowest percentile first, names canonical ('p99.9')."""
-        return _given(self.__pydantic_extra__ or {})
-
-
-class E2ETargets(Targets):
-    """End-to-end targets; `output_tokens` makes them hold for an answer that long."""
-
-    output_tokens: Annotated[int, Field(ge=1, strict=True)] | None = None
-
-
-class GoodputSpec(BaseModel):
-    """`goodput: {min: 0.95, ttft: 1200, tpot: 60}`: a minimum share and per-request thresholds."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    __pydantic_extra__: dict[str, Ms] = Field(init=False)
-
-    min: Annotated[float, Field(gt=0, le=1, strict=True)] | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _metric_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key in data:
-                if key != "min" and not (isinstance(key, str) and _NAME.match(key)):
-                    raise ValueError(
-                        f"{key!r} is not a metric; goodput takes min and thresholds in ms "
-                        "for e2e, ttft, tpot, itl or a stage name"
-                    )
-        return data
-
-    def thresholds(self) -> dict[str, float]:
-        """Explicit per-request thresholds {metric: ms}."""
-        return {k: float(v) for k, v in (self.__pydantic_extra__ or {}).items()}
-
-
-_SLO_KEYS = ("e2e", "ttft", "tpot", "itl", "stages", "goodput", "error_rate")
-
-
-class SLO(BaseModel):
-    """The `slo:` block: objectives per metric (flat p50/p95/p99 keys mean end-to-end)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    __pydantic_extra__: dict[str, Ms] = Field(init=False)
-
-    e2e: E2ETargets | None = None
-    ttft: Targets | None = None
-    tpot: Targets | None = None
-    itl: Targets | None = None
-    stages: dict[str, Targets] = Field(default_factory=dict)
-    goodput: GoodputSpec | None = None
-    error_rate: Annotated[float, Field(ge=0, lt=1, strict=True)] | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key in data:
-                if key not in _SLO_KEYS and not (isinstance(key, str) and _PCT_KEY.match(key)):
-                    raise ValueError(
-                        f"unknown key {key!r}; objectives are {', '.join(_SLO_KEYS)} "
-                        "or an end-to-end percentile such as p99"
-                    )
-                if isinstance(key, str) and _PCT_KEY.match(key):
-                    _percentile_key(key)
-        return data
-
-    @model_validator(mode="after")
-    def _some_objective(self) -> SLO:
-        flat = _given(self.__pydantic_extra__ or {})
-        if flat and self.e2e is not None:
-            raise ValueError(
-                "end-to-end targets are given both flat (slo.p99) and under slo.e2e; keep one"
-            )
-        _check_order(flat)
-        for name in self.stages:
-            if not _NAME.match(name):
-                raise ValueError(f"stages: {name!r} is not a stage name")
-        if not self.targets() and not (self.goodput and self.goodput.thresholds()):
-            raise ValueError(
-                "give at least one latency target, e.g. p99: 5200 or ttft: {p95: 1200} "
-                "(milliseconds)"
-            )
-        return self
-
-    def targets(self) -> dict[str, dict[str, float]]:
-        """{metric: {percentile: ms}} for every metric with targets, e2e first."""
-        out: dict[str, dict[str, float]] = {}
-        e2e = self.given()
-        if e2e:
-            out["e2e"] = e2e
-        for metric in ("ttft", "tpot", "itl"):
-            block: Targets | None = getattr(self, metric)
-            if block is not None:
-                out[metric] = block.given()
-        for name, block in self.stages.items():
-            out[name] = block.given()
-        return out
-
-    def given(self) -> dict[str, float]:
-        """End-to-end targets {percentile: ms}, lowest first (flat or under `e2e:`)."""
-        if self.e2e is not None:
-            return self.e2e.given()
-        return _given(self.__pydantic_extra__ or {})
-
-    @property
-    def p50(self) -> float | None:
-        """End-to-end p50 target (ms), if stated."""
-        return self.given().get("p50")
-
-    @property
-    def p95(self) -> float | None:
-        """End-to-end p95 target (ms), if stated."""
-        return self.given().get("p95")
-
-    @property
-    def p99(self) -> float | None:
-        """End-to-end p99 target (ms), if stated."""
-        return self.given().get("p99")
-
-    def objectives(self, environment: str | None = None) -> Objectives:
-        """The typed objectives, gated by `environment` (None: every objective gates)."""
-        goodput = None
-        if self.goodput is not None:
-            goodput = Goodput(self.goodput.min, self.goodput.thresholds())
-        return from_targets(
-            self.targets(),
-            goodput=goodput,
-            error_rate=self.error_rate,
-            output_tokens=self.e2e.output_tokens if self.e2e is not None else None,
-            environment=environment,
-        )
-
-
-def _percentile_key(key: Any) -> None:
-    try:
-        parse_percentile(str(key))
-    except TailbudgetError:
-        raise ValueError(
-            f"{key!r} is not a percentile; write p and a number in (0, 100), e.g. p95 or p99.9"
-        ) from None
-
-
-def _given(raw: dict[str, float]) -> dict[str, float]:
-    named: list[tuple[float, str, float]] = []
-    for key, ms in raw.items():
-        name, q = parse_percentile(key)
-        named.append((q, name, float(ms)))
-    return {name: ms for _, name, ms in sorted(named)}
-
-
-def _check_order(given: dict[str, float]) -> None:
-    for (lo_name, lo), (hi_name, hi) in itertools.pairwise(given.items()):
-        if hi < lo:
-            raise ValueError(
-                f"{hi_name} ({hi:g} ms) is below {lo_name} ({lo:g} ms); "
-                "percentiles must not decrease"
-            )
 
 
 class LLMSpec(_Frozen):
@@ -439,6 +248,12 @@ class Budget(_Frozen):
             if stage.name in seen:
                 raise ValueError(f"stage name {stage.name!r} appears twice; names must be unique")
             seen.add(stage.name)
+        tokens = self.slo.e2e.output_tokens if self.slo.e2e is not None else None
+        if tokens is not None and not any(s.llm is not None for _, s in self.stages()):
+            raise ValueError(
+                "slo.e2e.output_tokens needs a stage with an llm: block (ttft_ms, "
+                "tokens_per_s) to scale to that answer length"
+            )
         if self.environment is not None and not self.objectives.gated():
             gates = GATES[self.environment]
             raise ValueError(

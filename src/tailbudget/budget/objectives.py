@@ -46,8 +46,8 @@ METRICS: tuple[str, ...] = ("e2e", *LLM_METRICS)
 """Metrics with a fixed meaning; any other name is a stage."""
 
 _PCT = re.compile(r"p(\d+(?:\.\d+)?)")
-_STAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
-_KEY = re.compile(r"^(?:(?P<metric>.+)\.)?(?P<p>p\d+(?:\.\d+)?)$")
+_STAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
+_KEY = re.compile(r"^(?:(?P<metric>.+)\.)?(?P<p>p\d+(?:\.\d+)?)\Z")
 _GRAMMAR = (
     "write objectives as p99=900, e2e.p99.9=20000, ttft.p95=500, tpot.p99=60, itl.p99=150, "
     "STAGE.p99=800, goodput=0.95, goodput.ttft=1200 or error_rate=0.01"

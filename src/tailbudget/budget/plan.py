@@ -8,7 +8,7 @@ fan-out makes the composed tail worse than the max of the slices).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,19 +16,14 @@ from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
 from tailbudget.budget.distributions import Lognormal, SplicedLognormal
+from tailbudget.budget.plan_objectives import (
+    ObjectiveCheck,
+    Problem,
+    check_objectives,
+    e2e_figures,
+)
 
-Severity = Literal["error", "warning"]
-
-
-class Problem(BaseModel):
-    """Something a person should change, with the figures that show it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    severity: Severity
-    message: str
-    percentile: str | None = None
-    stage: str | None = None
+__all__ = ["ObjectiveCheck", "Plan", "Problem", "make_plan"]
 
 
 class Plan(BaseModel):
@@ -49,6 +44,8 @@ class Plan(BaseModel):
     composed: dict[str, Any]
     llm: list[dict[str, Any]]
     gates: dict[str, Any]
+    objectives: list[ObjectiveCheck]
+    """Every objective (e2e, ttft, tpot, itl, stages) with its additive and composed figure."""
     problems: list[Problem]
 
 
@@ -63,6 +60,9 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     add = additive(budget, fits=fits)
     comp = compose(budget, samples=samples, seed=seed, tree=tree)
     slo = budget.slo.given()
+    mc = {"samples": comp.samples, "seed": seed if seed is not None else budget.composition.seed}
+    e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
+    at_tokens = budget.objectives.e2e_output_tokens()
     problems: list[Problem] = []
 
     stages: list[dict[str, Any]] = []
@@ -143,7 +143,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     for p in budget.gated:
         target = slo[p]
         limit = target * (1.0 - budget.headroom)
-        used = add[p]
+        used, composed_p = e2e[p]
         ok = used <= limit + 1e-9
         checks.append(
             {
@@ -151,18 +151,21 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                 "slo_ms": target,
                 "limit_ms": round(limit, 3),
                 "additive_ms": round(used, 3),
-                "composed_ms": round(comp.percentiles[p], 3),
+                "composed_ms": round(composed_p, 3),
                 "free_share": round(1.0 - used / target, 4),
                 "headroom_required": budget.headroom,
                 "fits": ok,
             }
         )
+        if not ok and at_tokens is not None:
+            continue  # the objective check names the LLM stage at N tokens
         if not ok:
             by_stage = [(s["name"], s["budget"][p]) for s in stages if s["budget"][p] is not None]
             name, biggest = max(by_stage, key=lambda kv: kv[1])
             problems.append(
                 Problem(
                     severity="error",
+                    metric="e2e",
                     percentile=p,
                     stage=name,
                     message=(
@@ -173,19 +176,22 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                     ),
                 )
             )
-        elif comp.percentiles[p] > target:
+        elif composed_p > target:
             problems.append(
                 Problem(
                     severity="warning",
+                    metric="e2e",
                     percentile=p,
                     message=(
                         f"{p}: slices fit, but the composed end-to-end {p} is "
-                        f"{_fmt(comp.percentiles[p])}, over the {_fmt(target)} SLO: parallel "
+                        f"{_fmt(composed_p)}, over the {_fmt(target)} SLO: parallel "
                         "branches make the tail of their max worse than the max of their tails"
                     ),
                 )
             )
 
+    objective_rows, more = check_objectives(budget, fits, e2e, **mc)
+    problems += more
     single = [s["name"] for s in stages if s["fit"].get("default_spread")]
     composed: dict[str, Any] = {p: round(v, 3) for p, v in comp.percentiles.items()}
     composed |= {
@@ -215,5 +221,6 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
             "by_environment": {env: list(ps) for env, ps in m.GATES.items()},
             "checks": checks,
         },
+        objectives=objective_rows,
         problems=problems,
     )

@@ -25,6 +25,8 @@ COMMANDS = {
     "export": "tailbudget.cli.export:export_command",
     "import": "tailbudget.cli.import_:import_command",
     "serve": "tailbudget.cli.serve:serve_command",
+    "simulate": "tailbudget.cli.simulate:simulate_command",
+    "capacity": "tailbudget.cli.capacity:capacity_command",
 }
 """Every command: name -> "module:function"."""
 

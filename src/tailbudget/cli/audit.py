@@ -122,6 +122,51 @@ def render(report: AuditReport, fmt: str) -> str:
     return audit_markdown(report)
 
 
+def _capacity(report: AuditReport, log: str, budget: Any, slo: str | None) -> AuditReport:
+    """add_capacity carries the replica count `tailbudget capacity` finds at the log's load."""
+    from tailbudget.audit.fixes import with_replicas
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.arrivals import ArrivalSpec
+    from tailbudget.sim.capacity import capacity_curve, knee_replicas
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.objectives import objectives_for
+
+    try:
+        fitted = fit_logs([log], ReadOptions.from_budget(budget), ModelOptions())
+        objectives = objectives_for(budget, slo)
+        spec = ArrivalSpec("log")
+        rep = capacity_curve(
+            fitted.model, objectives, arrivals=spec, loads=[1.0],
+            log_times=fitted.log_times, scale_before=False,
+        )  # fmt: skip
+        point = rep.curve[0]
+        knee = None
+        if point.replicas is None:
+            knee = knee_replicas(
+                fitted.model, objectives, arrivals=spec, log_times=fitted.log_times
+            )
+    except TailbudgetError:
+        return report  # the audit stands without it; `tailbudget capacity` says why
+    conc = fitted.model.concurrency
+    if fitted.model.load_slope is not None and conc.source == "measured":
+        basis = "one replica = the fleet that served the log, its work growing with its load"
+    else:
+        basis = f"{conc.value:g} requests at once per replica, {conc.source}"
+    if point.replicas is not None:
+        return with_replicas(report, point.replicas, basis)
+    if knee is None:
+        return report
+    n, _ = knee
+    results = rep.curve[0].objectives  # unlimited replicas' figures are what remains
+    rest = ", ".join(
+        f"{r.objective.key} {r.measured_ms:,.0f} ms vs {r.objective.target_ms:,.0f}"
+        for r in results
+        if r.verdict == "breach" and r.measured_ms is not None
+    )
+    return with_replicas(report, n, basis, meets=False, rest=rest)
+
+
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
@@ -165,12 +210,22 @@ def audit_command(
     fail_on_breach: bool = typer.Option(
         False, "--fail-on-breach", help="Exit 1 when a gated percentile breaches."
     ),
+    fail_on_regression: bool = typer.Option(
+        False,
+        "--fail-on-regression",
+        help="With --baseline: exit 1 when a gated objective regresses beyond noise "
+        "(or the logs are too small to tell).",
+    ),
 ) -> None:
     """Find what drives the tail of a latency log and rank the fixes; exit 2 on bad input."""
     if workload is Workload.batch:
         raise TailbudgetError(BATCH)
     if slo is None and budget is None:
         raise TailbudgetError(NO_SLO)
+    if fail_on_regression and baseline is None:
+        raise TailbudgetError(
+            "--fail-on-regression compares against a baseline: add --baseline LOG2"
+        )
     if log is None and query is None:
         raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
     # Imported here, not at the top: `tailbudget --help` must not load the engines.
@@ -216,6 +271,12 @@ def audit_command(
             extra["baseline"] = read_log(baseline, same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)
+    if (
+        log is not None
+        and table.has_timestamp
+        and any(r.fix == "add_capacity" for r in report.ranking)
+    ):
+        report = _capacity(report, log, b, slo)
     if unit is None:
         report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)
@@ -223,8 +284,12 @@ def audit_command(
         from tailbudget.report.fmt import ms
 
         over = [
-            f"{p} {ms(getattr(report.snapshot, p))} ms > {ms(getattr(report.slo, p))} ms"
+            f"{p} {ms(getattr(report.snapshot, p, None))} ms > "
+            f"{ms(getattr(report.slo, p, None))} ms"
             for p in report.gated
             if report.snapshot.verdict.get(p) == "breach"
         ]
-        raise gate_failed(f"--fail-on-breach: {', '.join(over)}")
+        raise gate_failed(f"--fail-on-breach: {', '.join(over) or 'a gated objective breaches'}")
+    if fail_on_regression and report.regresses():
+        assert report.canary is not None
+        raise gate_failed(f"--fail-on-regression: canary: {report.canary.text}")

@@ -29,6 +29,10 @@ from tailbudget.report import fmt
 
 __all__ = ["Baseline", "replay", "window_baseline"]
 
+SIMULATE_POINTER = (
+    "to see what the decisions do to latency and replica-hours, run `tailbudget simulate LOG` "
+    "(the same policy closed loop, on a service model fitted from this log)"
+)
 _LONG_GAP_WINDOWS = 30
 MAX_DECISIONS = 10_000
 """Decisions listed in a replay (the summary counts every one)."""
@@ -104,9 +108,7 @@ def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> st
             "of them, so later triggers and actions still active at the end"
             f" ({', '.join(active_at_end) or 'none'}) are an upper bound"
         )
-    return (
-        text + "; a closed-loop simulation on a model fitted from the log is what sees their effect"
-    )
+    return text
 
 
 def _point(now: float, t0: float, absolute: bool, s: Any) -> dict[str, Any]:
@@ -190,6 +192,7 @@ def replay(
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
+    notes.append(SIMULATE_POINTER)
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
     if unknown:

@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tailbudget._units import PERCENTILES
-from tailbudget.budget.plan import Plan
+from tailbudget.budget.plan import ObjectiveCheck, Plan
+from tailbudget.budget.plan_objectives import fmt_ms
 from tailbudget.report import fmt
 
 _BAR = 16
@@ -101,12 +102,53 @@ def print_plan(plan: Plan, console: Console) -> None:
             f"[dim]single-percentile stages use the default log-space spread sigma="
             f"{comp['default_sigma']}: {', '.join(comp['default_spread_stages'])}[/dim]"
         )
+    if plan.objectives:
+        console.print(_objectives_table(plan))
     for pr in plan.problems:
         color = "red" if pr.severity == "error" else "yellow"
         label = PROBLEM_LABELS.get(pr.severity, pr.severity)
         console.print(f"[{color}]{label}[/{color}]: {pr.message}", highlight=False)
     verdict = "[green]FITS[/green]" if plan.fits else "[red]DOES NOT FIT[/red]"
     console.print(f"verdict: {verdict}")
+
+
+def _verdict(fits: bool | None) -> str:
+    return "not checked" if fits is None else "fits" if fits else "does not fit"
+
+
+def _objective_cells(o: ObjectiveCheck) -> list[str]:
+    name = f"{o.metric} {o.percentile}"
+    if o.output_tokens is not None:
+        name += f" at {o.output_tokens:,} tokens"
+    return [
+        name,
+        *(
+            "-" if v is None else fmt_ms(v).removesuffix(" ms")
+            for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)
+        ),
+        _verdict(o.fits) + ("" if o.gated else " (not gated)"),
+    ]
+
+
+_OBJECTIVE_HEAD = ["objective", "target ms", "limit ms", "additive ms", "composed ms", "verdict"]
+
+
+def _objectives_table(plan: Plan) -> Table:
+    table = Table(show_edge=False, header_style="bold", title="objectives")
+    for i, head in enumerate(_OBJECTIVE_HEAD):
+        table.add_column(head, justify="left" if i in (0, 5) else "right")
+    for o in plan.objectives:
+        table.add_row(*_objective_cells(o))
+    return table
+
+
+def _objectives_md(plan: Plan) -> list[str]:
+    if not plan.objectives:
+        return []
+    lines = ["## Objectives", "", "| " + " | ".join(_OBJECTIVE_HEAD) + " |"]
+    lines.append("|---|---:|---:|---:|---:|---|")
+    lines += ["| " + " | ".join(_objective_cells(o)) + " |" for o in plan.objectives]
+    return [*lines, ""]
 
 
 def plan_markdown(plan: Plan) -> str:
@@ -138,6 +180,7 @@ def plan_markdown(plan: Plan) -> str:
         "to (and gates); the composed row is the end-to-end distribution to expect.",
         "",
     ]
+    lines += _objectives_md(plan)
     if plan.llm:
         lines += ["## LLM stages", ""]
         for row in plan.llm:

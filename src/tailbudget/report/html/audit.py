@@ -10,6 +10,7 @@ from tailbudget.audit.report import AuditReport, ColdStart
 from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
 from tailbudget.report.html import charts, page, takeaways
+from tailbudget.report.html.objectives import objectives_html
 from tailbudget.report.html.page import (
     Cell,
     cards,
@@ -115,7 +116,7 @@ def _snapshot(r: Mapping[str, Any]) -> str:
         items.append(("requests over SLO / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
     goodput = _map(r, "goodput")
     if is_num(goodput.get("share")):
-        items.append(("goodput (within SLO)", fmt_pct(goodput["share"], 1), ""))
+        items.append(("goodput (every threshold)", fmt_pct(goodput["share"], 1), ""))
     out = cards(items)
     cdf = _list(r, "cdf")
     out += (
@@ -437,6 +438,7 @@ def _recommendation(r: Mapping[str, Any]) -> str:
 
 
 SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("objectives", "Objectives", objectives_html),
     ("provenance", "Provenance", _provenance),
     ("snapshot", "Snapshot", _snapshot),
     ("stages", "Stages", _stages),

@@ -1,0 +1,267 @@
+"""Objectives on the log: exact percentiles of e2e, TTFT, TPOT, ITL and stages, and goodput.
+
+Per-request metrics, as vLLM's `bench serve` defines them:
+- ttft: the `ttft` stage (or a `ttft_ms` column);
+- tpot: (e2e - ttft) / (output_tokens - 1); its percentiles leave out one-token answers
+  (they have no inter-token time), goodput counts them at TPOT 0;
+- itl: every inter-token gap (the `itl_ms` list column), pooled over requests; a request
+  meets an ITL threshold when its largest gap does;
+- e2e with `output_tokens: N`: ttft + (N - 1) x tpot, the request's time for an N-token answer.
+Percentiles are exact (linear interpolation between order statistics, as numpy's default
+and vLLM), asked with the audit's other exact quantiles (quantiles.exact: the engine's
+quantile on a small log, bounded memory on a large one); ITL takes one more pass over
+the unnested gaps.
+A request is good when it is not an error and meets every per-request threshold; requests
+that failed without a latency count in the denominator, never as good.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ibis
+
+from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.covariates import output_tokens_column
+from tailbudget.audit.quantiles import Ask
+from tailbudget.audit.report import CdfPoint, ObjectiveRow
+from tailbudget.audit.snapshot import CDF_QS
+from tailbudget.budget.objectives import Objective, Objectives
+from tailbudget.errors import TailbudgetError
+
+ITL = "itl_ms"
+TPOT = "tpot_ms"
+FEW_ABOVE = 10
+"""Below this many requests above a percentile, the figure is flagged as resting on few points."""
+
+
+def objectives_of(ctx: Ctx) -> Objectives:
+    """The audit's objectives (never None once AuditConfig is built)."""
+    objs = ctx.config.objectives
+    assert objs is not None
+    return objs
+
+
+COLUMNS: tuple[str, ...] = (TPOT, ITL, "input_tokens", "output_tokens", "ttft_ms")
+"""Log columns the objectives read besides the canonical ones (kept in the audit's copy)."""
+
+
+def check(ctx: Ctx) -> None:
+    """Refuse objectives the log cannot answer (exit 2, one line naming the fix)."""
+    objs = objectives_of(ctx)
+    objs.check_stages(set(ctx.log.stages), source=ctx.log.source or "the log")
+    needed = set(objs.metrics()) | set(objs.thresholds())
+    for metric in ("ttft", "tpot", "itl"):
+        if metric in needed and metric_value(ctx, metric) is None:
+            raise TailbudgetError(_missing(metric))
+    tokens = objs.e2e_output_tokens()
+    if tokens is not None and (metric_value(ctx, "ttft") is None or _tpot(ctx) is None):
+        raise TailbudgetError(
+            "e2e.output_tokens needs per-request ttft and tpot (or output_tokens) columns; "
+            "this log has none, so the e2e objective cannot be scaled to an answer length"
+        )
+
+
+def _missing(metric: str) -> str:
+    hint = {
+        "ttft": "a ttft stage (--stage ttft=COL) or a ttft_ms column",
+        "tpot": "ttft plus an output_tokens column (--shape output_tokens), or a tpot_ms column",
+        "itl": "per-request inter-token gaps (an itl_ms list column, as the vLLM, AIPerf and "
+        "SGLang readers give)",
+    }[metric]
+    return (
+        f"a {metric} objective needs {hint}; this log has none: drop the objective or pass "
+        "a log with them"
+    )
+
+
+def _ttft(ctx: Ctx) -> Any | None:
+    if "ttft" in ctx.log.stages:
+        return ctx.col("ttft")
+    if "ttft_ms" in ctx.t.columns:
+        return ctx.t["ttft_ms"].cast("float64")
+    return None
+
+
+def _tpot(ctx: Ctx) -> Any | None:
+    """TPOT per request, null for one-token answers (vLLM leaves them out of percentiles)."""
+    if TPOT in ctx.t.columns:
+        return ctx.t[TPOT].cast("float64")
+    ttft = _ttft(ctx)
+    tokens = output_tokens_column(ctx.t.columns)
+    if ttft is None or tokens is None:
+        return None
+    k = ctx.t[tokens].cast("float64")
+    return ibis.ifelse(k > 1, (ctx.t[TOTAL] - ttft) / (k - 1), ibis.null("float64"))
+
+
+def _one_token(ctx: Ctx) -> Any:
+    tokens = output_tokens_column(ctx.t.columns)
+    if tokens is None:
+        return ibis.literal(False)
+    return ctx.t[tokens].cast("float64") <= 1
+
+
+def metric_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any | None:
+    """Per-request value of a metric (ms) for its percentiles; None when the log lacks it."""
+    if metric == "e2e":
+        if output_tokens is None:
+            return ctx.t[TOTAL]
+        ttft, tpot = _ttft(ctx), _tpot(ctx)
+        if ttft is None or tpot is None:
+            return None
+        return ttft + (output_tokens - 1) * tpot.fill_null(0.0)
+    if metric == "ttft":
+        return _ttft(ctx)
+    if metric == "tpot":
+        return _tpot(ctx)
+    if metric == "itl":
+        return ctx.t[ITL].maxs() if ITL in ctx.t.columns else None
+    return ctx.col(metric)
+
+
+def good_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any | None:
+    """Per-request value compared with a goodput threshold (TPOT 0 and ITL 0 for one token)."""
+    value = metric_value(ctx, metric, output_tokens)
+    if value is None:
+        return None
+    if metric == "tpot":
+        return ibis.ifelse(_one_token(ctx), 0.0, value)
+    if metric == "itl":
+        return value.fill_null(0.0)
+    return value
+
+
+def good_mask(ctx: Ctx, thresholds: dict[str, float], *, swap: dict[str, Any] | None = None) -> Any:
+    """Requests that are not errors and meet every threshold (`swap` replaces a metric's
+    per-request value, for counterfactuals)."""
+    tokens = objectives_of(ctx).e2e_output_tokens()
+    ok = ~ctx.t["error"].fill_null(False)
+    for metric, ms in thresholds.items():
+        value = (swap or {}).get(metric)
+        if value is None:
+            value = good_value(ctx, metric, tokens if metric == "e2e" else None)
+        if value is None:
+            continue
+        ok = ok & (value <= ms).fill_null(False)
+    return ok
+
+
+def exprs(ctx: Ctx) -> dict[str, Any]:
+    """Aggregates for pass A: every objective's exact percentiles, counts and goodput."""
+    objs = objectives_of(ctx)
+    out: dict[str, Any] = {}
+    for j, metric in enumerate(objs.metrics()):
+        value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
+        if value is not None:
+            out[f"o_n{j}"] = value.count()
+    out["o_good"] = good_mask(ctx, objs.thresholds()).cast("int64").sum()
+    for metric in ("ttft", "tpot"):
+        value = metric_value(ctx, metric) if metric in objs.metrics() else None
+        if value is not None:
+            out[f"o_cdf_{metric}"] = value.approx_quantile(CDF_QS)
+    return out
+
+
+def asks(ctx: Ctx) -> list[Ask]:
+    """Exact percentiles of every objective but ITL (quantiles.exact: bounded memory on a
+    large log), keyed o_q<j> by the metric's position."""
+    objs = objectives_of(ctx)
+    out: list[Ask] = []
+    for j, metric in enumerate(objs.metrics()):
+        value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
+        if value is not None:
+            out.append(Ask(f"o_q{j}", value, tuple(o.q for o in objs.of(metric))))
+    return out
+
+
+def _tokens(objs: Objectives, metric: str) -> int | None:
+    return objs.e2e_output_tokens() if metric == "e2e" else None
+
+
+def distributions(ctx: Ctx, row: dict[str, Any]) -> dict[str, list[CdfPoint]]:
+    """Approximate quantile functions of ttft and tpot, for the report's charts."""
+    out: dict[str, list[CdfPoint]] = {}
+    for metric in ("ttft", "tpot"):
+        values = row.get(f"o_cdf_{metric}")
+        if values:
+            last, points = 0.0, []
+            for q, v in zip(CDF_QS, values, strict=False):
+                if v is not None:
+                    last = max(last, float(v))  # keep the sketch monotone
+                    points.append(CdfPoint(q=q, ms=last))
+            out[metric] = points
+    return out
+
+
+def _itl(ctx: Ctx, qs: list[float]) -> tuple[list[float | None], int]:
+    gaps = ctx.t.select(g=ctx.t[ITL].unnest())
+    row = ctx.run_frame("inter-token gaps", gaps.aggregate(q=gaps.g.quantile(qs), n=gaps.g.count()))
+    return [None if v is None else float(v) for v in row[0]["q"] or []], int(row[0]["n"] or 0)
+
+
+def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, Any]]:
+    """Objective rows (in the order of the objectives) and updates to the goodput section."""
+    objs = objectives_of(ctx)
+    rows: list[ObjectiveRow] = []
+    for j, metric in enumerate(objs.metrics()):
+        group = objs.of(metric)
+        values: list[float | None]
+        if metric == "itl" and ITL not in ctx.t.columns:
+            values, n = [None] * len(group), 0  # a baseline without gaps
+        elif metric == "itl":
+            values, n = _itl(ctx, [o.q for o in group])
+        else:
+            values, n = (
+                list(row.get(f"o_q{j}") or [None] * len(group)),
+                int(row.get(f"o_n{j}") or 0),
+            )
+        rows += [_row(o, v, n) for o, v in zip(group, values, strict=True)]
+    return rows, _goodput(ctx, objs, row)
+
+
+def _row(o: Objective, value: float | None, n: int) -> ObjectiveRow:
+    measured = None if value is None else float(value)
+    above = int(n * (1.0 - o.q))
+    note = ""
+    if measured is not None and above < FEW_ABOVE:
+        note = (
+            f"only {above} of {n:,} {'gaps' if o.metric == 'itl' else 'requests'} lie above "
+            f"{o.percentile}: a rough figure"
+        )
+    return ObjectiveRow(
+        metric=o.metric,
+        percentile=o.percentile,
+        target_ms=o.target_ms,
+        measured_ms=measured,
+        verdict="no_data" if measured is None else "pass" if measured <= o.target_ms else "breach",
+        gated=o.gated,
+        n=n,
+        output_tokens=o.output_tokens,
+        note=note,
+    )
+
+
+def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:
+    """Updates to the goodput section: the share over every threshold, minimum, verdict."""
+    thresholds = objs.thresholds()
+    n = fnum(row.get("n")) + float(ctx.log.rows.failed)
+    good = int(fnum(row.get("o_good")))
+    share = good / n if n else 0.0
+    minimum = objs.goodput.min if objs.goodput is not None else None
+    verdict = "no_minimum" if minimum is None else "pass" if share >= minimum else "breach"
+    return {
+        "share": share,
+        "min": minimum,
+        "thresholds": thresholds,
+        "verdict": verdict,
+        "good": good,
+        "requests": int(n),
+    }
+
+
+def goodput_of(ctx: Ctx, mask: Any) -> float:
+    """Share of requests (failed ones included in the denominator) where `mask` holds."""
+    row = ctx.run_row("goodput", {"g": mask.cast("int64").sum(), "n": ctx.t.count()})
+    n = fnum(row["n"]) + float(ctx.log.rows.failed)
+    return fnum(row["g"]) / n if n else 0.0

@@ -1,0 +1,339 @@
+"""Plan checks per objective: e2e (at the budget's answer length or at N tokens), TTFT,
+TPOT, ITL and stage objectives, each with its additive and composed figure.
+
+TTFT is what the client waits for before the first token: the per-request overhead,
+every top-level step before the streamed LLM stage, and that stage's `ttft_ms`.
+TPOT is the LLM block's steady decode rate, 1000 / tokens_per_s ms per token, at
+every percentile (a plan has no spread of decode speed to compose). An e2e
+objective with `output_tokens: N` holds for an N-token answer: the LLM stage takes
+ttft + (N - 1) x tpot + tail there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tailbudget._units import quantile_of
+from tailbudget.budget import model as m
+from tailbudget.budget.compose import Node, monte_carlo, stage_points
+from tailbudget.budget.distributions import Constant, Distribution
+from tailbudget.budget.objectives import Objective
+
+Severity = Literal["error", "warning"]
+
+
+class Problem(BaseModel):
+    """Something a person should change, with the figures that show it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    severity: Severity
+    message: str
+    percentile: str | None = None
+    stage: str | None = None
+    metric: str | None = None
+    """The objective's metric (e2e, ttft, tpot, itl or a stage) when one is broken."""
+
+
+class ObjectiveCheck(BaseModel):
+    """One objective against the plan: the additive and composed figures and the verdict."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    percentile: str
+    target_ms: float
+    limit_ms: float
+    """Target less the headroom: what the slices must stay under."""
+    additive_ms: float | None
+    composed_ms: float | None
+    fits: bool | None
+    """None: the plan cannot check this objective (say why in `note`)."""
+    gated: bool
+    stage: str | None = None
+    """The slice that decides the figure (the LLM stage for ttft/tpot)."""
+    output_tokens: int | None = None
+    note: str = ""
+
+
+def fmt_ms(ms: float) -> str:
+    """'45.5 ms' below 100 ms, '1,250 ms' above: enough digits to act on."""
+    return f"{ms:,.1f} ms" if abs(ms) < 100 else f"{ms:,.0f} ms"
+
+
+class _Checker:
+    """Holds the fitted stages and the Monte Carlo settings for the composed figures."""
+
+    def __init__(
+        self, budget: m.Budget, fits: dict[str, Distribution], *, samples: int, seed: int
+    ) -> None:
+        self.b = budget
+        self.fits = fits
+        self.samples = samples
+        self.seed = seed
+        self.llm = _streamed(budget)
+        self.limit = 1.0 - budget.headroom
+        self.problems: list[Problem] = []
+
+    def check(self, obj: Objective, e2e: dict[str, tuple[float, float]]) -> ObjectiveCheck:
+        if obj.metric == "e2e":
+            return self._e2e(obj, e2e)
+        if obj.metric == "ttft":
+            return self._ttft(obj)
+        if obj.metric in ("tpot", "itl"):
+            return self._decode(obj)
+        return self._stage(obj)
+
+    def _row(
+        self, obj: Objective, add: float | None, comp: float | None, **kw: Any
+    ) -> ObjectiveCheck:
+        limit = obj.target_ms * self.limit
+        fits = None if add is None else add <= limit + 1e-9
+        return ObjectiveCheck(
+            metric=obj.metric,
+            percentile=obj.percentile,
+            target_ms=obj.target_ms,
+            limit_ms=round(limit, 3),
+            additive_ms=None if add is None else round(add, 3),
+            composed_ms=None if comp is None else round(comp, 3),
+            fits=fits,
+            gated=obj.gated,
+            **kw,
+        )
+
+    def _over(self, obj: Objective, row: ObjectiveCheck, what: str, fix: str) -> None:
+        assert row.additive_ms is not None
+        headroom = f" less {self.b.headroom:.0%} headroom" if self.b.headroom else ""
+        self.problems.append(
+            Problem(
+                severity="error" if obj.gated else "warning",
+                metric=obj.metric,
+                percentile=obj.percentile,
+                stage=row.stage,
+                message=(
+                    f"{obj.key}{'' if obj.gated else ' (not gated)'}: {what} = "
+                    f"{fmt_ms(row.additive_ms)}, {fmt_ms(row.additive_ms - row.limit_ms)} over "
+                    f"the {fmt_ms(row.limit_ms)} limit (target {fmt_ms(obj.target_ms)}"
+                    f"{headroom}); {fix}"
+                ),
+            )
+        )
+
+    def _e2e(self, obj: Objective, e2e: dict[str, tuple[float, float]]) -> ObjectiveCheck:
+        add, comp = e2e[obj.percentile]
+        if obj.output_tokens is None:
+            # A gated e2e breach is reported by plan.py (the slices and the largest one).
+            row = self._row(obj, add, comp, note="slices at the budget's own answer length")
+            if row.fits is False and not obj.gated:
+                self._over(obj, row, "the slices", "shrink the largest slice")
+            return row
+        assert self.llm is not None  # the budget model requires an llm stage for this
+        stage, spec = self.llm
+        row = self._row(obj, add, comp, stage=stage.name, output_tokens=obj.output_tokens)
+        if row.fits is False:
+            self._over(
+                obj,
+                row,
+                f"the slices with {stage.name} answering {obj.output_tokens:,} tokens "
+                f"(TTFT {fmt_ms(spec.ttft_ms)} + {obj.output_tokens - 1:,} x "
+                f"{fmt_ms(1000.0 / spec.tokens_per_s)})",
+                "raise tokens/s, cap the answer length, or relax slo.e2e",
+            )
+        return row
+
+    def _ttft(self, obj: Objective) -> ObjectiveCheck:
+        if self.llm is None:
+            self.problems.append(_unchecked(obj, "an llm: block with ttft_ms"))
+            return self._row(obj, None, None, note="no llm: block in the pipeline")
+        stage, spec = self.llm
+        before, names = _before(self.b, stage)
+        parts = [_additive(self.b, self.fits, item, obj.percentile) for item in before]
+        add = self.b.overhead_ms + spec.ttft_ms + sum(parts)
+        names = [f"{n} {fmt_ms(v)}" for n, v in zip(names, parts, strict=True)]
+        if self.b.overhead_ms:
+            names.insert(0, f"overhead {fmt_ms(self.b.overhead_ms)}")
+        tree: Node = ("seq", [*(_node(self.fits, i) for i in before), ("stage", Constant(0.0))])
+        comp = float(
+            monte_carlo(
+                tree,
+                samples=self.samples,
+                seed=self.seed,
+                correlation=self.b.composition.correlation,
+                overhead_ms=self.b.overhead_ms + spec.ttft_ms,
+                quantiles=[obj.q],
+            )[0]
+        )
+        steps = " + ".join([*names, f"{stage.name} TTFT {fmt_ms(spec.ttft_ms)}"])
+        row = self._row(obj, add, comp, stage=stage.name, note=steps)
+        if row.fits is False:
+            fix = (
+                f"cut {stage.name}'s TTFT (queueing: add capacity or limit concurrency; "
+                "prefill: shorter prompts, prefix caching, chunked prefill)"
+                if spec.ttft_ms >= add - spec.ttft_ms
+                else f"shrink the slices before {stage.name}"
+            )
+            self._over(obj, row, f"time to first token ({steps})", fix)
+        return row
+
+    def _decode(self, obj: Objective) -> ObjectiveCheck:
+        if self.llm is None:
+            self.problems.append(_unchecked(obj, "an llm: block with tokens_per_s"))
+            return self._row(obj, None, None, note="no llm: block in the pipeline")
+        stage, spec = self.llm
+        tpot = 1000.0 / spec.tokens_per_s
+        note = f"{stage.name} at {spec.tokens_per_s:g} tok/s, the same at every percentile"
+        if obj.metric == "itl":
+            note += "; the plan knows the mean gap only, a log shows the spread of gaps"
+        row = self._row(obj, tpot, tpot, stage=stage.name, note=note)
+        if row.fits is False:
+            self._over(
+                obj,
+                row,
+                f"{stage.name} decoding at {spec.tokens_per_s:g} tok/s gives {obj.metric.upper()}",
+                f"raise tokens/s to at least {1000.0 / row.limit_ms:,.1f} (speculative "
+                "decoding, fewer concurrent decoders, a smaller or quantized model) "
+                f"or relax slo.{obj.metric}.{obj.percentile}",
+            )
+        return row
+
+    def _stage(self, obj: Objective) -> ObjectiveCheck:
+        stage = self.b.stage(obj.metric)
+        if stage is None:
+            self.problems.append(
+                Problem(
+                    severity="error",
+                    metric=obj.metric,
+                    percentile=obj.percentile,
+                    message=(
+                        f"slo.stages.{obj.metric}: the pipeline has no stage {obj.metric!r}; "
+                        "fix the name or add the stage"
+                    ),
+                )
+            )
+            return self._row(obj, None, None, note="no such stage in the pipeline")
+        points = stage_points(stage, self.b.gated)
+        add = points.get(obj.percentile, self.fits[stage.name].ppf(obj.q))
+        row = self._row(obj, add, self.fits[stage.name].ppf(obj.q), stage=stage.name)
+        if row.fits is False:
+            self._over(obj, row, f"{stage.name}'s {obj.percentile} slice", "shrink the slice")
+        return row
+
+
+def _unchecked(obj: Objective, needs: str) -> Problem:
+    return Problem(
+        severity="warning",
+        metric=obj.metric,
+        percentile=obj.percentile,
+        message=(
+            f"{obj.key}: not checked: the plan needs {needs} to estimate {obj.metric}; "
+            "`tailbudget audit` checks it on a log"
+        ),
+    )
+
+
+def _streamed(budget: m.Budget) -> tuple[m.Stage, m.LLMSpec] | None:
+    """The LLM stage whose tokens the client sees: the last one with an llm: block."""
+    found = [(s, s.llm) for _, s in budget.stages() if s.llm is not None]
+    if not found:
+        return None
+    stage, spec = found[-1]
+    assert spec is not None
+    return stage, spec
+
+
+def _contains(item: Any, name: str) -> bool:
+    if isinstance(item, m.Stage):
+        return item.name == name
+    children = item.parallel if isinstance(item, m.Parallel) else item.sequence
+    return any(_contains(c, name) for c in children)
+
+
+def _before(budget: m.Budget, stage: m.Stage) -> tuple[list[Any], list[str]]:
+    """Top-level pipeline items before the one that holds `stage`, and their names."""
+    out: list[Any] = []
+    for item in budget.pipeline:
+        if _contains(item, stage.name):
+            break
+        out.append(item)
+    return out, [_label(i) for i in out]
+
+
+def _label(item: Any) -> str:
+    if isinstance(item, m.Stage):
+        return item.name
+    children = item.parallel if isinstance(item, m.Parallel) else item.sequence
+    inner = ", ".join(_label(c) for c in children)
+    return f"max({inner})" if isinstance(item, m.Parallel) else f"({inner})"
+
+
+def _additive(budget: m.Budget, fits: dict[str, Distribution], item: Any, p: str) -> float:
+    if isinstance(item, m.Stage):
+        points = stage_points(item, budget.gated)
+        return points[p] if p in points else fits[item.name].ppf(quantile_of(p))
+    if isinstance(item, m.Parallel):
+        return max(_additive(budget, fits, i, p) for i in item.parallel)
+    return sum(_additive(budget, fits, i, p) for i in item.sequence)
+
+
+def _node(
+    fits: dict[str, Distribution], item: Any, swap: dict[str, Distribution] | None = None
+) -> Node:
+    if isinstance(item, m.Stage):
+        return ("stage", (swap or {}).get(item.name, fits[item.name]))
+    if isinstance(item, m.Parallel):
+        return ("par", [_node(fits, i, swap) for i in item.parallel])
+    return ("seq", [_node(fits, i, swap) for i in item.sequence])
+
+
+def e2e_figures(
+    budget: m.Budget,
+    fits: dict[str, Distribution],
+    add: dict[str, float],
+    comp: dict[str, float],
+    *,
+    samples: int,
+    seed: int,
+) -> dict[str, tuple[float, float]]:
+    """(additive, composed) end-to-end ms per percentile, at N tokens when the SLO says so."""
+    tokens = budget.objectives.e2e_output_tokens()
+    llm = _streamed(budget)
+    if tokens is None or llm is None:
+        return {p: (add[p], comp[p]) for p in add}
+    stage, spec = llm
+    call = spec.ttft_ms + (tokens - 1) * 1000.0 / spec.tokens_per_s + spec.tail_ms
+    points = stage_points(stage, budget.gated)
+    names = list(add)
+    # Swap the LLM stage's slice for its time at N tokens: sequence sums shift by the
+    # difference, and the Monte Carlo reruns with the stage fixed at that time.
+    tree: Node = ("seq", [_node(fits, i, {stage.name: Constant(call)}) for i in budget.pipeline])
+    qs = monte_carlo(
+        tree,
+        samples=samples,
+        seed=seed,
+        correlation=budget.composition.correlation,
+        overhead_ms=budget.overhead_ms,
+        quantiles=[quantile_of(p) for p in names],
+    )
+    out: dict[str, tuple[float, float]] = {}
+    for p, q in zip(names, qs, strict=True):
+        own = points[p] if p in points else fits[stage.name].ppf(quantile_of(p))
+        out[p] = (add[p] - own + call, float(q))
+    return out
+
+
+def check_objectives(
+    budget: m.Budget,
+    fits: dict[str, Distribution],
+    e2e: dict[str, tuple[float, float]],
+    *,
+    samples: int,
+    seed: int,
+) -> tuple[list[ObjectiveCheck], list[Problem]]:
+    """Every objective of the budget against the plan, and the problems it raises.
+
+    Plain e2e objectives get rows only: their problems are the slices messages of plan.py."""
+    checker = _Checker(budget, fits, samples=samples, seed=seed)
+    rows = [checker.check(o, e2e) for o in budget.objectives]
+    return rows, checker.problems

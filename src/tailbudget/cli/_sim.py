@@ -1,0 +1,103 @@
+"""Options shared by `simulate` and `capacity`: reading LOGs, the model's stated values,
+the objectives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.budget.model import Budget
+    from tailbudget.budget.objectives import Objectives
+    from tailbudget.budget.policy import Policy
+    from tailbudget.sim.fitting import Fitted
+
+
+@dataclass(frozen=True)
+class SimInputs:
+    """What both commands start from."""
+
+    fitted: Fitted
+    objectives: Objectives
+    budget: Budget | None
+    policy: Policy
+    signal: str
+    """What the budget policy's Controller watches: e2e, or ttft (LLM default)."""
+
+
+LOGS = typer.Argument(
+    ..., metavar="LOG...", help="Log(s) of the service; several = one model (a load sweep)."
+)
+BUDGET = typer.Option(None, "--budget", "-b", help="Budget file (objectives and policy).")
+SLO = typer.Option(None, "--slo", help="Objectives, e.g. p95=2800,ttft.p95=500.")
+EVENTS = typer.Option(None, "--events", help="CSV of scale-up/deploy times (cold windows).")
+COLD_MIN = typer.Option(None, "--cold-window-min", help="Minutes a new replica runs cold.")
+COLD = typer.Option(None, "--cold-factor", help="Work multiplier on a cold replica.")
+DELAY = typer.Option(None, "--provision-delay", help="Time a new replica takes (e.g. 45s).")
+CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at once.")
+SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
+
+
+def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
+    """The budget's policy; without one, the default scaled to the e2e p95, or for an LLM
+    service judged on TTFT only, the LLM default on ttft.p95."""
+    from tailbudget.budget.model import SLO as SLOModel
+    from tailbudget.budget.policy import parse_policy, resolve_policy
+    from tailbudget.sim.policies import llm_default_policy
+
+    e2e = objectives.e2e()
+    ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
+    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default")):
+        return llm_default_policy(ttft.get("p95", max(ttft.values()))), "ttft"
+    if budget is not None:
+        return resolve_policy(budget), "e2e"
+    given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
+    return parse_policy("default", SLOModel(**given) if given else None), "e2e"
+
+
+def sim_inputs(
+    logs: list[str],
+    budget_path: Path | None,
+    slo: str | None,
+    *,
+    events: Path | None,
+    cold_window_min: float | None,
+    cold_factor: float | None,
+    provision_delay: str | None,
+    concurrency: int | None,
+    extra: dict[str, Any] | None = None,
+) -> SimInputs:
+    """Read and fit; a bad value is a one-line TailbudgetError."""
+    from tailbudget._units import parse_duration_s
+    from tailbudget.budget import load_budget
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.fit import ModelOptions, read_event_times
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.objectives import objectives_for
+
+    if budget_path is not None and slo is not None:
+        raise TailbudgetError("give --budget or --slo, not both")
+    if concurrency is not None and concurrency < 1:
+        raise TailbudgetError(f"--concurrency must be a whole number >= 1, got {concurrency}")
+    if cold_factor is not None and not cold_factor >= 1:
+        raise TailbudgetError(f"--cold-factor must be >= 1 (a slowdown), got {cold_factor:g}")
+    budget = load_budget(budget_path) if budget_path is not None else None
+    objectives = objectives_for(budget, slo)
+    opts = ModelOptions(
+        concurrency=concurrency,
+        provision_delay_s=None
+        if provision_delay is None
+        else parse_duration_s(provision_delay, field="--provision-delay"),
+        cold_factor=cold_factor,
+        cold_window_s=None if cold_window_min is None else cold_window_min * 60.0,
+        events_s=read_event_times(events) if events is not None else (),
+        **(extra or {}),
+    )
+    fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts)
+    policy, signal = _policy(budget, objectives, fitted.model.kind == "llm")
+    return SimInputs(fitted, objectives, budget, policy, signal)

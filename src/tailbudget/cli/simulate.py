@@ -1,0 +1,97 @@
+"""`tailbudget simulate`: a model fitted from LOG, run closed loop, policies side by side."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from tailbudget.cli import _sim
+from tailbudget.cli._common import clean_errors, emit
+from tailbudget.errors import TailbudgetError
+
+
+class SimFormat(StrEnum):
+    """Output formats of `simulate` and `capacity`."""
+
+    md = "md"
+    json = "json"
+    html = "html"
+
+
+@clean_errors
+def simulate_command(
+    logs: list[str] = _sim.LOGS,
+    budget: Path | None = _sim.BUDGET,
+    slo: str | None = _sim.SLO,
+    arrivals: str | None = typer.Option(
+        None, "--arrivals", help="poisson:RATE, burst:N or a CSV of arrival times (default: LOG's)."
+    ),
+    duration: str | None = typer.Option(None, "--duration", help="Simulated time, e.g. 1h."),
+    replicas: int | None = typer.Option(None, "--replicas", help="Starting replicas."),
+    concurrency: int | None = _sim.CONC,
+    policy: list[str] = typer.Option(
+        [], "--policy", help="budget, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U."
+    ),
+    load: float = typer.Option(1.0, "--load", help="Multiply the arrival rate by this."),
+    requests: int | None = typer.Option(None, "--requests", help="At most this many requests."),
+    events: Path | None = _sim.EVENTS,
+    cold_window_min: float | None = _sim.COLD_MIN,
+    cold_factor: float | None = _sim.COLD,
+    provision_delay: str | None = _sim.DELAY,
+    logging_overhead_ms: float | None = typer.Option(
+        None, "--logging-overhead-ms", help="Per-request time trim_logging saves."
+    ),
+    seed: int = _sim.SEED,
+    format: SimFormat = typer.Option(SimFormat.md, "--format", "-f", help="Output."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+) -> None:
+    """Fit a service model from LOG and run each policy on the same arrivals."""
+    from tailbudget._units import parse_duration_s
+    from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.policies import parse_policy_spec
+    from tailbudget.sim.run import simulate
+
+    if replicas is not None and replicas < 1:
+        raise TailbudgetError(f"--replicas must be a whole number >= 1, got {replicas}")
+    if requests is not None and requests < 1:
+        raise TailbudgetError(f"--requests must be a whole number >= 1, got {requests}")
+    if logging_overhead_ms is not None and not logging_overhead_ms >= 0:
+        raise TailbudgetError(f"--logging-overhead-ms must be >= 0, got {logging_overhead_ms:g}")
+    specs = [parse_policy_spec(p) for p in (policy or ["budget", "fixed"])]
+    spec = parse_arrivals(arrivals)
+    horizon = None if duration is None else parse_duration_s(duration, field="--duration")
+    inputs = _sim.sim_inputs(
+        logs, budget, slo, events=events, cold_window_min=cold_window_min,
+        cold_factor=cold_factor, provision_delay=provision_delay, concurrency=concurrency,
+        extra={"logging_overhead_ms": logging_overhead_ms},
+    )  # fmt: skip
+    if arrivals is None:
+        spec = inputs.fitted.own_arrivals()
+    start = replicas or max(1, inputs.policy.replicas.min)
+    rep = simulate(
+        inputs.fitted.model,
+        inputs.objectives,
+        arrivals=spec,
+        policies=specs,
+        budget_policy=inputs.policy,
+        replicas=start,
+        duration_s=horizon,
+        load=load,
+        max_requests=requests,
+        seed=seed,
+        log_times=inputs.fitted.log_times,
+        signal=inputs.signal,
+    )
+    if format is SimFormat.json:
+        emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)
+    elif format is SimFormat.html:
+        from tailbudget.report.html.simulate import render_simulate_html
+
+        emit(render_simulate_html(rep), output)
+    else:
+        from tailbudget.report.simulate_md import simulate_markdown
+
+        emit(simulate_markdown(rep), output)

@@ -1,0 +1,188 @@
+"""`simulate` and `capacity` as self-contained HTML pages (timeline and curve charts)."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+from tailbudget.report.html import page
+from tailbudget.report.html.page import cell, esc, figure, fmt_ms, fmt_num, kv, not_available, table
+from tailbudget.report.html.svg import (
+    BLUE,
+    GREEN,
+    GREY,
+    INK,
+    P95,
+    P99,
+    PURPLE,
+    new_figure,
+    style,
+    to_svg,
+)
+from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.run import RunResult, SimReport
+
+__all__ = ["render_capacity_html", "render_simulate_html"]
+
+_COLORS = (BLUE, P99, GREEN, PURPLE, P95, GREY)
+
+
+def _ms_tick(v: float, _pos: object = None) -> str:
+    return f"{v:,.0f}"
+
+
+def timeline_chart(rep: SimReport) -> str | None:
+    """Watched percentile per policy (top) and replicas alive (bottom) over time."""
+    runs = [r for r in rep.runs if len(r.timeline) >= 2]
+    if not runs:
+        return None
+    watched = runs[0].watched
+    target = next(
+        (o.objective.target_ms for o in runs[0].objectives if o.objective.key == watched), None
+    )
+    with style("simulate"):
+        fig = new_figure(7.6, 4.8)
+        ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+        for i, r in enumerate(runs):
+            color = _COLORS[i % len(_COLORS)]
+            t = np.array([p.t_offset_s for p in r.timeline]) / 60.0
+            v = np.array([np.nan if p.value_ms is None else p.value_ms for p in r.timeline])
+            (ln,) = ax.plot(t, v, color=color, lw=1.4, label=r.policy)
+            ln.set_gid(f"tb-sim-{i}-value")
+            (rl,) = ax2.step(t, [p.alive for p in r.timeline], where="post", color=color, lw=1.3)
+            rl.set_gid(f"tb-sim-{i}-replicas")
+        if target is not None:
+            th = ax.axhline(target, color=INK, ls="--", lw=1, label=f"target {target:,.0f} ms")
+            th.set_gid("tb-sim-target")
+        ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
+        ax.set_ylabel(f"{watched}, last minute (ms)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("Simulated service: each policy in the loop")
+        ax2.set_ylabel("replicas (paid)")
+        ax2.set_ylim(bottom=0)
+        ax2.set_xlabel("time (min)")
+        fig.legend(
+            *ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=7.5
+        )
+        return to_svg(fig)
+
+
+def capacity_chart(rep: CapacityReport) -> str | None:
+    """Replicas needed against load."""
+    pts = [p for p in rep.curve if p.replicas is not None]
+    if not pts:
+        return None
+    with style("capacity"):
+        fig = new_figure(7.6, 3.4)
+        ax = fig.add_subplot()
+        (ln,) = ax.plot(
+            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=BLUE
+        )
+        ln.set_gid("tb-capacity-curve")
+        ax.set_xlabel("load (x the log's)")
+        ax.set_ylabel("replicas needed")
+        ax.set_ylim(bottom=0)
+        ax.set_title("Fewest replicas meeting every gated objective")
+        return to_svg(fig)
+
+
+def _runs_table(runs: list[RunResult]) -> str:
+    names = [o.objective.key for o in runs[0].objectives]
+    head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "shed", "decisions"]
+    rows = []
+    for r in runs:
+        breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
+        rows.append(
+            [cell(r.policy), *(cell(o.measured_ms, "ms") for o in r.objectives),
+             cell(r.goodput, "pct"), cell(breach, "int"), cell(r.replica_hours, "num"),
+             cell(r.shed, "int"), cell(len(r.decisions), "int")]
+        )  # fmt: skip
+    return table(head, rows, numeric=list(range(1, len(head))))
+
+
+def _model(model: ServiceModel) -> str:
+    rows = [
+        [cell(p.name), cell(p.value, "num"), cell(p.unit), cell(p.source), cell(p.note, "long")]
+        for p in model.params()
+    ]
+    head = kv(
+        [("kind", model.kind), ("sources", ", ".join(model.sources)),
+         ("requests", f"{model.samples.size:,}"),
+         ("not identifiable (defaults)", ", ".join(model.unidentified) or "none")]
+    )  # fmt: skip
+    notes = "".join(f"<li>{esc(n)}</li>" for n in model.notes)
+    return (
+        head
+        + table(["parameter", "value", "unit", "source", "note"], rows, numeric=[1])
+        + (f"<ul>{notes}</ul>" if notes else "")
+    )
+
+
+def _decisions(runs: list[RunResult]) -> str:
+    rows = [
+        [cell(r.policy), cell(d.t_s, "num"), cell(d.action), cell(d.metric),
+         cell(d.value, "num"), cell(d.threshold, "num"), cell(d.reason, "long")]
+        for r in runs
+        for d in r.decisions
+    ]  # fmt: skip
+    if not rows:
+        return not_available("no policy took an action")
+    return table(
+        ["policy", "t (s)", "action", "metric", "value", "threshold", "reason"],
+        rows,
+        numeric=[1, 4, 5],
+    )
+
+
+def render_simulate_html(rep: SimReport) -> str:
+    """The simulation report: side by side, timeline, decisions, model."""
+    best = min(
+        rep.runs,
+        key=lambda r: (
+            max((o.minutes_in_breach for o in r.objectives), default=0),
+            r.replica_hours,
+        ),
+    )
+    take = (
+        f"{best.policy}: fewest minutes in breach "
+        f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
+        f"at {fmt_num(best.replica_hours, 2)} replica-hours"
+    )
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
+    sections = [
+        ("runs", "Policies side by side", _runs_table(rep.runs) + f"<ul>{notes}</ul>"),
+        (
+            "timeline",
+            "Timeline",
+            figure("timeline", take, timeline_chart(rep), "simulation timeline"),
+        ),
+        ("decisions", "Decisions", _decisions(rep.runs)),
+        ("model", "Model", _model(rep.model)),
+    ]
+    return page.document(
+        "Closed-loop simulation",
+        f"{rep.arrivals}: {rep.requests:,} requests, seed {rep.seed}",
+        sections,
+    )
+
+
+def render_capacity_html(rep: CapacityReport) -> str:
+    """The capacity curve and where to scale before breach."""
+    sbb = rep.scale_before_breach
+    if sbb and sbb.get("load") is not None:
+        take = f"scale before {sbb['load']:g}x the log's load ({sbb['objective']} at 90% of target)"
+    else:
+        take = "no scale-before-breach load found in the searched range"
+    rows = [
+        [cell(f"{p.load:g}x"), cell(p.replicas if p.replicas is not None else "not met"),
+         *(cell(fmt_ms(o.measured_ms)) for o in p.objectives)]
+        for p in rep.curve
+    ]  # fmt: skip
+    names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
+    sections = [
+        ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
+         + table(["load", "replicas", *names], rows)),
+        ("model", "Model", _model(rep.model)),
+    ]  # fmt: skip
+    return page.document("Capacity", rep.arrivals, sections)

@@ -1,0 +1,118 @@
+"""Markdown for `simulate` (policies side by side) and `capacity` (the replica curve)."""
+
+from __future__ import annotations
+
+from tailbudget.report.html.page import fmt_ms, fmt_num, fmt_pct
+from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.run import SimReport
+
+__all__ = ["capacity_markdown", "model_markdown", "simulate_markdown"]
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def model_markdown(model: ServiceModel) -> list[str]:
+    """The model section: every parameter, where it came from, and the fit quality."""
+    lines = [
+        "## Model",
+        "",
+        f"{model.kind} model from {', '.join(model.sources)} ({model.samples.size:,} requests)",
+        "",
+    ]
+    lines += _table(
+        ["parameter", "value", "unit", "source", "note"],
+        [[p.name, fmt_num(p.value, 3), p.unit, p.source, p.note or "-"] for p in model.params()],
+    )
+    if model.unidentified:
+        lines += [
+            "",
+            f"Not identifiable from the logs (stated defaults): {', '.join(model.unidentified)}.",
+        ]
+    if model.fit_quality:
+        lines += ["", "Fit quality: " + "; ".join(f"{k} {v}" for k, v in model.fit_quality.items())]
+    lines += [f"- {n}" for n in model.notes]
+    return lines
+
+
+def simulate_markdown(rep: SimReport) -> str:
+    """Policies side by side, the objectives per policy, decisions, the model."""
+    lines = [
+        "# Closed-loop simulation",
+        "",
+        f"Arrivals: {rep.arrivals} ({rep.requests:,} requests over "
+        f"{fmt_num(rep.duration_s, 0)} s), seed {rep.seed}.",
+        "",
+        "## Policies side by side",
+        "",
+    ]
+    names = [o.objective.key for o in rep.runs[0].objectives]
+    head = [
+        "policy",
+        *names,
+        "goodput",
+        "minutes in breach",
+        "replica-hours",
+        "peak",
+        "shed",
+        "decisions",
+    ]
+    rows = []
+    for r in rep.runs:
+        objs = [f"{fmt_ms(o.measured_ms)} ({o.verdict})" for o in r.objectives]
+        breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
+        rows.append(
+            [r.policy, *objs, fmt_pct(r.goodput, 1), str(breach), fmt_num(r.replica_hours, 2),
+             str(r.peak_replicas), f"{r.shed:,}", str(len(r.decisions))]
+        )  # fmt: skip
+    lines += _table(head, rows)
+    lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
+    lines += _table(
+        ["policy", *names],
+        [[r.policy, *(fmt_pct(o.attainment, 1) for o in r.objectives)] for r in rep.runs],
+    )
+    for r in rep.runs:
+        if r.decisions:
+            lines += ["", f"## Decisions: {r.policy}", ""]
+            lines += _table(
+                ["t (s)", "action", "metric", "value", "threshold", "replicas"],
+                [
+                    [fmt_num(d.t_s, 0), d.action, d.metric, fmt_num(d.value, 1),
+                     fmt_num(d.threshold, 1), str(d.replicas or "-")]
+                    for d in r.decisions[:200]
+                ],
+            )  # fmt: skip
+    lines += ["", *model_markdown(rep.model), ""]
+    lines += [f"- {n}" for n in rep.notes]
+    return "\n".join(lines) + "\n"
+
+
+def capacity_markdown(rep: CapacityReport) -> str:
+    """The replica curve and where to scale before breach."""
+    lines = ["# Capacity", "", f"Arrivals: {rep.arrivals}.", ""]
+    names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
+    lines += _table(
+        ["load", "replicas", "utilization", *names],
+        [
+            [f"{p.load:g}x", "not met" if p.replicas is None else str(p.replicas),
+             fmt_pct(p.utilization, 0), *(fmt_ms(o.measured_ms) for o in p.objectives)]
+            for p in rep.curve
+        ],
+    )  # fmt: skip
+    sbb = rep.scale_before_breach
+    lines.append("")
+    if sbb is None:
+        lines.append("Scale before breach: no load at which the objectives were met to start from.")
+    elif sbb.get("load") is None:
+        lines.append(f"Scale before breach: {sbb.get('note')}.")
+    else:
+        lines.append(
+            f"Scale before breach: on {sbb['replicas']} replicas, {sbb['objective']} reaches 90% "
+            f"of its target at {sbb['load']:g}x the log's load."
+        )
+    lines += ["", *model_markdown(rep.model), ""]
+    lines += [f"- {n}" for n in rep.notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,228 @@
+"""`capacity`: the fewest replicas meeting every gated objective, at the log's load and multiples.
+
+Each candidate count runs the model with that many replicas held fixed on
+the same arrivals (one seed). The count needed at load 1 then carries to the
+search for where to scale before breach: the load at which the tightest
+gated objective reaches 90% of its target on that many replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.errors import TailbudgetError
+from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import ObjectiveResult, measure
+from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.run import run_once
+
+__all__ = ["CapacityPoint", "CapacityReport", "capacity_curve", "knee_replicas"]
+
+SCALE_BEFORE = 0.9
+_MAX_REPLICAS = 512
+
+
+@dataclass(frozen=True)
+class CapacityPoint:
+    """The replicas a load needs, and the objectives measured with them."""
+
+    load: float
+    replicas: int | None
+    """None when even the maximum searched did not meet every gated objective."""
+    objectives: list[ObjectiveResult]
+    utilization: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The curve entry of the JSON contract."""
+        return {
+            "load": self.load,
+            "replicas": self.replicas,
+            "utilization": None if self.utilization is None else round(self.utilization, 4),
+            "objectives": [o.to_dict() for o in self.objectives],
+        }
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """The curve, where to scale before breach, and the model behind it."""
+
+    model: ServiceModel
+    arrivals: str
+    curve: list[CapacityPoint]
+    scale_before_breach: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `capacity --format json` contract."""
+        return {
+            "curve": [p.to_dict() for p in self.curve],
+            "scale_before_breach": self.scale_before_breach,
+            "arrivals": self.arrivals,
+            "model": self.model.to_dict(),
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class _Setup:
+    model: ServiceModel
+    objectives: Objectives
+    arrivals: ArrivalSpec
+    duration_s: float | None
+    seed: int
+    log_times: np.ndarray | None
+
+
+def _worst(results: Sequence[ObjectiveResult]) -> float:
+    """Largest measured/target over gated objectives (inf when one is unmeasured)."""
+    gated = [r for r in results if r.objective.gated] or list(results)
+    return max(
+        math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms for r in gated
+    )
+
+
+def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], float | None]:
+    arr, horizon = make_arrivals(
+        s.arrivals,
+        pool=s.model.samples.size,
+        load=load,
+        duration_s=s.duration_s,
+        max_requests=None,
+        low_share=0.0,
+        rng=np.random.default_rng(s.seed),
+        log_times=s.log_times,
+    )
+    trace = run_once(s.model, arr, FixedPolicy(replicas), replicas=replicas, end_s=horizon)
+    util = None
+    if s.model.kind == "queue" and horizon > 0:
+        work = float(np.sum(s.model.samples.work_ms[arr.src])) / 1000.0
+        util = work / (horizon * replicas * s.model.concurrency.value)
+    return measure(trace, s.objectives, s.model.samples.stages), util
+
+
+def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
+    """Smallest count meeting every gated objective: double up, then bisect."""
+    lo, hi = 0, max(1, start)
+    cache: dict[int, tuple[list[ObjectiveResult], float | None]] = {}
+
+    def ok(n: int) -> bool:
+        if n not in cache:
+            cache[n] = _run(s, load, n)
+        return _worst(cache[n][0]) <= 1.0
+
+    while not ok(hi):
+        lo = hi
+        hi *= 2
+        if hi > _MAX_REPLICAS:
+            res, util = cache[lo]
+            return CapacityPoint(load, None, res, util)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    res, util = cache[hi]
+    return CapacityPoint(load, hi, res, util)
+
+
+def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
+    """Load where the tightest gated objective reaches 90% of its target on `replicas`."""
+
+    def ratio(load: float) -> tuple[float, str]:
+        res, _ = _run(s, load, replicas)
+        gated = [r for r in res if r.objective.gated] or res
+        worst = max(gated, key=lambda r: _worst([r]))
+        return _worst(res), worst.objective.key
+
+    lo, hi = 0.05, max(top, 1.0) * 2.0
+    r_lo, _ = ratio(lo)
+    if r_lo >= SCALE_BEFORE:
+        return None
+    r_hi, name = ratio(hi)
+    if r_hi < SCALE_BEFORE:
+        return {"objective": name, "load": None, "replicas": replicas,
+                "note": f"below 90% of target up to load {hi:g}"}  # fmt: skip
+    for _ in range(10):
+        mid = (lo + hi) / 2.0
+        r, name_mid = ratio(mid)
+        if r >= SCALE_BEFORE:
+            hi, name = mid, name_mid
+        else:
+            lo = mid
+    return {
+        "objective": name,
+        "load": round(hi, 3),
+        "replicas": replicas,
+        "share_of_target": SCALE_BEFORE,
+    }
+
+
+def knee_replicas(
+    model: ServiceModel,
+    objectives: Objectives,
+    *,
+    arrivals: ArrivalSpec,
+    seed: int = 0,
+    log_times: np.ndarray | None = None,
+) -> tuple[int, list[ObjectiveResult]] | None:
+    """When no count meets the objectives: the fewest replicas that win 90% of what
+    unlimited replicas would on the tightest gated objective, and the objectives there."""
+    s = _Setup(model, objectives, arrivals, None, seed, log_times)
+    runs: dict[int, list[ObjectiveResult]] = {}
+
+    def worst(n: int) -> float:
+        if n not in runs:
+            runs[n] = _run(s, 1.0, n)[0]
+        return _worst(runs[n])
+
+    n = 1
+    while n < _MAX_REPLICAS and worst(2 * n) < worst(n) * 0.99:
+        n *= 2
+    floor, first = worst(min(2 * n, _MAX_REPLICAS)), worst(1)
+    if not (math.isfinite(floor) and math.isfinite(first)):
+        return None
+    goal = floor + 0.1 * (first - floor)
+    lo, hi = 0, min(2 * n, _MAX_REPLICAS)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if worst(mid) <= goal else (mid, hi)
+    return hi, runs[hi]
+
+
+def capacity_curve(
+    model: ServiceModel,
+    objectives: Objectives,
+    *,
+    arrivals: ArrivalSpec,
+    loads: Sequence[float],
+    duration_s: float | None = None,
+    seed: int = 0,
+    log_times: np.ndarray | None = None,
+    scale_before: bool = True,
+) -> CapacityReport:
+    """Replicas needed at each load multiple, and (unless `scale_before` is False) where
+    to scale before breach."""
+    if not loads or any(not (x > 0 and math.isfinite(x)) for x in loads):
+        raise TailbudgetError(f"--load takes positive multiples such as 1,2,4, got {list(loads)}")
+    s = _Setup(model, objectives, arrivals, duration_s, seed, log_times)
+    curve, start = [], 1
+    for load in sorted(loads):
+        point = _needed(s, load, start)
+        curve.append(point)
+        start = point.replicas or start
+    base = next((p for p in curve if p.replicas is not None), None)
+    sbb = None
+    if base is not None and scale_before:
+        sbb = _breach_load(s, base.replicas or 1, max(loads))
+    notes = [
+        "each count is simulated held fixed on the same arrivals (one seed); "
+        "requests queued when arrivals end are served late and count in the percentiles",
+    ]
+    if model.unidentified:
+        notes.append(f"stated defaults used for: {', '.join(model.unidentified)}")
+    return CapacityReport(model, arrivals.label, curve, sbb, notes)

@@ -1,0 +1,64 @@
+"""From LOG paths to a fitted model: read every log, pick the model kind, fit once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.errors import TailbudgetError
+from tailbudget.logs import ReadOptions
+from tailbudget.sim.arrivals import ArrivalSpec
+from tailbudget.sim.fit import LoggedRequests, ModelOptions, fit_queue_model
+from tailbudget.sim.fit_llm import fit_llm_model, is_llm
+from tailbudget.sim.inputs import read_logged
+from tailbudget.sim.model import ServiceModel
+
+__all__ = ["Fitted", "fit_logs"]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The model and what the first log says about its own load."""
+
+    model: ServiceModel
+    logs: tuple[LoggedRequests, ...]
+
+    @property
+    def log_times(self) -> npt.NDArray[np.float64] | None:
+        """The first log's request times (the pooled samples start with its rows)."""
+        return self.logs[0].ts_s
+
+    def own_arrivals(self) -> ArrivalSpec:
+        """The first log's load: its own times, else its stated rate."""
+        first = self.logs[0]
+        if first.ts_s is not None and first.ts_s.size > 1:
+            return ArrivalSpec("log")
+        rate = first.rate_per_s
+        if rate is not None and np.isfinite(rate):
+            return ArrivalSpec("poisson", rate=float(rate))
+        if rate is not None:
+            return ArrivalSpec("burst", count=int(first.total_ms.size))
+        raise TailbudgetError(
+            f"{first.source}: no timestamps and no stated rate, so its load is unknown; "
+            "pass --arrivals poisson:RATE, burst:N or a CSV trace"
+        )
+
+
+def fit_logs(
+    paths: Sequence[str], read: ReadOptions, opts: ModelOptions, *, kind: str | None = None
+) -> Fitted:
+    """Fit one model to all `paths` (logs of the same service, e.g. at several loads)."""
+    if not paths:
+        raise TailbudgetError("give at least one LOG")
+    pairs = [read_logged(p, read) for p in paths]
+    logs = [lg for lg, _ in pairs]
+    llm = is_llm(logs) if kind is None else kind == "llm"
+    if llm and not is_llm(logs):
+        raise TailbudgetError("an LLM model needs logs with ttft, decode and output tokens")
+    if llm and any(lg.input_tokens is None for lg in logs):
+        raise TailbudgetError("an LLM model needs input (prompt) token counts in every log")
+    model = fit_llm_model(logs, [e for _, e in pairs], opts) if llm else fit_queue_model(logs, opts)
+    return Fitted(model, tuple(logs))

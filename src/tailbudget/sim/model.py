@@ -1,0 +1,153 @@
+"""The service model a simulation runs: work samples from the log plus fitted parameters.
+
+A `Param` says where its value came from: `fitted` (with its fit quality),
+`measured` (read straight off the log) or `default` (the log cannot identify
+it; the value is the stated default, and `note` says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["LLMParams", "Param", "ServiceModel", "WorkSamples"]
+
+Source = Literal["fitted", "measured", "default", "stated"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One model parameter, its unit and how it was obtained."""
+
+    name: str
+    value: float
+    unit: str
+    source: Source
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "name": self.name,
+            "value": round(self.value, 6),
+            "unit": self.unit,
+            "source": self.source,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class WorkSamples:
+    """Whole requests of the log: each simulated request copies one row."""
+
+    work_ms: npt.NDArray[np.float64]
+    """Time a request holds a slot (ms): the log's end-to-end time of that request."""
+    error: npt.NDArray[np.bool_]
+    stages: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    input_tokens: npt.NDArray[np.float64] | None = None
+    output_tokens: npt.NDArray[np.float64] | None = None
+    load_rps: npt.NDArray[np.float64] | None = None
+    """Requests/s of the minute each request was logged in (for load-dependent work)."""
+
+    @property
+    def size(self) -> int:
+        """Number of requests to draw from."""
+        return int(self.work_ms.size)
+
+
+@dataclass(frozen=True)
+class LLMParams:
+    """Continuous batching: a replica runs steps; each step decodes one token per sequence.
+
+    step time = step_base + step_per_seq x (sequences decoding)
+                + (prefill_step + prefill_per_token x tokens), when the step prefills;
+    a step prefills at most `token_budget` - decoding tokens; at most `batch_limit`
+    sequences run at once. TTFT = queue wait + the steps until its prompt is
+    prefilled + `fixed_ms(input tokens)` (time outside the engine).
+    """
+
+    step_base_ms: Param
+    step_per_seq_ms: Param
+    prefill_step_ms: Param
+    prefill_per_token_ms: Param
+    fixed_ms: Param
+    fixed_per_token_ms: Param
+    batch_limit: Param
+    token_budget: Param
+
+    def params(self) -> list[Param]:
+        """Every parameter, in a stable order."""
+        return [
+            self.step_base_ms,
+            self.step_per_seq_ms,
+            self.prefill_step_ms,
+            self.prefill_per_token_ms,
+            self.fixed_ms,
+            self.fixed_per_token_ms,
+            self.batch_limit,
+            self.token_budget,
+        ]
+
+
+@dataclass(frozen=True)
+class ServiceModel:
+    """Everything the simulator needs about the service, and how each part was obtained."""
+
+    kind: Literal["queue", "llm"]
+    """queue: K slots per replica, a request holds one for its work time; llm: batching."""
+    samples: WorkSamples
+    concurrency: Param
+    """Requests one replica serves at once (queue model)."""
+    cold_factor: Param
+    """Work of a request on a replica younger than `cold_window_s` is multiplied by this."""
+    cold_window_s: Param
+    provision_delay_s: Param
+    logging_overhead_ms: Param
+    """Per-request time trim_logging removes."""
+    low_priority_share: Param
+    """Share of requests shed_load may drop."""
+    llm: LLMParams | None = None
+    load_slope: Param | None = None
+    """Work grows by this many ms per request/s a replica receives (contention); the
+    logged work is taken at its own minute's rate, a simulated one at the replica's."""
+    sources: tuple[str, ...] = ()
+    load_levels: tuple[dict[str, Any], ...] = ()
+    """Per input log: its rate (requests/s), mean concurrency and key percentiles."""
+    fit_quality: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def params(self) -> list[Param]:
+        """Every parameter, the LLM ones included."""
+        out = [] if self.llm is not None else [self.concurrency]
+        out += [] if self.load_slope is None else [self.load_slope]
+        out += [
+            self.cold_factor,
+            self.cold_window_s,
+            self.provision_delay_s,
+            self.logging_overhead_ms,
+            self.low_priority_share,
+        ]
+        return out + (self.llm.params() if self.llm is not None else [])
+
+    @property
+    def unidentified(self) -> list[str]:
+        """Names of the parameters the log could not identify (stated defaults used)."""
+        return [p.name for p in self.params() if p.source == "default"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `model` block of the JSON output."""
+        return {
+            "kind": self.kind,
+            "sources": list(self.sources),
+            "requests": self.samples.size,
+            "work": "whole requests of the log, resampled (stage times and sizes stay together)",
+            "stages": sorted(self.samples.stages),
+            "parameters": [p.to_dict() for p in self.params()],
+            "unidentified": self.unidentified,
+            "load_levels": list(self.load_levels),
+            "fit_quality": self.fit_quality,
+            "notes": list(self.notes),
+        }

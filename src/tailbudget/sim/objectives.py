@@ -1,0 +1,156 @@
+"""Objectives (the budget's typed model) measured on simulated requests.
+
+`e2e` (end to end), `ttft`, `tpot` ((e2e - ttft) / (output tokens - 1), 0
+for one-token answers, as vLLM counts it) come from the simulation; a stage
+objective reads the copied request's logged stage time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.budget.model import Budget
+from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
+from tailbudget.errors import TailbudgetError
+from tailbudget.sim.trace import SimTrace
+
+__all__ = [
+    "SIMULATED",
+    "Objective",
+    "ObjectiveResult",
+    "measure",
+    "metric_values",
+    "objectives_for",
+    "order_stat",
+]
+
+SIMULATED = ("e2e", "ttft", "tpot")
+"""Metrics the simulator produces per request; a stage objective reads the copied row."""
+
+
+@dataclass(frozen=True)
+class ObjectiveResult:
+    """An objective measured on the simulated requests."""
+
+    objective: Objective
+    measured_ms: float | None
+    attainment: float | None
+    """Share of the policy's 1-minute windows (with requests) meeting the objective."""
+    minutes_in_breach: int
+
+    @property
+    def verdict(self) -> str:
+        """pass | breach | inconclusive (no requests served)."""
+        if self.measured_ms is None:
+            return "inconclusive"
+        return "pass" if self.measured_ms <= self.objective.target_ms else "breach"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The audit's objective shape, plus attainment and minutes in breach."""
+        o = self.objective
+        return {
+            "metric": o.metric,
+            "percentile": o.percentile,
+            "target_ms": o.target_ms,
+            "measured_ms": None if self.measured_ms is None else round(self.measured_ms, 3),
+            "verdict": self.verdict,
+            "gated": o.gated,
+            "attainment": None if self.attainment is None else round(self.attainment, 4),
+            "minutes_in_breach": self.minutes_in_breach,
+        }
+
+
+def objectives_for(budget: Budget | None, slo_text: str | None) -> Objectives:
+    """`--slo` when given (every objective gates), else the budget's objectives."""
+    if slo_text:
+        objs = parse_objectives(slo_text)
+    elif budget is not None:
+        objs = budget.objectives
+    else:
+        raise TailbudgetError("no objectives: pass --budget FILE or --slo p95=MS,...")
+    for o in objs:
+        if o.metric == "itl":
+            raise TailbudgetError(
+                f"{o.key}: the simulator does not model every inter-token gap; "
+                "use tpot objectives (the mean gap per request)"
+            )
+        if o.output_tokens is not None:
+            raise TailbudgetError(
+                f"{o.key}: e2e for an N-token answer is not simulated; use ttft and tpot objectives"
+            )
+    if not len(objs):
+        raise TailbudgetError("no latency objectives to simulate: give e.g. --slo p95=2800")
+    return objs
+
+
+def _stage(
+    trace: SimTrace, metric: str, stages: Mapping[str, npt.NDArray[np.float64]] | None
+) -> npt.NDArray[np.float64]:
+    if not stages or metric not in stages:
+        known = ", ".join(sorted(stages or {})) or "none"
+        raise TailbudgetError(f"objective on stage {metric!r}: the log has no such stage ({known})")
+    out = np.asarray(stages[metric], dtype=np.float64)[trace.src]
+    return np.where(np.isfinite(trace.done_s), out, np.nan)
+
+
+def metric_values(
+    trace: SimTrace, metric: str, stages: Mapping[str, npt.NDArray[np.float64]] | None = None
+) -> npt.NDArray[np.float64]:
+    """Per-request values (ms) of `metric`, NaN where the request was not served.
+
+    A stage's value is the copied request's logged stage time: queueing in the
+    simulation is not attributed to any stage.
+    """
+    e2e = trace.e2e_ms
+    if metric == "e2e":
+        return e2e
+    if metric not in SIMULATED:
+        return _stage(trace, metric, stages)
+    if trace.ttft_s is None or trace.output_tokens is None:
+        raise TailbudgetError(
+            f"objective {metric} needs an LLM model (logs with ttft and output tokens)"
+        )
+    ttft = (trace.ttft_s - trace.arrival_s) * 1000.0
+    if metric == "ttft":
+        return ttft
+    steps = trace.output_tokens - 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(steps > 0, (e2e - ttft) / np.maximum(steps, 1.0), 0.0)
+
+
+def order_stat(values: npt.NDArray[np.float64], q: float) -> float:
+    """The q-quantile as the order statistic at ceil(q x n) (no interpolation; one
+    partition, for the many small per-minute and per-window figures)."""
+    k = min(values.size - 1, max(0, int(np.ceil(q * values.size)) - 1))
+    return float(np.partition(values, k)[k])
+
+
+def measure(
+    trace: SimTrace,
+    objectives: Iterable[Objective],
+    stages: Mapping[str, npt.NDArray[np.float64]] | None = None,
+    minute_s: float = 60.0,
+) -> list[ObjectiveResult]:
+    """Each objective over the whole run and per minute of arrivals."""
+    out = []
+    for o in objectives:
+        v = metric_values(trace, o.metric, stages)
+        ok = np.isfinite(v)
+        if not ok.any():
+            out.append(ObjectiveResult(o, None, None, 0))
+            continue
+        overall = float(np.quantile(v[ok], o.q))
+        minute = np.floor((trace.arrival_s[ok] - trace.arrival_s.min()) / minute_s).astype(int)
+        vals = v[ok]
+        order = np.argsort(minute, kind="stable")
+        minute, vals = minute[order], vals[order]
+        cuts = np.flatnonzero(np.diff(minute)) + 1
+        per = [order_stat(g, o.q) for g in np.split(vals, cuts) if g.size]
+        breach = sum(1 for p in per if p > o.target_ms)
+        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach))
+    return out

@@ -1,0 +1,209 @@
+"""Scaling policies a simulation compares: the budget's (the live Controller), fixed, HPA.
+
+- `budget`: `control.engine.Controller` on the budget's policy, fed every
+  completed request (its end-to-end time; for an LLM service judged on TTFT
+  only, its TTFT under the LLM default policy) and evaluated on its own grid,
+  exactly as `serve` runs it;
+  scale_up/scale_down set the replicas wanted, shed_load and trim_logging
+  switch shedding and logging; rollback is journaled only (the simulation has
+  no previous version to return to).
+- `fixed` / `fixed:N`: N replicas throughout (N = the starting count).
+- `hpa:concurrency=X` / `hpa:utilization=U`: Kubernetes HPA target tracking:
+  every 15 s desired = ceil(ready x metric / target), skipped within a 10%
+  tolerance, scale-up at most doubling (or +4) per step, scale-down
+  stabilised over 5 minutes (the highest recommendation of that span).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from tailbudget.budget.policy import Policy, Replicas, Rule, default_clear
+from tailbudget.control.decision import Decision
+from tailbudget.control.engine import Controller
+from tailbudget.errors import PolicyError
+from tailbudget.sim.fleet import Knobs, TickView
+
+__all__ = [
+    "BudgetPolicy",
+    "FixedPolicy",
+    "HpaPolicy",
+    "PolicySpec",
+    "llm_default_policy",
+    "make_policy",
+    "parse_policy_spec",
+]
+
+_HPA_SYNC_S = 15.0
+_HPA_TOLERANCE = 0.1
+_HPA_DOWN_STABILIZATION_S = 300.0
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed `--policy` value."""
+
+    kind: str
+    """budget | fixed | hpa"""
+    replicas: int | None = None
+    metric: str | None = None
+    """hpa: concurrency | utilization"""
+    target: float | None = None
+
+    @property
+    def label(self) -> str:
+        """How reports name it."""
+        if self.kind == "fixed":
+            return f"fixed:{self.replicas}" if self.replicas is not None else "fixed"
+        if self.kind == "hpa":
+            return f"hpa:{self.metric}={self.target:g}"
+        return "budget"
+
+
+def parse_policy_spec(text: str) -> PolicySpec:
+    """'budget', 'fixed', 'fixed:4', 'hpa:concurrency=8', 'hpa:utilization=0.6'."""
+    raw = text.strip()
+    kind, _, arg = raw.partition(":")
+    if kind == "budget" and not arg:
+        return PolicySpec("budget")
+    if kind == "fixed":
+        if not arg:
+            return PolicySpec("fixed")
+        if not arg.isdigit() or int(arg) < 1:
+            raise PolicyError(f"--policy fixed:N needs a whole number N >= 1, got {raw!r}")
+        return PolicySpec("fixed", replicas=int(arg))
+    if kind == "hpa":
+        metric, sep, value = arg.partition("=")
+        if not sep or metric not in ("concurrency", "utilization"):
+            raise PolicyError(
+                f"--policy hpa takes hpa:concurrency=X or hpa:utilization=U, got {raw!r}"
+            )
+        try:
+            target = float(value)
+        except ValueError:
+            raise PolicyError(f"--policy {raw!r}: the target must be a number") from None
+        if not target > 0 or not math.isfinite(target) or (metric == "utilization" and target > 1):
+            bound = "in (0, 1]" if metric == "utilization" else "a positive number"
+            raise PolicyError(f"--policy {raw!r}: the {metric} target must be {bound}")
+        return PolicySpec("hpa", metric=metric, target=target)
+    raise PolicyError(
+        f"--policy must be budget, fixed, fixed:N, hpa:concurrency=X or hpa:utilization=U, "
+        f"got {raw!r}"
+    )
+
+
+class FixedPolicy:
+    """N replicas, nothing else."""
+
+    def __init__(self, replicas: int) -> None:
+        self.name = f"fixed:{replicas}"
+        self.every_s = 10.0
+        self.replicas = replicas
+
+    def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
+        """Keep the count."""
+        knobs.desired = self.replicas
+        return []
+
+
+def llm_default_policy(ttft_target_ms: float) -> Policy:
+    """The LLM default on the TTFT signal: scale_up above 90% of the ttft.p95 target,
+    shed_load when above the target for 2 minutes."""
+
+    def rule(name: str, t: float, expr: str, for_s: float, action: str) -> Rule:
+        return Rule.model_validate(
+            {"name": name, "metric": "p95", "threshold": t, "for_s": for_s, "action": action,
+             "cooldown_s": 60.0, "clear_threshold": default_clear("p95", t),
+             "clear_for_s": 120.0, "expr": expr}
+        )  # fmt: skip
+
+    rules = [
+        rule("scale_up_ttft_p95", 0.9 * ttft_target_ms, "90% of ttft.p95", 0.0, "scale_up"),
+        rule("shed_load_ttft_p95", ttft_target_ms, "100% of ttft.p95", 120.0, "shed_load"),
+    ]
+    return Policy(rules=rules, source=f"LLM default on ttft.p95 = {ttft_target_ms:g} ms")
+
+
+class BudgetPolicy:
+    """The live Controller in the loop, watching end-to-end times or (LLM) TTFT."""
+
+    def __init__(self, policy: Policy, signal: str = "e2e") -> None:
+        self.name = "budget"
+        self.controller = Controller(policy)
+        self.every_s = policy.evaluate_every_s
+        self.signal = signal
+
+    def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
+        """Feed the completions, evaluate, apply what is active."""
+        c = self.controller
+        values = view.done_ttft_ms if self.signal == "ttft" else view.done_ms
+        if view.done_ts.size and values is not None:
+            c.observe_many(view.done_ts, values, view.done_err)
+        decisions = c.evaluate(view.now_s)
+        knobs.desired = c.desired_replicas
+        active = c.active
+        knobs.shed = "shed_load" in active
+        knobs.trim = "trim_logging" in active
+        return decisions
+
+
+class HpaPolicy:
+    """Kubernetes HPA-style target tracking on concurrency or utilization."""
+
+    def __init__(self, spec: PolicySpec, bounds: Replicas) -> None:
+        assert spec.metric is not None and spec.target is not None
+        self.name = spec.label
+        self.every_s = _HPA_SYNC_S
+        self.metric, self.target = spec.metric, spec.target
+        self.bounds = bounds
+        self.history: deque[tuple[float, int]] = deque()
+
+    def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
+        """One HPA sync: recommend, stabilise, bound."""
+        ready = max(1, view.ready)
+        value = view.mean_in_system / ready if self.metric == "concurrency" else view.mean_busy
+        ratio = value / self.target
+        current = knobs.desired
+        rec = current if abs(ratio - 1.0) <= _HPA_TOLERANCE else math.ceil(ready * ratio)
+        rec = min(rec, max(2 * current, current + 4))
+        self.history.append((view.now_s, rec))
+        while self.history and self.history[0][0] < view.now_s - _HPA_DOWN_STABILIZATION_S:
+            self.history.popleft()
+        if rec < current:
+            rec = min(current, max(r for _, r in self.history))
+        rec = max(self.bounds.min, min(self.bounds.max, rec))
+        if rec == current:
+            return []
+        action = "scale_up" if rec > current else "scale_down"
+        knobs.desired = rec
+        return [
+            Decision(
+                t_s=view.now_s,
+                action=action,
+                metric=self.metric,
+                value=value,
+                threshold=self.target,
+                rule="hpa",
+                reason=f"{self.metric} {value:.3g} vs target {self.target:g}; "
+                f"desired replicas {current} -> {rec}",
+                count=int(view.done_ts.size),
+                replicas=rec,
+            )
+        ]
+
+
+def make_policy(
+    spec: PolicySpec, budget_policy: Policy, start: int, signal: str = "e2e"
+) -> tuple[FixedPolicy | BudgetPolicy | HpaPolicy, int]:
+    """The runnable policy and the replicas it starts with."""
+    if spec.kind == "fixed":
+        n = spec.replicas or start
+        return FixedPolicy(n), n
+    bounds = Replicas(
+        min=start, max=max(budget_policy.replicas.max, start), step=budget_policy.replicas.step
+    )
+    if spec.kind == "hpa":
+        return HpaPolicy(spec, bounds), start
+    return BudgetPolicy(budget_policy.model_copy(update={"replicas": bounds}), signal), start

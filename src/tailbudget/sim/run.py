@@ -1,0 +1,263 @@
+"""`simulate`: the fitted model, one arrival sequence, every policy side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.policy import Policy
+from tailbudget.control.decision import Decision
+from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+from tailbudget.sim.batch_engine import run_batching
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import (
+    Objective,
+    ObjectiveResult,
+    measure,
+    metric_values,
+    order_stat,
+)
+from tailbudget.sim.policies import PolicySpec, make_policy
+from tailbudget.sim.queue_engine import run_queue
+from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
+
+__all__ = ["RunResult", "SimReport", "TimelinePoint", "run_once", "simulate"]
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """One policy evaluation: the fleet and the watched percentile over the last minute."""
+
+    t_offset_s: float
+    ready: int
+    alive: int
+    shed: bool
+    trim: bool
+    value_ms: float | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One policy's run."""
+
+    policy: str
+    start_replicas: int
+    objectives: list[ObjectiveResult]
+    goodput: float | None
+    goodput_thresholds: dict[str, float]
+    goodput_min: float | None
+    replica_hours: float
+    arrived: int
+    served: int
+    shed: int
+    unfinished: int
+    cold_starts: int
+    decisions: list[Decision]
+    timeline: list[TimelinePoint]
+    watched: str
+    """The objective the timeline plots (the tightest gated one)."""
+    peak_replicas: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract's per-run block."""
+        return {
+            "policy": self.policy,
+            "start_replicas": self.start_replicas,
+            "objectives": [o.to_dict() for o in self.objectives],
+            "goodput": {
+                "share": None if self.goodput is None else round(self.goodput, 4),
+                "min": self.goodput_min,
+                "thresholds": self.goodput_thresholds,
+                "verdict": None
+                if self.goodput_min is None or self.goodput is None
+                else ("pass" if self.goodput >= self.goodput_min else "breach"),
+            },
+            "replica_hours": round(self.replica_hours, 4),
+            "peak_replicas": self.peak_replicas,
+            "requests": {
+                "arrived": self.arrived,
+                "served": self.served,
+                "shed": self.shed,
+                "unfinished": self.unfinished,
+            },
+            "cold_starts": self.cold_starts,
+            "minutes_in_breach": max(
+                (o.minutes_in_breach for o in self.objectives if o.objective.gated), default=0
+            ),
+            "decisions": [_decision(d) for d in self.decisions],
+            "timeline": {
+                "watched": self.watched,
+                "points": [p.__dict__ for p in self.timeline],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class SimReport:
+    """A whole `simulate` result."""
+
+    model: ServiceModel
+    arrivals: str
+    requests: int
+    duration_s: float
+    load: float
+    seed: int
+    runs: list[RunResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: the first policy's figures at the top, every run in `runs`."""
+        first = self.runs[0].to_dict()
+        return {
+            "objectives": first["objectives"],
+            "goodput": first["goodput"],
+            "replica_hours": first["replica_hours"],
+            "requests": first["requests"],
+            "decisions": first["decisions"],
+            "policy": first["policy"],
+            "model": self.model.to_dict(),
+            "arrivals": {"source": self.arrivals, "requests": self.requests, "load": self.load},
+            "duration_s": self.duration_s,
+            "seed": self.seed,
+            "runs": [r.to_dict() for r in self.runs],
+            "notes": self.notes,
+        }
+
+
+def _decision(d: Decision) -> dict[str, Any]:
+    return {
+        "t": f"PT{d.t_s:.3f}S",
+        "t_offset_s": round(d.t_s, 3),
+        "action": d.action,
+        "metric": d.metric,
+        "value": None if d.value is None else round(float(d.value), 6),
+        "threshold": None if d.threshold is None else round(float(d.threshold), 6),
+        "reason": d.reason,
+        "rule": d.rule,
+        "replicas": d.replicas,
+    }
+
+
+def _goodput(
+    trace: SimTrace, objectives: Objectives, stages: Mapping[str, np.ndarray]
+) -> tuple[float | None, dict[str, float]]:
+    """Share of arrivals served without error within every per-request threshold."""
+    thresholds = {k: v for k, v in objectives.thresholds().items() if k != "itl"}
+    n = trace.arrival_s.size
+    if n == 0:
+        return None, thresholds
+    good = np.isfinite(trace.done_s) & ~trace.error
+    for metric, ms in thresholds.items():
+        v = metric_values(trace, metric, stages)
+        good &= np.nan_to_num(v, nan=np.inf) <= ms
+    return float(good.sum()) / n, thresholds
+
+
+def _timeline(
+    trace: SimTrace, watched: Objective, window_s: float, stages: Mapping[str, np.ndarray]
+) -> list[TimelinePoint]:
+    v = metric_values(trace, watched.metric, stages)
+    ok = np.isfinite(v)
+    done, vals = trace.done_s[ok], v[ok]
+    order = np.argsort(done)
+    done, vals = done[order], vals[order]
+    out = []
+    for tk in trace.ticks:
+        lo, hi = np.searchsorted(done, [tk.t_s - window_s, tk.t_s], side="right")
+        value = order_stat(vals[lo:hi], watched.q) if hi - lo >= 5 else None
+        out.append(TimelinePoint(round(tk.t_s, 3), tk.ready, tk.alive, tk.shed, tk.trim, value))
+    return out
+
+
+def run_once(
+    model: ServiceModel, arrivals: Arrivals, policy: RunPolicy, *, replicas: int, end_s: float
+) -> SimTrace:
+    """One run of the right engine for the model."""
+    engine = run_batching if model.kind == "llm" else run_queue
+    return engine(model, arrivals, policy, replicas=replicas, end_s=end_s)
+
+
+def _result(
+    spec: PolicySpec,
+    start: int,
+    trace: SimTrace,
+    objectives: Objectives,
+    stages: Mapping[str, np.ndarray],
+) -> RunResult:
+    gated = [o for o in objectives if o.gated] or list(objectives)
+    measured = measure(trace, objectives, stages)
+    tight = max(
+        (r for r in measured if r.objective in gated),
+        key=lambda r: -1.0 if r.measured_ms is None else r.measured_ms / r.objective.target_ms,
+    )
+    goodput, thresholds = _goodput(trace, objectives, stages)
+    served = int(np.isfinite(trace.done_s).sum())
+    shed = int(trace.shed.sum())
+    return RunResult(
+        policy=spec.label if spec.kind != "fixed" else f"fixed:{start}",
+        start_replicas=start,
+        objectives=measured,
+        goodput=goodput,
+        goodput_thresholds=thresholds,
+        goodput_min=objectives.goodput.min if objectives.goodput is not None else None,
+        replica_hours=trace.replica_s / 3600.0,
+        arrived=int(trace.arrival_s.size),
+        served=served,
+        shed=shed,
+        unfinished=int(trace.arrival_s.size) - served - shed,
+        cold_starts=trace.cold_starts,
+        decisions=trace.decisions,
+        timeline=_timeline(trace, tight.objective, 60.0, stages),
+        watched=tight.objective.key,
+        peak_replicas=max([start, *(t.alive for t in trace.ticks)]),
+    )
+
+
+def simulate(
+    model: ServiceModel,
+    objectives: Objectives,
+    *,
+    arrivals: ArrivalSpec,
+    policies: Sequence[PolicySpec],
+    budget_policy: Policy,
+    replicas: int,
+    duration_s: float | None = None,
+    load: float = 1.0,
+    max_requests: int | None = None,
+    seed: int = 0,
+    log_times: np.ndarray | None = None,
+    signal: str = "e2e",
+) -> SimReport:
+    """Every policy on the same arrivals (same seed), side by side; the budget policy's
+    Controller watches `signal` (e2e, or ttft for an LLM service)."""
+    rng = np.random.default_rng(seed)
+    arr, horizon = make_arrivals(
+        arrivals,
+        pool=model.samples.size,
+        load=load,
+        duration_s=duration_s,
+        max_requests=max_requests,
+        low_share=float(model.low_priority_share.value),
+        rng=rng,
+        log_times=log_times,
+    )
+    runs = []
+    for spec in policies:
+        policy, start = make_policy(spec, budget_policy, replicas, signal)
+        trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
+        runs.append(_result(spec, start, trace, objectives, model.samples.stages))
+    notes = [
+        "closed loop: each policy's decisions change the simulated service "
+        "(replicas after the provisioning delay, shedding, logging)",
+        f"budget policy: {budget_policy.source}, on each request's "
+        f"{'time to first token' if signal == 'ttft' else 'end-to-end time'}",
+    ]
+    if any(d.action == "rollback" for r in runs for d in r.decisions):
+        notes.append("rollback decisions are recorded, not simulated (no previous version)")
+    if model.kind == "llm":
+        notes.append("trim_logging has no modelled effect on LLM steps")
+    return SimReport(model, arr.description, arr.size, horizon, load, seed, runs, notes)

@@ -1,0 +1,103 @@
+"""A real load sweep: fitted on vLLM at 1/s and 4/s, predict all 200 requests at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tailbudget.logs import ReadOptions
+from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+from tailbudget.sim.fit import ModelOptions
+from tailbudget.sim.fitting import fit_logs
+from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.run import run_once
+
+GRID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vllm_grid"
+NAME = "vllm_llama33-70b_04_tp4_pp2_IB_qps_{}.json"
+
+
+def _real(q: str) -> tuple[float, float, float]:
+    data = json.loads((GRID / NAME.format(q)).read_text())
+    ttft = np.asarray(data["ttfts"]) * 1000.0
+    e2e = ttft + np.asarray([sum(x) for x in data["itls"]]) * 1000.0
+    return float(np.median(ttft)), float(np.median(e2e)), float(np.percentile(e2e, 99))
+
+
+@pytest.fixture(scope="module")
+def fitted():  # type: ignore[no-untyped-def]
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    paths = [str(GRID / NAME.format(q)) for q in ("01", "04")]
+    return fit_logs(paths, ReadOptions(), ModelOptions())
+
+
+def _predict(model, arrivals: ArrivalSpec, seed: int, duration: float | None = None):  # type: ignore[no-untyped-def]
+    arr, horizon = make_arrivals(
+        arrivals, pool=model.samples.size, load=1.0, duration_s=duration,
+        max_requests=None, low_share=0.0, rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    trace = run_once(model, arr, FixedPolicy(1), replicas=1, end_s=horizon)
+    assert trace.ttft_s is not None
+    ttft = (trace.ttft_s - trace.arrival_s) * 1000.0
+    e2e = trace.e2e_ms
+    return float(np.median(ttft)), float(np.median(e2e)), float(np.percentile(e2e, 99))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_all_at_once_within_20_percent(fitted, seed: int) -> None:  # type: ignore[no-untyped-def]
+    model = fitted.model
+    assert model.kind == "llm"
+    got = _predict(model, ArrivalSpec("burst", count=200), seed)
+    want = _real("inf")
+    for g, w in zip(got, want, strict=True):
+        assert g == pytest.approx(w, rel=0.20), (got, want)
+
+
+def test_ignoring_load_is_far_off(fitted) -> None:  # type: ignore[no-untyped-def]
+    # the unloaded TTFT (what a model without queueing would predict) is ~10x too low
+    low_ttft, _, _ = _real("01")
+    assert _real("inf")[0] / low_ttft > 8
+
+
+def test_model_says_what_it_fitted_and_what_it_could_not(fitted) -> None:  # type: ignore[no-untyped-def]
+    d = fitted.model.to_dict()
+    names = {p["name"]: p for p in d["parameters"]}
+    assert names["step_per_seq_ms"]["source"] == "fitted"
+    assert names["batch_limit"]["source"] == "default"
+    assert "token_budget" in d["unidentified"]
+    assert d["fit_quality"]["tpot_line"].startswith("2 load levels")
+    assert len(d["load_levels"]) == 2
+
+
+def test_in_sample_levels_reproduced(fitted) -> None:  # type: ignore[no-untyped-def]
+    for q, rate in (("01", 1.0), ("04", 4.0)):
+        got = _predict(fitted.model, ArrivalSpec("poisson", rate=rate), 1, 200 / rate)
+        want = _real(q)
+        assert got[1] == pytest.approx(want[1], rel=0.20)
+
+
+def test_llm_budget_policy_scales_on_ttft(fitted) -> None:  # type: ignore[no-untyped-def]
+    from tailbudget.budget.objectives import parse_objectives
+    from tailbudget.sim.policies import llm_default_policy, parse_policy_spec
+    from tailbudget.sim.run import simulate
+
+    rep = simulate(
+        fitted.model,
+        parse_objectives("ttft.p95=400"),
+        arrivals=ArrivalSpec("poisson", rate=12.0),
+        policies=[parse_policy_spec("budget"), parse_policy_spec("fixed")],
+        budget_policy=llm_default_policy(400.0),
+        replicas=1,
+        duration_s=600.0,
+        seed=3,
+        signal="ttft",
+    )
+    budget, fixed = rep.runs
+    ups = [d for d in budget.decisions if d.action == "scale_up"]
+    assert ups and ups[0].threshold == pytest.approx(360.0)
+    assert budget.peak_replicas > 1
+    assert budget.objectives[0].minutes_in_breach < fixed.objectives[0].minutes_in_breach
+    assert any("time to first token" in n for n in rep.notes)
