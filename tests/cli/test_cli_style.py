@@ -95,6 +95,8 @@ def test_every_output_file_is_announced(tmp_path: Path) -> None:
         "replay": ["replay", str(log), "--timestamp", "ts"],
         "export": ["export", rag, "--to", "keda"],
         "rebudget": ["rebudget", str(budget_for(tmp_path)), str(log)],
+        "capacity": ["capacity", str(log), "--slo", "p99=500"],
+        "simulate": ["simulate", str(log), "--slo", "p99=500", "--duration", "10m"],
     }
     assert set(cases) >= {n for n in COMMANDS if any("-o" in p.opts for p in _params(n))} - {
         "import"

@@ -23,6 +23,7 @@ from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
 
 SECTIONS = {
+    "Objectives": "objectives",
     "Provenance": "provenance",
     "Snapshot": "snapshot",
     "Stages": "stages",
