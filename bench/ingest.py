@@ -14,6 +14,14 @@ the service's HTTP, JSON and durability overheads are measured against.
     python bench/ingest.py                          # 30 s, 2 clients, batches of 2000
     python bench/ingest.py --clients 16 --batch 20  # many small concurrent batches
     python bench/ingest.py --quick                  # 5 s, for development
+    python bench/ingest.py --llm --seconds 10       # plain e2e vs LLM observations, side by side
+
+`--llm` runs the server on the same observations posted five ways in one run:
+as rows (a JSON array of objects) plain end-to-end, LLM (`ttft_ms`,
+`output_tokens` so the server derives tpot, and the flat `itl_p99_ms`
+summary), and LLM carrying every inter-token gap (`--gaps` of them, a list);
+and as columns (one list per key) plain and LLM. It prints the cost per
+observation of each relative to plain end-to-end in the same body form.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -46,7 +55,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _bodies(batch: int, count: int, stages: int, seed: int = 0) -> list[bytes]:
+def _llm_fields(rng: np.random.Generator, total: float, gaps: int) -> dict[str, object]:
+    """ttft and tokens consistent with `total`; itl as a summary (gaps=0) or a list."""
+    ttft = round(total * float(rng.uniform(0.05, 0.3)), 3)
+    fields: dict[str, object] = {"ttft_ms": ttft, "output_tokens": int(rng.integers(2, 400))}
+    if gaps:
+        fields["itl_ms"] = [round(float(g), 2) for g in rng.lognormal(3.0, 0.3, gaps)]
+    else:  # the flat summary, as the log readers name it
+        fields["itl_p99_ms"] = round(float(rng.uniform(40, 90)), 2)
+    return fields
+
+
+def _columns(rows: list[dict[str, object]]) -> dict[str, list[object]]:
+    """The same observations as one list per key (the columnar body)."""
+    keys = sorted({k for r in rows for k in r})
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def _bodies(
+    batch: int,
+    count: int,
+    stages: int,
+    seed: int = 0,
+    llm: bool = False,
+    gaps: int = 0,
+    columnar: bool = False,
+) -> list[bytes]:
     rng = np.random.default_rng(seed)
     names = [f"stage{k}" for k in range(stages)]
     out = []
@@ -57,12 +91,14 @@ def _bodies(batch: int, count: int, stages: int, seed: int = 0) -> list[bytes]:
         items: list[dict[str, object]] = []
         for i, (v, e) in enumerate(zip(values, errors, strict=True)):
             item: dict[str, object] = {"total_ms": round(float(v), 3), "error": bool(e)}
+            if llm:
+                item.update(_llm_fields(rng, float(v), gaps))
             if shares is not None:  # the stages take most of the total, the rest is overhead
                 item["stages"] = {
                     name: round(float(v * shares[i, k]), 3) for k, name in enumerate(names)
                 }
             items.append(item)
-        out.append(json.dumps(items).encode())
+        out.append(json.dumps(_columns(items) if columnar else items).encode())
     return out
 
 
@@ -96,7 +132,16 @@ def _client(
             k += 1
 
 
-def bench_serve(seconds: float, batch: int, clients: int, stages: int) -> dict[str, float]:
+def bench_serve(
+    seconds: float,
+    batch: int,
+    clients: int,
+    stages: int,
+    *,
+    llm: bool = False,
+    gaps: int = 0,
+    columnar: bool = False,
+) -> dict[str, float]:
     """Run the server and the clients; return throughput and RSS figures."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -120,7 +165,7 @@ def bench_serve(seconds: float, batch: int, clients: int, stages: int) -> dict[s
         try:
             _wait_ready(url, proc)
             server = psutil.Process(proc.pid)
-            bodies = _bodies(batch, 8, stages)
+            bodies = _bodies(batch, 8, stages, llm=llm, gaps=gaps, columnar=columnar)
             # Warm up, then take the starting RSS.
             httpx.post(f"{url}/v1/observations", content=bodies[0]).raise_for_status()
             rss_start = server.memory_info().rss
@@ -184,8 +229,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2, help="concurrent HTTP clients")
     parser.add_argument("--stages", type=int, default=0, help="per-stage times per observation")
     parser.add_argument("--quick", action="store_true", help="5 s and a small in-process run")
+    parser.add_argument("--llm", action="store_true", help="plain e2e vs LLM observations")
+    parser.add_argument("--gaps", type=int, default=32, help="itl gaps per observation (--llm)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (--llm)")
     args = parser.parse_args()
     seconds = 5.0 if args.quick else args.seconds
+    if args.llm:
+        _llm_table(seconds, args)
+        return
     serve = bench_serve(seconds, args.batch, args.clients, args.stages)
     sketch = bench_sketch(1_000_000 if args.quick else 10_000_000)
     print(
@@ -210,6 +261,42 @@ def main() -> None:
         f"\nserve reaches {serve['rate'] / sketch['rate']:.2%} of the in-process sketch rate; "
         f"server RSS grew {serve['rss_end'] - serve['rss_start']:+.1f} MiB."
     )
+
+
+def _llm_table(seconds: float, args: argparse.Namespace) -> None:
+    llm = "+ `ttft_ms`, `output_tokens` (tpot derived), `itl_p99_ms`"
+    gaps = {"llm": True, "gaps": args.gaps}
+    kinds: tuple[tuple[str, str, dict[str, Any]], ...] = (
+        ("rows", "plain e2e (`total_ms`, `error`)", {}),
+        ("rows", f"LLM: {llm}", {"llm": True}),
+        ("rows", f"LLM with every gap: `itl_ms` a list of {args.gaps}", gaps),
+        ("columns", "plain e2e", {"columnar": True}),
+        ("columns", f"LLM: {llm}", {"llm": True, "columnar": True}),
+    )
+    # Rounds alternate the kinds, so a busy machine slows each alike; best round each.
+    best: dict[str, dict[str, float]] = {}
+    for _ in range(args.rounds):
+        for form, name, kw in kinds:
+            r = bench_serve(seconds, args.batch, args.clients, 0, **kw)
+            key = f"{form} {name}"
+            if key not in best or r["rate"] > best[key]["rate"]:
+                best[key] = r
+    print(
+        f"# ingest, plain vs LLM observations: {seconds:g} s each, best of {args.rounds} "
+        f"alternating rounds, batches of {args.batch}, {args.clients} client(s), loopback\n"
+    )
+    print(
+        "| body | observations | obs/s | cost per obs vs plain (same body) "
+        "| RSS start (MiB) | RSS end (MiB) |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    plain = {form: best[f"{form} {name}"]["rate"] for form, name, kw in kinds if not kw.get("llm")}
+    for form, name, _ in kinds:
+        r = best[f"{form} {name}"]
+        print(
+            f"| {form} | {name} | {r['rate']:,.0f} | {plain[form] / r['rate']:.2f}x "
+            f"| {r['rss_start']:.1f} | {r['rss_end']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

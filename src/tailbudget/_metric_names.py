@@ -43,3 +43,10 @@ STAGE_WINDOW_OBSERVATIONS = "tailbudget_stage_window_observations"
 
 STAGE_OBSERVATIONS_TOTAL = "tailbudget_stage_observations_total"
 """Counter, labels: stage. Per-stage times the service accepted."""
+
+SERIES_WINDOW_QUANTILE = "tailbudget_series_window_latency_seconds"
+"""Gauge, labels: series ("ttft" | "tpot" | "itl"), quantile. Rolling-window LLM latency
+from the ttft/tpot/itl fields posted to `serve`."""
+
+WINDOW_GOODPUT = "tailbudget_window_goodput_ratio"
+"""Gauge: share of the window's judged requests meeting every goodput threshold."""

@@ -94,8 +94,8 @@ policy:
             r"policy.rules\[0\].action: is required",
         ),
         (
-            "policy: {rules: [{metric: p97, threshold: 1800, action: scale_up}]}",
-            r"policy.rules\[0\].metric: must be one of",
+            "policy: {rules: [{metric: latency, threshold: 1800, action: scale_up}]}",
+            r"policy.rules\[0\].metric: metric 'latency' is not a metric name",
         ),
         (
             "policy: {rules: [{metric: p95, threshold: 1800, action: scale_down}]}",

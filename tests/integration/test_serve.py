@@ -300,6 +300,12 @@ def test_state_survives_sigterm_and_kill_9(tmp_path, files):
     assert bad.status_code == 400
     ok = httpx.post(f"{srv.url}/v1/baseline", json={"p99_ms": 850}, headers=headers, timeout=10)
     assert ok.status_code == 200 and srv.status()["baseline_p99_ms"] == 850
+    llm = {"baselines": {"ttft.p99": 420, "goodput": 0.97}}
+    more = httpx.post(f"{srv.url}/v1/baseline", json=llm, headers=headers, timeout=10)
+    assert more.status_code == 200 and srv.status()["baselines"] == llm["baselines"]
+    wrong = {"baselines": {"goodput": 3}}
+    bad = httpx.post(f"{srv.url}/v1/baseline", json=wrong, headers=headers, timeout=10)
+    assert bad.status_code == 400 and "baselines.goodput" in bad.text
     # kill -9 right after an acknowledgement: nothing acknowledged may be lost.
     for _ in range(20):
         acked += srv.post(_obs(13)).json()["accepted"]
@@ -334,6 +340,7 @@ def test_state_survives_sigterm_and_kill_9(tmp_path, files):
         # stage times are in the log too: the replay restores their counts with the rest
         assert acked <= status["stage_observations"]["model"] <= acked + 7
         assert status["baseline_p99_ms"] == 850
+        assert status["baselines"] == {"ttft.p99": 420, "goodput": 0.97}
     finally:
         srv.stop()
 

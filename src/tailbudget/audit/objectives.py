@@ -17,7 +17,7 @@ that failed without a latency count in the denominator, never as good.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import ibis
 
@@ -25,7 +25,7 @@ from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, ObjectiveRow
-from tailbudget.audit.snapshot import CDF_QS
+from tailbudget.audit.snapshot import CDF_QS, min_rows
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
 
@@ -234,12 +234,23 @@ def _row(o: Objective, value: float | None, n: int) -> ObjectiveRow:
         percentile=o.percentile,
         target_ms=o.target_ms,
         measured_ms=measured,
-        verdict="no_data" if measured is None else "pass" if measured <= o.target_ms else "breach",
+        verdict=_verdict(o, measured, n),
         gated=o.gated,
         n=n,
         output_tokens=o.output_tokens,
         note=note,
     )
+
+
+def _verdict(
+    o: Objective, measured: float | None, n: int
+) -> Literal["pass", "breach", "inconclusive", "no_data"]:
+    # The snapshot's rule: a percentile needs one request beyond it on average.
+    if measured is None:
+        return "no_data"
+    if n < min_rows(o.percentile):
+        return "inconclusive"
+    return "pass" if measured <= o.target_ms else "breach"
 
 
 def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:

@@ -253,7 +253,8 @@ class ObjectiveRow(_Model):
     percentile: str
     target_ms: float
     measured_ms: float | None
-    verdict: Literal["pass", "breach", "no_data"]
+    verdict: Literal["pass", "breach", "inconclusive", "no_data"]
+    """inconclusive: fewer requests than the percentile needs for a verdict (100 for p99)."""
     gated: bool
     n: int
     """Requests (gaps, for itl) the percentile is computed from."""

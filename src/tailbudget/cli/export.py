@@ -34,6 +34,11 @@ def export_command(
     target_name: str | None = typer.Option(
         None, "--scale-target", help="Deployment KEDA scales (default: the service name)."
     ),
+    metrics: str = typer.Option(
+        "tailbudget",
+        "--metrics",
+        help="Whose histograms the rules read: tailbudget, vllm, sglang or tgi.",
+    ),
     burn: str | None = typer.Option(
         None,
         "--burn",
@@ -51,6 +56,7 @@ def export_command(
         namespace=namespace,
         target_name=target_name,
         burn_windows=parse_burn_windows(burn) if burn else DEFAULT_BURN_WINDOWS,
+        metrics=metrics,
     )
     if to not in TARGETS:
         raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")

@@ -34,7 +34,15 @@ def serve_command(
         None, "--prometheus", help="Read window stats from this Prometheus (fleet scale)."
     ),
     service: str | None = typer.Option(
-        None, "--service", help="Service label in Prometheus (default: the budget's service)."
+        None,
+        "--service",
+        help="Service (or, for vllm/sglang, model_name) label in Prometheus "
+        "(default: the budget's service).",
+    ),
+    metrics: str = typer.Option(
+        "tailbudget",
+        "--metrics",
+        help="Whose histograms --prometheus reads: tailbudget, vllm, sglang or tgi.",
     ),
 ) -> None:
     """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
@@ -50,5 +58,6 @@ def serve_command(
             actions=actions,
             prometheus=prometheus,
             service=service,
+            metrics=metrics,
         )
     )

@@ -11,7 +11,10 @@ Semantics, in one place:
   below the rule's clear threshold (hysteresis) at every evaluation for
   `clear_for` (stabilization); scale_down steps once per stabilization window;
 - a rollback re-arms silently once its clear condition has held;
-- without a baseline the p99-vs-baseline rule is inactive, and status says so;
+- without a baseline a `_vs_baseline` rule is inactive, and status says so;
+- a rule reads the window of its metric's series: end to end, an LLM series
+  (ttft, tpot, itl), goodput's good-request counts or a stage, each on the
+  same ring and each unknown below `min_samples` observations;
 - in dry_run every decision is made and journaled as if executed, marked.
 """
 
@@ -20,16 +23,20 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.policy import RECOVERY, Policy, Rule
 from tailbudget.control.decision import Decision
 from tailbudget.control.rules import Measure, clear_reason, fmt, measure, trigger_reason
+from tailbudget.control.series_windows import GOODPUT, SeriesWindows
+from tailbudget.control.stage_windows import StageWindows
 from tailbudget.control.stats import z_of
+from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, WindowStats
 from tailbudget.errors import PolicyError
 
@@ -62,7 +69,17 @@ class Controller:
         self.journal = journal
         """Called with every decision as it is made (before the caller executes it)."""
         self.window = RollingWindow(policy.window_s, policy.sub_windows)
+        reads_goodput = any(r.ref.kind.startswith("goodput") for r in policy.rules)
+        self.series = SeriesWindows(
+            policy.window_s, policy.sub_windows, thresholds=policy.goodput, goodput=reads_goodput
+        )
+        """ttft / tpot / itl windows and the good-request counts."""
+        self.stages = StageWindows(policy.window_s, policy.sub_windows)
+        """One window per pipeline stage."""
         self.baseline_p99_ms: float | None = policy.baseline_p99_ms
+        self.baselines: dict[str, float] = dict(policy.baselines)
+        """Baselines of the other metrics (`ttft.p99`, `goodput`)."""
+        self.last_series: dict[str, WindowStats] = {}
         self.desired_replicas: int = policy.replicas.min
         self.evaluations = 0
         self.last_evaluated_s: float | None = None
@@ -89,31 +106,91 @@ class Controller:
         """Record a batch of requests (numpy arrays); returns how many were used."""
         return self.window.observe_many(ts, total_ms, error)
 
-    def set_baseline(self, p99_ms: float | None) -> None:
-        """Set (or with None, remove) the baseline p99 the rollback rule compares with."""
+    def observe_columns(
+        self,
+        ts: npt.NDArray[np.float64],
+        total_ms: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+        series: Mapping[str, StageColumn] | None = None,
+        stages: Mapping[str, StageColumn] | None = None,
+    ) -> int:
+        """Record a validated batch with its LLM series and stage times (rows by index)."""
+        used = self.window.observe_many(ts, total_ms, error)
+        try:
+            if stages:
+                self.stages.observe(ts, stages)
+            self.series.observe(ts, total_ms, error, series or {}, stages or {})
+        except Exception:  # the hot path must not break a request
+            log.exception("series observe failed; series of the batch dropped")
+        return used
+
+    def set_baseline(self, p99_ms: float | None, metric: str = "p99") -> None:
+        """Set (or with None, remove) the baseline of `metric` (`p99`, `ttft.p99`, `goodput`)."""
         if p99_ms is not None:
             if isinstance(p99_ms, bool) or not isinstance(p99_ms, int | float):
-                raise PolicyError(f"baseline p99 must be a number of ms, got {p99_ms!r}")
+                raise PolicyError(f"baseline {metric} must be a number, got {p99_ms!r}")
             if not (math.isfinite(p99_ms) and p99_ms > 0):
-                raise PolicyError(f"baseline p99 must be a positive number of ms, got {p99_ms!r}")
+                raise PolicyError(f"baseline {metric} must be a positive number, got {p99_ms!r}")
             p99_ms = float(p99_ms)
-        self.baseline_p99_ms = p99_ms
+        if metric == "p99":
+            self.baseline_p99_ms = p99_ms
+        elif p99_ms is None:
+            self.baselines.pop(metric, None)
+        else:
+            self.baselines[metric] = p99_ms
+
+    def baseline(self, name: str) -> float | None:
+        """The baseline of metric `name` in force, or None."""
+        return self.baseline_p99_ms if name == "p99" else self.baselines.get(name)
 
     # ---- evaluation --------------------------------------------------------------------
 
     def window_stats(self, now_s: float) -> WindowStats:
         """The in-process window's stats at `now_s`."""
         return self.window.stats(
-            now_s, min_samples=self.policy.min_samples, confidence=self.policy.confidence
+            now_s,
+            min_samples=self.policy.min_samples,
+            confidence=self.policy.confidence,
+            qs=self.policy.series.get("e2e", ()),
         )
 
-    def evaluate(self, now_s: float, stats: WindowStats | None = None) -> list[Decision]:
-        """Evaluate every rule at `now_s` (on `stats` when given, else the own window)."""
+    def series_stats(self, now_s: float) -> dict[str, WindowStats]:
+        """The in-process LLM series, goodput and stage windows at `now_s`, by name."""
+        p, want = self.policy, self.policy.series
+        n, level = p.min_samples, p.confidence
+        out = self.stages.stats(now_s, min_samples=n, confidence=level, qs=want)
+        out.update(self.series.stats(now_s, min_samples=n, confidence=level, qs=want))
+        return out
+
+    def _stats_of(
+        self, rule: Rule, stats: WindowStats, series: Mapping[str, WindowStats]
+    ) -> WindowStats | None:
+        ref = rule.ref
+        if ref.kind in ("goodput", "goodput_vs_baseline"):
+            return series.get(GOODPUT)
+        if ref.kind == "error_rate" or ref.series == "e2e":
+            return stats
+        return series.get(ref.series)
+
+    def evaluate(
+        self,
+        now_s: float,
+        stats: WindowStats | None = None,
+        series: Mapping[str, WindowStats] | None = None,
+    ) -> list[Decision]:
+        """Evaluate every rule at `now_s`.
+
+        On `stats` (end to end) and `series` (ttft, tpot, itl, goodput, stages) when
+        given, e.g. from Prometheus; else on the own windows. A series missing from
+        a given `series` is unknown.
+        """
         p = self.policy
         self._external = stats is not None
         if stats is None:
             stats = self.window_stats(now_s)
-        known = stats.known and stats.count >= p.min_samples
+            if series is None:
+                series = self.series_stats(now_s)
+        series = dict(series or {})
         if self.last_evaluated_s is not None and (
             now_s - self.last_evaluated_s > 2.0 * p.evaluate_every_s + _EPS
             or now_s < self.last_evaluated_s
@@ -123,16 +200,24 @@ class Controller:
                 st.since = st.clear_since = None
         self.last_evaluated_s = now_s
         self.last_stats = stats
+        self.last_series = series
         self.evaluations += 1
 
         measures: dict[str, Measure] = {}
         holds: dict[str, bool] = {}
         for rule in p.rules:
+            window = self._stats_of(rule, stats, series)
+            ref = rule.ref
+            base = None
+            if ref.kind == "vs_baseline":
+                base = self.baseline(ref.name.removesuffix("_vs_baseline"))
+            elif ref.kind == "goodput_vs_baseline":
+                base = self.baseline("goodput")
             m = measure(
                 rule,
-                stats,
-                known=known,
-                baseline_p99_ms=self.baseline_p99_ms,
+                window,
+                known=window is not None and window.known and window.count >= p.min_samples,
+                baseline=base,
                 z=self._z,
                 confidence=p.confidence,
             )
@@ -163,7 +248,7 @@ class Controller:
                 st.clear_since = None
                 continue
             assert m.value is not None
-            if m.value > rule.clear_threshold:
+            if not rule.cleared(m.value):
                 st.clear_since = None
                 continue
             if st.clear_since is None:
@@ -305,6 +390,19 @@ class Controller:
 
     # ---- views -------------------------------------------------------------------------
 
+    def rule_states(self) -> dict[str, dict[str, Any]]:
+        """Each rule's last status, value and bound, by name."""
+        return {
+            name: {"status": st.status, "value": st.value, "bound": st.bound, "engaged": st.engaged}
+            for name, st in self._rules.items()
+        }
+
+    def engaged_rules(self, action: str) -> set[str]:
+        """Names of the rules of `action` now engaged."""
+        return {
+            r.name for r in self.policy.rules if r.action == action and self._rules[r.name].engaged
+        }
+
     @property
     def active(self) -> frozenset[str]:
         """Actions currently in effect (scale_up while desired replicas exceed the minimum)."""
@@ -324,6 +422,24 @@ class Controller:
             r.metric == "p99_vs_baseline" for r in self.policy.rules
         ):
             out.append(NO_BASELINE)
+        for r in self.policy.rules:
+            ref = r.ref
+            if ref.kind == "goodput_vs_baseline" or (
+                ref.kind == "vs_baseline" and ref.series != "e2e"
+            ):
+                name = ref.name.removesuffix("_vs_baseline")
+                if self.baseline(name) is None:
+                    out.append(f"no {name} baseline: rule {r.name} inactive")
+        if self.series.itl_summaries:
+            out.append(
+                f"{self.series.itl_summaries} requests sent an itl summary, not their gaps: "
+                "their own p99 stands in, so itl percentiles read high"
+            )
+        if self.series.unjudged:
+            out.append(
+                f"{self.series.unjudged} requests lacked a metric a goodput threshold names: "
+                "not judged good or bad"
+            )
         if self.policy.dry_run:
             out.append("dry run: decisions are journaled, not executed")
         if self.window.late:
@@ -347,6 +463,11 @@ class Controller:
             "active": sorted(self.active),
             "dry_run": p.dry_run,
             "baseline_p99_ms": self.baseline_p99_ms,
+            "baselines": dict(self.baselines),
+            "series": {
+                k: v.to_dict()
+                for k, v in (self.last_series if external else self.series_stats(now_s)).items()
+            },
             "evaluations": self.evaluations,
             "last_evaluated_s": self.last_evaluated_s,
             "policy": {
@@ -394,6 +515,8 @@ class Controller:
             },
             "recent": [d.to_dict() for d in self.recent],
             "window": self.window.to_state(),
+            "baselines": dict(self.baselines),
+            "series": self.series.to_state(),
         }
 
     @classmethod
@@ -426,6 +549,10 @@ class Controller:
                 c.recent.append(Decision(**raw))
             if "window" in state:
                 c.window.load_state(state["window"])
+            for name, value in dict(state.get("baselines", {})).items():
+                c.set_baseline(float(value), str(name))
+            if "series" in state:  # absent in state written before LLM series
+                c.series.load_state(state["series"])
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise PolicyError(
                 f"controller state is not valid ({type(exc).__name__}: {exc}); "

@@ -87,9 +87,10 @@ class GroupCommit:
         total_ms: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
         stages: Mapping[str, StageColumn] | None = None,
+        series: Mapping[str, StageColumn] | None = None,
     ) -> int:
         """Make a batch durable and applied; returns its sequence number."""
-        entry = _Entry(Batch(0, ts, total_ms, error, dict(stages or {})))
+        entry = _Entry(Batch(0, ts, total_ms, error, dict(stages or {}), dict(series or {})))
         with self._cond:
             self._queue.append(entry)
             while self._busy and not entry.done:
@@ -113,7 +114,14 @@ class GroupCommit:
     def _write(self, group: list[_Entry]) -> None:
         first = self.last_seq + 1
         batches = [
-            Batch(first + i, e.batch.ts, e.batch.total_ms, e.batch.error, e.batch.stages)
+            Batch(
+                first + i,
+                e.batch.ts,
+                e.batch.total_ms,
+                e.batch.error,
+                e.batch.stages,
+                e.batch.series,
+            )
             for i, e in enumerate(group)
         ]
         # Numbers are spent even if the write fails: should cutting the failed bytes

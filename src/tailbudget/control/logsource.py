@@ -13,25 +13,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.control.llm_log import RawSeries, order_series, read_series
+from tailbudget.control.wal import StageColumn
 from tailbudget.errors import LogError
 
 __all__ = ["ReplayLog", "load_replay_log", "p99_of_log"]
-
-_TS_NAMES = ("ts", "timestamp", "time", "t", "start_time", "starttime", "datetime", "t_s")
-_TOTAL_NAMES = (
-    "total_ms",
-    "latency_ms",
-    "duration_ms",
-    "elapsed_ms",
-    "response_time_ms",
-    "total",
-    "latency",
-    "duration",
-    "end_to_end_latency_ms",
-)
-_ERROR_NAMES = ("error", "is_error", "failed", "err")
-_STATUS_NAMES = ("status_code", "status", "http_status")
-_UNIT = {"ms": 1.0, "s": 1000.0, "us": 0.001}
 
 
 @dataclass(frozen=True)
@@ -49,6 +35,8 @@ class ReplayLog:
     notes: tuple[str, ...] = ()
     absolute_time: bool = True
     """False when timestamps are offsets (seconds from an arbitrary zero)."""
+    series: dict[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) indexing the sorted rows, when the log has them."""
 
     @property
     def rows(self) -> dict[str, Any]:
@@ -70,6 +58,7 @@ def _clean(
     fmt: str,
     notes: list[str],
     absolute: bool,
+    series: RawSeries | None = None,
 ) -> ReplayLog:
     reasons: dict[str, int] = {}
     bad_ts = ~np.isfinite(ts)
@@ -88,6 +77,7 @@ def _clean(
         raise LogError(f"{source}: no usable rows ({why})")
     ts, total, err = ts[keep], total[keep], err[keep]
     order = np.argsort(ts, kind="stable")
+    columns = order_series(series, keep, order) if series else {}
     return ReplayLog(
         ts_s=ts[order],
         total_ms=total[order],
@@ -98,11 +88,8 @@ def _clean(
         rejected_reasons=reasons,
         notes=tuple(notes),
         absolute_time=absolute,
+        series=columns,
     )
-
-
-class _NoTimestamp(LogError):
-    """The log was read but has no time: nothing to retry."""
 
 
 def _via_read_log(
@@ -121,12 +108,15 @@ def _via_read_log(
             opts[key] = value
     table = read_log(source, ReadOptions(**opts))
     if not table.has_timestamp:
-        raise _NoTimestamp(
+        raise LogError(
             f"{source}: the log has no timestamp; replay needs one: pass --timestamp COL"
         )
     import pyarrow as pa
 
-    arrow = table.table.select("ts", "total_ms", "error").to_pyarrow()
+    wanted = [
+        c for c in ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms") if c in table.table.columns
+    ]
+    arrow = table.table.select("ts", "total_ms", "error", *wanted).to_pyarrow()
     raw_ts = arrow.column("ts")
     micros = raw_ts.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).fill_null(0)
     ts = np.asarray(micros.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
@@ -138,10 +128,18 @@ def _via_read_log(
     finite = ts[np.isfinite(ts)]
     # small numbers are seconds from the log's start, not dates in 1970
     absolute = not (finite.size and float(np.median(finite)) < 1e8)
-    notes = list(table.notes)
+    notes = [n for n in table.notes if "failed without a latency" not in n]
+    failed = int(getattr(table.rows, "failed", 0))
+    if failed:
+        # the audit counts them as errors; replay has no latency (and no window) for them
+        why = ", ".join(f"{k}: {v}" for k, v in table.rows.failed_reasons.items())
+        notes.append(
+            f"{failed} requests failed without a latency ({why}): replay has no time for "
+            "them, so its windows and error rate leave them out"
+        )
     if not absolute:
         notes.append("timestamps are offsets (seconds from the log's start), not dates")
-    out = _clean(ts, tot, err, source, table.format, notes, absolute)
+    out = _clean(ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot))
     reasons = dict(table.rows.rejected_reasons)
     for k, v in out.rejected_reasons.items():
         reasons[k] = reasons.get(k, 0) + v
@@ -155,6 +153,7 @@ def _via_read_log(
         rejected_reasons=reasons,
         notes=out.notes,
         absolute_time=out.absolute_time,
+        series=out.series,
     )
 
 

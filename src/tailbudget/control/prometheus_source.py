@@ -1,20 +1,26 @@
 """Prometheus as the controller's source at fleet scale: window stats from PromQL.
 
-Reads the Measure layer's metrics (see `tailbudget._metric_names`): quantiles
-by `histogram_quantile` over the rate of `tailbudget_request_duration_seconds`
-buckets across every replica, and request/error counts from
-`tailbudget_requests_total`. Anything short of a full answer (server down,
-timeout, no series yet, NaN quantiles) is `known=False`: unknown is neither
-healthy nor breached, and the controller never acts on it.
+With the `tailbudget` preset it reads the Measure layer's metrics (see
+`tailbudget._metric_names`): quantiles by `histogram_quantile` over the rate of
+`tailbudget_request_duration_seconds` buckets across every replica, and
+request/error counts from `tailbudget_requests_total`. With `vllm`, `sglang` or
+`tgi` it reads that server's own histograms (`tailbudget._fleet`) for every
+series a rule names: `ttft.p95` becomes a quantile of
+`vllm:time_to_first_token_seconds` scoped by `model_name`. Anything short of a
+full answer (server down, timeout, no series yet, NaN quantiles, a metric the
+preset has no series for) is `known=False`: unknown is neither healthy nor
+breached, and the controller never acts on it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tailbudget._metric_names import REQUEST_DURATION, REQUESTS_TOTAL
+from tailbudget._fleet import BucketCheck, FleetPreset, check_target, preset
+from tailbudget._metric_names import REQUEST_DURATION, STAGE_DURATION
 from tailbudget._units import parse_duration_s
 from tailbudget.control.stats import wilson, z_of
 from tailbudget.control.windows import UNKNOWN, WindowStats
@@ -41,7 +47,10 @@ class PrometheusSource:
         min_samples: int = 1,
         confidence: float = 0.975,
         timeout_s: float = 2.0,
+        metrics: str = "tailbudget",
+        series: Mapping[str, Iterable[float]] | None = None,
     ) -> None:
+        """`metrics` names the fleet preset; `series` the quantiles each rule series needs."""
         if not url.startswith(("http://", "https://")):
             raise PolicyError(f"prometheus url must start with http:// or https://, got {url!r}")
         self.url = url.rstrip("/")
@@ -53,15 +62,59 @@ class PrometheusSource:
         self.z = z_of(confidence)
         self.timeout_s = timeout_s
         self.last_error: str | None = None
+        self.preset: FleetPreset = preset(metrics)
+        self.series = {k: sorted(set(v)) for k, v in (series or {}).items() if k != "e2e"}
+        self.e2e_qs = sorted({0.5, 0.95, 0.99} | set((series or {}).get("e2e", ())))
+
+    def _histogram(self, name: str) -> tuple[str, str] | None:
+        """(histogram name, extra label matchers) of a series, or None when unmapped."""
+        found = self.preset.of(name)
+        if found is not None:
+            return found.histogram, ""
+        if self.preset.name == "tailbudget" and name not in ("ttft", "tpot", "itl"):
+            return STAGE_DURATION, f'stage="{_label(name)}"'
+        return None
+
+    def _sel(self, extra: str = "") -> str:
+        return ",".join(x for x in (self.preset.selector(self.service), extra) if x)
 
     def queries(self) -> dict[str, str]:
         """The PromQL this source runs, by field (shown in status, handy for dashboards)."""
-        sel = f'service="{_label(self.service)}"'
         rng = f"[{round(self.window_s)}s]"
-        buckets = f"sum by (le) (rate({REQUEST_DURATION}_bucket{{{sel}}}{rng}))"
-        out = {f"p{q}": f"histogram_quantile(0.{q}, {buckets})" for q in ("50", "95", "99")}
-        out["count"] = f"sum(increase({REQUESTS_TOTAL}{{{sel}}}{rng}))"
-        out["errors"] = f'sum(increase({REQUESTS_TOTAL}{{{sel},outcome="error"}}{rng}))'
+        out: dict[str, str] = {}
+        hist = self._histogram("e2e")
+        name = hist[0] if hist else REQUEST_DURATION
+        sel = self._sel()
+        buckets = f"sum by (le) (rate({name}_bucket{{{sel}}}{rng}))"
+        for q in self.e2e_qs:
+            out[_pname(q)] = f"histogram_quantile({q:g}, {buckets})"
+        counter = self.preset.requests
+        if counter is None:
+            out["count"] = f"sum(increase({name}_count{{{sel}}}{rng}))"
+        else:
+            out["count"] = f"sum(increase({_with(counter, sel)}{rng}))"
+        if self.preset.errors is not None:
+            out["errors"] = f"sum(increase({_with(self.preset.errors, sel)}{rng}))"
+        for series, qs in sorted(self.series.items()):
+            found = self._histogram(series)
+            if found is None:
+                continue
+            hname, extra = found
+            ssel = self._sel(extra)
+            sb = f"sum by (le) (rate({hname}_bucket{{{ssel}}}{rng}))"
+            for q in qs:
+                out[f"{series}.{_pname(q)}"] = f"histogram_quantile({q:g}, {sb})"
+            out[f"{series}.count"] = f"sum(increase({hname}_count{{{ssel}}}{rng}))"
+        return out
+
+    def buckets(self, targets: Mapping[str, float]) -> dict[str, BucketCheck]:
+        """Where each target (ms, by metric name like `ttft.p95`) falls in its histogram."""
+        out: dict[str, BucketCheck] = {}
+        for metric, target in targets.items():
+            series = metric.split(".p")[0] if ".p" in metric else "e2e"
+            found = self.preset.of(series)
+            if found is not None:
+                out[metric] = check_target(found, target, metric)
         return out
 
     def _query(self, client: Any, promql: str, now_s: float | None) -> float | None:
@@ -80,7 +133,15 @@ class PrometheusSource:
         return None if math.isnan(value) or math.isinf(value) else value
 
     def stats(self, now_s: float | None = None) -> WindowStats:
-        """Window stats at `now_s` (default: the server's now); unknown on any failure."""
+        """End-to-end window stats at `now_s` (default: the server's now); unknown on failure."""
+        return self.read(now_s)[0]
+
+    def read(self, now_s: float | None = None) -> tuple[WindowStats, dict[str, WindowStats]]:
+        """End-to-end stats and each rule series' stats (`ttft`, a stage), all from one read.
+
+        Any failure makes everything unknown; a series the preset has no histogram
+        for is simply absent (the rules on it are unknown).
+        """
         import httpx
 
         values: dict[str, float | None] = {}
@@ -91,25 +152,55 @@ class PrometheusSource:
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError, IndexError) as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("prometheus %s unreachable or bad answer: %s", self.url, exc)
-            return UNKNOWN
+            return UNKNOWN, {}
         self.last_error = None
-        count = values["count"] or 0.0
-        errors = values["errors"] or 0.0
-        ms: dict[str, float | None] = {}
-        for k in ("p50", "p95", "p99"):
-            v = values[k]
-            ms[k] = None if v is None else v * 1000.0
+        e2e = self._stats(values, "", errors=values.get("errors"))
+        series = {
+            name: self._stats(values, f"{name}.", errors=None)
+            for name in self.series
+            if f"{name}.count" in values
+        }
+        return e2e, series
+
+    def _stats(
+        self, values: Mapping[str, float | None], prefix: str, errors: float | None
+    ) -> WindowStats:
+        count = values.get(f"{prefix}count") or 0.0
+        qs = self.e2e_qs if not prefix else self.series[prefix[:-1]]
+        ms = {q: _ms(values.get(f"{prefix}{_pname(q)}")) for q in qs}
         known = count >= self.min_samples and all(v is not None for v in ms.values())
-        bounds = wilson(errors, count, self.z) if known else None
+        bad = errors or 0.0
+        bounds = wilson(bad, count, self.z) if known and errors is not None else None
+        extra: dict[float, tuple[float, float | None, float | None]] = {
+            q: (v, None, None) for q, v in ms.items() if v is not None
+        }
         return WindowStats(
             count=round(count),
-            errors=round(errors),
-            p50=ms["p50"],
-            p95=ms["p95"],
-            p99=ms["p99"],
+            errors=round(bad),
+            p50=ms.get(0.5),
+            p95=ms.get(0.95),
+            p99=ms.get(0.99),
             known=known,
             error_rate_upper=bounds[1] if bounds else None,
             error_rate_lower=bounds[0] if bounds else None,
             window_s=self.window_s,
-            source="prometheus",
+            source=f"prometheus ({self.preset.name})",
+            quantiles=extra,
         )
+
+
+def _pname(q: float) -> str:
+    return f"p{100 * q:.6g}"
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000.0
+
+
+def _with(counter: str, sel: str) -> str:
+    """`counter` with the selector's matchers added (it may carry its own `{...}`)."""
+    if not sel:
+        return counter
+    if counter.endswith("}"):
+        return f"{counter[:-1]},{sel}}}"
+    return f"{counter}{{{sel}}}"

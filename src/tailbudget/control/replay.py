@@ -23,6 +23,7 @@ import numpy as np
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
+from tailbudget.control.llm_log import slice_series
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.errors import PolicyError
 from tailbudget.report import fmt
@@ -111,6 +112,16 @@ def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> st
     return text
 
 
+def _series_point(controller: Any, log: ReplayLog) -> dict[str, Any]:
+    # The LLM series the log carries (ttft, tpot, itl...): their window p95/p99 per point.
+    return {
+        f"{name}_{k}": _num(getattr(v, k))
+        for name, v in controller.last_series.items()
+        if name in log.series and name != "goodput"
+        for k in ("p95", "p99")
+    }
+
+
 def _point(now: float, t0: float, absolute: bool, s: Any) -> dict[str, Any]:
     return {
         "t": _iso(now, absolute),
@@ -152,7 +163,9 @@ def replay(
         now = k * every
         upto = int(np.searchsorted(ts, now, side="left"))
         if upto > fed:
-            controller.observe_many(ts[fed:upto], ms[fed:upto], err[fed:upto])
+            controller.observe_columns(
+                ts[fed:upto], ms[fed:upto], err[fed:upto], slice_series(log.series, fed, upto)
+            )
             fed = upto
         for d in controller.evaluate(now):
             by_action[d.action] += 1
@@ -163,7 +176,7 @@ def replay(
         evaluations += 1
         unknown += not s.known
         if (evaluations - 1) % stride == 0:
-            timeline.append(_point(now, t0, absolute, s))
+            timeline.append({**_series_point(controller, log), **_point(now, t0, absolute, s)})
             if len(timeline) > MAX_TIMELINE:
                 # Halve the resolution rather than grow without bound: the output stays
                 # a few MB whatever the log's span and the evaluation period.
@@ -187,6 +200,11 @@ def replay(
         notes.append(
             f"timeline: every {stride}th of {evaluations:,} evaluations shown "
             f"(at most {MAX_TIMELINE:,} points)"
+        )
+    if log.series:
+        notes.append(
+            "LLM series replayed: "
+            + ", ".join(f"{k} ({len(v)} values)" for k, v in sorted(log.series.items()))
         )
     if baseline is not None:
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")

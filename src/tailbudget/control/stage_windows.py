@@ -3,8 +3,8 @@
 Observations posted to `serve` may carry per-stage times. Each stage name gets
 a `RollingWindow` with the policy's window and sub-windows, so a stage's p99
 covers the same span as the end-to-end p99 the rules judge, and a reader can
-see which stage moved when the end-to-end figure did. The rules do not act on
-them: they are reported in `/v1/status` and `/metrics`.
+see which stage moved when the end-to-end figure did. A rule on `<stage>.p99`
+reads its stage's window; every stage is reported in `/v1/status` and `/metrics`.
 
 Bounded: a stage whose newest observation has fallen out of the ring of the
 newest stage observation is dropped. That is decided on observation times
@@ -17,7 +17,7 @@ grow memory and the metrics' label sets without end).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -80,10 +80,20 @@ class StageWindows:
         ]:
             del self._windows[name]
 
-    def stats(self, now_s: float, *, min_samples: int, confidence: float) -> dict[str, WindowStats]:
-        """Each stage's window stats at `now_s`, by name."""
+    def stats(
+        self,
+        now_s: float,
+        *,
+        min_samples: int,
+        confidence: float,
+        qs: Mapping[str, Iterable[float]] | None = None,
+    ) -> dict[str, WindowStats]:
+        """Each stage's window stats at `now_s`, by name (`qs`: further quantiles by stage)."""
+        want = qs or {}
         return {
-            name: self._windows[name].stats(now_s, min_samples=min_samples, confidence=confidence)
+            name: self._windows[name].stats(
+                now_s, min_samples=min_samples, confidence=confidence, qs=want.get(name, ())
+            )
             for name in sorted(self._windows)
         }
 

@@ -1,6 +1,6 @@
 """The write-ahead log of observation batches: binary records, CRC-checked, fsynced.
 
-Three record kinds, told apart by their magic:
+Four record kinds, told apart by their magic:
 
 - `TBW3` (written today): header (magic, seq, count, payload bytes, crc32 of
   the payload, crc32 of the header before it) then the payload: the columns ts
@@ -12,6 +12,11 @@ Three record kinds, told apart by their magic:
   header. Stage block, in TBW2 and TBW3: for each stage the name length (u2),
   count (u4), the UTF-8 name, the rows it belongs to (u4 indexes into the
   batch) and its milliseconds (f8).
+- `TBW4` (written for batches with LLM series): as TBW3, but after the columns
+  the byte length of the stage block (u4), the stage block, then the series
+  block (ttft, tpot, itl; the stage block's layout, a row may appear more than
+  once: one inter-token gap each). Batches without series stay TBW3, so a log
+  of plain observations reads as before.
 
 `append_many` writes several records with one write and makes them durable
 with one fdatasync (the group commit in `tailbudget.control.groupcommit`).
@@ -42,7 +47,8 @@ __all__ = ["Batch", "Corruption", "LogContents", "ObservationLog", "StageColumn"
 _MAGIC = b"TBW1"
 _MAGIC_STAGES = b"TBW2"
 _MAGIC_V3 = b"TBW3"
-_MAGICS = (_MAGIC, _MAGIC_STAGES, _MAGIC_V3)
+_MAGIC_V4 = b"TBW4"
+_MAGICS = (_MAGIC, _MAGIC_STAGES, _MAGIC_V3, _MAGIC_V4)
 _HEADER = struct.Struct("<4sQII")  # TBW1/TBW2: magic, seq, count, crc32 of the payload
 _STAGE_LEN = struct.Struct("<I")  # TBW2 only, right after the header: stage block bytes
 _HEADER_V3 = struct.Struct("<4sQIII")  # magic, seq, count, payload bytes, payload crc32
@@ -73,6 +79,8 @@ class Batch:
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     stages: Mapping[str, StageColumn] = field(default_factory=dict)
+    series: Mapping[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) in the stage block's layout."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -121,18 +129,24 @@ def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:
 
 
 def _encode(batch: Batch) -> bytes:
-    """The TBW3 record of `batch`."""
-    payload = (
+    """The TBW3 record of `batch` (TBW4 when it carries LLM series)."""
+    columns = (
         np.ascontiguousarray(batch.ts, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.total_ms, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.error, dtype=np.uint8).tobytes()
-        + _encode_stages(batch.stages)
     )
-    head = _HEADER_V3.pack(_MAGIC_V3, batch.seq, len(batch), len(payload), zlib.crc32(payload))
+    stages = _encode_stages(batch.stages)
+    magic = _MAGIC_V3
+    if batch.series:
+        magic = _MAGIC_V4
+        payload = columns + _STAGE_LEN.pack(len(stages)) + stages + _encode_stages(batch.series)
+    else:
+        payload = columns + stages
+    head = _HEADER_V3.pack(magic, batch.seq, len(batch), len(payload), zlib.crc32(payload))
     return head + _HEADER_CRC.pack(zlib.crc32(head)) + payload
 
 
-def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
+def _decode_stages(block: bytes, n: int, *, repeats: bool = False) -> dict[str, StageColumn] | None:
     """The stage block's columns, or None when it does not parse (a corrupt record)."""
     out: dict[str, StageColumn] = {}
     pos = 0
@@ -142,7 +156,7 @@ def _decode_stages(block: bytes, n: int) -> dict[str, StageColumn] | None:
         size, m = _STAGE_HEAD.unpack_from(block, pos)
         pos += _STAGE_HEAD.size
         end = pos + size + 12 * m
-        if end > len(block) or m > n:
+        if end > len(block) or (m > n and not repeats):
             return None
         try:
             name = block[pos : pos + size].decode("utf-8")
@@ -163,7 +177,7 @@ def _frame(data: bytes, pos: int) -> tuple[int, int, int, int, int] | None:
     if pos + _HEADER.size > len(data):
         return None
     magic = data[pos : pos + 4]
-    if magic == _MAGIC_V3:
+    if magic in (_MAGIC_V3, _MAGIC_V4):
         if pos + _V3_SIZE > len(data):
             return None
         _, seq, n, size, crc = _HEADER_V3.unpack_from(data, pos)
@@ -198,10 +212,21 @@ def _decode(data: bytes, pos: int) -> tuple[Batch, int] | None:
     ts = np.frombuffer(payload, dtype="<f8", count=n, offset=0).astype(np.float64)
     total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
     err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
-    stages = _decode_stages(payload[17 * n :], n) if len(payload) > 17 * n else {}
+    rest, series = payload[17 * n :], None
+    if data[pos : pos + 4] == _MAGIC_V4:
+        if len(rest) < _STAGE_LEN.size:
+            return None
+        (block,) = _STAGE_LEN.unpack_from(rest, 0)
+        if _STAGE_LEN.size + block > len(rest):
+            return None
+        series = _decode_stages(rest[_STAGE_LEN.size + block :], n, repeats=True)
+        if series is None:
+            return None
+        rest = rest[_STAGE_LEN.size : _STAGE_LEN.size + block]
+    stages = _decode_stages(rest, n) if rest else {}
     if stages is None:
         return None
-    return Batch(seq, ts, total, err, stages), end
+    return Batch(seq, ts, total, err, stages, series or {}), end
 
 
 def _resync(data: bytes, pos: int) -> tuple[Batch, int, int] | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import functools
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,24 @@ class WindowStats:
     window_s: float | None = None
     source: str = "window"
     """'window' (in-process sketches) or where the figures came from (e.g. 'prometheus')."""
+    quantiles: dict[float, tuple[float, float | None, float | None]] = field(default_factory=dict)
+    """Further quantiles asked for (e.g. 0.999): (value, lower bound, upper bound), ms."""
+
+    def q(self, q: float) -> float | None:
+        """The q-quantile (ms), or None when the window has none."""
+        fixed = {0.5: self.p50, 0.95: self.p95, 0.99: self.p99}
+        if q in self.quantiles:
+            return self.quantiles[q][0]
+        return fixed.get(q)
+
+    def q_bounds(self, q: float) -> tuple[float | None, float | None]:
+        """Order-statistic (lower, upper) bounds of the q-quantile; Nones when unknown."""
+        if q in self.quantiles:
+            _, lo, hi = self.quantiles[q]
+            return lo, hi
+        if q == 0.99:
+            return self.p99_lower, self.p99_upper
+        return None, None
 
     @property
     def error_rate(self) -> float | None:
@@ -67,6 +86,7 @@ class WindowStats:
             "p99_upper": self.p99_upper,
             "window_s": self.window_s,
             "source": self.source,
+            **{f"p{100 * q:.6g}": v[0] for q, v in sorted(self.quantiles.items())},
         }
 
 
@@ -91,7 +111,9 @@ class _Slot:
 class RollingWindow:
     """A ring of `sub_windows` sketches, each `window_s / sub_windows` seconds wide."""
 
-    def __init__(self, window_s: float, sub_windows: int, *, accuracy: float = 0.01) -> None:
+    def __init__(
+        self, window_s: float, sub_windows: int, *, accuracy: float = 0.01, sketch: bool = True
+    ) -> None:
         if not window_s > 0 or sub_windows < 1:
             raise PolicyError(
                 f"a rolling window needs window_s > 0 and sub_windows >= 1, "
@@ -101,6 +123,8 @@ class RollingWindow:
         self.sub_windows = int(sub_windows)
         self.width_s = self.window_s / self.sub_windows
         self.accuracy = accuracy
+        self.sketched = sketch
+        """False for a window of counts only (e.g. good requests for goodput)."""
         self._slots: dict[int, _Slot] = {}
         self.newest_id: int | None = None
         self.late = 0
@@ -190,7 +214,8 @@ class RollingWindow:
             if slot is None:
                 self.late += int(part_ms.size)
                 continue
-            slot.sketch.add_many(np.maximum(part_ms, 0.0))
+            if self.sketched:
+                slot.sketch.add_many(np.maximum(part_ms, 0.0))
             slot.count += int(part_ms.size)
             slot.errors += int(np.count_nonzero(err[sel]))
             used += int(part_ms.size)
@@ -207,16 +232,30 @@ class RollingWindow:
         return out, sum(s.count for s in inside), sum(s.errors for s in inside)
 
     def stats(
-        self, now_s: float, *, min_samples: int = 1, confidence: float = 0.975
+        self,
+        now_s: float,
+        *,
+        min_samples: int = 1,
+        confidence: float = 0.975,
+        qs: Iterable[float] = (),
     ) -> WindowStats:
-        """WindowStats of [now - window, now); unknown below `min_samples` requests."""
+        """WindowStats of [now - window, now); unknown below `min_samples` requests.
+
+        `qs` asks for further quantiles (with order-statistic bounds) beyond p50/p95/p99.
+        """
         sketch, count, errors = self.merged(now_s)
         z = _z(confidence)
         bounds = wilson(errors, count, z)
         p50 = p95 = p99 = p99_lo = p99_hi = None
-        if count:
+        extra: dict[float, tuple[float, float | None, float | None]] = {}
+        if count and self.sketched:
             lo_q, hi_q = quantile_rank_bounds(0.99, count, z)
             p50, p95, p99, p99_lo, p99_hi = sketch.quantiles((0.5, 0.95, 0.99, lo_q, hi_q))
+            for q in sorted(set(qs) - {0.5, 0.95, 0.99}):
+                lo, hi = quantile_rank_bounds(q, count, z)
+                v, v_lo, v_hi = sketch.quantiles((q, lo, hi))
+                if v is not None:
+                    extra[q] = (v, v_lo, v_hi)
         return WindowStats(
             count=count,
             errors=errors,
@@ -229,6 +268,7 @@ class RollingWindow:
             p99_lower=p99_lo,
             p99_upper=p99_hi,
             window_s=self.window_s,
+            quantiles=extra,
         )
 
     # ---- persistence ---------------------------------------------------------------

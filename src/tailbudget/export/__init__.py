@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.errors import BudgetError
-from tailbudget.export import argo, flagger, grafana, keda, openslo, prometheus_rules
+from tailbudget.export import argo, flagger, fleet, grafana, keda, openslo, prometheus_rules
 from tailbudget.export.common import (
     DEFAULT_BURN_WINDOWS,
     BurnWindow,
@@ -37,6 +38,15 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
         render = TARGETS[target]
     except KeyError:
         raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}") from None
+    metrics = options.metrics if options is not None else "tailbudget"
+    preset(metrics)  # a bad name is a one-line error before anything renders
+    if metrics != "tailbudget":
+        if target not in fleet.FLEET_TARGETS:
+            raise BudgetError(
+                f"--metrics {metrics} works with --to {' or '.join(fleet.FLEET_TARGETS)}; "
+                f"{target} reads tailbudget's own series (drop --metrics)"
+            )
+        render = fleet.render_rules if target == "prometheus-rules" else fleet.render_keda
     return render(budget, options)
 
 

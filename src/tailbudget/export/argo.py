@@ -22,12 +22,12 @@ which passes: unknown never triggers a rollback.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import Any
 
 from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.stats import z_of
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -91,7 +91,7 @@ def rollback_metric(
 
     if rule.metric == "error_rate":
         guard = f"{requests} >= {policy.min_samples}"
-        z = NormalDist().inv_cdf(policy.confidence)
+        z = z_of(policy.confidence)
         lower = wilson_lower_expr(f"({error_ratio_expr(sel, w)})", f"({requests})", z)
         series = f"({lower})\nand on (service) {guard}"
     elif rule.metric == "p99_vs_baseline":

@@ -91,6 +91,8 @@ class ExportOptions:
     """Rule group evaluation interval; default the policy's evaluate_every."""
     buckets_s: tuple[float, ...] | None = None
     """The histogram bucket bounds the service exports; default `latency_buckets`."""
+    metrics: str = "tailbudget"
+    """Whose histograms the rules read: tailbudget (the Measure layer's), vllm, sglang, tgi."""
 
 
 _float_to_go: Callable[[float], str] = _client_utils.floatToGoString

@@ -20,7 +20,6 @@ on a rollback verdict.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import Any
 
 import yaml
@@ -28,6 +27,7 @@ import yaml
 from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.stats import z_of
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -73,7 +73,7 @@ def error_rate_query(budget: Budget, policy: Policy) -> str:
     errors = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{{{{ interval }}}}]))'
     requests = f"sum(increase({names.REQUESTS_TOTAL}{{{sel}}}[{{{{ interval }}}}]))"
     ratio = f"(({errors} or vector(0))\n/\n{total})"
-    lower = wilson_lower_expr(ratio, f"({requests})", NormalDist().inv_cdf(policy.confidence))
+    lower = wilson_lower_expr(ratio, f"({requests})", z_of(policy.confidence))
     return unknown_passes(lower, [f"{requests} >= {policy.min_samples}"])
 
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from statistics import NormalDist
 from typing import Any
 
 from tailbudget import _metric_names as names
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.stats import z_of
 from tailbudget.export.common import (
     BurnWindow,
     ExportOptions,
@@ -120,7 +120,7 @@ def latency_group(budget: Budget, policy: Policy, interval_s: float) -> dict[str
         }
     )
     rules.append({"record": error_ratio_rule(w_s), "expr": error_ratio_expr(sel, w)})
-    z = NormalDist().inv_cdf(policy.confidence)
+    z = z_of(policy.confidence)
     p_ = f"{error_ratio_rule(w_s)}{{{sel}}}"
     n_ = f"{requests_increase_rule(w_s)}{{{sel}}}"
     rules.append({"record": error_lower_rule(w_s), "expr": wilson_lower_expr(p_, n_, z)})

@@ -20,7 +20,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from tailbudget.budget.policy import Policy, Replicas, Rule, default_clear
+from tailbudget.budget.default_policy import default_clear
+from tailbudget.budget.policy import Policy, Replicas, Rule
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.errors import PolicyError

@@ -11,7 +11,8 @@
   unless healthy (a confirm-promotion hook: promotion waits for evidence).
 - `POST /v1/verdict/clear` {"reason": "..."}: disengages the rollback rules (after the
   rollback is done and the cause fixed); journaled; bearer token when configured.
-- `POST /v1/baseline`      {"p99_ms": ...}; bearer token when configured.
+- `POST /v1/baseline`      {"p99_ms": ...} and/or {"baselines": {"ttft.p99": ms, "goodput": share}};
+                            bearer token when configured.
 
 The bearer token is checked by one middleware for every POST, so no handler
 can forget it. A change that cannot be made durable (the snapshot cannot be
@@ -37,9 +38,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tailbudget.budget.policy import parse_baselines
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.metrics import make_registry
 from tailbudget.control.service.runtime import Runtime
+from tailbudget.errors import PolicyError
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
 
@@ -136,7 +139,7 @@ def _ingest(runtime: Runtime, body: bytes) -> int:
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
     batch = parse_observations(body, now_s=time.time())
-    return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
+    return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
 
 
 async def observations(request: Request) -> Response:
@@ -201,16 +204,34 @@ async def baseline(request: Request) -> Response:
     value = await _read_json(request, '{"p99_ms": 850}')
     if isinstance(value, Response):
         return value
-    p99 = value.get("p99_ms") if isinstance(value, dict) else None
-    if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
-        return _error(
-            400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
-        )
+    wanted = _baselines(value)
+    if isinstance(wanted, Response):
+        return wanted
     try:
-        await asyncio.to_thread(_runtime(request).set_baseline, float(p99))
+        await asyncio.to_thread(_runtime(request).set_baselines, wanted)
     except OSError as exc:
         return _not_durable("the baseline", exc)
-    return JSONResponse({"baseline_p99_ms": float(p99)})
+    body = {"baseline_p99_ms": wanted.pop("p99", None), "baselines": wanted}
+    return JSONResponse({k: v for k, v in body.items() if v})
+
+
+def _baselines(value: Any) -> dict[str, float] | Response:
+    # {"p99_ms": ms} (end to end) and/or {"baselines": {"ttft.p99": ms, "goodput": share}}.
+    p99 = value.get("p99_ms") if isinstance(value, dict) else None
+    others = value.get("baselines") if isinstance(value, dict) else None
+    wanted: dict[str, float] = {}
+    if others is not None:
+        try:
+            wanted = parse_baselines(others, "baselines")
+        except PolicyError as exc:
+            return _error(400, str(exc))
+    if p99 is not None or not wanted:
+        if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
+            return _error(
+                400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
+            )
+        wanted["p99"] = float(p99)
+    return wanted
 
 
 async def _evaluator(runtime: Runtime) -> None:

@@ -5,7 +5,9 @@ Each observation is `{"ts": ..., "total_ms": ..., "stages": {...}, "error": ...}
 ISO-8601 string (default: when the server received the batch); `error` is a
 boolean or 0/1 (default false); `stages` is an object of stage name to
 milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
-batch). Other keys (request ids, routes) are allowed and ignored. One bad
+batch). LLM observations may add `ttft_ms`, `tpot_ms`, `output_tokens` and
+`itl_ms` (see `llm_fields`). A body may also be columns, one list per key
+(see `columns_body`). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
+from tailbudget.control.service.llm_fields import BadField, llm_columns
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
@@ -59,6 +63,8 @@ class ParsedBatch:
     error: npt.NDArray[np.bool_]
     stages: dict[str, StageColumn]
     """Per stage name: the rows that carry it and its milliseconds."""
+    series: dict[str, StageColumn] = field(default_factory=dict)
+    """LLM series (ttft, tpot, itl) in the same layout."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -94,7 +100,18 @@ def _loads(text: str, where: str) -> Any:
         raise BadBatch(f"{where}invalid JSON ({exc})") from None
 
 
-def _items(body: bytes) -> list[Any]:
+def _columnar(text: str) -> dict[str, Any] | None:
+    """The body as columns (`{"total_ms": [...], ...}`), or None when it is NDJSON."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("total_ms"), list):
+        return value
+    return None
+
+
+def _items(body: bytes) -> list[Any] | dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -103,10 +120,17 @@ def _items(body: bytes) -> list[Any]:
     if not stripped:
         raise BadBatch("empty body: send a JSON array or NDJSON of observations")
     if stripped[0] == "[":
-        value = _loads(stripped, "")
+        try:
+            value = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            # json (slower) names the error and refuses what is hostile (deep nesting,
+            # huge numbers); it also reads NaN, so that item is named by the checks.
+            value = _loads(stripped, "")
         if not isinstance(value, list):
             raise BadBatch("a JSON body must be an array of observations")
         return value
+    if stripped[0] == "{" and (columns := _columnar(stripped)) is not None:
+        return columns
     items = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -151,6 +175,10 @@ _TS_TYPES = frozenset({int, float, type(None)})
 def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
     """Validate a body into columns, or raise BadBatch with a one-line reason."""
     items = _items(body)
+    if isinstance(items, dict):
+        from tailbudget.control.service.columns_body import parse_columns
+
+        return parse_columns(items, now_s=now_s)
     if not items:
         raise BadBatch("no observations in the body")
     if len(items) > MAX_BATCH:
@@ -192,7 +220,14 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     if bad.any():
         return None
     err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, stages)
+    return ParsedBatch(ts, total, err, stages, _series(items, total))
+
+
+def _series(items: list[Any], total: npt.NDArray[np.float64]) -> dict[str, StageColumn]:
+    try:
+        return llm_columns(items, total)
+    except BadField as exc:
+        raise BadBatch(str(exc)) from None
 
 
 def _fast_stages(per_item: list[Any]) -> dict[str, StageColumn] | None:
@@ -302,7 +337,7 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
         name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
         for name, (rows, ms) in stages.items()
     }
-    return ParsedBatch(ts, total, err, columns)
+    return ParsedBatch(ts, total, err, columns, _series(items, total))
 
 
 def _check_stage_name(i: int, name: str, known: int) -> None:

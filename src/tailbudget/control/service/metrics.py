@@ -10,7 +10,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tailbudget import _metric_names as names
+from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.policy import TRIGGER_ACTIONS
+from tailbudget.control.series_windows import GOODPUT
 
 if TYPE_CHECKING:
     from tailbudget.control.service.runtime import Runtime
@@ -43,6 +45,7 @@ class RuntimeCollector(Collector):
                 window.add_metric([q], ms / 1000.0)
         yield window
         yield from _stage_metrics(view)
+        yield from _series_metrics(view)
         yield GaugeMetricFamily(
             "tailbudget_window_known",
             "1 when the window holds enough samples to judge, 0 when it is unknown.",
@@ -92,7 +95,7 @@ class RuntimeCollector(Collector):
             labels=["rule", "metric"],
         )
         for rule in view["rules"]:
-            scale = 0.001 if rule["metric"] in ("p50", "p95", "p99") else 1.0
+            scale = 0.001 if parse_metric(str(rule["metric"])).latency else 1.0
             labels = [str(rule["name"]), str(rule["metric"])]
             threshold.add_metric(labels, float(rule["threshold"]) * scale)
             if rule.get("value") is not None:
@@ -136,6 +139,29 @@ def _stage_metrics(view: dict[str, Any]) -> Iterator[Metric]:
     for stage, n in sorted(view["stage_observations"].items()):
         total.add_metric([stage], float(n))
     yield total
+
+
+def _series_metrics(view: dict[str, Any]) -> Iterator[Metric]:
+    """LLM series window quantiles (ttft, tpot, itl) and the window's goodput."""
+    quantiles = GaugeMetricFamily(
+        names.SERIES_WINDOW_QUANTILE,
+        "Rolling-window quantile of each LLM series (absent while its window is empty).",
+        labels=["series", "quantile"],
+    )
+    goodput = GaugeMetricFamily(
+        names.WINDOW_GOODPUT,
+        "Share of judged requests in the window that met every goodput threshold.",
+    )
+    for name, stats in view["series"].items():
+        if name == GOODPUT:
+            if stats.count:
+                goodput.add_metric([], 1.0 - stats.errors / stats.count)
+            continue
+        for q, ms in (("0.5", stats.p50), ("0.95", stats.p95), ("0.99", stats.p99)):
+            if ms is not None:
+                quantiles.add_metric([name, q], ms / 1000.0)
+    yield quantiles
+    yield goodput
 
 
 def make_registry(runtime: Runtime) -> CollectorRegistry:

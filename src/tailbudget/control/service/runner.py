@@ -31,6 +31,8 @@ class ServeOptions:
     actions: Path | None = None
     prometheus: str | None = None
     service: str | None = None
+    metrics: str = "tailbudget"
+    """Fleet preset naming the series `--prometheus` reads (tailbudget, vllm, sglang, tgi)."""
 
 
 def read_token(path: Path) -> str:
@@ -71,7 +73,18 @@ def build_runtime(options: ServeOptions) -> Runtime:
     source = None
     if options.prometheus:
         source = PrometheusSource(
-            options.prometheus, service, policy.window_s, min_samples=policy.min_samples
+            options.prometheus,
+            service,
+            policy.window_s,
+            min_samples=policy.min_samples,
+            confidence=policy.confidence,
+            metrics=options.metrics,
+            series=policy.series,
+        )
+    elif options.metrics != "tailbudget":
+        raise TailbudgetError(
+            f"--metrics {options.metrics} names the series to read from Prometheus; "
+            "add --prometheus URL"
         )
     config = RuntimeConfig(
         state_dir=options.state_dir,

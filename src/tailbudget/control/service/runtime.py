@@ -54,7 +54,7 @@ __all__ = ["SNAPSHOT_VERSION", "Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-_READABLE_VERSIONS = (1, 2, 3)  # a version-1 snapshot loads with no stage windows
+_READABLE_VERSIONS = (1, 2, 3, 4)  # older snapshots load with no stage / series windows
 _LAST_DECISIONS = 50
 _STAGE_NAMES = 2 * MAX_STAGES
 """All-time stage counters kept; past it, names no longer in any window are forgotten, so
@@ -116,7 +116,6 @@ class Runtime:
         self.observations_total = 0
         self.errors_total = 0
         self.stage_observations: Counter[str] = Counter()
-        self.stage_windows = StageWindows(policy.window_s, policy.sub_windows)
         self.decisions_total: Counter[tuple[str, str]] = Counter()
         self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
         self.last_stats: WindowStats | None = None
@@ -177,7 +176,7 @@ class Runtime:
         self.observations_total = int(snap["observations_total"])
         self.errors_total = int(snap["errors_total"])
         self.stage_observations.update(snap.get("stage_observations", {}))
-        self._load_stage_windows(snap.get("stages", {}))
+        self._load_stage_windows(controller, snap.get("stages", {}))
         self.replicas.restore(int(snap.get("desired_replicas", 0)))
         shed = snap.get("shed")
         if self.shed is not None and isinstance(shed, dict):
@@ -185,14 +184,19 @@ class Runtime:
             self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
         return controller
 
-    def _load_stage_windows(self, state: Any) -> None:
+    @property
+    def stage_windows(self) -> StageWindows:
+        """The per-stage windows (the controller's: stage rules read them)."""
+        return self.controller.stages
+
+    def _load_stage_windows(self, controller: Controller, state: Any) -> None:
         try:
-            self.stage_windows.load_state(dict(state))
+            controller.stages.load_state(dict(state))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             # Stage windows are a report, not a rule input: start them afresh, say so.
             log.warning("stage windows not resumed: %s", exc)
             self.notes.append("stage windows in the snapshot were unreadable: restarted")
-            self.stage_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
+            controller.stages = StageWindows(self.policy.window_s, self.policy.sub_windows)
 
     def _replay(self) -> bool:
         """Apply the log's batches newer than the snapshot; True when damage was skipped."""
@@ -245,6 +249,7 @@ class Runtime:
         total_ms: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
         stages: Mapping[str, StageColumn] | None = None,
+        series: Mapping[str, StageColumn] | None = None,
     ) -> int:
         """Make a batch durable, then feed it to the windows; returns the count accepted.
 
@@ -254,7 +259,7 @@ class Runtime:
         """
         if stages:
             self._check_stage_room(ts, stages)
-        self.commits.commit(ts, total_ms, error, stages)
+        self.commits.commit(ts, total_ms, error, stages, series)
         return int(ts.shape[0])
 
     def _check_stage_room(
@@ -274,8 +279,9 @@ class Runtime:
         """Feed durable batches to the windows and counters (live and on replay alike)."""
         with self.lock:
             for batch in batches:
-                self.controller.observe_many(batch.ts, batch.total_ms, batch.error)
-                self.stage_windows.observe(batch.ts, batch.stages)
+                self.controller.observe_columns(
+                    batch.ts, batch.total_ms, batch.error, batch.series, batch.stages
+                )
                 self.seq = batch.seq
                 self.observations_total += len(batch)
                 self.errors_total += int(batch.error.sum())
@@ -290,11 +296,11 @@ class Runtime:
     def evaluate(self, now_s: float | None = None) -> list[Decision]:
         """Evaluate the policy once; journal and execute the decisions; snapshot if any."""
         now = time.time() if now_s is None else now_s
-        stats = None
+        stats = series = None
         if self.config.prometheus is not None:
-            stats = self.config.prometheus.stats(now)
+            stats, series = self.config.prometheus.read(now)
         with self.lock:
-            decisions = list(self.controller.evaluate(now, stats))
+            decisions = list(self.controller.evaluate(now, stats, series))
             self.last_stats = stats
             self.last_evaluated_s = now
         for decision in decisions:
@@ -352,8 +358,15 @@ class Runtime:
         """Set the baseline p99 (enables the p99-vs-baseline rollback rule); durable at once.
 
         Raises OSError when the snapshot holding it cannot be written (a 503)."""
+        self.set_baselines({"p99": p99_ms})
+
+    def set_baselines(self, values: Mapping[str, float]) -> None:
+        """Set baselines by metric (`p99`, `ttft.p99`, `goodput`); durable at once.
+
+        Raises OSError when the snapshot holding them cannot be written (a 503)."""
         with self.lock:
-            self.controller.set_baseline(p99_ms)
+            for name, value in values.items():
+                self.controller.set_baseline(value, name)
         self.compact()
 
     def clear_verdict(self, reason: str) -> list[str]:

@@ -36,24 +36,102 @@ def _stages(rt: Runtime, now_s: float) -> dict[str, WindowStats]:
     return rt.stage_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
 
 
+def _series(rt: Runtime, now_s: float) -> dict[str, WindowStats]:
+    """The LLM series and goodput windows: Prometheus' last answer or the in-process ones."""
+    if rt.config.prometheus is not None:
+        return {k: v for k, v in rt.controller.last_series.items() if k not in rt.stage_windows}
+    p = rt.policy
+    return rt.controller.series.stats(
+        now_s, min_samples=p.min_samples, confidence=p.confidence, qs=p.series
+    )
+
+
+def _rollback_rules(rt: Runtime) -> list[dict[str, Any]]:
+    """Each rollback rule's last state: the objectives the verdict is made of."""
+    status = rt.controller.rule_states()
+    return [
+        {"rule": r.name, "metric": r.metric, **status[r.name]}
+        for r in rt.policy.rules
+        if r.action == "rollback"
+    ]
+
+
 def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
-    """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
+    """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger.
+
+    `by` names the rule (and its metric) behind a rollback, or the rules whose
+    windows are unknown; a verdict is healthy only when every active rollback
+    rule could judge its own metric.
+    """
     with rt.lock:
         window = _window(rt, now_s)
         active = sorted(rt.controller.active)
+        rules = _rollback_rules(rt)
+        fired = rt.controller.engaged_rules("rollback")
+    unknown = [r for r in rules if r["status"] == "unknown"]
     if "rollback" in active:
         answer = "rollback"
-    elif not window.get("known"):
+        by = [{"rule": r["rule"], "metric": r["metric"]} for r in rules if r["rule"] in fired]
+    elif not window.get("known") or unknown:
         answer = "unknown"
+        by = [{"rule": r["rule"], "metric": r["metric"]} for r in unknown]
+        if not window.get("known"):
+            by.insert(0, {"rule": None, "metric": "e2e window"})
     else:
         answer = "healthy"
+        by = [
+            {"rule": r["rule"], "metric": r["metric"]} for r in rules if r["status"] != "inactive"
+        ]
     return {
         "verdict": answer,
         "healthy": answer == "healthy",
         "rollback": answer == "rollback",
+        "by": by,
         "window": window,
         "active": active,
+        "objectives": rules,
     }
+
+
+def _prometheus(rt: Runtime) -> dict[str, Any] | None:
+    """What `--prometheus` reads: preset, queries, and the buckets around each threshold."""
+    source = rt.config.prometheus
+    if source is None:
+        return None
+    targets = {r.metric: r.threshold for r in rt.policy.rules if r.ref.kind == "quantile"}
+    checks = source.buckets(targets)
+    return {
+        "url": source.url,
+        "metrics": source.preset.name,
+        "queries": source.queries(),
+        "last_error": source.last_error,
+        "buckets": {
+            metric: {
+                "threshold_ms": targets[metric],
+                "le_below_s": c.below,
+                "le_above_s": c.above,
+                "warning": c.warning,
+            }
+            for metric, c in checks.items()
+        },
+        "notes": [*source.preset.notes, *(c.warning for c in checks.values() if c.warning)],
+    }
+
+
+def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
+    """Each rule's metric against its threshold: the per-objective picture status shows."""
+    states = rt.controller.rule_states()
+    return [
+        {
+            "rule": r.name,
+            "metric": r.metric,
+            "action": r.action,
+            "threshold": r.threshold,
+            "op": r.op,
+            **states[r.name],
+        }
+        for r in rt.policy.rules
+    ]
 
 
 def status(rt: Runtime, now_s: float) -> dict[str, Any]:
@@ -62,6 +140,9 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
     with rt.lock:
         controller = rt.controller.status(now_s)
         notes = [*rt.notes, *controller.get("notes", [])]
+        prometheus = _prometheus(rt)
+        if prometheus is not None:
+            notes += prometheus["notes"]
         if rt.snapshot_error is not None:
             notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
         return {
@@ -72,12 +153,17 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "stage_observations": dict(rt.stage_observations),
             "window": judged["window"],
             "stages": {name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
+            "series": {name: s.to_dict() for name, s in _series(rt, now_s).items()},
+            "objectives": _objectives(rt, now_s),
+            "verdict_by": judged["by"],
+            "prometheus": prometheus,
             "active": judged["active"],
             "desired_replicas": rt.replicas.desired,
             "shed": None
             if rt.shed is None
             else {"fraction": rt.shed.current_fraction, "rate_per_s": rt.shed.current_rate},
             "baseline_p99_ms": controller.get("baseline_p99_ms"),
+            "baselines": controller.get("baselines", {}),
             "dry_run": rt.policy.dry_run,
             "policy": {
                 "source": rt.policy.source,
@@ -113,6 +199,7 @@ def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
             "observations_total": rt.observations_total,
             "errors_total": rt.errors_total,
             "stages": _stages(rt, now_s),
+            "series": _series(rt, now_s),
             "stage_observations": dict(rt.stage_observations),
             "decisions_total": dict(rt.decisions_total),
             "rules": [

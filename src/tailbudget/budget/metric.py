@@ -1,0 +1,110 @@
+"""Metric names a policy rule may read: `p95`, `ttft.p95`, `e2e.p99.9`, `goodput`, ...
+
+A name is one of:
+
+- `pNN` or `e2e.pNN`: an end-to-end percentile (`p50`, `p99.9`);
+- `ttft.pNN`, `tpot.pNN`, `itl.pNN`: an LLM percentile (time to first token,
+  time per output token as vLLM defines it, every inter-token gap);
+- `<stage>.pNN`: a pipeline stage's percentile, the stage named as its log names it;
+- `error_rate`, `goodput` (the share of requests meeting every per-request threshold);
+- `<any percentile above>_vs_baseline` (`p99_vs_baseline`, `ttft.p99_vs_baseline`) and
+  `goodput_vs_baseline`: the value over the baseline's.
+
+End-to-end names are written in their short form (`e2e.p95` is `p95`), so rules,
+decisions and reports written before LLM objectives read the same.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from tailbudget.errors import PolicyError
+
+__all__ = ["LLM_SERIES", "MetricRef", "parse_metric"]
+
+LLM_SERIES: tuple[str, ...] = ("ttft", "tpot", "itl")
+"""Per-request LLM series (each a latency in ms)."""
+
+Kind = Literal["quantile", "error_rate", "goodput", "vs_baseline", "goodput_vs_baseline"]
+
+_PCT = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
+_DOTTED = re.compile(r"^(.+?)\.p(\d{1,2}(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRef:
+    """A parsed metric name: which series, what statistic of it."""
+
+    kind: Kind
+    series: str = "e2e"
+    """'e2e', 'ttft', 'tpot', 'itl' or a stage name ('' for error_rate and goodput)."""
+    q: float | None = None
+    """The quantile in (0, 1) for percentiles and percentile baselines."""
+
+    @property
+    def percentile(self) -> str:
+        """'p95', 'p99.9' (empty for error_rate and goodput)."""
+        if self.q is None:
+            return ""
+        return f"p{100 * self.q:.6g}"
+
+    @property
+    def name(self) -> str:
+        """The canonical text (`p95`, `ttft.p95`, `goodput`, `ttft.p99_vs_baseline`)."""
+        if self.kind in ("error_rate", "goodput", "goodput_vs_baseline"):
+            return self.kind
+        base = self.percentile if self.series == "e2e" else f"{self.series}.{self.percentile}"
+        return base + ("_vs_baseline" if self.kind == "vs_baseline" else "")
+
+    @property
+    def latency(self) -> bool:
+        """True when the value is milliseconds."""
+        return self.kind == "quantile"
+
+    @property
+    def ratio_of_baseline(self) -> bool:
+        """True for the `_vs_baseline` metrics."""
+        return self.kind in ("vs_baseline", "goodput_vs_baseline")
+
+    @property
+    def higher_is_worse(self) -> bool:
+        """False for goodput (a fall is the breach), True otherwise."""
+        return self.kind not in ("goodput", "goodput_vs_baseline")
+
+
+def _quantile(text: str, whole: str) -> float:
+    q = float(text)
+    if not 0.0 < q < 100.0:
+        raise PolicyError(f"metric {whole!r}: a percentile is in (0, 100), e.g. p99 or p99.9")
+    return round(q / 100.0, 12)  # 99.9 / 100 is 0.9990000000000001 in binary
+
+
+def parse_metric(text: str) -> MetricRef:
+    """Parse a metric name (see the module docstring); PolicyError naming it when bad."""
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError(
+            f"metric must be a name like p95, ttft.p95, goodput or error_rate, got {text!r}"
+        )
+    raw = text.strip()
+    if raw == "error_rate":
+        return MetricRef("error_rate")
+    if raw == "goodput":
+        return MetricRef("goodput")
+    if raw == "goodput_vs_baseline":
+        return MetricRef("goodput_vs_baseline")
+    vs = raw.endswith("_vs_baseline")
+    body = raw.removesuffix("_vs_baseline")
+    kind: Kind = "vs_baseline" if vs else "quantile"
+    if m := _PCT.match(body):
+        return MetricRef(kind, "e2e", _quantile(m.group(1), raw))
+    if m := _DOTTED.match(body):
+        series = m.group(1)
+        if series in ("error_rate", "goodput"):
+            raise PolicyError(f"metric {raw!r}: {series} has no percentiles; write {series}")
+        return MetricRef(kind, series, _quantile(m.group(2), raw))
+    raise PolicyError(
+        f"metric {raw!r} is not a metric name; write p95, e2e.p99.9, ttft.p95, tpot.p99, "
+        "itl.p99, <stage>.p99, goodput, error_rate or p99_vs_baseline"
+    )

@@ -1,0 +1,221 @@
+"""The LLM fields of an observation: `ttft_ms`, `tpot_ms`, `output_tokens`, `itl_ms`.
+
+- `ttft_ms`: time to first token, a number >= 0 and at most `total_ms`;
+- `tpot_ms`: time per output token; without it, derived from `ttft_ms` and
+  `output_tokens` as vLLM defines it: (total - ttft) / (output_tokens - 1),
+  0 for a one-token answer;
+- `output_tokens`: a whole number >= 1;
+- `itl_ms`: every inter-token gap (a list of numbers >= 0), or a summary
+  `{"p50": ms, "p99": ms}` when the client keeps only that (its p99 is used);
+  `itl_p99_ms` (with `itl_p50_ms`, as the log readers name them) is the same
+  summary in flat form, the cheapest to send and parse.
+
+Columns come out in the write-ahead log's stage layout (`StageColumn`), one
+row per value: a request with 300 gaps has 300 rows in `itl`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.control.series_windows import ITL_SUMMARY
+from tailbudget.control.wal import StageColumn
+
+__all__ = ["LLM_KEYS", "BadField", "llm_columns", "llm_columns_of"]
+
+LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms", "itl_p50_ms", "itl_p99_ms")
+_NUM = frozenset({int, float})
+
+
+class BadField(ValueError):
+    """An LLM field is not valid; the message is the one-line reason (names the item)."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _values(items: list[dict[str, Any]], key: str) -> list[Any]:
+    """`key` of every item (None where absent); itemgetter when every item has it (faster)."""
+    try:
+        return list(map(operator.itemgetter(key), items))
+    except KeyError:
+        return [it.get(key) for it in items]
+
+
+def _scalar(
+    columns: Mapping[str, list[Any]], key: str, n: int
+) -> tuple[npt.NDArray[np.float64], Any]:
+    """The key's values (NaN where absent) and the present mask; BadField naming an item."""
+    if key not in columns:
+        return np.full(n, np.nan), np.zeros(n, dtype=bool)
+    raw = columns[key]
+    kinds = set(map(type, raw))
+    if not kinds <= {int, float, type(None)}:
+        i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
+        raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
+    values = np.array(raw, dtype=np.float64)  # None -> NaN
+    nan = np.isnan(values)
+    missing = raw.count(None)
+    if missing == int(nan.sum()):
+        present = ~nan  # every NaN is an absent key
+    else:  # a NaN value (the lenient parser reads it): present, and bad below
+        present = np.array([v is not None for v in raw], dtype=bool)
+    bad = present & ~(np.isfinite(values) & (values >= 0))
+    if key == "output_tokens":
+        bad |= present & ((values < 1) | (values != np.floor(values)))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        want = "a whole number >= 1" if key == "output_tokens" else "a number >= 0 (ms)"
+        raise BadField(f"item {i}: {key} must be {want}, got {_show(raw[i])}")
+    return values, present
+
+
+def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
+    index = np.flatnonzero(present).astype(np.int64)
+    return StageColumn(index, values[index])
+
+
+def _itl(columns: Mapping[str, list[Any]]) -> dict[str, StageColumn]:
+    if "itl_ms" not in columns:
+        return {}
+    raw = columns["itl_ms"]
+    kinds = {type(v) for v in raw}
+    if kinds <= {list, type(None)}:
+        fast = _itl_lists(raw)
+        if fast is not None:
+            return fast
+    elif kinds <= {dict, type(None)}:
+        fast = _itl_summaries(raw)
+        if fast is not None:
+            return fast
+    return _itl_checked(raw)
+
+
+def _itl_lists(raw: list[Any]) -> dict[str, StageColumn] | None:
+    """Every request sent a list of gaps (or nothing): one vectorized pass; None if bad."""
+    lengths = np.array([0 if v is None else len(v) for v in raw], dtype=np.int64)
+    gaps = list(itertools.chain.from_iterable(v for v in raw if v))
+    if not gaps:
+        return {}
+    if not {type(g) for g in gaps} <= _NUM:
+        return None
+    ms = np.array(gaps, dtype=np.float64)
+    if not (np.isfinite(ms).all() and (ms >= 0).all()):
+        return None
+    rows = np.repeat(np.arange(len(raw), dtype=np.int64), lengths)
+    return {"itl": StageColumn(rows, ms)}
+
+
+def _itl_summaries(raw: list[Any]) -> dict[str, StageColumn] | None:
+    """Every request sent a {p50, p99} summary (or nothing); None if any is bad."""
+    p99 = [None if v is None else v.get("p99") for v in raw]
+    if not {type(v) for v in p99} <= {int, float, type(None)}:
+        return None
+    have = np.array([v is not None for v in raw], dtype=bool)
+    values = np.array(p99, dtype=np.float64)
+    if not (np.isfinite(values[have]).all() and (values[have] >= 0).all()):
+        return None
+    rows = np.flatnonzero(have).astype(np.int64)
+    return {ITL_SUMMARY: StageColumn(rows, values[rows])} if rows.size else {}
+
+
+def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
+    """Item by item, naming the first bad one."""
+    rows: list[int] = []
+    gaps: list[Any] = []
+    sum_rows: list[int] = []
+    sum_p99: list[float] = []
+    for i, v in enumerate(raw):
+        if v is None:
+            continue
+        if type(v) is list:
+            rows.extend([i] * len(v))
+            gaps.extend(v)
+            continue
+        p99: Any = v.get("p99") if type(v) is dict else None
+        if type(p99) not in _NUM or not (np.isfinite(p99) and p99 >= 0):
+            raise BadField(
+                f"item {i}: itl_ms must be a list of gaps (ms) or {{'p50': ms, 'p99': ms}}, "
+                f"got {_show(v)}"
+            )
+        sum_rows.append(i)
+        sum_p99.append(float(p99))
+    out: dict[str, StageColumn] = {}
+    if gaps:
+        if not {type(g) for g in gaps} <= _NUM:
+            k = next(k for k, g in enumerate(gaps) if type(g) not in _NUM)
+            raise BadField(
+                f"item {rows[k]}: itl_ms gaps must be numbers >= 0, got {_show(gaps[k])}"
+            )
+        ms = np.array(gaps, dtype=np.float64)
+        bad = ~(np.isfinite(ms) & (ms >= 0))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise BadField(f"item {rows[k]}: itl_ms gaps must be numbers >= 0, got {gaps[k]!r}")
+        out["itl"] = StageColumn(np.array(rows, dtype=np.int64), ms)
+    if sum_rows:
+        out[ITL_SUMMARY] = StageColumn(
+            np.array(sum_rows, dtype=np.int64), np.array(sum_p99, dtype=np.float64)
+        )
+    return out
+
+
+def llm_columns(
+    items: list[dict[str, Any]], total_ms: npt.NDArray[np.float64]
+) -> dict[str, StageColumn]:
+    """The batch's ttft / tpot / itl columns (tpot derived where only tokens are given)."""
+    keys: set[str] = set().union(*items)
+    if keys.isdisjoint(LLM_KEYS):
+        return {}
+    return llm_columns_of({k: _values(items, k) for k in LLM_KEYS if k in keys}, total_ms)
+
+
+def llm_columns_of(
+    columns: Mapping[str, list[Any]], total_ms: npt.NDArray[np.float64]
+) -> dict[str, StageColumn]:
+    """The same from per-key value lists aligned with the batch (None: absent)."""
+    n = int(total_ms.shape[0])
+    out: dict[str, StageColumn] = {}
+    ttft, has_ttft = _scalar(columns, "ttft_ms", n)
+    tpot, has_tpot = _scalar(columns, "tpot_ms", n)
+    tokens, has_tokens = _scalar(columns, "output_tokens", n)
+    over = has_ttft & (ttft > total_ms)
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise BadField(
+            f"item {i}: ttft_ms ({ttft[i]:g}) exceeds total_ms ({total_ms[i]:g}); "
+            "the first token cannot come after the whole answer"
+        )
+    derive = ~has_tpot & has_ttft & has_tokens
+    if derive.any():
+        decode = total_ms[derive] - ttft[derive]
+        steps = tokens[derive] - 1.0
+        tpot[derive] = np.where(steps > 0, decode / np.maximum(steps, 1.0), 0.0)
+        has_tpot = has_tpot | derive
+    if has_ttft.any():
+        out["ttft"] = _column(ttft, has_ttft)
+    if has_tpot.any():
+        out["tpot"] = _column(tpot, has_tpot)
+    out.update(_itl(columns))
+    p99, has_p99 = _scalar(columns, "itl_p99_ms", n)
+    if has_p99.any():
+        for col in out.get("itl"), out.get(ITL_SUMMARY):
+            if col is not None:
+                has_p99[col.index] = False  # the gaps (or the object form) win
+        flat = _column(p99, has_p99)
+        if ITL_SUMMARY in out:
+            merged = np.concatenate([out[ITL_SUMMARY].index, flat.index])
+            order = np.argsort(merged, kind="stable")
+            ms = np.concatenate([out[ITL_SUMMARY].ms, flat.ms])
+            flat = StageColumn(merged[order], ms[order])
+        if len(flat):
+            out[ITL_SUMMARY] = flat
+    return out

@@ -1,0 +1,252 @@
+"""Prometheus rules and a KEDA trigger on a serving stack's own histograms (`--metrics vllm`).
+
+For `--metrics vllm|sglang|tgi` the rules read the server's histograms directly
+(no recording rules of tailbudget's own metrics are needed):
+
+- one alert per policy rule on a percentile the preset maps (`ttft.p95` ->
+  `histogram_quantile(0.95, ... vllm:time_to_first_token_seconds_bucket ...)`),
+  guarded by the request count so too few samples stay silent (unknown), with
+  the rule's `for`;
+- the KEDA trigger on the scale_up rule runs the very expression the alert
+  compares, so the alert and the autoscaler fire on the same series;
+- a latency SLI per objective counting requests under the `le` bound nearest the
+  target, with multi-window multi-burn-rate alerts; when no bound equals the
+  target the rule and the header say which bound stands in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailbudget._fleet import FleetPreset, FleetSeries, check_target, preset
+from tailbudget.budget.model import Budget
+from tailbudget.budget.policy import Policy, Rule, slo_targets
+from tailbudget.errors import PolicyError
+from tailbudget.export.common import (
+    GENERATOR,
+    LABEL_PREFIX,
+    ExportOptions,
+    dump_yaml,
+    header,
+    k8s_metadata,
+    k8s_name,
+    le_label,
+    num,
+    policy_of,
+    promql_duration,
+    seconds,
+)
+
+__all__ = ["FLEET_TARGETS", "quantile_expr", "render_keda", "render_rules"]
+
+FLEET_TARGETS = ("prometheus-rules", "keda")
+"""Export targets that take a fleet preset other than tailbudget."""
+
+
+def _series_of(fleet: FleetPreset, rule: Rule) -> FleetSeries | None:
+    ref = rule.ref
+    return fleet.of(ref.series) if ref.kind == "quantile" else None
+
+
+def _sel(fleet: FleetPreset, budget: Budget, extra: str = "") -> str:
+    return ",".join(x for x in (fleet.selector(budget.service), extra) if x)
+
+
+def quantile_expr(
+    fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule
+) -> tuple[str, str]:
+    """The rule's percentile (seconds) over the policy window, and the min-samples guard."""
+    series = _series_of(fleet, rule)
+    if series is None:
+        raise PolicyError(f"rule {rule.name}: {fleet.name} exports no series for {rule.metric}")
+    sel, rng = _sel(fleet, budget), f"[{promql_duration(policy.window_s)}]"
+    q = rule.ref.q
+    assert q is not None
+    value = (
+        f"histogram_quantile({q:g}, sum by (le) (rate({series.histogram}_bucket{{{sel}}}{rng})))"
+    )
+    guard = f"sum(increase({series.histogram}_count{{{sel}}}{rng})) >= {policy.min_samples}"
+    return value, guard
+
+
+def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> dict[str, Any]:
+    series = _series_of(fleet, rule)
+    assert series is not None
+    check = check_target(series, rule.threshold, rule.metric)
+    value, guard = quantile_expr(fleet, budget, policy, rule)
+    out: dict[str, Any] = {
+        "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
+        "expr": f"({value}) > {num(seconds(rule.threshold))} and on () ({guard})",
+        "labels": {
+            "severity": "page" if rule.action == "rollback" else "ticket",
+            "action": rule.action,
+            "tailbudget_rule": rule.name,
+        },
+        "annotations": {
+            "summary": f"{budget.service}: {rule.metric} above {rule.threshold:g} ms -> "
+            f"{rule.action} (rule {rule.name}, {series.histogram})",
+            "buckets": f"le {check.below} s .. {check.above} s around the threshold",
+        },
+    }
+    if check.warning:
+        out["annotations"]["warning"] = check.warning
+    if rule.for_s > 0:
+        out["for"] = promql_duration(rule.for_s)
+    return out
+
+
+def _objectives(budget: Budget, fleet: FleetPreset) -> list[tuple[str, str, float, FleetSeries]]:
+    """(metric name, series, target ms, series) for every latency objective the preset maps."""
+    out = []
+    for name, target in slo_targets(budget.slo).items():
+        if name.startswith("p") and (series := fleet.of("e2e")) is not None:
+            out.append((name, "e2e", target, series))
+    return out
+
+
+def _sli_rules(
+    budget: Budget, fleet: FleetPreset, options: ExportOptions, notes: list[str]
+) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = []
+    sel = _sel(fleet, budget)
+    windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
+    for name, _, target, series in _objectives(budget, fleet):
+        check = check_target(series, target, name)
+        le = check.nearest
+        if le is None:
+            continue
+        if not check.exact:
+            notes.append(
+                f"{name} SLI: no bucket at {target:g} ms in {series.histogram}; it counts "
+                f"requests under the nearest bound le={le:g} s ({le * 1000:g} ms) instead"
+            )
+        if check.warning:
+            notes.append(check.warning)
+        for w in windows:
+            rng = f"[{promql_duration(w)}]"
+            matchers = _sel(fleet, budget, f'le="{le_label(le)}"')
+            good = f"sum(rate({series.histogram}_bucket{{{matchers}}}{rng}))"
+            total = f"sum(rate({series.histogram}_count{{{sel}}}{rng}))"
+            rules.append(
+                {
+                    "record": f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(w)}",
+                    "expr": f"1 - ({good} / {total})",
+                    "labels": {"le_used": le_label(le), "target_ms": num(target)},
+                }
+            )
+        allowed = 1.0 - float(name.removeprefix("p")) / 100.0
+        for b in options.burn_windows:
+            long_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.long_s)}"
+            short_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.short_s)}"
+            limit = num(b.factor * allowed)
+            rules.append(
+                {
+                    "alert": f"{k8s_name(budget.service).replace('-', '_')}_{name}_burn_"
+                    f"{promql_duration(b.long_s)}",
+                    "expr": f"{long_r} > {limit} and {short_r} > {limit}",
+                    "labels": {"severity": b.severity},
+                    "annotations": {
+                        "summary": f"{budget.service}: {name} error budget burning "
+                        f"{b.factor:g}x (le={le:g} s stands for {target:g} ms)"
+                    },
+                }
+            )
+    return rules
+
+
+def build_rules(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The rule file (policy alerts on the server's own series, SLI burn alerts) and notes."""
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
+    alerts = []
+    for rule in policy.rules:
+        series = _series_of(fleet, rule)
+        if series is None:
+            notes.append(f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series")
+            continue
+        alerts.append(_alert(fleet, budget, policy, rule))
+        warning = check_target(series, rule.threshold, rule.metric).warning
+        if warning:
+            notes.append(warning)
+    groups = [{"name": f"{budget.service}-policy-{fleet.name}", "rules": alerts}]
+    sli = _sli_rules(budget, fleet, options, notes)
+    if sli:
+        groups.append({"name": f"{budget.service}-slo-{fleet.name}", "rules": sli})
+    for g in groups:
+        g["interval"] = promql_duration(options.rule_interval_s or policy.evaluate_every_s)
+    return {"groups": groups}, notes
+
+
+def render_rules(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The Prometheus rule file for a fleet preset (YAML)."""
+    doc, notes = build_rules(budget, options)
+    return dump_yaml([doc], header(budget, "prometheus-rules", notes))
+
+
+def build_keda(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The ScaledObject whose trigger is the scale_up rule's alert expression."""
+    from tailbudget.export.keda import behavior
+
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    rule = next(
+        (r for r in policy.rules if r.action == "scale_up" and _series_of(fleet, r) is not None),
+        None,
+    )
+    series = None if rule is None else _series_of(fleet, rule)
+    if rule is None or series is None:
+        raise PolicyError(
+            f"the policy has no scale_up rule on a percentile {fleet.name} exports; KEDA needs "
+            "one (e.g. {metric: ttft.p95, threshold: 90% of ttft.p95, action: scale_up})"
+        )
+    target = options.target_name or k8s_name(budget.service)
+    metadata = k8s_metadata(
+        budget,
+        options,
+        "latency",
+        annotations={f"{LABEL_PREFIX}/rule": rule.name, f"{LABEL_PREFIX}/metrics": fleet.name},
+    )
+    trigger = {
+        "type": "prometheus",
+        "name": f"tailbudget-{rule.metric.replace('.', '-')}",
+        "metricType": "Value",
+        "metadata": {
+            "serverAddress": options.prometheus_url,
+            "query": "max(({}) and on () ({}))".format(*quantile_expr(fleet, budget, policy, rule)),
+            "threshold": num(seconds(rule.threshold)),
+            "ignoreNullValues": "false",
+        },
+    }
+    spec = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": options.target_kind, "name": target},
+        "pollingInterval": max(1, round(policy.evaluate_every_s)),
+        "minReplicaCount": policy.replicas.min,
+        "maxReplicaCount": policy.replicas.max,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior(policy, rule)}},
+        "triggers": [trigger],
+    }
+    notes = [
+        f"scales on {rule.metric} > {num(seconds(rule.threshold))} s from "
+        f"{series.histogram} (rule {rule.name!r}); the alert of "
+        f"`--to prometheus-rules --metrics {fleet.name}` compares the same expression.",
+        f"generated by {GENERATOR}",
+    ]
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": metadata,
+        "spec": spec,
+    }, notes
+
+
+def render_keda(budget: Budget, options: ExportOptions | None = None) -> str:
+    """The KEDA ScaledObject for a fleet preset (YAML)."""
+    doc, notes = build_keda(budget, options)
+    return dump_yaml([doc], header(budget, "keda", notes))

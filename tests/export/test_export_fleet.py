@@ -1,0 +1,115 @@
+"""`--metrics vllm|sglang|tgi`: rules and KEDA on the server's own histograms, bucket warnings."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
+
+from tailbudget._fleet import PRESETS, check_target
+from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.errors import BudgetError, PolicyError
+from tailbudget.export import ExportOptions, export
+
+LLM_RULES = {
+    "window": "30s",
+    "evaluate_every": "5s",
+    "rules": [
+        {"name": "scale_ttft", "metric": "ttft.p95", "threshold": 450, "action": "scale_up"},
+        {
+            "name": "shed_ttft",
+            "metric": "ttft.p95",
+            "threshold": 500,
+            "for": "2m",
+            "action": "shed_load",
+        },
+        {"name": "slow_tokens", "metric": "tpot.p99", "threshold": 80, "action": "trim_logging"},
+    ],
+}
+
+
+def _doc(text: str) -> dict:
+    return yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("metrics", ["vllm", "sglang"])
+def test_the_keda_trigger_runs_the_expression_the_alert_compares(metrics: str) -> None:
+    budget = budget_with_policy(LLM_RULES)
+    opts = ExportOptions(metrics=metrics)
+    rules = _doc(export(budget, "prometheus-rules", opts))
+    keda = _doc(export(budget, "keda", opts))
+    alert = next(
+        r for g in rules["groups"] for r in g["rules"] if r.get("alert", "").endswith("scale_ttft")
+    )
+    trigger = keda["spec"]["triggers"][0]["metadata"]
+    value = alert["expr"].split(" > ")[0]
+    assert value in trigger["query"] and trigger["threshold"] == "0.45"
+    hist = PRESETS[metrics].series["ttft"].histogram
+    assert f"{hist}_bucket" in value and 'model_name="' in value
+
+
+def test_a_metric_the_server_lacks_is_named_not_guessed() -> None:
+    text = export(
+        budget_with_policy(LLM_RULES), "prometheus-rules", ExportOptions(metrics="sglang")
+    )
+    assert "rule slow_tokens (tpot.p99): sglang exports no such series" in text
+    assert "slow_tokens" not in "".join(
+        r.get("alert", "") for g in _doc(text)["groups"] for r in g["rules"]
+    )
+    with pytest.raises(PolicyError, match="no scale_up rule on a percentile tgi exports"):
+        export(budget_with_policy(LLM_RULES), "keda", ExportOptions(metrics="tgi"))
+
+
+def test_vllm_e2e_starts_at_300_ms_so_a_200_ms_target_cannot_be_measured() -> None:
+    e2e = PRESETS["vllm"].series["e2e"]
+    check = check_target(e2e, 200.0, "p95")
+    assert check.below is None and check.above == 0.3 and check.nearest == 0.3
+    assert "cannot be measured" in (check.warning or "")
+    between = check_target(PRESETS["vllm"].series["ttft"], 150.0, "ttft.p95")
+    assert (between.below, between.above) == (0.1, 0.25)
+    assert "2.5x gap" in (between.warning or "")
+    exact = check_target(PRESETS["vllm"].series["ttft"], 500.0, "ttft.p95")
+    assert exact.exact and exact.warning is None
+
+
+def test_the_burn_rate_sli_says_which_le_bound_stands_in() -> None:
+    budget = budget_with_policy(LLM_RULES, slo={"p95": 200, "p99": 9000})
+    text = export(budget, "prometheus-rules", ExportOptions(metrics="vllm"))
+    assert "nearest bound le=0.3 s (300 ms) instead" in text
+    assert "nearest bound le=10 s" in text
+    records = [r for g in _doc(text)["groups"] for r in g["rules"] if "record" in r]
+    assert records and all('le="0.3"' in r["expr"] or 'le="10.0"' in r["expr"] for r in records)
+
+
+@needs_promtool
+@pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
+def test_fleet_rule_files_pass_promtool(metrics: str, tmp_path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(
+        export(budget_with_policy(LLM_RULES), "prometheus-rules", ExportOptions(metrics=metrics))
+    )
+    check = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_other_targets_refuse_a_fleet_preset_in_one_line() -> None:
+    with pytest.raises(BudgetError, match="works with --to prometheus-rules or keda"):
+        export(budget_with_policy(LLM_RULES), "grafana", ExportOptions(metrics="vllm"))
+    with pytest.raises(PolicyError, match="--metrics must be one of tailbudget, vllm"):
+        export(budget_with_policy(LLM_RULES), "keda", ExportOptions(metrics="triton"))
+
+
+def test_the_prometheus_source_reads_each_servers_series() -> None:
+    vllm = PrometheusSource("http://127.0.0.1:1", "m", 30, metrics="vllm", series={"ttft": [0.95]})
+    q = vllm.queries()
+    assert 'vllm:time_to_first_token_seconds_bucket{model_name="m"}' in q["ttft.p95"]
+    assert "errors" not in q  # vLLM counts no failures: error-rate rules stay unknown
+    sglang = PrometheusSource("http://127.0.0.1:1", "m", 30, metrics="sglang")
+    assert 'sglang:num_aborted_requests_total{model_name="m"}' in sglang.queries()["errors"]
+    tgi = PrometheusSource("http://127.0.0.1:1", "m", 30, metrics="tgi", series={"ttft": [0.95]})
+    assert "ttft.p95" not in tgi.queries()  # TGI has no TTFT histogram
+    assert "tgi_request_duration_bucket{}" in tgi.queries()["p95"]
+    checks = vllm.buckets({"p95": 200.0, "ttft.p95": 500.0})
+    assert checks["p95"].warning and checks["ttft.p95"].warning is None
