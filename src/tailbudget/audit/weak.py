@@ -34,7 +34,12 @@ def why(n: int | float, group: str = "the slow group") -> str:
 
 def _hypothesis(h: Hypothesis, slow_weak: bool) -> Hypothesis:
     n_cold = h.figures.get("n_cold")
-    weak = slow_weak or (h.kind == "cold_start" and n_cold is not None and too_few(n_cold))
+    # A cause of a breached objective (TTFT queueing...) is drawn from every request, not
+    # from the slow group: the slow group's size does not weaken it.
+    from_slow = h.objective is None
+    weak = (slow_weak and from_slow) or (
+        h.kind == "cold_start" and n_cold is not None and too_few(n_cold)
+    )
     return h.model_copy(update={"weak": True}) if weak and not h.weak else h
 
 
@@ -47,7 +52,9 @@ def mark(report: AuditReport) -> AuditReport:
         return report.model_copy(update={"hypotheses": hyps})
     caveat = why(n)
     rec = report.recommendation
-    if rec.choice != "none":
+    # A fix of a breached objective stands on every request: its recommendation stays.
+    objective_fix = any(f.objective is not None for f in report.ranking)
+    if rec.choice != "none" and not objective_fix:
         slo = {k: v for k, v in report.slo.model_dump().items() if v is not None}
         plain = recommendation.recommend(report.snapshot, slo, hyps, [])
         kinds = ", ".join(dict.fromkeys(h.kind for h in hyps))
@@ -55,13 +62,14 @@ def mark(report: AuditReport) -> AuditReport:
         text += f" Suspected, unconfirmed: {kinds}." if kinds else ""
         rec = plain.model_copy(update={"weak": True, "text": text})
     refusals = list(report.refusals)
-    if report.ranking:
+    kept = [f for f in report.ranking if f.objective is not None]
+    if len(kept) < len(report.ranking):
         refusals.append(f"fixes not ranked: {caveat}")
     return report.model_copy(
         update={
             "tail": report.tail.model_copy(update={"weak": True}),
             "hypotheses": hyps,
-            "ranking": [],
+            "ranking": kept,
             "refusals": refusals,
             "recommendation": rec,
         }
