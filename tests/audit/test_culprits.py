@@ -52,7 +52,7 @@ def _fault(minute: str) -> dict[str, str]:
 
 
 def _service(pod: str) -> str:
-    return pod.rsplit("-", 2)[0].replace("-", "_")
+    return pod.rsplit("-", 2)[0]  # the stage keeps the service's own name
 
 
 def _audit_minute(minute: str):
@@ -184,7 +184,7 @@ def test_cli_span_stage_and_culprits_in_json(tmp_path):
         check=True,
     )
     doc = json.loads(out.stdout)
-    assert doc["culprits"][0]["stage"] == "ts_route_service"
+    assert doc["culprits"][0]["stage"] == "ts-route-service"
     assert set(doc["culprits"][0]) >= {"stage", "score", "evidence"}
     args = ["audit", str(DELAG), "--slo", "p99=5", "--span-stage", "pods"]
     bad = subprocess.run(

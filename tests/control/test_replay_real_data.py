@@ -21,7 +21,9 @@ runner = CliRunner()
 
 
 def test_trainticket_spans_replay() -> None:
-    res = runner.invoke(app, ["replay", str(DATA / "nezha_trainticket_baseline_spans.csv")])
+    res = runner.invoke(
+        app, ["replay", str(DATA / "nezha_trainticket_baseline_spans.csv"), "-f", "json"]
+    )
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     # one request per trace (71 root spans) over about three minutes

@@ -76,7 +76,7 @@ def test_gateway_handler_sibling_is_not_double_counted(tmp_path, duck):
         _span("a", "p", "auth", "/login", 5, 95),
     ]
     log, df = _read(tmp_path, duck, rows)
-    stages = [f"{s}_ms" for s in log.stages]
+    stages = [log.stage_column(s) for s in log.stages]
     assert df.loc["t1", stages].sum() == pytest.approx(100.0)
     assert df.loc["t1", "FilteringWebHandler_handle_ms"] == pytest.approx(0.0)
     assert df.loc["t1", "login_ms"] == pytest.approx(98.0)  # 90 served + 8 of the call's gaps

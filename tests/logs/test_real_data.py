@@ -48,7 +48,7 @@ def test_delag_with_mapping():
         sum(float(r["Latency"]) for r in raw)
     )
     for rpc in rpcs:
-        got = log.table[f"{rpc}_ms"].sum().execute()
+        got = log.table[log.stage_column(rpc)].sum().execute()
         assert got == pytest.approx(sum(float(r[rpc]) for r in raw))
     counts = log.table.anomaly.value_counts().execute()
     assert dict(zip(counts.anomaly, counts.iloc[:, 1], strict=True)) == {
@@ -58,7 +58,7 @@ def test_delag_with_mapping():
     over = sum(sum(float(r[c]) for c in rpcs) > float(r["Latency"]) for r in raw)
     df = log.table.execute()
     assert over > 0
-    assert int((df[[f"{c}_ms" for c in rpcs]].sum(axis=1) > df.total_ms).sum()) == over
+    assert int((df[[log.stage_column(c) for c in rpcs]].sum(axis=1) > df.total_ms).sum()) == over
 
 
 def test_delag_glob_and_auto_detection():
@@ -140,7 +140,7 @@ def test_nezha_spans_one_request_per_trace(nezha):
         spans_per_trace[r["TraceID"]] += 1
     assert df.n_spans.to_dict() == {t: spans_per_trace[t] for t in roots}
     # Self times are never negative and, within a trace, never exceed the summed span time.
-    stage_cols = [f"{s}_ms" for s in log.stages]
+    stage_cols = [log.stage_column(s) for s in log.stages]
     assert (df[stage_cols] >= 0).all().all()
     busy = defaultdict(float)
     for r in raw:
@@ -159,8 +159,8 @@ def test_nezha_by_service(nezha):
     # Grouping changes the split, not the sum of self time per trace.
     a = log.table.execute().set_index("request_id")
     b = by_op.table.execute().set_index("request_id")
-    sa = a[[f"{s}_ms" for s in log.stages]].sum(axis=1)
-    sb = b[[f"{s}_ms" for s in by_op.stages]].sum(axis=1)
+    sa = a[[log.stage_column(s) for s in log.stages]].sum(axis=1)
+    sb = b[[by_op.stage_column(s) for s in by_op.stages]].sum(axis=1)
     assert (sa - sb.loc[sa.index]).abs().max() < 1e-6
 
 

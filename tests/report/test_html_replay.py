@@ -77,7 +77,16 @@ def test_thresholds_from_policy_rules_including_baseline_ratio():
         },
     }
     got = rule_thresholds(rep)
-    assert [(m, v) for m, _, v in got] == [("p95", 1800.0), ("p99", 2400.0), ("error_rate", 0.01)]
+    assert [(m, v) for m, _, v, _ in got] == [
+        ("p95", 1800.0),
+        ("p99", 2400.0),
+        ("error_rate", 0.01),
+    ]
+    assert [t.label for t in got] == [
+        "scale_up: p95 > 1,800 ms",
+        "rollback: p99 > 1.2x baseline (2,400 ms)",
+        "rollback: errors > 1%",
+    ]
 
 
 def test_missing_timeline_or_decisions_says_not_available(replay):

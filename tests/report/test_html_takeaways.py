@@ -87,22 +87,6 @@ def test_cohorts_finds_the_over_represented_one():
     )
 
 
-def test_cold_start_verdicts():
-    cold = {
-        "verdict": "cold_start",
-        "unfiltered_p99": 5400.0,
-        "filtered_p99": 4000.0,
-        "window_min": 5,
-    }
-    assert "takes p99 from 5,400 to 4,000 ms (-1,400 ms, -26%)" in takeaways.cold_start(cold)
-    assert takeaways.cold_start({"verdict": "no_events"}).startswith("No deploy")
-    cold = {**cold, "verdict": "not_cold_start", "filtered_p99": 5000.0}
-    assert takeaways.cold_start(cold) == (
-        "Not flagged as cold start: leaving out the first 5 min after each event moves p99 "
-        "from 5,400 to 5,000 ms (-400 ms, -7%)."
-    )
-
-
 def test_replay_counts_and_first_decision():
     rep = {
         "decisions": [
@@ -142,8 +126,6 @@ def test_cdf_takeaway_never_fails_and_quotes_a_real_figure(snap, slo):
     assert any(f"{p} " in text and fmt_ms(snap[p]) in text for p in worst)
 
 
-@pytest.mark.parametrize(
-    "fn", [takeaways.delta, takeaways.cold_start, takeaways.replay, takeaways.shape]
-)
+@pytest.mark.parametrize("fn", [takeaways.delta, takeaways.replay, takeaways.shape])
 def test_empty_inputs_give_a_sentence(fn):
     assert isinstance(fn({}), str) and fn({})

@@ -1,6 +1,7 @@
 """Step 5: cohorts. Per value of each cohort dimension: share of traffic, p99, delta from the
 global p99, and share of the slow group. A cohort is flagged when its share of the slow
-group is at least SLOW_RATIO times its share of traffic and at least MIN_SLOW_SHARE."""
+group is at least SLOW_RATIO times its share of traffic and at least MIN_SLOW_SHARE. A
+cohort with fewer than MIN_SLOW_REQUESTS requests in the slow group is marked weak."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantiles import Ask, exact_grouped
 from tailbudget.audit.report import CohortRow
+from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 
 SLOW_RATIO = 2.0
 MIN_SLOW_SHARE = 0.10
@@ -54,6 +56,7 @@ def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> 
                     flag=n >= MIN_ROWS
                     and slow_share >= MIN_SLOW_SHARE
                     and slow_share >= SLOW_RATIO * share,
+                    weak=fnum(r["n_slow"]) < MIN_SLOW_REQUESTS,
                 )
             )
     return out

@@ -1,7 +1,8 @@
 """Step 6: cold start. The p99 of every request next to the p99 without the requests that
 arrived within `cold_window_min` after a scale-up or deploy event. Verdict `cold_start` when
-the filtered p99 meets the SLO and the unfiltered one does not (without a p99 target: when
-filtering lowers the p99 by at least MATERIAL). Also the per-minute timeline."""
+the filtered p99 meets the SLO and the unfiltered one does not, or when filtering lowers the
+p99 by at least MATERIAL (15%); `not_cold_start` otherwise. This verdict is the only one:
+the cold_start hypothesis and every renderer read it. Also the per-minute timeline."""
 
 from __future__ import annotations
 
@@ -85,11 +86,7 @@ def build(
         )
     warm_q = row.get("warm_q") or [None]
     filtered = fnum(warm_q[0], p99)
-    target = ctx.config.slo.get("p99")
-    if target is not None:
-        cold = filtered <= target < p99
-    else:
-        cold = p99 > 0 and (p99 - filtered) / p99 >= MATERIAL
+    cold = is_cold_start(p99, filtered, ctx.config.slo.get("p99"))
     return ColdStart(
         window_min=window,
         unfiltered_p99=p99,
@@ -99,6 +96,14 @@ def build(
         timeline=tl,
         events=events,
     )
+
+
+def is_cold_start(unfiltered_p99: float, filtered_p99: float, target: float | None) -> bool:
+    """The cold-start rule: leaving the cold windows out meets the p99 target, or lowers
+    the p99 by at least MATERIAL."""
+    crosses = target is not None and filtered_p99 <= target < unfiltered_p99
+    material = unfiltered_p99 > 0 and (unfiltered_p99 - filtered_p99) / unfiltered_p99 >= MATERIAL
+    return crosses or material
 
 
 def means(

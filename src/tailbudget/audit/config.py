@@ -33,6 +33,8 @@ class AuditConfig:
     """LLM blocks of the budget by stage name (TTFT and tokens/s targets)."""
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Overrides of the fix catalog: {fix: {hours, risk, reversible}}."""
+    service: str | None = None
+    """The service's name (the budget's `service:`), shown in every report title."""
     seed: int = 0
     in_memory_rows: int = 500_000
     """Logs up to this many rows get exact percentiles from the engine's own quantile (which
@@ -91,6 +93,7 @@ class AuditConfig:
             "stage_budgets": stage_budgets,
             "llm": llm,
             "fixes": dict(budget.fixes),
+            "service": budget.service,
         }
         values.update(overrides)
         return cls(**values)

@@ -9,8 +9,8 @@ summed positive slow-minus-fast deltas):
   cap_output_tokens rather than cap_input_size.
 - fanout: a major stage's latency fits a fan-out count covariate (its name says shards,
   fanout, calls, partitions, ...) with R^2 >= 0.3 and a positive slope.
-- cold_start: events were given and the cold-start verdict is `cold_start`, or removing
-  the cold windows lowers the p99 by >= 15%; the stage is the one slowed most in them.
+- cold_start: events were given and the cold-start verdict is `cold_start` (the one rule,
+  in cold_start.py); the stage is the one slowed most in the cold windows.
 - contention: over >= 10 minutes, a major stage's per-minute mean rises with the
   per-minute request count (R^2 >= 0.5, positive slope) and the fit predicts the busiest
   tenth of minutes >= 25% slower than the quietest tenth.
@@ -52,7 +52,6 @@ GAP_RATIO = 2.5
 MODE_RATIO = 3.0
 TAIL_RATIO = 5.0
 MISSING_SHARE = 0.30
-COLD_MATERIAL = 0.15
 
 FANOUT_NAME = re.compile(r"(fan_?out|shard|partition|n_calls|num_calls|calls|replicas|hops)", re.I)
 TTFT_NAME = re.compile(r"(^|_)(ttft|prefill|queue|queue_wait|time_to_first_token)$", re.I)
@@ -132,7 +131,7 @@ def _cold(ev: Evidence, explained: set[str]) -> list[Hypothesis]:
     if cs is None or cs.filtered_p99 is None or cs.n_cold == 0:
         return []
     drop = (cs.unfiltered_p99 - cs.filtered_p99) / cs.unfiltered_p99 if cs.unfiltered_p99 else 0.0
-    if cs.verdict != "cold_start" and drop < COLD_MATERIAL:
+    if cs.verdict != "cold_start":
         return []
     stage = None
     if ev.cold_stage_means:

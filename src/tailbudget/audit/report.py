@@ -1,4 +1,4 @@
-"""The audit report: the `audit --format json` contract of DESIGN.md plus BRIEF extension keys."""
+"""The audit report: the `audit --format json` contract and its extension keys."""
 
 from __future__ import annotations
 
@@ -109,6 +109,8 @@ class Tail(_Model):
     fast_range_ms: list[float]
     n_slow: int
     n_fast: int
+    weak: bool = False
+    """Fewer than MIN_SLOW_REQUESTS requests in the slow group: the driver is a weak finding."""
 
 
 class ProfilePoint(_Model):
@@ -144,6 +146,8 @@ class CohortRow(_Model):
     delta_vs_global: float
     share_of_slow: float
     flag: bool
+    weak: bool = False
+    """Fewer than MIN_SLOW_REQUESTS of this cohort's requests are in the slow group."""
 
 
 class TimelinePoint(_Model):
@@ -181,6 +185,8 @@ class Hypothesis(_Model):
     evidence: str
     covariate: str | None = None
     figures: dict[str, float] = Field(default_factory=dict)
+    weak: bool = False
+    """Drawn from fewer than MIN_SLOW_REQUESTS requests (slow group, or cold windows)."""
     objective: str | None = None
     """The breached objective this cause drives ('ttft.p95'); None for the e2e tail."""
 
@@ -216,6 +222,8 @@ class Recommendation(_Model):
 
     choice: Choice
     text: str
+    weak: bool = False
+    """The slow group is too small to rank fixes on; the text says so."""
 
 
 class Goodput(_Model):
@@ -362,6 +370,14 @@ class AuditReport(_Model):
     gated: list[str]
     culprits: list[Culprit] = Field(default_factory=list)
     nesting: list[Nesting] = Field(default_factory=list)
+    service: str | None = None
+    """The service's name when a budget gave one."""
+
+    def name(self) -> str:
+        """What the report is about: the service, else the log's file name."""
+        source = self.provenance.source.rstrip("/").rsplit("/", 1)[-1]
+        return self.service or source or "latency log"
+
     objectives: list[ObjectiveRow] = Field(default_factory=list)
     """Every objective, end-to-end ones included (`snapshot` stays the e2e figures)."""
     distributions: dict[str, list[CdfPoint]] = Field(default_factory=dict)

@@ -21,6 +21,7 @@ from tailbudget.audit import (
     ranking,
     recommendation,
     suspects,
+    weak,
 )
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
@@ -116,7 +117,7 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
     judged = None
     if config.baseline is not None and dist.objectives:
         judged = canary.judge(ctx, dist.objectives, dist.goodput.good or 0, config.baseline)
-    return AuditReport(
+    report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
         slo=Percentiles(**config.slo),
@@ -140,7 +141,9 @@ def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
         objectives=dist.objectives,
         canary=judged,
         distributions=dist.metric_cdfs,
+        service=config.service,
     )
+    return weak.mark(report)
 
 
 def _recommend(

@@ -1,4 +1,4 @@
-"""Composition of stage percentiles: the seed arithmetic and a Monte Carlo.
+"""Composition of stage percentiles: the additive arithmetic and a Monte Carlo.
 
 Percentiles do not add: the p99 of a sum of independent stages is below the
 sum of their p99s, and the p99 of a parallel group's max is above the max of
@@ -71,7 +71,7 @@ def budget_tree(budget: m.Budget) -> tuple[Node, dict[str, Distribution]]:
 
 
 def additive(budget: m.Budget, *, fits: dict[str, Distribution] | None = None) -> dict[str, float]:
-    """Seed arithmetic per percentile: sequences sum, parallel groups take the max, + overhead.
+    """Additive arithmetic per percentile: sequences sum, parallel groups take the max, + overhead.
 
     A stage that does not give a percentile contributes its fitted quantile there.
     """

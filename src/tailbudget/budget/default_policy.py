@@ -10,7 +10,7 @@ from tailbudget.budget.policy_model import Action, Rule
 from tailbudget.budget.thresholds import Targets
 from tailbudget.errors import PolicyError
 
-# The seed framework's numbers, stated for an SLO p95 of 2800 ms.
+# The default rules' numbers, stated for an SLO p95 of 2800 ms.
 SEED_SLO_P95_MS = 2800.0
 SEED_SCALE_UP_MS = 1800.0
 SEED_TRIM_MS = 2800.0
@@ -32,16 +32,16 @@ def default_clear(metric: str, threshold: float) -> float:
 
 
 def default_rules(slo: SLO | None, rollback_for_s: float = 120.0) -> tuple[list[Rule], str]:
-    """The seed framework's rules, scaled to the SLO p95 when the budget has one."""
+    """The default reactive-scaling rules, scaled to the SLO p95 when the budget has one."""
     p95 = slo.p95 if slo is not None else None
     scale = p95 / SEED_SLO_P95_MS if p95 is not None else 1.0
     err = slo.error_rate if slo is not None and slo.error_rate else SEED_ERROR_RATE
     up, trim, shed = (SEED_SCALE_UP_MS * scale, SEED_TRIM_MS * scale, SEED_SHED_MS * scale)
     if p95 is None:
-        where = "default (seed framework)"
+        where = "default (rules for a 2800 ms p95 SLO)"
         exprs: tuple[str, ...] = ("1800 ms", "2800 ms", "3000 ms")
     else:
-        where = f"default (seed framework), scaled to slo.p95 = {p95:g} ms"
+        where = f"default, scaled to slo.p95 = {p95:g} ms"
         exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))
 
     def latency(name: str, t: float, expr: str, for_s: float, action: Action) -> Rule:

@@ -220,7 +220,7 @@ class Budget(_Frozen):
     log: LogMapping = Field(default_factory=LogMapping)
     composition: Composition = Field(default_factory=Composition)
     policy: str | dict[str, Any] = "default"
-    """`default` (the seed framework's policy) or a rules block; see tailbudget.control."""
+    """`default` (the default reactive-scaling rules) or a rules block; see tailbudget.control."""
     fixes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Overrides of the audit's fix catalog (hours, risk, reversible) by fix name."""
 

@@ -54,7 +54,7 @@ def _fmt(ms: float) -> str:
 
 
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
-    """Check a budget: seed arithmetic, composition, LLM slices, headroom per gated percentile."""
+    """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
     tree, fits = budget_tree(budget)
     add = additive(budget, fits=fits)

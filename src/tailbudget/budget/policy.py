@@ -1,6 +1,6 @@
 """The control policy: rules as data, resolved against a budget's SLO.
 
-A budget's `policy:` is `default` (the seed framework's policy) or a block:
+A budget's `policy:` is `default` (the default reactive-scaling rules) or a block:
 
     policy:
       window: 60s            # rolling window the percentiles are computed over

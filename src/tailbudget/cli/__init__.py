@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typer
 
+from tailbudget.cli._common import OneLineErrors
 from tailbudget.cli._lazy import LazyGroup
 
 COMMANDS = {
@@ -30,7 +31,7 @@ COMMANDS = {
 """Every command: name -> "module:function"."""
 
 
-class _Group(LazyGroup):
+class _Group(OneLineErrors, LazyGroup):
     lazy = COMMANDS
 
 

@@ -1,13 +1,22 @@
-"""Shared CLI plumbing: one-line errors with exit 2, output to stdout or a file."""
+"""Shared CLI plumbing: one-line errors with exit 2, output to stdout or a file.
+
+One style for every command: bad input (a TailbudgetError, or a usage error such as
+an unknown option or a bad choice) is one `error:` line on stderr and exit 2; a gate
+that fails (a budget that does not fit, `--fail-on-breach`) is exit 1 and never says
+`error:`; every `-o FILE` ends with `wrote FILE` on stderr.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from tailbudget.errors import TailbudgetError
 
@@ -38,8 +47,8 @@ def clean_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def emit(text: str, output: Path | None) -> None:
-    """Write `text` to `output`, or to stdout when no file is given."""
+def emit(text: str, output: Path | None, *, next_step: str = "") -> None:
+    """Write `text` to `output` (then say `wrote FILE` on stderr), or to stdout."""
     if output is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return
@@ -48,3 +57,62 @@ def emit(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise TailbudgetError(f"{output}: cannot write output ({exc.strerror})") from None
+    typer.echo(f"wrote {output}" + (f"; next: {next_step}" if next_step else ""), err=True)
+
+
+def gate_failed(message: str) -> typer.Exit:
+    """Say why a gate failed (not bad input: no `error:`) and return the exit-1 exception."""
+    typer.echo(f"gate failed: {' '.join(message.split())}", err=True)
+    return typer.Exit(EXIT_GATE)
+
+
+def terminal_width() -> int | None:
+    """The width to render for: the terminal's, or None (no wrapping) when piped."""
+    return None if sys.stdout.isatty() else 10_000
+
+
+def _click_exception() -> type[Exception]:
+    # Typer vendors click in recent releases (typer._click); older ones use click itself.
+    core = importlib.import_module("typer.core")
+    module = getattr(core, "_click", None) or importlib.import_module("click")
+    exc: type[Exception] = module.exceptions.ClickException
+    return exc
+
+
+def _one_line(exc: Any) -> str:
+    message = " ".join(str(exc.format_message()).split()).replace("Value error, ", "")
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    return f"error: {message}{where}"
+
+
+class OneLineErrors(TyperGroup):
+    """The command group: usage errors become one line and exit 2, never a boxed panel."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command; print a usage error as one line on stderr and exit 2."""
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exception() as exc:
+            if not standalone_mode:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tailbudget`: the help
+                typer.echo(exc.format_message(), err=True)  # type: ignore[attr-defined]
+                sys.exit(EXIT_BAD_INPUT)
+            typer.echo(_one_line(exc), err=True)
+            sys.exit(getattr(exc, "exit_code", EXIT_BAD_INPUT))
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("aborted", err=True)
+            sys.exit(EXIT_GATE)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from tailbudget._units import PERCENTILES
-from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.cli._common import clean_errors, emit, gate_failed
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def render(report: AuditReport, fmt: str) -> str:
                 "--format html is not available in this build (tailbudget.report.html is "
                 "missing); use --format md or json"
             ) from None
-        html: str = html_mod.render_audit_html(report.model_dump(mode="json"))
+        html: str = html_mod.render_audit_html(report)
         return html
     from tailbudget.report.audit_md import audit_markdown
 
@@ -281,8 +281,15 @@ def audit_command(
         report = _unit_hint(report, table.format)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
-        raise typer.Exit(EXIT_GATE)
+        from tailbudget.report.fmt import ms
+
+        over = [
+            f"{p} {ms(getattr(report.snapshot, p, None))} ms > "
+            f"{ms(getattr(report.slo, p, None))} ms"
+            for p in report.gated
+            if report.snapshot.verdict.get(p) == "breach"
+        ]
+        raise gate_failed(f"--fail-on-breach: {', '.join(over) or 'a gated objective breaches'}")
     if fail_on_regression and report.regresses():
         assert report.canary is not None
-        typer.echo(f"canary: {report.canary.text}", err=True)
-        raise typer.Exit(EXIT_GATE)
+        raise gate_failed(f"--fail-on-regression: canary: {report.canary.text}")

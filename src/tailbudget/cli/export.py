@@ -20,7 +20,7 @@ VERDICT_URL = "http://tailbudget.monitoring.svc:9464/v1/verdict"
 def export_command(
     budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
     # A plain string, checked by `export`, so a bad target is a one-line error (exit 2).
-    to: str = typer.Option(..., "--to", "-t", help=f"What to generate: {', '.join(TARGET_NAMES)}."),
+    to: str = typer.Option(..., "--to", help=f"What to generate: {', '.join(TARGET_NAMES)}."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     prometheus_url: str = typer.Option(
         PROMETHEUS_URL,

@@ -57,19 +57,15 @@ def init_command(
     if from_log is None:
         if slo is not None:
             raise TailbudgetError("--slo goes with --from LOG; a template has its own slo: block")
-        emit(template_text(template.value), output)
-        if output is not None:
-            typer.echo(f"wrote {output}; next: tailbudget plan {output}", err=True)
+        emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")
         return
     columns = {"total": total, "stages": tuple(stage) or None, "stages_glob": stages}
     text, fits = _from_log(from_log, slo, service, columns, parallel, engine)
-    emit(text, output)
     where = str(output) if output is not None else "the budget"
     if fits is not None:
         verdict = "fits" if fits else "does NOT fit"
         typer.echo(f"the measured service {verdict} the objectives in {where}", err=True)
-    if output is not None:
-        typer.echo(f"wrote {output}; next: tailbudget plan {output}", err=True)
+    emit(text, output, next_step=f"tailbudget plan {output}")
 
 
 def _from_log(

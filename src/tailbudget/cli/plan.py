@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.cli._common import clean_errors, emit, gate_failed, terminal_width
 from tailbudget.errors import BudgetError
 
 
@@ -46,10 +46,12 @@ def plan_command(
     elif format is PlanFormat.md:
         emit(plan_markdown(result), output)
     elif output is None:
-        print_plan(result, Console())
+        # Piped to a file or another program: no wrapping, no colour codes.
+        print_plan(result, Console(width=terminal_width(), soft_wrap=terminal_width() is not None))
     else:
-        console = Console(record=True, width=110, file=io.StringIO())
+        console = Console(record=True, width=10_000, soft_wrap=True, file=io.StringIO())
         print_plan(result, console)
         emit(console.export_text(), output)
     if not result.fits:
-        raise typer.Exit(EXIT_GATE)
+        worst = next((p.message for p in result.problems if p.severity == "error"), "")
+        raise gate_failed(f"the budget does not fit: {worst}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
+from tailbudget.cli._common import clean_errors, emit, gate_failed
 
 
 class RebudgetFormat(StrEnum):
@@ -47,7 +47,6 @@ def rebudget_command(
     result = rebudget(b, profile_of(table), cat)
     render = {"text": rebudget_text, "md": rebudget_markdown, "json": rebudget_json}
     emit(render[format.value](result), output)
-    if output is not None:
-        typer.echo(f"wrote {output}", err=True)
     if fail_on_gap and any(v > 0 for v in result.speedup_needed_ms.values()):
-        raise typer.Exit(EXIT_GATE)
+        gaps = ", ".join(f"{k} {v:,.0f} ms" for k, v in result.speedup_needed_ms.items() if v > 0)
+        raise gate_failed(f"--fail-on-gap: reallocation alone leaves {gaps} to save")

@@ -33,6 +33,7 @@ def replay_text(rep: dict[str, Any]) -> str:
         f"({rep['start']} .. {rep['end']}), {rep['evaluations']:,} evaluations every "
         f"{rep['evaluate_every_s']:g} s on a {rep['window_s']:g} s window",
         f"policy: {rep['policy']['source']}" + (" (dry run)" if rep["dry_run"] else ""),
+        *(n for n in rep["notes"] if n.startswith("open loop")),
     ]
     if rows["rejected"]:
         reasons = ", ".join(f"{v} {k}" for k, v in rows["rejected_reasons"].items())
@@ -53,7 +54,7 @@ def replay_text(rep: dict[str, Any]) -> str:
         f"decisions: {summary}; desired replicas at the end: {rep['final_replicas']}; "
         f"active at the end: {', '.join(rep['active_at_end']) or 'none'}"
     )
-    lines.extend(f"note: {n}" for n in rep["notes"])
+    lines.extend(f"note: {n}" for n in rep["notes"] if not n.startswith("open loop"))
     return "\n".join(lines) + "\n"
 
 
@@ -77,7 +78,9 @@ def replay_command(
     ),
     baseline_p99: float | None = typer.Option(None, "--baseline-p99", help="Baseline p99 in ms."),
     baseline: str | None = typer.Option(None, "--baseline", help="Baseline log: its p99."),
-    format: ReplayFormat = typer.Option(ReplayFormat.json, "--format", "-f", help="Output."),
+    format: ReplayFormat = typer.Option(
+        ReplayFormat.text, "--format", "-f", help="Output: text (default), json or html."
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     total: str | None = typer.Option(None, "--total", help="Total latency column."),
     timestamp: str | None = typer.Option(None, "--timestamp", help="Timestamp column."),

@@ -12,7 +12,10 @@ from tailbudget.cli._common import clean_errors
 @clean_errors
 def serve_command(
     budget: Path | None = typer.Option(
-        None, "--budget", "-b", help="Budget file whose policy runs (default: the seed policy)."
+        None,
+        "--budget",
+        "-b",
+        help="Budget file whose policy runs (without one: the default rules).",
     ),
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Interface to bind (loopback by default)."

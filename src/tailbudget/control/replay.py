@@ -3,12 +3,17 @@
 The log is fed in time order, one evaluation interval at a time, through
 `observe_many`; the controller is evaluated at every multiple of
 `evaluate_every` of log time. Same engine code as live, no separate path.
+
+A replay is open loop: the latencies are the recorded ones, whatever the controller
+decides, so it shows when the policy would act, not what its actions would change.
+The output says so (`loop: "open"` and the first note).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +26,7 @@ from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.errors import PolicyError
+from tailbudget.report import fmt
 
 __all__ = ["Baseline", "replay", "window_baseline"]
 
@@ -83,6 +89,27 @@ def _decision_dict(d: Decision, t0: float, absolute: bool) -> dict[str, Any]:
         "replicas": d.replicas,
         "dry_run": d.dry_run,
     }
+
+
+_ACTIVE = ("scale_up", "shed_load", "trim_logging", "rollback")
+"""Actions that would change the latencies a live service goes on to record."""
+
+
+def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> str:
+    """What an open-loop replay cannot see, for the actions it took."""
+    text = (
+        "open loop: the recorded latencies do not react to the decisions, so after a "
+        "scale_up, shed_load, trim_logging or rollback the replay keeps reading the latencies "
+        "as they were recorded"
+    )
+    acted = [f"{a} x{by_action[a]}" for a in _ACTIVE if by_action.get(a)]
+    if acted:
+        text += (
+            f"; here {', '.join(acted)}: a live service would have sped up after the first "
+            "of them, so later triggers and actions still active at the end"
+            f" ({', '.join(active_at_end) or 'none'}) are an upper bound"
+        )
+    return text
 
 
 def _series_point(controller: Any, log: ReplayLog) -> dict[str, Any]:
@@ -162,7 +189,8 @@ def replay(
                 jump = math.floor(nxt / every) + 1
                 skipped += jump - k
                 k = jump
-    notes = list(log.notes) + controller.notes()
+    notes = [open_loop_note(by_action, sorted(controller.active))]
+    notes += list(log.notes) + controller.notes()
     if sum(by_action.values()) > len(decisions):
         notes.append(
             f"{sum(by_action.values()):,} decisions; the first {len(decisions):,} are listed "
@@ -179,9 +207,9 @@ def replay(
             + ", ".join(f"{k} ({len(v)} values)" for k, v in sorted(log.series.items()))
         )
     if baseline is not None:
-        notes.append(f"baseline p99 {baseline.p99_ms:,.1f} ms: {baseline.source}")
+        notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
     elif policy.baseline_p99_ms is not None:
-        notes.append(f"baseline p99 {policy.baseline_p99_ms:,.1f} ms: from the policy")
+        notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     notes.append(SIMULATE_POINTER)
     if skipped:
         notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
@@ -206,6 +234,7 @@ def replay(
         if baseline
         else ("policy" if policy.baseline_p99_ms else None),
         "dry_run": policy.dry_run,
+        "loop": "open",
         "final_replicas": controller.desired_replicas,
         "active_at_end": sorted(controller.active),
         "summary": dict(sorted(by_action.items())),

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.policy import Rule
 from tailbudget.control.stats import wilson
 from tailbudget.control.windows import WindowStats
+from tailbudget.report.fmt import threshold
 
 __all__ = ["Measure", "fmt", "measure"]
 
@@ -110,15 +110,8 @@ def _goodput(stats: WindowStats, z: float, level: str, baseline: float | None) -
 
 
 def fmt(metric: str, value: float | None) -> str:
-    """A metric value for people: '1950 ms', '3.2%', '1.35x'."""
-    if value is None:
-        return "n/a"
-    ref = parse_metric(metric)
-    if ref.latency:
-        return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
-    if ref.kind in ("error_rate", "goodput"):
-        return f"{100 * value:.3g}%"
-    return f"{value:.3g}x"
+    """A metric value for people: '1,950 ms', '3.2%', '1.35x' (the reports' one formatter)."""
+    return threshold(metric, value)
 
 
 def _name(rule: Rule) -> str:

@@ -71,30 +71,18 @@ def step_audit(state: DemoState) -> None:
     assert state.budget is not None and state.data is not None
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.report.audit_md import audit_markdown
+    from tailbudget.report.audit_view import summary_lines
 
     log = read_log(str(state.data.log), ReadOptions.from_budget(state.budget))
     config = AuditConfig.from_budget(state.budget, events=read_events(state.data.events))
     state.report = run_audit(log, config)
     md = state.out_dir / "report.md"
-    md.write_text(
-        audit_markdown(state.report, title="Latency audit: rag-chat (demo)"), encoding="utf-8"
-    )
+    md.write_text(audit_markdown(state.report), encoding="utf-8")
     js = state.out_dir / "report.json"
     js.write_text(state.report.to_json() + "\n", encoding="utf-8")
     state.files += [md, js]
     r = state.report
-    verdict = ", ".join(
-        f"{p} {getattr(r.snapshot, p):,.0f} ms {v}" for p, v in r.snapshot.verdict.items()
-    )
-    state.summary.append(f"audit: {verdict}; tail driver {r.tail.driver}")
-    state.summary.append("causes: " + ", ".join(f"{h.kind} ({h.stage})" for h in r.hypotheses))
-    if r.ranking:
-        f = r.ranking[0]
-        state.summary.append(
-            f"first fix: {f.fix} on {f.stage}, saves {f.p99_saved_ms:,.0f} ms of p99 "
-            f"for {f.hours:g} engineering hours"
-        )
-    state.summary.append(f"recommendation: {r.recommendation.choice}")
+    state.summary += summary_lines(r)
 
 
 def step_replay(state: DemoState) -> None:
@@ -130,7 +118,7 @@ def step_html(state: DemoState) -> None:
     from tailbudget.report.html import render_audit_html, render_replay_html
 
     path = state.out_dir / "report.html"
-    path.write_text(render_audit_html(state.report.model_dump(mode="json")), encoding="utf-8")
+    path.write_text(render_audit_html(state.report), encoding="utf-8")
     state.files.append(path)
     state.extra["report_html"] = path
     replay = state.extra.get("replay")

@@ -14,7 +14,7 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
-from tailbudget.logs.columns import ColumnMap, resolve_columns
+from tailbudget.logs.columns import ColumnMap, engine_columns, resolve_columns
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -90,9 +90,11 @@ def canonicalize(
         "ts": ts,
         "total_ms": total * factor if factor != 1.0 else total,
     }
+    others = ["request_id", "ts", "total_ms", "error", *mapping.shape, *mapping.cohorts]
+    idents = engine_columns(list(stage_cols), [*others, *mapping.extras])
     for stage, value in stage_cols.items():
         filled = value.fill_null(0.0)
-        columns[f"{stage}_ms"] = filled * factor if factor != 1.0 else filled
+        columns[idents[stage]] = filled * factor if factor != 1.0 else filled
     columns["error"] = _error(raw, mapping.error)
     for col in mapping.shape:
         columns[col] = _covariate(raw[col])
@@ -130,6 +132,7 @@ def canonicalize(
         format=fmt,
         notes=tuple(all_notes),
         backend=backend,
+        stage_columns=idents,
     )
 
 

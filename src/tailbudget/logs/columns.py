@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tailbudget.errors import LogError
 from tailbudget.logs.options import ReadOptions
 
-__all__ = ["ColumnMap", "resolve_columns", "stage_name"]
+__all__ = ["ColumnMap", "engine_columns", "resolve_columns", "stage_name"]
 
 _TOTAL_GUESSES = (
     "total_ms",
@@ -184,13 +184,32 @@ def _stage_of(column: str) -> str:
 def _unique_stages(stages: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, column in stages.items():
-        # Keep names as the log wrote them when they are already safe identifiers.
-        safe = re.fullmatch(r"[A-Za-z_][0-9A-Za-z_]*", name) and name.lower() not in _RESERVED
-        base = name if safe else stage_name(name)
+        # The stage keeps the name the log gave it (engine identifiers are made apart,
+        # by `engine_columns`); only names the canonical table reserves are changed.
+        base = f"{name}_stage" if name.lower() in _RESERVED else (name or "root")
         unique, i = base, 2
         while unique.lower() in {k.lower() for k in out}:  # engines fold case
             unique, i = f"{base}_{i}", i + 1
         out[unique] = column
+    return out
+
+
+def engine_columns(stages: Sequence[str], taken: Sequence[str]) -> dict[str, str]:
+    """Stage name -> a column name safe on every engine, unique without case.
+
+    `ts-seat-service_getLeftTicketOfInterval` is a stage's name in every report; on the
+    engine its column is `ts_seat_service_getLeftTicketOfInterval_ms`. Two stages whose
+    names differ only by `-` and `_` get distinct columns, each mapped to its own stage.
+    """
+    used = {c.lower() for c in taken}
+    out: dict[str, str] = {}
+    for stage in stages:
+        base = stage_name(stage)
+        column, i = f"{base}_ms", 2
+        while column.lower() in used:
+            column, i = f"{base}_{i}_ms", i + 1
+        used.add(column.lower())
+        out[stage] = column
     return out
 
 

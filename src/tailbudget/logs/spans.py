@@ -24,7 +24,7 @@ import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
 from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
-from tailbudget.logs.columns import stage_name
+from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.span_stages import choose_stages
@@ -127,23 +127,14 @@ def read_span_table(
     if not choice.keep:
         raise LogError(f"{source}: the span table has no spans")
     keep, rest = list(choice.keep), list(choice.rest)
-    names: dict[str, str] = {}
-    for raw_name in keep:
-        base = stage_name(raw_name)
-        unique, i = base, 2
-        # Engines compare column names without case (DuckDB, Spark): so must we.
-        while unique.lower() in {v.lower() for v in names.values()} | {"other"}:
-            unique, i = f"{base}_{i}", i + 1
-        names[raw_name] = unique
+    # Each stage keeps its span's name; its column on the engine is a safe identifier.
+    names = engine_columns(keep, ["other_ms", "total_ms", "n_roots", "n_spans", "error"])
     extra_notes.extend(choice.notes)
-    renamed = [f"{stage} = {raw_name!r}" for raw_name, stage in names.items() if stage != raw_name]
-    if renamed:
-        extra_notes.append("stage names from spans: " + "; ".join(renamed[:20]))
 
     zero = ibis.literal(0.0)
     aggs: dict[str, Any] = {}
-    for raw_name, stage in names.items():
-        aggs[f"{stage}_ms"] = ibis.ifelse(selfs.stage_raw == raw_name, selfs.self_ms, zero).sum()
+    for raw_name, column in names.items():
+        aggs[column] = ibis.ifelse(selfs.stage_raw == raw_name, selfs.self_ms, zero).sum()
     if rest:
         aggs["other_ms"] = ibis.ifelse(selfs.stage_raw.isin(keep), zero, selfs.self_ms).sum()
     aggs["total_ms"] = ibis.ifelse(selfs.is_root, selfs.dur_ms, ibis.null(dt.float64)).max()
@@ -162,9 +153,10 @@ def read_span_table(
     if timed:
         start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
         per_trace = per_trace.mutate(ts=epoch_to_timestamp(start)).drop("start_ms")
-    stage_map = {stage: f"{stage}_ms" for stage in names.values()}
+    stage_map = dict(names)
     if rest:
-        stage_map["other"] = "other_ms"
+        lower = {n.lower() for n in names}
+        stage_map["other" if "other" not in lower else "other spans"] = "other_ms"
     opts = ReadOptions(
         total="total_ms",
         stages=stage_map,

@@ -4,7 +4,8 @@ Canonical columns (Ibis types):
   request_id  string
   ts          timestamp (UTC), null when the log has none
   total_ms    float64 end-to-end latency in milliseconds
-  <stage>_ms  float64 per stage, one column per name in `stages`
+  <stage>_ms  float64 per stage, one column per name in `stages`; the column's name is an
+              engine-safe identifier (`stage_columns`), the stage keeps the log's name
   error       boolean (false when the log has no error column)
   covariates  numeric columns named in `shape`, as the log gave them
   cohorts     string columns named in `cohorts`
@@ -57,7 +58,9 @@ class LogTable:
     """The Ibis backend holding `table`."""
     attribution: str = ""
     """How stage times were derived: "critical_path" or "self" (span tables), "" as logged."""
+    stage_columns: dict[str, str] = field(default_factory=dict)
+    """Stage name (as the log wrote it) -> its column in `table`; `<stage>_ms` when absent."""
 
     def stage_column(self, stage: str) -> str:
-        """Column name of a stage."""
-        return f"{stage}_ms"
+        """Column name of a stage on the engine."""
+        return self.stage_columns.get(stage, f"{stage}_ms")

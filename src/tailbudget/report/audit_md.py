@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from tailbudget.audit.report import AuditReport
+from tailbudget.report import audit_view as view
+from tailbudget.report import fmt
 from tailbudget.report.objectives_md import objectives_section
 
 SECTIONS = (
@@ -20,8 +22,7 @@ SECTIONS = (
 )
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+_ms = fmt.ms
 
 
 def _cell(text: str) -> str:
@@ -36,9 +37,9 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def audit_markdown(r: AuditReport, *, title: str = "Latency audit") -> str:
-    """Render the report as markdown."""
-    lines: list[str] = [f"# {' '.join(title.split())}", ""]
+def audit_markdown(r: AuditReport, *, title: str | None = None) -> str:
+    """Render the report as markdown (titled with the service's name unless `title` is given)."""
+    lines: list[str] = [f"# {' '.join((title or view.title(r)).split())}", ""]
     for name, body in zip(SECTIONS, _bodies(r), strict=True):
         lines += [f"## {name}", "", *body, ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -56,8 +57,14 @@ def _bodies(r: AuditReport) -> list[list[str]]:
         _cold(r),
         _hypotheses(r),
         _ranking(r),
-        [f"**{r.recommendation.choice}**: {r.recommendation.text}"],
+        _recommendation(r),
     ]
+
+
+def _recommendation(r: AuditReport) -> list[str]:
+    rec = r.recommendation
+    mark = f" ({view.WEAK})" if rec.weak else ""
+    return [f"**{rec.choice}**{mark}: {rec.text}"]
 
 
 def _provenance(r: AuditReport) -> list[str]:
@@ -66,13 +73,16 @@ def _provenance(r: AuditReport) -> list[str]:
     out = [
         f"- source: `{p.source}` ({p.format}), engine {p.engine}, tailbudget {p.version}, "
         f"generated {p.generated_at}",
-        f"- rows: {rows.total:,} read, {rows.used:,} used, {rows.rejected:,} rejected",
+        f"- rows: {fmt.count(rows.total)} read, {fmt.count(rows.used)} used, "
+        f"{fmt.count(rows.rejected)} rejected",
     ]
     for reason, n in sorted(rows.rejected_reasons.items()):
-        out.append(f"  - {reason}: {n:,}")
+        out.append(f"  - {reason}: {fmt.count(n)}")
     if rows.failed:
-        out.append(f"- failed without a latency (errors): {rows.failed:,}")
-        out += [f"  - {reason}: {n:,}" for reason, n in sorted(rows.failed_reasons.items())]
+        out.append(f"- failed without a latency (errors): {fmt.count(rows.failed)}")
+        out += [
+            f"  - {reason}: {fmt.count(n)}" for reason, n in sorted(rows.failed_reasons.items())
+        ]
     out += [f"- {n}" for n in p.notes]
     return out
 
@@ -91,19 +101,20 @@ def _snapshot(r: AuditReport) -> list[str]:
     out.append("")
     if s.breach_rate_per_min is not None and s.duration_min is not None:
         out.append(
-            f"{s.count:,} requests over {s.duration_min:,.1f} min; "
-            f"{s.breach_rate_per_min:,.2f} requests/min slower than the {r.goodput.target} target."
+            f"{fmt.count(s.count)} requests over {fmt.number(s.duration_min)} min; "
+            f"{fmt.number(s.breach_rate_per_min)} requests/min slower than the "
+            f"{r.goodput.target} target."
         )
     g = r.goodput
     if g.target_ms is not None and set(g.thresholds) <= {"e2e"}:
         out.append(
-            f"Goodput: {g.share:.2%} of requests are not errors and finish within "
-            f"{g.target_ms:,.0f} ms ({g.target}); errors {g.error_share:.2%}."
+            f"Goodput: {fmt.share(g.share)} of requests are not errors and finish within "
+            f"{_ms(g.target_ms)} ms ({g.target}); errors {fmt.share(g.error_share)}."
         )
     else:
         out.append(
-            f"Goodput: {g.share:.2%} of requests meet every threshold (see Objectives); "
-            f"errors {g.error_share:.2%}."
+            f"Goodput: {fmt.share(g.share)} of requests meet every threshold (see Objectives); "
+            f"errors {fmt.share(g.error_share)}."
         )
     if r.baseline:
         out += ["", "Against the baseline (95% bootstrap interval of the change):", ""]
@@ -114,8 +125,8 @@ def _snapshot(r: AuditReport) -> list[str]:
                     b.percentile,
                     _ms(b.before),
                     _ms(b.after),
-                    f"{b.change:+,.0f}",
-                    f"[{b.ci_low:+,.0f}, {b.ci_high:+,.0f}]",
+                    fmt.signed_ms(b.change),
+                    f"[{fmt.signed_ms(b.ci_low)}, {fmt.signed_ms(b.ci_high)}]",
                 ]
                 for b in r.baseline
             ],
@@ -127,7 +138,7 @@ def _stages(r: AuditReport) -> list[str]:
     out: list[str] = []
     if r.overlap.nested:
         out += [
-            f"Stages add up to more than the total in {r.overlap.share:.1%} of requests "
+            f"Stages add up to more than the total in {fmt.share(r.overlap.share)} of requests "
             "(nested or parallel calls): no `unattributed` slice is derived.",
             "",
         ]
@@ -135,12 +146,19 @@ def _stages(r: AuditReport) -> list[str]:
         return [*out, "The log has no per-stage columns."]
 
     def budget(b: dict[str, float] | None) -> str:
-        return "-" if not b else ", ".join(f"{k} {v:,.0f}" for k, v in b.items())
+        return "-" if not b else ", ".join(f"{k} {_ms(v)}" for k, v in b.items())
 
     out += _table(
         ["stage", "p50", "p95", "p99", "share of p99", "budget"],
         [
-            [s.name, _ms(s.p50), _ms(s.p95), _ms(s.p99), f"{s.share_of_p99:.0%}", budget(s.budget)]
+            [
+                s.name,
+                _ms(s.p50),
+                _ms(s.p95),
+                _ms(s.p99),
+                fmt.share(s.share_of_p99),
+                budget(s.budget),
+            ]
             for s in r.stages
         ],
     )
@@ -151,17 +169,20 @@ def _tail(r: AuditReport) -> list[str]:
     t = r.tail
     out = [
         f"Slow group: total in [{_ms(t.slow_range_ms[0])}, {_ms(t.slow_range_ms[1])}] ms "
-        f"({t.n_slow:,} requests); fast group: [{_ms(t.fast_range_ms[0])}, "
-        f"{_ms(t.fast_range_ms[1])}] ms ({t.n_fast:,}).",
+        f"({fmt.count(t.n_slow)} requests); fast group: [{_ms(t.fast_range_ms[0])}, "
+        f"{_ms(t.fast_range_ms[1])}] ms ({fmt.count(t.n_fast)}).",
         "",
     ]
+    caveat = view.tail_caveat(r)
+    if caveat:
+        out += [f"**{caveat}**", ""]
     if not t.deltas:
         return [*out, "No stages to compare."]
     out += _table(
         ["stage", "mean slow", "mean fast", "delta"],
-        [[d.stage, _ms(d.mean_slow), _ms(d.mean_fast), f"{d.delta:+,.0f}"] for d in t.deltas],
+        [[d.stage, _ms(d.mean_slow), _ms(d.mean_fast), fmt.signed_ms(d.delta)] for d in t.deltas],
     )
-    out += ["", f"Tail driver: **{t.driver}**."]
+    out += ["", f"Tail driver: **{t.driver}**{f' ({view.WEAK})' if t.weak else ''}."]
     return out + _culprits(r)
 
 
@@ -174,7 +195,7 @@ def _culprits(r: AuditReport) -> list[str]:
         out += ["", "Culprits, most likely first:", ""]
         out += _table(
             ["stage", "score", "evidence"],
-            [[c.stage, f"{c.score:.2f}", c.evidence] for c in r.culprits],
+            [[c.stage, fmt.r2(c.score), c.evidence] for c in r.culprits],
         )
     return out
 
@@ -182,13 +203,14 @@ def _culprits(r: AuditReport) -> list[str]:
 def _shape(r: AuditReport) -> list[str]:
     if not r.shape:
         return ["No covariates given (`--shape COL`)."]
+    shown, folded = view.split_fits(r.shape)
     rows = [
-        [s.stage, s.covariate, f"{s.r2:.2f}", f"{s.slope:,.4g}", "flag" if s.flag else ""]
-        for s in r.shape[:12]
+        [s.stage, s.covariate, fmt.r2(s.r2), fmt.number(s.slope), "flag" if s.flag else ""]
+        for s in shown
     ]
     out = _table(["stage", "covariate", "R²", "slope ms/unit", ""], rows)
-    if len(r.shape) > 12:
-        out.append(f"\n({len(r.shape) - 12} weaker fits omitted; all are in the JSON.)")
+    if folded:
+        out.append(f"\n({view.folded_note(len(folded))})")
     return out
 
 
@@ -196,16 +218,17 @@ def _cohorts(r: AuditReport) -> list[str]:
     if not r.cohorts:
         return ["No cohort dimensions given (`--cohort COL`)."]
     return _table(
-        ["dim", "value", "share", "p99", "vs global", "share of slow", ""],
+        ["dim", "value", "requests", "share", "p99", "vs global", "share of slow", ""],
         [
             [
                 c.dim,
                 c.value,
-                f"{c.share:.1%}",
+                fmt.count(c.n),
+                fmt.share(c.share),
                 _ms(c.p99),
-                f"{c.delta_vs_global:+,.0f}",
-                f"{c.share_of_slow:.1%}",
-                "flag" if c.flag else "",
+                fmt.signed_ms(c.delta_vs_global),
+                fmt.share(c.share_of_slow),
+                ", ".join(m for m, on in (("flag", c.flag), (view.WEAK, c.weak)) if on),
             ]
             for c in r.cohorts
         ],
@@ -217,18 +240,21 @@ def _cold(r: AuditReport) -> list[str]:
     if c is None:
         return ["The log has no timestamps: no cold-start check."]
     if c.verdict == "no_events":
-        return [f"No events given (`--events CSV`); p99 {_ms(c.unfiltered_p99)} ms."]
+        return [f"{view.cold_verdict(c)} p99 {_ms(c.unfiltered_p99)} ms."]
     return [
-        f"{len(c.events)} events, window {c.window_min:g} min, {c.n_cold:,} requests inside: "
-        f"p99 {_ms(c.unfiltered_p99)} ms with them, {_ms(c.filtered_p99)} ms without. "
-        f"Verdict: **{c.verdict}**."
+        f"{len(c.events)} events, window {c.window_min:g} min, {fmt.count(c.n_cold)} requests "
+        f"inside. {view.cold_verdict(c)} Verdict: **{c.verdict}**."
     ]
 
 
 def _hypotheses(r: AuditReport) -> list[str]:
     if not r.hypotheses:
         return ["No hypothesis rule fired."]
-    return [f"- **{h.kind}** ({h.stage or 'whole request'}): {h.evidence}" for h in r.hypotheses]
+    return [
+        f"- **{h.kind}** ({h.stage or 'whole request'}){f' ({view.WEAK})' if h.weak else ''}: "
+        f"{h.evidence}"
+        for h in r.hypotheses
+    ]
 
 
 def _ranking(r: AuditReport) -> list[str]:
@@ -242,10 +268,10 @@ def _ranking(r: AuditReport) -> list[str]:
                     f.stage or "-",
                     _ms(f.p99_saved_ms),
                     _ms(f.p99_after_ms),
-                    f"{f.hours:g}",
+                    fmt.number(f.hours),
                     f.risk,
                     "yes" if f.reversible else "no",
-                    f"{f.score:,.1f}",
+                    fmt.number(f.score),
                 ]
                 for f in r.ranking
             ],

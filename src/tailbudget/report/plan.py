@@ -11,12 +11,24 @@ from rich.text import Text
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import ObjectiveCheck, Plan
 from tailbudget.budget.plan_objectives import fmt_ms
+from tailbudget.report import fmt
 
 _BAR = 16
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+_ms = fmt.ms
+
+
+PROBLEM_LABELS = {"error": "does not fit", "warning": "warning"}
+"""How a plan problem is labelled: a slice that does not fit is a finding (exit 1), not
+bad input, so it never reads `error:` as a bad-input message (exit 2) does."""
+
+
+def slo_use(free_share: float) -> str:
+    """Headroom in words: '12% of the SLO free', or '928% of the SLO used' when over."""
+    if free_share >= 0:
+        return f"{fmt.share(free_share, 0)} of the SLO free"
+    return f"{fmt.share(1 - free_share, 0)} of the SLO used"
 
 
 def _bar(share: float) -> Text:
@@ -48,7 +60,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     key = _key(plan)
     console.print(
         f"[bold]{plan.service}[/bold] ({_environment(plan)}) "
-        f"headroom {plan.headroom:.0%}, overhead {plan.overhead_ms:,.0f} ms"
+        f"headroom {fmt.share(plan.headroom, 0)}, overhead {_ms(plan.overhead_ms)} ms"
     )
     table = Table(show_edge=False, header_style="bold")
     table.add_column("stage", no_wrap=True)
@@ -64,7 +76,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         table.add_row(
             name,
             *(_ms(s["budget"][p]) for p in PERCENTILES),
-            "-" if share is None else f"{share:.0%}",
+            fmt.share(share, 0),
             _bar(share) if share is not None else Text(""),
         )
     table.add_section()
@@ -76,14 +88,14 @@ def print_plan(plan: Plan, console: Console) -> None:
     for check in plan.gates["checks"]:
         mark = "[green]fits[/green]" if check["fits"] else "[red]does not fit[/red]"
         console.print(
-            f"{check['percentile']}: additive {check['additive_ms']:,.0f} ms vs limit "
-            f"{check['limit_ms']:,.0f} ms ({check['free_share']:.0%} of SLO free), composed "
-            f"{check['composed_ms']:,.0f} ms: {mark}"
+            f"{check['percentile']}: additive {_ms(check['additive_ms'])} ms vs limit "
+            f"{_ms(check['limit_ms'])} ms ({slo_use(check['free_share'])}), composed "
+            f"{_ms(check['composed_ms'])} ms: {mark}"
         )
     for row in plan.llm:
         console.print(
-            f"llm {row['stage']}: TTFT {row['ttft_ms']:,.0f} + decode {row['decode_ms']:,.0f} + "
-            f"tail {row['tail_ms']:,.0f} = {row['total_ms']:,.0f} ms ({row['dominant']} dominates)"
+            f"llm {row['stage']}: TTFT {_ms(row['ttft_ms'])} + decode {_ms(row['decode_ms'])} + "
+            f"tail {_ms(row['tail_ms'])} = {_ms(row['total_ms'])} ms ({row['dominant']} dominates)"
         )
     if comp["default_spread_stages"]:
         console.print(
@@ -94,7 +106,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(_objectives_table(plan))
     for pr in plan.problems:
         color = "red" if pr.severity == "error" else "yellow"
-        console.print(f"[{color}]{pr.severity}[/{color}]: {pr.message}", highlight=False)
+        label = PROBLEM_LABELS.get(pr.severity, pr.severity)
+        console.print(f"[{color}]{label}[/{color}]: {pr.message}", highlight=False)
     verdict = "[green]FITS[/green]" if plan.fits else "[red]DOES NOT FIT[/red]"
     console.print(f"verdict: {verdict}")
 
@@ -145,7 +158,7 @@ def plan_markdown(plan: Plan) -> str:
         f"# Latency budget plan: {plan.service}",
         "",
         f"{_environment(plan).capitalize()}; headroom "
-        f"{plan.headroom:.0%}; overhead {plan.overhead_ms:,.0f} ms. "
+        f"{fmt.share(plan.headroom, 0)}; overhead {_ms(plan.overhead_ms)} ms. "
         f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
         "",
         f"| stage | p50 ms | p95 ms | p99 ms | share of {key} SLO |",
@@ -155,7 +168,7 @@ def plan_markdown(plan: Plan) -> str:
         share = s["share_of_slo"].get(key)
         name = ("∥ " if s["in_parallel"] else "") + s["name"]
         cells = " | ".join(_ms(s["budget"][p]) for p in PERCENTILES)
-        lines.append(f"| {name} | {cells} | {'-' if share is None else f'{share:.0%}'} |")
+        lines.append(f"| {name} | {cells} | {fmt.share(share, 0)} |")
     comp = plan.composed
     lines += [
         f"| **additive** (gates) | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
@@ -163,7 +176,7 @@ def plan_markdown(plan: Plan) -> str:
         f"{' | '.join(_ms(comp[p]) for p in PERCENTILES)} | |",
         f"| **SLO** | {' | '.join(_ms(plan.slo[p]) for p in PERCENTILES)} | |",
         "",
-        "Percentiles do not add: the additive row is the seed arithmetic each stage signs up "
+        "Percentiles do not add: the additive row is the arithmetic each stage signs up "
         "to (and gates); the composed row is the end-to-end distribution to expect.",
         "",
     ]
@@ -172,12 +185,14 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row['stage']}: TTFT {row['ttft_ms']:,.0f} ms + decode "
-                f"{row['decode_ms']:,.0f} ms "
+                f"- {row['stage']}: TTFT {_ms(row['ttft_ms'])} ms + decode "
+                f"{_ms(row['decode_ms'])} ms "
                 f"({row['output_tokens']} tokens at {row['tokens_per_s']:g} tok/s) + tail "
-                f"{row['tail_ms']:,.0f} ms = {row['total_ms']:,.0f} ms; {row['dominant']} dominates"
+                f"{_ms(row['tail_ms'])} ms = {_ms(row['total_ms'])} ms; {row['dominant']} dominates"
             )
         lines.append("")
     lines += ["## Problems", ""]
-    lines += [f"- **{p.severity}**: {p.message}" for p in plan.problems] or ["- none"]
+    lines += [
+        f"- **{PROBLEM_LABELS.get(p.severity, p.severity)}**: {p.message}" for p in plan.problems
+    ] or ["- none"]
     return "\n".join(lines) + "\n"

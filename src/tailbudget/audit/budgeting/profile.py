@@ -94,7 +94,9 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
     for s in log.stages:
         keep &= np.isfinite(columns[log.stage_column(s)])
     times = {s: columns[log.stage_column(s)][keep] for s in log.stages}
-    covs = {c: columns[c][keep] for c in extra if c not in {f"{s}_ms" for s in log.stages}}
+    covs = {
+        c: columns[c][keep] for c in extra if c not in {log.stage_column(s) for s in log.stages}
+    }
     return Profile(
         source=log.source,
         stages=tuple(log.stages),

@@ -6,6 +6,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tailbudget._units import PERCENTILES
+from tailbudget.audit.report import AuditReport, ColdStart
+from tailbudget.report import audit_view as view
+from tailbudget.report import fmt
 from tailbudget.report.html import charts, page, takeaways
 from tailbudget.report.html.objectives import objectives_html
 from tailbudget.report.html.page import (
@@ -44,9 +47,15 @@ def _why(r: Mapping[str, Any], default: str, *words: str) -> str:
     return default
 
 
-def _flag(value: Any) -> Cell:
+def _flag(value: Any, weak: Any = False) -> Cell:
     text = "flagged" if value is True else "" if value in (None, False) else str(value)
+    if weak is True:
+        text = f"{text}, {view.WEAK}" if text else view.WEAK
     return Cell(text, None, "flag")
+
+
+def _weak(entry: Mapping[str, Any]) -> str:
+    return f' <span class="flag">({view.WEAK})</span>' if entry.get("weak") is True else ""
 
 
 def _provenance(r: Mapping[str, Any]) -> str:
@@ -198,12 +207,21 @@ def _tail(r: Mapping[str, Any]) -> str:
         ],
         numeric=[1, 2, 3],
     )
-    driver = f"<p>Driver: <strong>{esc(tail['driver'])}</strong></p>" if tail.get("driver") else ""
+    driver = (
+        f"<p>Driver: <strong>{esc(tail['driver'])}</strong>{_weak(tail)}</p>"
+        if tail.get("driver")
+        else ""
+    )
+    if tail.get("weak") is True and is_num(tail.get("n_slow")):
+        caveat = view.tail_caveat_for(int(tail["n_slow"]))
+        driver = f'<p class="flag">{esc(caveat)}</p>' + driver
     groups = []
     for name in ("slow", "fast"):
         n, span = tail.get(f"n_{name}"), tail.get(f"{name}_range_ms")
         if is_num(n) and isinstance(span, list) and len(span) == 2:
-            groups.append(f"{name}: {n:,} requests, {fmt_ms(span[0])} to {fmt_ms(span[1])} ms")
+            groups.append(
+                f"{name}: {fmt.count(n)} requests, {fmt_ms(span[0])} to {fmt_ms(span[1])} ms"
+            )
     if groups:
         driver += f"<p>{esc('; '.join(groups))}.</p>"
     return (
@@ -227,7 +245,7 @@ def _culprits(r: Mapping[str, Any]) -> str:
         out += "<h3>Culprits</h3>" + table(
             ["stage", "score", "evidence"],
             [
-                [cell(c.get("stage")), cell(c.get("score"), "num"), cell(c.get("evidence"), "long")]
+                [cell(c.get("stage")), cell(c.get("score"), "r2"), cell(c.get("evidence"), "long")]
                 for c in found
             ],
             numeric=[1],
@@ -238,19 +256,14 @@ def _culprits(r: Mapping[str, Any]) -> str:
     return out
 
 
-def _shape(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "shape")
-    if not rows:
-        return not_available(
-            _why(r, "no input-shape columns (e.g. seq_len) in the log", "shape", "covariate")
-        )
-    body = table(
+def _fit_table(rows: list[Mapping[str, Any]]) -> str:
+    return table(
         ["stage", "covariate", "R\u00b2", "slope ms/unit", "flag"],
         [
             [
                 cell(s.get("stage")),
                 cell(s.get("covariate")),
-                cell(s.get("r2"), "num"),
+                cell(s.get("r2"), "r2"),
                 cell(s.get("slope"), "num"),
                 _flag(s.get("flag")),
             ]
@@ -258,6 +271,23 @@ def _shape(r: Mapping[str, Any]) -> str:
         ],
         numeric=[2, 3],
     )
+
+
+def _shape(r: Mapping[str, Any]) -> str:
+    rows = _list(r, "shape")
+    if not rows:
+        return not_available(
+            _why(r, "no input-shape columns (e.g. seq_len) in the log", "shape", "covariate")
+        )
+    # The markdown report's fold: the same fits shown, the same ones folded.
+    shown, folded = view.fold([bool(s.get("flag")) for s in rows])
+    body = _fit_table([rows[i] for i in shown])
+    if folded:
+        body += (
+            f"<details><summary>{esc(view.folded_note(len(folded)))}</summary>"
+            + _fit_table([rows[i] for i in folded])
+            + "</details>"
+        )
     # Chart the fits the audit flagged; when none is, the strongest one alone.
     profiled = [s for s in rows if s.get("profile")]
     ranked = sorted(profiled, key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0)
@@ -301,7 +331,7 @@ def _cohorts(r: Mapping[str, Any]) -> str:
                 cell(c.get("p99"), "ms"),
                 cell(c.get("delta_vs_global"), "ms"),
                 cell(c.get("share_of_slow"), "pct"),
-                _flag(c.get("flag")),
+                _flag(c.get("flag"), c.get("weak")),
             ]
             for c in rows
         ],
@@ -315,28 +345,28 @@ def _cold(r: Mapping[str, Any]) -> str:
     cold = _map(r, "cold_start")
     if not cold:
         return not_available(_why(r, "no cold-start analysis in the report", "cold", "timestamp"))
+    verdict = view.cold_verdict(ColdStart.model_validate(cold))
     pairs = [
         ("verdict", str(cold.get("verdict", "-"))),
-        ("window", f"{cold.get('window_min', '-')} min"),
+        ("window", f"{fmt.number(cold.get('window_min'))} min"),
         ("p99, all requests", f"{fmt_ms(cold.get('unfiltered_p99'))} ms"),
         ("p99, cold windows left out", f"{fmt_ms(cold.get('filtered_p99'))} ms"),
     ]
     if is_num(cold.get("n_cold")):
-        pairs.append(("requests in cold windows", f"{cold['n_cold']:,}"))
+        pairs.append(("requests in cold windows", fmt.count(cold["n_cold"])))
     events = [e for e in cold.get("events") or [] if isinstance(e, Mapping)]
     if events:
         pairs.append(("events", "; ".join(f"{e.get('t')} {e.get('event', '')}" for e in events)))
     if cold.get("timeline"):
         fig = figure(
             "cold",
-            takeaways.cold_start(cold),
+            verdict,
             cold_start_chart(cold, _map(r, "slo").get("p99")),
             "cold-start timeline",
         )
     else:
-        fig = (
-            f'<p class="takeaway"><strong>{esc(takeaways.cold_start(cold))}</strong></p>'
-            + not_available("no per-minute timeline (the log has no timestamps)")
+        fig = f'<p class="takeaway"><strong>{esc(verdict)}</strong></p>' + not_available(
+            "no per-minute timeline (the log has no timestamps)"
         )
     return fig + kv(pairs)
 
@@ -348,7 +378,11 @@ def _hypotheses(r: Mapping[str, Any]) -> str:
     return table(
         ["kind", "stage", "evidence"],
         [
-            [cell(h.get("kind")), cell(h.get("stage") or "-"), cell(h.get("evidence"), "long")]
+            [
+                cell(f"{h.get('kind')} ({view.WEAK})" if h.get("weak") is True else h.get("kind")),
+                cell(h.get("stage") or "-"),
+                cell(h.get("evidence"), "long"),
+            ]
             for h in rows
         ],
     )
@@ -398,9 +432,9 @@ def _recommendation(r: Mapping[str, Any]) -> str:
     rec = _map(r, "recommendation")
     if not rec:
         return not_available("no recommendation in the report")
-    choice = str(rec.get("choice", "none")).replace("_", " ")
+    choice = str(rec.get("choice", "none"))
     text = esc(rec.get("text", ""))
-    return f'<div class="rec"><p><strong>{esc(choice)}</strong></p><p>{text}</p></div>'
+    return f'<div class="rec"><p><strong>{esc(choice)}</strong>{_weak(rec)}</p><p>{text}</p></div>'
 
 
 SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
@@ -418,12 +452,17 @@ SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
 )
 
 
-def render_audit_html(report: Mapping[str, Any]) -> str:
-    """Render an audit report dict (the audit JSON contract) as one self-contained HTML page."""
+def render_audit_html(report: AuditReport | Mapping[str, Any]) -> str:
+    """Render an audit report (or its JSON dict) as one self-contained HTML page."""
+    if isinstance(report, AuditReport):
+        name = view.title(report)
+        report = report.model_dump(mode="json")
+    else:
+        prov = _map(report, "provenance")
+        source = str(prov.get("source") or "").rstrip("/").rsplit("/", 1)[-1]
+        name = f"Latency audit: {report.get('service') or source or 'latency log'}"
     prov = _map(report, "provenance")
-    source = str(prov.get("source") or "")
-    name = report.get("service") or source.rstrip("/").rsplit("/", 1)[-1] or "latency log"
     sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
     if prov.get("version"):
         sub += f" by tailbudget {prov['version']}"
-    return page.document(f"Latency audit: {name}", sub, page.render_sections(report, SECTIONS))
+    return page.document(name, sub, page.render_sections(report, SECTIONS))

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from tailbudget.report import fmt
+
 _CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
     "img-src data:; font-src 'none'; connect-src 'none'"
@@ -126,21 +128,18 @@ def is_num(value: object) -> TypeGuard[int | float]:
 
 
 def fmt_ms(value: object) -> str:
-    """Milliseconds with thousands separators; '-' when missing."""
-    if not is_num(value):
-        return "-"
-    v = float(value)
-    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
+    """Milliseconds with thousands separators; '-' when missing (the reports' formatter)."""
+    return fmt.ms(value)
 
 
-def fmt_pct(value: object, digits: int = 0) -> str:
-    """A share in [0, 1] as a percentage; '-' when missing."""
-    return f"{float(value) * 100:.{digits}f}%" if is_num(value) else "-"
+def fmt_pct(value: object, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage; '-' when missing (the reports' formatter)."""
+    return fmt.share(value, digits)
 
 
 def fmt_num(value: object, digits: int = 2) -> str:
-    """A plain number; '-' when missing."""
-    return f"{float(value):,.{digits}f}" if is_num(value) else "-"
+    """A plain number to `digits` decimals; '-' when missing."""
+    return f"{float(value):,.{digits}f}" if is_num(value) else fmt.MISSING
 
 
 @dataclass(frozen=True)
@@ -154,17 +153,17 @@ class Cell:
 
 
 def cell(value: Any, kind: str = "text") -> Cell:
-    """Build a cell from a value: kind is text, long (prose), ms, pct, int or num."""
+    """Build a cell from a value: kind is text, long (prose), ms, pct, int, r2 or num."""
     if kind == "ms":
         return Cell(fmt_ms(value), float(value) if is_num(value) else None, "num")
     if kind == "pct":
-        return Cell(fmt_pct(value, 1), float(value) if is_num(value) else None, "num")
+        return Cell(fmt.share(value), float(value) if is_num(value) else None, "num")
     if kind == "int":
-        return Cell(
-            f"{value:,.0f}" if is_num(value) else "-", value if is_num(value) else None, "num"
-        )
+        return Cell(fmt.count(value), value if is_num(value) else None, "num")
+    if kind == "r2":
+        return Cell(fmt.r2(value), float(value) if is_num(value) else None, "num")
     if kind == "num":
-        return Cell(fmt_num(value), float(value) if is_num(value) else None, "num")
+        return Cell(fmt.number(value), float(value) if is_num(value) else None, "num")
     if kind == "long":
         return Cell("-" if value is None else str(value), None, "wide")
     return Cell("-" if value is None else str(value))

@@ -2,22 +2,48 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from tailbudget.report import fmt
 from tailbudget.report.html import page, takeaways
-from tailbudget.report.html.page import cell, esc, figure, is_num, kv, not_available, table
+from tailbudget.report.html.page import (
+    Cell,
+    cell,
+    esc,
+    figure,
+    is_num,
+    kv,
+    not_available,
+    table,
+)
 from tailbudget.report.html.timelines import replay_chart
 
 _SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance", "notes"}
 
 
-def _value(v: Any) -> str:
+def _label(key: str) -> str:
+    # The unit is in the value ("60 s", "4,613 ms"), not in the label.
+    return re.sub(r"_(ms|s)$", "", key).replace("_", " ")
+
+
+def _value(key: str, v: Any) -> str:
+    """A summary field in its unit: ms, seconds, counts, or a dict of them in words."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if is_num(v):
-        return f"{v:,.6g}"
+        if key.endswith("_ms"):
+            return f"{fmt.ms(v)} ms"
+        if key.endswith("_s"):
+            return fmt.seconds(v)
+        return fmt.count(v) if float(v).is_integer() else fmt.number(v)
     if isinstance(v, Mapping):
-        # e.g. rows {total, used, ...} or summary {action: count}
-        return ", ".join(f"{k} {_value(x)}" for k, x in v.items() if not isinstance(x, Mapping))
+        if key == "summary":  # decisions per action
+            return ", ".join(f"{k} x{fmt.count(x)}" for k, x in v.items()) or "none"
+        return ", ".join(
+            f"{k} {_value(str(k), x)}" for k, x in v.items() if not isinstance(x, Mapping)
+        )
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) or "none"
     return str(v)
@@ -28,16 +54,25 @@ def _summary(rep: Mapping[str, Any]) -> str:
     assert isinstance(prov, Mapping)
     pairs = [(k, str(v)) for k, v in prov.items() if k != "notes" and v is not None]
     # Top-level fields (source, rows, baseline_p99_ms, summary, ...) as they are.
-    pairs += [(k.replace("_", " "), _value(v)) for k, v in rep.items() if k not in _SKIP]
+    pairs += [(_label(k), _value(k, v)) for k, v in rep.items() if k not in _SKIP]
     timeline = [w for w in rep.get("timeline") or [] if isinstance(w, Mapping)]
     if timeline:
         known = sum(1 for w in timeline if w.get("known", True) is not False)
-        pairs.append(("windows evaluated", f"{len(timeline):,} ({known:,} with enough samples)"))
+        pairs.append(
+            (
+                "windows evaluated",
+                f"{fmt.count(len(timeline))} ({fmt.count(known)} with enough samples)",
+            )
+        )
     if not pairs:
         return not_available("the replay carries no summary fields")
-    notes = [*(prov.get("notes") or []), *(rep.get("notes") or [])]
-    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
-    return kv(pairs) + (f"<ul>{items}</ul>" if items else "")
+    notes = [str(n) for n in (*(prov.get("notes") or []), *(rep.get("notes") or []))]
+    # Open loop is the one caveat every reader needs before the decisions: shown first.
+    loop = "".join(
+        f'<p class="rec" id="open-loop">{esc(n)}</p>' for n in notes if n.startswith("open loop")
+    )
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes if not n.startswith("open loop"))
+    return loop + kv(pairs) + (f"<ul>{items}</ul>" if items else "")
 
 
 def _policy(rep: Mapping[str, Any]) -> str:
@@ -47,7 +82,11 @@ def _policy(rep: Mapping[str, Any]) -> str:
         return not_available("the replay does not list its policy rules")
     head = ""
     if isinstance(pol, Mapping):
-        head = kv((k, str(v)) for k, v in pol.items() if k != "rules" and not isinstance(v, list))
+        head = kv(
+            (_label(k), _value(k, v))
+            for k, v in pol.items()
+            if k != "rules" and not isinstance(v, list)
+        )
     return head + table(
         ["rule", "metric", "op", "threshold", "for (s)", "action", "cooldown (s)", "clear below"],
         [
@@ -55,17 +94,25 @@ def _policy(rep: Mapping[str, Any]) -> str:
                 cell(r.get("name")),
                 cell(r.get("metric")),
                 cell(r.get("op", ">")),
-                cell(r.get("threshold"), "num"),
+                _threshold(r, "threshold"),
                 cell(r.get("for_s"), "num"),
                 cell(r.get("action")),
                 cell(r.get("cooldown_s"), "num"),
-                cell(r.get("clear_threshold"), "num"),
+                _threshold(r, "clear_threshold"),
             ]
             for r in rules
             if isinstance(r, Mapping)
         ],
         numeric=[3, 4, 6, 7],
     )
+
+
+def _threshold(entry: Mapping[str, Any], key: str) -> Cell:
+    """A threshold in its metric's unit (0.005 of error rate reads 0.5%, not 0.01)."""
+    v = entry.get(key)
+    if not is_num(v):
+        return cell(None)
+    return Cell(fmt.threshold(str(entry.get("metric", "")), v), float(v), "num")
 
 
 def _timeline(rep: Mapping[str, Any]) -> str:
@@ -90,8 +137,8 @@ def _decisions(rep: Mapping[str, Any]) -> str:
                 cell(d.get("action")),
                 cell(d.get("rule") or "-"),
                 cell(d.get("metric")),
-                cell(d.get("value"), "num"),
-                cell(d.get("threshold"), "num"),
+                _threshold(d, "value"),
+                _threshold(d, "threshold"),
                 cell(d.get("reason"), "long"),
             ]
             for d in rows

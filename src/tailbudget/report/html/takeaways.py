@@ -125,29 +125,6 @@ def cohorts(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"The slowest cohort is {name} with p99 {fmt_ms(top['p99'])} ms."
 
 
-def cold_start(cold: Mapping[str, Any]) -> str:
-    """The cold-start verdict with the p99 with and without the cold windows."""
-    verdict = cold.get("verdict")
-    un, fil = cold.get("unfiltered_p99"), cold.get("filtered_p99")
-    w = cold.get("window_min")
-    win = f"the first {float(w):g} min after each event" if is_num(w) else "the cold windows"
-    if verdict == "no_events":
-        return "No deploy or restart events were given, so cold start was not tested."
-    if is_num(un) and is_num(fil):
-        diff = float(fil) - float(un)
-        change = f" ({diff:+,.0f} ms, {diff / float(un):+.0%})" if float(un) else ""
-        if verdict == "cold_start":
-            return (
-                f"Cold start matters: leaving out {win} takes p99 from {fmt_ms(un)} to "
-                f"{fmt_ms(fil)} ms{change}."
-            )
-        return (
-            f"Not flagged as cold start: leaving out {win} moves p99 from {fmt_ms(un)} to "
-            f"{fmt_ms(fil)} ms{change}."
-        )
-    return f"Cold-start verdict: {verdict or 'unknown'}."
-
-
 def replay(rep: Mapping[str, Any]) -> str:
     """How many decisions the controller took, the first one, and the window p99 peak."""
     decisions = [d for d in rep.get("decisions") or [] if isinstance(d, Mapping)]

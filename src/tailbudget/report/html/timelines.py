@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.ticker import FuncFormatter
 
+from tailbudget.report import fmt
 from tailbudget.report.html.page import is_num
 from tailbudget.report.html.svg import (
     BLUE,
@@ -121,9 +122,24 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
         return to_svg(fig)
 
 
-def rule_thresholds(replay: Mapping[str, Any]) -> list[tuple[str, str, float]]:
-    """(metric, label, value) per rule: ms for p50/p95/p99 (a p99_vs_baseline ratio is
-    turned into ms when the baseline is known), a ratio for error_rate.
+class Threshold(NamedTuple):
+    """One policy rule's line on the replay chart."""
+
+    metric: str
+    """p50/p95/p99 (ms, a baseline ratio turned into ms) or error_rate (a share)."""
+    label: str
+    value: float
+    action: str
+
+
+# Threshold lines differ in dash pattern and colour (the action's), and each is labelled
+# at its right end, so three p95 rules at 1.8, 2.8 and 3 s never read as one line.
+_DASHES = ((0, (6, 2)), (0, (2, 1.5)), (0, (7, 2, 1.5, 2)), (0, (1, 1)), (0, (10, 3)))
+
+
+def rule_thresholds(replay: Mapping[str, Any]) -> list[Threshold]:
+    """One Threshold per rule: ms for p50/p95/p99 (a p99_vs_baseline ratio is turned
+    into ms when the baseline is known), a share for error_rate.
 
     Read from `policy.rules[]` or a top-level `thresholds` list (same fields).
     """
@@ -140,16 +156,37 @@ def rule_thresholds(replay: Mapping[str, Any]) -> list[tuple[str, str, float]]:
     for r in rules:
         if not isinstance(r, Mapping) or not is_num(r.get("threshold")):
             continue
-        metric, thr = r.get("metric"), float(r["threshold"])
-        action = r.get("action", r.get("name", "?"))
+        metric, thr = str(r.get("metric")), float(r["threshold"])
+        action = str(r.get("action", r.get("name", "?")))
         if metric in ("p50", "p95", "p99"):
-            out.append((str(metric), f"{metric} > {thr:,.0f} ms: {action}", thr))
+            label = f"{action}: {metric} > {fmt.threshold(metric, thr)}"
+            out.append(Threshold(metric, label, thr, action))
         elif metric == "p99_vs_baseline" and is_num(base):
             ms = thr * float(base)
-            out.append(("p99", f"p99 > {thr:g}x baseline ({ms:,.0f} ms): {action}", ms))
+            label = f"{action}: p99 > {fmt.threshold(metric, thr)} baseline ({fmt.ms(ms)} ms)"
+            out.append(Threshold("p99", label, ms, action))
         elif metric == "error_rate":
-            out.append(("error_rate", f"errors > {thr:.2%}: {action}", thr))
+            label = f"{action}: errors > {fmt.threshold(metric, thr)}"
+            out.append(Threshold("error_rate", label, thr, action))
     return out
+
+
+def _threshold_line(ax: Any, i: int, th: Threshold, y: float, gid: str) -> None:
+    color = ACTION_COLORS.get(th.action, P99)
+    line = ax.axhline(y, color=color, ls=_DASHES[i % len(_DASHES)], lw=1.1, label=th.label)
+    line.set_gid(gid)
+    # The label sits on the line; successive labels step left so close lines stay legible.
+    text = ax.text(
+        0.99 - 0.2 * (i % 4),
+        y,
+        th.label.split(":", 1)[0],
+        transform=ax.get_yaxis_transform(),
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color=color,
+    )
+    text.set_gid(f"{gid}-label")
 
 
 def _series(timeline: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -187,16 +224,8 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
             )
             ln.set_gid(f"tb-replay-{key}")
         rules = rule_thresholds(replay)
-        for i, (metric, label, thr) in enumerate(r for r in rules if r[0] != "error_rate"):
-            th = ax.axhline(
-                thr,
-                color=P95 if metric == "p95" else P99,
-                ls=(0, (4, 2 + i)),
-                lw=1,
-                alpha=0.8,
-                label=label,
-            )
-            th.set_gid(f"tb-replay-threshold-{i}")
+        for i, th in enumerate(r for r in rules if r.metric != "error_rate"):
+            _threshold_line(ax, i, th, th.value, f"tb-replay-threshold-{i}")
         seen: set[str] = set()
         px, py = [], []
         for i, d in enumerate(replay.get("decisions") or []):
@@ -227,9 +256,8 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
         if ax2 is not None:
             (el,) = ax2.plot(tmin, err * 100, color=GREY, lw=1.3, label="window error rate")
             el.set_gid("tb-replay-error-rate")
-            for i, (_, label, thr) in enumerate(r for r in rules if r[0] == "error_rate"):
-                et = ax2.axhline(thr * 100, color=PURPLE, ls="--", lw=1, label=label)
-                et.set_gid(f"tb-replay-error-threshold-{i}")
+            for i, th in enumerate(r for r in rules if r.metric == "error_rate"):
+                _threshold_line(ax2, i, th, th.value * 100, f"tb-replay-error-threshold-{i}")
             ax2.set_ylabel("errors (%)")
             ax2.set_ylim(bottom=0)
             bottom = ax2

@@ -1,0 +1,79 @@
+"""Small samples: which findings rest on too few requests to act on.
+
+The slow group (by default the requests between the p95 and the p99 of the total) is
+what the tail driver, the hypotheses and the ranking are drawn from. Below
+MIN_SLOW_REQUESTS requests in it, a mean difference or a rule firing is as likely
+noise as a cause: those findings are marked weak in every format, no fix is ranked
+on them, and the recommendation says so. The same count applies per cohort (its
+requests in the slow group) and to the cold windows of a cold-start finding.
+"""
+
+from __future__ import annotations
+
+from tailbudget.audit import recommendation
+from tailbudget.audit.report import AuditReport, Hypothesis
+
+MIN_SLOW_REQUESTS = 20
+"""Fewest requests in the slow group (or a cohort's share of it, or the cold windows)
+for a finding drawn from it to count as more than weak. Shared by every audit step that
+reports per-group findings."""
+
+
+def too_few(n: int | float) -> bool:
+    """True when `n` requests are too few for a finding (below MIN_SLOW_REQUESTS)."""
+    return n < MIN_SLOW_REQUESTS
+
+
+def why(n: int | float, group: str = "the slow group") -> str:
+    """The caveat in words, with the count and the documented minimum."""
+    return (
+        f"only {n:,.0f} requests in {group} (fewer than {MIN_SLOW_REQUESTS}): "
+        "a weak finding, too few to rank fixes on"
+    )
+
+
+def _hypothesis(h: Hypothesis, slow_weak: bool) -> Hypothesis:
+    n_cold = h.figures.get("n_cold")
+    # A cause of a breached objective (TTFT queueing...) is drawn from every request, not
+    # from the slow group: the slow group's size does not weaken it.
+    from_slow = h.objective is None
+    weak = (slow_weak and from_slow) or (
+        h.kind == "cold_start" and n_cold is not None and too_few(n_cold)
+    )
+    return h.model_copy(update={"weak": True}) if weak and not h.weak else h
+
+
+def mark(report: AuditReport) -> AuditReport:
+    """The report with weak findings marked; with a weak slow group, fixes are not ranked."""
+    n = report.tail.n_slow
+    slow_weak = too_few(n) and bool(report.tail.deltas or report.hypotheses)
+    hyps = [_hypothesis(h, slow_weak) for h in report.hypotheses]
+    if not slow_weak:
+        return report.model_copy(update={"hypotheses": hyps})
+    caveat = why(n)
+    rec = report.recommendation
+    # A fix of a breached objective stands on every request: its recommendation stays.
+    objective_fix = any(f.objective is not None for f in report.ranking)
+    if rec.choice != "none" and not objective_fix:
+        slo = {k: v for k, v in report.slo.model_dump().items() if v is not None}
+        plain = recommendation.recommend(report.snapshot, slo, hyps, [])
+        kinds = ", ".join(dict.fromkeys(h.kind for h in hyps))
+        text = f"{caveat[0].upper()}{caveat[1:]}; audit a longer log before choosing a fix."
+        text += f" Suspected, unconfirmed: {kinds}." if kinds else ""
+        rec = plain.model_copy(update={"weak": True, "text": text})
+    refusals = list(report.refusals)
+    kept = [f for f in report.ranking if f.objective is not None]
+    if len(kept) < len(report.ranking):
+        refusals.append(f"fixes not ranked: {caveat}")
+    return report.model_copy(
+        update={
+            "tail": report.tail.model_copy(update={"weak": True}),
+            "hypotheses": hyps,
+            "ranking": kept,
+            "refusals": refusals,
+            "recommendation": rec,
+        }
+    )
+
+
+__all__ = ["MIN_SLOW_REQUESTS", "mark", "too_few", "why"]

@@ -1,0 +1,113 @@
+"""What every audit renderer shows the same way: titles, folded fits, weak marks, verdicts.
+
+Markdown and HTML both read these, so a finding has one verdict and one wording of
+its caveat wherever it appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tailbudget.audit.report import AuditReport, ColdStart, ShapeRow
+from tailbudget.audit.weak import MIN_SLOW_REQUESTS
+from tailbudget.report import fmt
+
+SHOWN_FITS = 12
+"""Shape fits listed in full; weaker ones are folded (the JSON has all of them)."""
+
+WEAK = "weak"
+"""The mark on a finding drawn from too few requests."""
+
+
+def title(report: AuditReport) -> str:
+    """The report's title: the service's name when known, else the log's file name."""
+    return f"Latency audit: {report.name()}"
+
+
+def fold(flags: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """(shown, folded) positions of fits ordered strongest first: flagged fits and the
+    strongest others up to SHOWN_FITS are shown, the rest folded."""
+    flagged = [i for i, f in enumerate(flags) if f]
+    others = [i for i, f in enumerate(flags) if not f]
+    shown = set(flagged + others[: max(0, SHOWN_FITS - len(flagged))])
+    return sorted(shown), [i for i in range(len(flags)) if i not in shown]
+
+
+def split_fits(rows: list[ShapeRow]) -> tuple[list[ShapeRow], list[ShapeRow]]:
+    """(shown, folded) shape fits, as `fold` decides."""
+    shown, folded = fold([s.flag for s in rows])
+    return [rows[i] for i in shown], [rows[i] for i in folded]
+
+
+def folded_note(n: int) -> str:
+    """The line that stands for the folded fits."""
+    return f"{n} weaker fits folded; all are in the JSON."
+
+
+def tail_caveat(report: AuditReport) -> str | None:
+    """Why the slow-vs-fast finding is weak, or None."""
+    return tail_caveat_for(report.tail.n_slow) if report.tail.weak else None
+
+
+def tail_caveat_for(n_slow: int) -> str:
+    """The weak slow group's caveat, with its count and the documented minimum."""
+    return (
+        f"Weak: only {fmt.count(n_slow)} requests in the slow group (fewer than "
+        f"{MIN_SLOW_REQUESTS}); the driver and the hypotheses below rest on too few requests."
+    )
+
+
+def cold_verdict(cold: ColdStart) -> str:
+    """The cold-start verdict in words, from the one verdict the audit computed."""
+    if cold.verdict == "no_events":
+        return "No deploy or scale-up events were given, so cold start was not tested."
+    change = ""
+    if cold.filtered_p99 is not None and cold.unfiltered_p99:
+        diff = cold.filtered_p99 - cold.unfiltered_p99
+        change = f" ({fmt.signed_ms(diff)} ms, {fmt.share(diff / cold.unfiltered_p99)})"
+    moves = (
+        f"leaving out the first {cold.window_min:g} min after each event moves p99 from "
+        f"{fmt.ms(cold.unfiltered_p99)} to {fmt.ms(cold.filtered_p99)} ms{change}"
+    )
+    if cold.verdict == "cold_start":
+        return f"Cold start matters: {moves}."
+    return f"Not cold start: {moves}."
+
+
+def _mark(weak: bool) -> str:
+    return f" ({WEAK})" if weak else ""
+
+
+def summary_lines(report: AuditReport) -> list[str]:
+    """The audit in a few lines (the demo's summary), with the reports' verdicts and marks."""
+    r = report
+    verdict = ", ".join(
+        f"{p} {fmt.ms(getattr(r.snapshot, p))} ms {v}" for p, v in r.snapshot.verdict.items()
+    )
+    lines = [f"audit: {verdict}; tail driver {r.tail.driver}{_mark(r.tail.weak)}"]
+    causes = ", ".join(f"{h.kind} ({h.stage}){_mark(h.weak)}" for h in r.hypotheses)
+    lines.append(f"causes: {causes or 'none found'}")
+    if r.cold_start is not None:
+        lines.append(f"cold start: {r.cold_start.verdict}")
+    if r.ranking:
+        f = r.ranking[0]
+        lines.append(
+            f"first fix: {f.fix} on {f.stage}, saves {fmt.ms(f.p99_saved_ms)} ms of p99 "
+            f"for {fmt.number(f.hours)} engineering hours"
+        )
+    lines.append(f"recommendation: {r.recommendation.choice}{_mark(r.recommendation.weak)}")
+    return lines
+
+
+__all__ = [
+    "SHOWN_FITS",
+    "WEAK",
+    "cold_verdict",
+    "fold",
+    "folded_note",
+    "split_fits",
+    "summary_lines",
+    "tail_caveat",
+    "tail_caveat_for",
+    "title",
+]

@@ -1,0 +1,95 @@
+"""The one formatter for figures people read: ms, shares, counts, ratios and thresholds.
+
+Every renderer (markdown, HTML, text, the demo's summary) and every decision reason
+goes through these functions, so a figure reads the same wherever it appears. The
+module imports nothing from tailbudget, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "-"
+"""What a missing or non-finite figure prints as."""
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def ms(value: object) -> str:
+    """Milliseconds: '1,234' (whole ms from 10 up), '4.5' below 10; '-' when missing."""
+    v = _num(value)
+    if v is None:
+        return MISSING
+    if v == 0:
+        return "0"
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
+
+
+def signed_ms(value: object) -> str:
+    """A change in milliseconds with its sign: '+2,115', '-0.4'."""
+    v = _num(value)
+    if v is None:
+        return MISSING
+    text = ms(abs(v))
+    return ("-" if v < 0 and text.strip("0.,") else "+") + text
+
+
+def share(value: object, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage: '12.3%'; '-' when missing."""
+    v = _num(value)
+    return MISSING if v is None else f"{v * 100:.{digits}f}%"
+
+
+def count(value: object) -> str:
+    """A whole count with thousands separators: '12,000'."""
+    v = _num(value)
+    return MISSING if v is None else f"{v:,.0f}"
+
+
+def number(value: object) -> str:
+    """Any other figure (R², a slope, a score) to four significant digits: '13.84'."""
+    v = _num(value)
+    if v is None:
+        return MISSING
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.3g}"
+    return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def r2(value: object) -> str:
+    """A coefficient of determination (or any score in [0, 1]) to two decimals: '0.59'."""
+    v = _num(value)
+    return MISSING if v is None else f"{v:.2f}"
+
+
+def seconds(value: object) -> str:
+    """A duration in seconds: '60 s', '9.8 s', '14,400 s'."""
+    v = _num(value)
+    if v is None:
+        return MISSING
+    return f"{v:,.0f} s" if abs(v) >= 100 else f"{v:.3g} s"
+
+
+def threshold(metric: str, value: object) -> str:
+    """A metric's value or threshold in its own unit: '1,800 ms', '0.5%', '1.2x'.
+
+    Latency percentiles (p50, p95, p99.9, ttft.p95, retrieval.p99) are ms; error rates
+    and goodput are shares, with enough digits to tell 0.5% from 1%; a `_vs_`
+    metric (p99_vs_baseline) is a ratio.
+    """
+    v = _num(value)
+    if v is None:
+        return "n/a"
+    if "_vs_" in metric:
+        return f"{v:.3g}x"
+    if metric in ("error_rate", "goodput") or metric.endswith(".error_rate"):
+        return f"{100 * v:.3g}%"
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
+
+
+__all__ = ["MISSING", "count", "ms", "number", "r2", "seconds", "share", "signed_ms", "threshold"]
