@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Tests check correctness, never speed: no per-example deadline (a loaded CI machine
+# would turn a slow example into a failure) and no too-slow health check.
+settings.register_profile("tailbudget", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tailbudget")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
