@@ -37,8 +37,8 @@ INDEPENDENT_RHO = 0.3
 
 
 @dataclass(frozen=True)
-class Option:
-    """One priced change, with its counterfactual measured on the log."""
+class OptionFacts:
+    """One priced change and what it saves, as measured on the log."""
 
     fix: str
     stages: tuple[str, ...]
@@ -52,6 +52,12 @@ class Option:
     """Gated percentile -> ms the budget's additive figure drops by."""
     composed_saved_ms: dict[str, float]
     """Gated percentile -> ms the composed end-to-end figure drops by."""
+
+
+@dataclass(frozen=True)
+class Option(OptionFacts):
+    """An option with the per-request times it rewrites (for combining options)."""
+
     changed: Times
     """The rewritten stages' per-request times (only those the option changes)."""
 

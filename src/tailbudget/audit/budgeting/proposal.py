@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from tailbudget._units import quantile_of
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.audit.budgeting.options import (
     Option,
+    OptionFacts,
     Times,
     additive,
     candidates,
@@ -45,18 +46,9 @@ class Change:
 
 
 @dataclass(frozen=True)
-class PricedOption:
-    """An option as reported: the change, its price and what it saves."""
+class PricedOption(OptionFacts):
+    """An option as reported: the change, its price, what it saves, and whether chosen."""
 
-    fix: str
-    stages: tuple[str, ...]
-    kind: str
-    hours: float
-    risk: str
-    reversible: bool
-    counterfactual: str
-    saved_ms: dict[str, float]
-    composed_saved_ms: dict[str, float]
     score: float
     chosen: bool
 
@@ -387,19 +379,10 @@ def _smallest_set(
 
 
 def _priced(o: Option, chosen: bool) -> PricedOption:
-    return PricedOption(
-        fix=o.fix,
-        stages=o.stages,
-        kind=o.kind,
-        hours=o.hours,
-        risk=o.risk,
-        reversible=o.reversible,
-        counterfactual=o.counterfactual,
-        saved_ms={p: round(v, 3) for p, v in o.saved_ms.items()},
-        composed_saved_ms={p: round(v, 3) for p, v in o.composed_saved_ms.items()},
-        score=round(o.score, 4),
-        chosen=chosen,
-    )
+    facts = {f.name: getattr(o, f.name) for f in fields(OptionFacts)}
+    facts["saved_ms"] = {p: round(v, 3) for p, v in o.saved_ms.items()}
+    facts["composed_saved_ms"] = {p: round(v, 3) for p, v in o.composed_saved_ms.items()}
+    return PricedOption(**facts, score=round(o.score, 4), chosen=chosen)
 
 
 def _compositions(
