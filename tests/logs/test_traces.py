@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tailbudget.errors import LogError
 from tailbudget.logs import ReadOptions, read_log
 
 pytest.importorskip("opentelemetry.sdk")
@@ -167,3 +168,26 @@ def test_span_table_parquet_duration_only_and_orphan_trace(tmp_path):
     assert df.root_ms.item() == pytest.approx(0.07)
     assert df.db_ms.item() == pytest.approx(0.03)
     assert not log.has_timestamp
+
+
+def test_collector_file_is_read_a_line_and_a_chunk_at_a_time(tmp_path, monkeypatch):
+    # Spans go to Arrow in chunks: a chunk smaller than one line's spans must give the
+    # same requests as one big chunk (the reader never holds every span as a dict).
+    from tailbudget.logs import traces
+
+    first, _ = _otlp_json(3)
+    second, _ = _otlp_json(2)
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(json.dumps(json.loads(t)) for t in (first, second)) + "\n\n")
+    whole = read_log(str(path)).table.order_by("request_id").execute()
+    monkeypatch.setattr(traces, "CHUNK_ROWS", 3)
+    chunked = read_log(str(path)).table.order_by("request_id").execute()
+    assert chunked.equals(whole)
+
+
+def test_collector_file_with_a_bad_line_names_it(tmp_path):
+    first, _ = _otlp_json(2)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(json.loads(first)) + "\n{not json\n")
+    with pytest.raises(LogError, match="line 2 is not valid JSON"):
+        read_log(str(path))

@@ -9,10 +9,10 @@ exporter (one such object per line) write it. Jaeger JSON: `{"data": [{
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from tailbudget.errors import LogError
@@ -50,24 +50,40 @@ _SCHEMA = pa.schema(
 )
 
 
+CHUNK_ROWS = 50_000
+"""Span rows turned into one Arrow batch at a time, so memory holds one chunk of dicts."""
+
+
 def read_trace_json(
     files: Sequence[str], fmt: str, options: ReadOptions, backend: Any, label: str
 ) -> LogTable:
-    """Read OTLP or Jaeger JSON trace files into requests."""
-    rows: list[dict[str, Any]] = []
+    """Read OTLP or Jaeger JSON trace files into requests.
+
+    A Collector file (one object a line) is read a line at a time and its spans go to
+    Arrow a chunk at a time: memory stays near one line plus one chunk whatever the
+    file's size. A single JSON document is parsed whole (JSON has no cheaper way in).
+    """
     keys = (*options.shape, *options.cohorts)
-    for path in files:
-        for doc in _documents(path):
-            spans = otlp_spans(doc, path, keys) if fmt == "otlp" else jaeger_spans(doc, path, keys)
-            rows.extend(_typed(row, options) for row in spans)
-    if not rows:
-        raise LogError(f"{label}: the {fmt} file holds no spans")
     schema = _SCHEMA
     for key in options.shape:
         schema = schema.append(pa.field(key, pa.float64()))
     for key in options.cohorts:
         schema = schema.append(pa.field(key, pa.string()))
-    table = arrow_table(backend, pa.Table.from_pylist(rows, schema=schema))
+    batches: list[pa.RecordBatch] = []
+    chunk: list[dict[str, Any]] = []
+    for path in files:
+        for doc in _documents(path):
+            spans = otlp_spans(doc, path, keys) if fmt == "otlp" else jaeger_spans(doc, path, keys)
+            for row in spans:
+                chunk.append(_typed(row, options))
+                if len(chunk) >= CHUNK_ROWS:
+                    batches.append(pa.RecordBatch.from_pylist(chunk, schema=schema))
+                    chunk = []
+    if chunk:
+        batches.append(pa.RecordBatch.from_pylist(chunk, schema=schema))
+    if not batches:
+        raise LogError(f"{label}: the {fmt} file holds no spans")
+    table = arrow_table(backend, pa.Table.from_batches(batches, schema=schema))
     return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
 
 
@@ -169,24 +185,39 @@ def _jaeger_error(span: dict[str, Any]) -> bool:
 
 
 def _documents(path: str) -> Iterator[Any]:
-    """One JSON document, or one per line (the Collector's file exporter)."""
+    """One JSON document, or one per line (the Collector's file exporter), streamed."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LogError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
+        with open(path, "rb") as fh:
+            first = fh.readline()
+            while first and not first.strip():
+                first = fh.readline()
+            head = _parse(first)
+            if head is None:
+                # Not a whole document on its first line: one (pretty-printed) document.
+                fh.seek(0)
+                whole = _parse(fh.read())
+                if whole is None:
+                    raise LogError(f"{path}: not valid JSON (OTLP or Jaeger traces expected)")
+                yield whole
+                return
+            yield head
+            for number, line in enumerate(fh, 2):
+                if not line.strip():
+                    continue
+                doc = _parse(line)
+                if doc is None:
+                    raise LogError(f"{path}: line {number} is not valid JSON")
+                yield doc
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _parse(data: bytes) -> Any:
+    """The JSON value in `data`, or None when it is not one (bad syntax, not UTF-8 text)."""
     try:
-        yield json.loads(text)
-        return
-    except json.JSONDecodeError:
-        pass
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LogError(f"{path}: line {number} is not valid JSON ({exc.msg})") from exc
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _attribute(holder: Any, key: str) -> str | None:
