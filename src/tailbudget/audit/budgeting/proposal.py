@@ -365,16 +365,20 @@ def _smallest_set(
     best: tuple[Option, ...] = ()
     best_left = float("inf")
     for size in range(1, min(MAX_SET, len(pool)) + 1):
-        sets = [c for c in itertools.combinations(pool, size) if _distinct(c)]
-        closing = [c for c in sets if _closes(budget, profile, c, allocations, old)]
+        # One counterfactual per set: what it leaves of each gated gap.
+        # Options hold dicts (unhashable): pair each set with its gaps in a list.
+        gaps = [
+            (c, list(_gaps_left(budget, profile, c, allocations, old).values()))
+            for c in itertools.combinations(pool, size)
+            if _distinct(c)
+        ]
+        closing = [c for c, g in gaps if all(v <= 1e-9 for v in g)]
         if closing:
             return min(closing, key=lambda c: sum(o.hours for o in c))
-        for c in sets:
-            left = sum(
-                max(v, 0.0) for v in _gaps_left(budget, profile, c, allocations, old).values()
-            )
-            if left < best_left:
-                best, best_left = c, left
+        for c, g in gaps:
+            rest = sum(max(v, 0.0) for v in g)
+            if rest < best_left:
+                best, best_left = c, rest
     return best
 
 
