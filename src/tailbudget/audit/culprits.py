@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
-from tailbudget.audit.recommendation import TOO_FEW
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
 
 __all__ = ["MAX_CULPRITS", "WEAK_SLOW", "Inputs", "build", "name_in"]
@@ -166,33 +165,35 @@ def _evidence(
 
 
 def name_in(
-    rec: Recommendation, culprits: list[Culprit], *, no_hypothesis: bool = False
+    rec: Recommendation,
+    culprits: list[Culprit],
+    *,
+    no_hypothesis: bool = False,
+    too_few: bool = False,
 ) -> Recommendation:
     """The recommendation with the top culprit named (unchanged when nothing is breached).
 
     With no hypothesis, the recommendation's "no cause stands out" would contradict a
-    named culprit: the text says instead that only the stage times point at it."""
+    named culprit: the text says instead that only the stage times point at it. With
+    `too_few` (no verdict yet), a culprit that grew against a baseline is named as where
+    to look once the log is long enough, never as a fix."""
     if not culprits:
         return rec
     top = culprits[0]
+    where = f" (inside {top.inside})" if top.inside else ""
     if rec.choice == "none":
-        # Too few requests for a verdict: a culprit that grew against a baseline is still
-        # worth naming, as where to look once the log is long enough, never as a fix.
-        if not rec.text.startswith(TOO_FEW) or "growth_ms" not in top.figures:
+        if not too_few or "growth_ms" not in top.figures:
             return rec
-        where = f" (inside {top.inside})" if top.inside else ""
         text = (
             f"{rec.text} Meanwhile the stage that grew most is {top.stage}{where} ({top.evidence})."
         )
         return rec.model_copy(update={"text": text})
     if no_hypothesis:
-        where = f" (inside {top.inside})" if top.inside else ""
         text = (
             f"No known cause pattern explains the breach, but the stage times point at "
             f"{top.stage}{where} ({top.evidence}): look there first, or renegotiate the target."
         )
         return rec.model_copy(update={"text": text})
-    where = f" (inside {top.inside})" if top.inside else ""
     caveat = (
         " The slow group is small, so this leans on the growth figures"
         if top.weak and "growth_ms" in top.figures

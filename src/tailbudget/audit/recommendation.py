@@ -16,8 +16,13 @@ from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
 
 PARTIAL = 1 / 3
-TOO_FEW = "Too few requests"
-"""How the recommendation opens when a gated percentile has too few requests for a verdict."""
+
+
+def too_few(snap: Snapshot) -> list[str]:
+    """Percentiles too thin for a verdict when none breaches: the "collect more" case."""
+    if any(v == "breach" for v in snap.verdict.values()):
+        return []
+    return [p for p, v in snap.verdict.items() if v == "inconclusive"]
 
 
 def recommend(
@@ -25,12 +30,12 @@ def recommend(
 ) -> Recommendation:
     """The recommendation with a sentence citing the figures."""
     breached = [p for p, v in snap.verdict.items() if v == "breach"]
-    thin = [p for p, v in snap.verdict.items() if v == "inconclusive"]
-    if not breached and thin:
+    thin = too_few(snap)
+    if thin:
         return Recommendation(
             choice="none",
             text=(
-                f"{TOO_FEW} ({snap.count}) for a verdict on {', '.join(thin)}: "
+                f"Too few requests ({snap.count}) for a verdict on {', '.join(thin)}: "
                 "collect a longer log before acting on it."
             ),
         )

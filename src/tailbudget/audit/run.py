@@ -167,7 +167,8 @@ def _recommend(
         )
     rec = recommendation.recommend(snap, config.slo, hyps, ranked)
     rec = llm_causes.recommend(objective_rows, llm, rec)
-    return culprits.name_in(rec, found, no_hypothesis=not hyps)
+    thin = bool(recommendation.too_few(snap))
+    return culprits.name_in(rec, found, no_hypothesis=not hyps, too_few=thin)
 
 
 def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float], float | None]:
