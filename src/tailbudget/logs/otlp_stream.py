@@ -1,0 +1,100 @@
+"""OTLP JSON read token by token (ijson): one span in memory at a time, whatever the file.
+
+A pretty-printed or minified document of any size, or a run of documents (the Collector's
+file exporter), is walked as a stream of JSON events. Only spans and resources are built
+as Python objects; everything else is skipped as it passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+import ijson
+from ijson.common import ObjectBuilder
+
+from tailbudget.errors import LogError
+
+__all__ = ["stream_otlp_spans"]
+
+_TOPS = ("resourceSpans", "resource_spans")
+_SCOPES = ("scopeSpans", "scope_spans")
+_LEGACY = ("instrumentationLibrarySpans", "instrumentation_library_spans")
+_OPEN = ("start_map", "start_array")
+_CLOSE = ("end_map", "end_array")
+
+
+def stream_otlp_spans(fh: IO[bytes], path: str) -> Iterator[tuple[Any, Any]]:
+    """(span, resource) pairs of every OTLP TracesData object in `fh`, in file order.
+
+    As `otlp_spans` reads a parsed object: a resource's spans are those of its
+    `scopeSpans`, else (an older exporter) of its `instrumentationLibrarySpans`.
+    Spans that come before their resource in the text wait for it; that is one
+    resourceSpans at most.
+    """
+    events = ijson.parse(fh, use_float=True, multiple_values=True)
+    try:
+        yield from _walk(events, path)
+    except ijson.JSONError as exc:
+        raise LogError(f"{path}: not valid JSON ({_first_line(exc)})") from None
+    except UnicodeDecodeError:
+        raise LogError(f"{path}: not valid JSON (not UTF-8 text)") from None
+
+
+def _walk(events: Iterator[tuple[str, str, Any]], path: str) -> Iterator[tuple[Any, Any]]:
+    span_prefixes = {
+        f"{top}.item.{scope}.item.spans.item": scope in _SCOPES
+        for top in _TOPS
+        for scope in (*_SCOPES, *_LEGACY)
+    }
+    resource_prefixes = {f"{top}.item.resource" for top in _TOPS}
+    item_prefixes = {f"{top}.item" for top in _TOPS}
+    resource: Any = None
+    scoped: list[Any] = []  # spans waiting for their resource
+    legacy: list[Any] = []  # instrumentationLibrarySpans: used when no scopeSpans span
+    seen_resource = has_scoped = False
+    for prefix, event, value in events:
+        if event == "start_map" and prefix in span_prefixes:
+            span = _build(events, event, value)
+            if not span_prefixes[prefix]:
+                legacy.append(span)
+            elif seen_resource:
+                has_scoped = True
+                yield span, resource
+            else:
+                has_scoped = True
+                scoped.append(span)
+        elif event == "start_map" and prefix in resource_prefixes:
+            resource, seen_resource = _build(events, event, value), True
+            yield from ((span, resource) for span in scoped)
+            scoped.clear()
+        elif prefix in item_prefixes and event in ("start_map", "end_map"):
+            if event == "end_map":
+                yield from ((span, resource) for span in scoped)
+                if not has_scoped:
+                    yield from ((span, resource) for span in legacy)
+            resource, seen_resource, has_scoped = None, False, False
+            scoped.clear()
+            legacy.clear()
+        elif not prefix and event not in ("start_map", "end_map", "map_key"):
+            raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
+
+
+def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any) -> Any:
+    """The object that opens with (`event`, `value`), from the events up to its close."""
+    builder = ObjectBuilder()
+    depth = 0
+    while True:
+        builder.event(event, value)
+        if event in _OPEN:
+            depth += 1
+        elif event in _CLOSE:
+            depth -= 1
+            if not depth:
+                return builder.value
+        _, event, value = next(events)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
