@@ -7,6 +7,7 @@ Arrow table.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -83,8 +84,7 @@ class SpanFile:
         if self._writer is not None:
             self._writer.close()
         for backend, name in self._views:
-            try:
+            # The session may already be closed; the view goes with it then.
+            with contextlib.suppress(Exception):
                 backend.raw_sql(f"DROP VIEW IF EXISTS {name}")
-            except Exception:  # noqa: BLE001 - the session may already be closed
-                pass
         shutil.rmtree(self._folder, ignore_errors=True)
