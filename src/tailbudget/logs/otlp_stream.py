@@ -22,6 +22,8 @@ _SCOPES = ("scopeSpans", "scope_spans")
 _LEGACY = ("instrumentationLibrarySpans", "instrumentation_library_spans")
 _OPEN = ("start_map", "start_array")
 _CLOSE = ("end_map", "end_array")
+_STARTS = ("start_map", "start_array", "string", "number", "boolean", "null")
+"""Events that open a value (map keys and closing events do not)."""
 
 
 def stream_otlp_spans(fh: IO[bytes], path: str) -> Iterator[tuple[Any, Any]]:
@@ -30,7 +32,8 @@ def stream_otlp_spans(fh: IO[bytes], path: str) -> Iterator[tuple[Any, Any]]:
     As `otlp_spans` reads a parsed object: a resource's spans are those of its
     `scopeSpans`, else (an older exporter) of its `instrumentationLibrarySpans`.
     Spans that come before their resource in the text wait for it; that is one
-    resourceSpans at most.
+    resourceSpans at most. Unlike a parsed object, where one spelling of a field
+    (`resourceSpans` or `resource_spans`) wins, spans under either are read.
     """
     events = ijson.parse(fh, use_float=True, multiple_values=True)
     try:
@@ -47,36 +50,39 @@ def _walk(events: Iterator[tuple[str, str, Any]], path: str) -> Iterator[tuple[A
         for top in _TOPS
         for scope in (*_SCOPES, *_LEGACY)
     }
+    scope_prefixes = {f"{top}.item.{scope}.item" for top in _TOPS for scope in _SCOPES}
     resource_prefixes = {f"{top}.item.resource" for top in _TOPS}
     item_prefixes = {f"{top}.item" for top in _TOPS}
     resource: Any = None
     scoped: list[Any] = []  # spans waiting for their resource
-    legacy: list[Any] = []  # instrumentationLibrarySpans: used when no scopeSpans span
-    seen_resource = has_scoped = False
+    legacy: list[Any] = []  # instrumentationLibrarySpans: used when there is no scopeSpans
+    seen_resource = has_scopes = False
     for prefix, event, value in events:
-        if event == "start_map" and prefix in span_prefixes:
+        if event not in _STARTS:
+            if prefix in item_prefixes and event == "end_map":
+                yield from ((span, resource) for span in scoped)
+                if not has_scopes:
+                    yield from ((span, resource) for span in legacy)
+            continue
+        if prefix in span_prefixes:
             span = _build(events, event, value)
             if not span_prefixes[prefix]:
                 legacy.append(span)
             elif seen_resource:
-                has_scoped = True
                 yield span, resource
             else:
-                has_scoped = True
                 scoped.append(span)
-        elif event == "start_map" and prefix in resource_prefixes:
+        elif prefix in scope_prefixes:
+            has_scopes = True
+        elif prefix in resource_prefixes:
             resource, seen_resource = _build(events, event, value), True
             yield from ((span, resource) for span in scoped)
             scoped.clear()
-        elif prefix in item_prefixes and event in ("start_map", "end_map"):
-            if event == "end_map":
-                yield from ((span, resource) for span in scoped)
-                if not has_scoped:
-                    yield from ((span, resource) for span in legacy)
-            resource, seen_resource, has_scoped = None, False, False
+        elif prefix in item_prefixes:
+            resource, seen_resource, has_scopes = None, False, False
             scoped.clear()
             legacy.clear()
-        elif not prefix and event not in ("start_map", "end_map", "map_key"):
+        elif not prefix and event != "start_map":
             raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
 
 
@@ -90,8 +96,8 @@ def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any) -> An
             depth += 1
         elif event in _CLOSE:
             depth -= 1
-            if not depth:
-                return builder.value
+        if not depth:
+            return builder.value
         _, event, value = next(events)
 
 
