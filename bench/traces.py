@@ -3,8 +3,8 @@
 Two generated OTLP files of each layout (the OpenTelemetry Collector's file exporter,
 one ExportTraceServiceRequest a line, and one pretty-printed document) are read by
 `read_log` (critical-path stages, every request's figures on DuckDB) and by the peer:
-`json.load` of the whole file and the spans flattened into a pyarrow table, nothing
-more. Each reading runs in its own process for its peak RSS. Prints a markdown table.
+`json.load` (a line at a time for the Collector file, the whole document otherwise)
+and the spans flattened into one pyarrow table - no requests computed. Each reading runs in its own process for its peak RSS. Prints a markdown table.
 
     python bench/traces.py             # about 150 MB and 300 MB files
     python bench/traces.py --quick     # about 15 MB and 30 MB files
@@ -150,27 +150,32 @@ def _peer(path: str, out: Any) -> None:
     t = time.perf_counter()
     rows = []
     with open(path, "rb") as fh:
-        docs = [json.loads(line) for line in fh] if path.endswith(".jsonl") else [json.load(fh)]
-    for doc in docs:
-        for rs in doc["resourceSpans"]:
-            service = rs["resource"]["attributes"][0]["value"]["stringValue"]
-            for scope in rs["scopeSpans"]:
-                for s in scope["spans"]:
-                    rows.append(
-                        {
-                            "trace_id": s["traceId"],
-                            "span_id": s["spanId"],
-                            "parent_id": s["parentSpanId"],
-                            "name": s["name"],
-                            "service": service,
-                            "start_ns": int(s["startTimeUnixNano"]),
-                            "end_ns": int(s["endTimeUnixNano"]),
-                        }
-                    )
+        # A line at a time for the Collector file: only the rows are kept.
+        docs = (json.loads(line) for line in fh) if path.endswith(".jsonl") else [json.load(fh)]
+        for doc in docs:
+            _flatten(doc, rows)
     table = pa.Table.from_pylist(rows)
     traces = len(set(table.column("trace_id").to_pylist()))
     elapsed = time.perf_counter() - t
     out.put((elapsed, traces, _peak_mb()))
+
+
+def _flatten(doc: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    for rs in doc["resourceSpans"]:
+        service = rs["resource"]["attributes"][0]["value"]["stringValue"]
+        for scope in rs["scopeSpans"]:
+            for s in scope["spans"]:
+                rows.append(
+                    {
+                        "trace_id": s["traceId"],
+                        "span_id": s["spanId"],
+                        "parent_id": s["parentSpanId"],
+                        "name": s["name"],
+                        "service": service,
+                        "start_ns": int(s["startTimeUnixNano"]),
+                        "end_ns": int(s["endTimeUnixNano"]),
+                    }
+                )
 
 
 def _peak_mb() -> float:
@@ -203,7 +208,8 @@ def main() -> None:
                 spans = mb * 1_000_000 // BYTES_PER_SPAN[layout]
                 write_otlp(path, spans, layout)
                 size = os.path.getsize(path) / 1e6
-                name = f"{size:.0f} MB OTLP {'Collector file' if layout == 'lines' else 'document'}"
+                kind = "Collector file" if layout == "lines" else "document"
+                name = f"{size:.0f} MB OTLP {kind} ({spans / 1e6:.2f}M spans)"
                 peer = _run(_peer, str(path))
                 ours = _run(_ours, str(path))
                 assert peer[1] == ours[1], (peer, ours)
