@@ -16,7 +16,6 @@ import orjson
 import pyarrow as pa
 
 from tailbudget.errors import LogError
-from tailbudget.logs.engine import capped_memory
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.otlp_stream import stream_otlp_spans
 from tailbudget.logs.span_file import SpanFile
@@ -55,10 +54,6 @@ _SCHEMA = pa.schema(
 CHUNK_ROWS = 10_000
 """Span rows turned into one Arrow batch (and Parquet row group) at a time."""
 
-SPAN_MEMORY_LIMIT = "256MB"
-"""DuckDB's memory while it turns the spans into requests (unless TAILBUDGET_MEMORY_LIMIT
-is set): its joins spill past it, so the reader's peak stays flat with the file's size."""
-
 LINE_LIMIT = 8 << 20
 """Bytes of one Collector line parsed whole; a longer line (a minified document) streams."""
 
@@ -88,8 +83,7 @@ def read_trace_json(
             raise LogError(f"{label}: the {fmt} file holds no spans")
         table = sink.table(backend)
         # Inside the block: the requests are computed on the engine before the file goes.
-        with capped_memory(backend, SPAN_MEMORY_LIMIT):
-            return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
+        return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
 
 
 def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
