@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 import ijson
-from ijson.common import ObjectBuilder
 
 from tailbudget.errors import LogError
 
@@ -87,18 +86,35 @@ def _walk(events: Iterator[tuple[str, str, Any]], path: str) -> Iterator[tuple[A
 
 
 def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any) -> Any:
-    """The object that opens with (`event`, `value`), from the events up to its close."""
-    builder = ObjectBuilder()
-    depth = 0
-    while True:
-        builder.event(event, value)
+    """The value that opens with (`event`, `value`), from the events up to its close.
+
+    X
+    """
+    if event == "start_map":
+        root: Any = {}
+    elif event == "start_array":
+        root = []
+    else:
+        return value
+    stack, key = [root], None
+    for _, event, value in events:
+        if event == "map_key":
+            key = value
+            continue
+        if event in _CLOSE:
+            stack.pop()
+            if not stack:
+                return root
+            continue
+        item: Any = {} if event == "start_map" else [] if event == "start_array" else value
+        top = stack[-1]
+        if type(top) is list:
+            top.append(item)
+        else:
+            top[key] = item
         if event in _OPEN:
-            depth += 1
-        elif event in _CLOSE:
-            depth -= 1
-        if not depth:
-            return builder.value
-        _, event, value = next(events)
+            stack.append(item)
+    return root
 
 
 def _first_line(exc: BaseException) -> str:
