@@ -38,9 +38,11 @@ def stream_otlp_spans(fh: IO[bytes], path: str) -> Iterator[tuple[Any, Any]]:
     try:
         yield from _walk(events, path)
     except ijson.JSONError as exc:
-        raise LogError(f"{path}: not valid JSON ({_first_line(exc)})") from None
+        raise LogError(
+            f"{path}: not valid JSON ({_first_line(exc)}); OTLP JSON traces expected"
+        ) from None
     except UnicodeDecodeError:
-        raise LogError(f"{path}: not valid JSON (not UTF-8 text)") from None
+        raise LogError(f"{path}: not valid JSON (not UTF-8 text); OTLP JSON traces expected") from None
 
 
 def _walk(events: Iterator[tuple[str, str, Any]], path: str) -> Iterator[tuple[Any, Any]]:
