@@ -42,7 +42,9 @@ def stream_otlp_spans(fh: IO[bytes], path: str) -> Iterator[tuple[Any, Any]]:
             f"{path}: not valid JSON ({_first_line(exc)}); OTLP JSON traces expected"
         ) from None
     except UnicodeDecodeError:
-        raise LogError(f"{path}: not valid JSON (not UTF-8 text); OTLP JSON traces expected") from None
+        raise LogError(
+            f"{path}: not valid JSON (not UTF-8 text); OTLP JSON traces expected"
+        ) from None
 
 
 def _walk(events: Iterator[tuple[str, str, Any]], path: str) -> Iterator[tuple[Any, Any]]:
