@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 SERVICES = ("gateway", "chat-api", "retriever", "vector-db", "reranker", "llm-server")
+LAYOUTS = (("lines", "jsonl"), ("document", "json"))
 BYTES_PER_SPAN = {"lines": 365, "document": 815}  # about; to aim at a file size
 
 
@@ -197,13 +198,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about 15 MB and 30 MB files")
     parser.add_argument("--mb", type=int, nargs="*", help="file sizes to aim at, in MB")
+    parser.add_argument(
+        "--layout", choices=("lines", "document"), nargs="*", help="only these layouts"
+    )
     args = parser.parse_args()
+    layouts = [(lay, ext) for lay, ext in LAYOUTS if not args.layout or lay in args.layout]
     sizes = args.mb or ([15, 30] if args.quick else [150, 300])
     print("| file | what | wall time (s) | traces | peak RSS (MB) | time ratio |")
     print("|---|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for mb in sizes:
-            for layout, ext in (("lines", "jsonl"), ("document", "json")):
+            for layout, ext in layouts:
                 path = Path(tmp) / f"traces-{mb}.{ext}"
                 spans = mb * 1_000_000 // BYTES_PER_SPAN[layout]
                 write_otlp(path, spans, layout)
