@@ -154,14 +154,12 @@ def _otlp_file(path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
 
 
 def _streamed(fh: Any, path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
-    services: dict[int, tuple[Any, str]] = {}
+    last: Any = _streamed  # no resource yet: a sentinel no resource can be
+    service = "unknown"
     for span, resource in stream_otlp_spans(fh, path):
-        # One service lookup per resource, not per span.
-        held = services.get(id(resource))
-        if held is None or held[0] is not resource:
-            held = (resource, _service(resource or {}))
-            services = {id(resource): held}
-        yield _otlp_row(span, resource or {}, held[1], keys)
+        if resource is not last:  # one service lookup per resource, not per span
+            last, service = resource, _service(resource or {})
+        yield _otlp_row(span, resource or {}, service, keys)
 
 
 def _jaeger_file(path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
@@ -238,7 +236,7 @@ def _jaeger_error(span: dict[str, Any]) -> bool:
 
 
 def _documents(path: str) -> Iterator[Any]:
-    """One JSON document, or one per line (the Collector's file exporter), streamed."""
+    """One JSON document (parsed whole), or one per line, parsed a line at a time."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline()
