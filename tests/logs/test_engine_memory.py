@@ -35,3 +35,15 @@ def test_cap_leaves_a_chosen_or_lower_limit_alone(monkeypatch, env, session):
     before = _limit(backend)
     with capped_memory(backend, "128MB"):
         assert _limit(backend) == before
+
+
+def test_cap_that_the_session_cannot_meet_keeps_its_limit(monkeypatch):
+    # Without a spill folder DuckDB cannot evict what it holds: the cap is skipped.
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    backend = connect()
+    backend.raw_sql("SET temp_directory = ''")
+    backend.raw_sql("CREATE TABLE held AS SELECT repeat('x', 200) || range AS s FROM range(200000)")
+    before = _limit(backend)
+    with capped_memory(backend, "1MB"):
+        assert _limit(backend) == before
+    assert backend.raw_sql("SELECT count(*) FROM held").fetchone()[0] == 200000
