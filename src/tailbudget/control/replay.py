@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,11 +24,11 @@ from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
-from tailbudget.control.logsource import ReplayLog
+from tailbudget.control.logsource import ReplayLog, p99_of_log
 from tailbudget.errors import PolicyError
 from tailbudget.report import fmt
 
-__all__ = ["Baseline", "replay", "window_baseline"]
+__all__ = ["Baseline", "log_baseline", "replay", "window_baseline"]
 
 SIMULATE_POINTER = (
     "to see what the decisions do to latency and replica-hours, run `tailbudget simulate LOG` "
@@ -48,6 +48,22 @@ class Baseline:
 
     p99_ms: float
     source: str
+    others: Mapping[str, float] = field(default_factory=dict)
+    """Baselines of the other metrics rules compare with (`ttft.p99`, `goodput`)."""
+    notes: tuple[str, ...] = ()
+    """What was measured for them, and which could not be."""
+
+
+def log_baseline(other: ReplayLog, policy: Policy, source: str) -> Baseline:
+    """Every baseline `policy` compares with, from the whole of the baseline log `other`."""
+    from tailbudget.control.baselines import log_baselines
+
+    found = log_baselines(other, policy)
+    others = {k: v for k, v in found.values.items() if k != "p99"}
+    p99 = found.values.get("p99", p99_of_log(other))
+    return Baseline(
+        p99, f"p99 of {source} ({other.ts_s.size} requests)", others, tuple(found.describe(source))
+    )
 
 
 def window_baseline(log: ReplayLog, window_s: float) -> Baseline:
@@ -146,6 +162,9 @@ def replay(
     """Every decision the policy takes over `log`, a per-evaluation timeline and notes."""
     if baseline is not None:
         policy = policy.with_baseline(baseline.p99_ms)
+        if baseline.others:
+            merged = {**policy.baselines, **baseline.others}
+            policy = policy.model_copy(update={"baselines": merged})
     controller = Controller(policy)
     every, window = policy.evaluate_every_s, policy.window_s
     ts, ms, err = log.ts_s, log.total_ms, log.error
@@ -164,7 +183,11 @@ def replay(
         upto = int(np.searchsorted(ts, now, side="left"))
         if upto > fed:
             controller.observe_columns(
-                ts[fed:upto], ms[fed:upto], err[fed:upto], slice_series(log.series, fed, upto)
+                ts[fed:upto],
+                ms[fed:upto],
+                err[fed:upto],
+                slice_series(log.series, fed, upto),
+                slice_series(log.stages, fed, upto),
             )
             fed = upto
         for d in controller.evaluate(now):
@@ -208,6 +231,7 @@ def replay(
         )
     if baseline is not None:
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
+        notes += list(baseline.notes)
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     notes.append(SIMULATE_POINTER)
@@ -230,6 +254,7 @@ def replay(
         "evaluate_every_s": every,
         "evaluations": evaluations,
         "baseline_p99_ms": controller.baseline_p99_ms,
+        "baselines": dict(sorted(controller.baselines.items())),
         "baseline_source": baseline.source
         if baseline
         else ("policy" if policy.baseline_p99_ms else None),

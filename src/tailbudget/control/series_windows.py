@@ -27,7 +27,7 @@ from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, WindowStats
 
-__all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows"]
+__all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows", "judge"]
 
 ITL_SUMMARY = "itl_p99"
 """Series name of a request's own p99 gap, when it sent a summary instead of its gaps."""
@@ -97,23 +97,8 @@ class SeriesWindows:
         stages: Mapping[str, StageColumn],
     ) -> None:
         assert self.good is not None
-        n = int(ts.shape[0])
-        good = ~error
-        judged = np.ones(n, dtype=bool)
-        for name, limit in self.thresholds.items():
-            if name == "e2e":
-                good &= total_ms <= limit
-                continue
-            col = _column(name, series, stages)
-            if col is None:
-                judged[:] = False
-                continue
-            have = np.zeros(n, dtype=bool)
-            have[col.index] = True
-            judged &= have
-            good[col.index[col.ms > limit]] = False  # any gap over the limit fails itl
-        judged |= error
-        self.unjudged += int(n - np.count_nonzero(judged))
+        judged, good = judge(total_ms, error, series, stages, self.thresholds)
+        self.unjudged += int(judged.size - np.count_nonzero(judged))
         if judged.any():
             self.good.observe_many(ts[judged], np.zeros(int(judged.sum())), ~good[judged])
 
@@ -158,6 +143,35 @@ class SeriesWindows:
             self.good.load_state(state["good"])
         self.itl_summaries = int(state.get("itl_summaries", 0))
         self.unjudged = int(state.get("unjudged", 0))
+
+
+def judge(
+    total_ms: npt.NDArray[np.float64],
+    error: npt.NDArray[np.bool_],
+    series: Mapping[str, StageColumn],
+    stages: Mapping[str, StageColumn],
+    thresholds: Mapping[str, float],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """(judged, good) per request against per-request `thresholds` (ms by series).
+
+    Judged: an error, or carrying every thresholded metric; good: not an error and
+    within every threshold (any inter-token gap over the itl limit fails it)."""
+    n = int(total_ms.shape[0])
+    good = ~error
+    judged = np.ones(n, dtype=bool)
+    for name, limit in thresholds.items():
+        if name == "e2e":
+            good &= total_ms <= limit
+            continue
+        col = _column(name, series, stages)
+        if col is None:
+            judged[:] = False
+            continue
+        have = np.zeros(n, dtype=bool)
+        have[col.index] = True
+        judged &= have
+        good[col.index[col.ms > limit]] = False
+    return judged | error, good
 
 
 def _column(
