@@ -61,13 +61,15 @@ def _scalar(
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
         raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
-    values = np.array(raw, dtype=np.float64)  # None -> NaN
-    nan = np.isnan(values)
-    missing = raw.count(None)
-    if missing == int(nan.sum()):
-        present = ~nan  # every NaN is an absent key
-    else:  # a NaN value (the lenient parser reads it): present, and bad below
-        present = np.array([v is not None for v in raw], dtype=bool)
+    values = np.fromiter(raw, dtype=np.float64, count=n)  # None -> NaN
+    if type(None) not in kinds:
+        present: Any = np.ones(n, dtype=bool)  # every value given: NaN is a bad one
+    else:
+        nan = np.isnan(values)
+        if raw.count(None) == int(nan.sum()):
+            present = ~nan  # every NaN is an absent key
+        else:  # a NaN value (the lenient parser reads it): present, and bad below
+            present = np.array([v is not None for v in raw], dtype=bool)
     bad = present & ~(np.isfinite(values) & (values >= 0))
     if key == "output_tokens":
         bad |= present & ((values < 1) | (values != np.floor(values)))
@@ -79,6 +81,8 @@ def _scalar(
 
 
 def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
+    if present.all():  # the common case: every observation has it
+        return StageColumn(np.arange(values.shape[0], dtype=np.int64), values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
 
