@@ -112,6 +112,16 @@ def _columnar(text: str) -> dict[str, Any] | None:
 
 
 def _items(body: bytes) -> list[Any] | dict[str, Any]:
+    head = body.lstrip()
+    if head[:1] == b"[":
+        # The common shape, read straight from the bytes (orjson checks the UTF-8);
+        # anything else takes the checked path below, which names what is wrong.
+        try:
+            value = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            value = None
+        if type(value) is list and set(map(type, value)) <= {dict}:
+            return value
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -120,14 +130,9 @@ def _items(body: bytes) -> list[Any] | dict[str, Any]:
     if not stripped:
         raise BadBatch("empty body: send a JSON array or NDJSON of observations")
     if stripped[0] == "[":
-        try:
-            value = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            value = None
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            # json (slower) names the error and refuses what is hostile (deep nesting,
-            # huge numbers); it also reads NaN, so that item is named by the checks.
-            value = _loads(stripped, "")
+        # json (slower) names the error and refuses what is hostile (deep nesting,
+        # huge numbers); it also reads NaN, so that item is named by the checks.
+        value = _loads(stripped, "")
         if not isinstance(value, list):
             raise BadBatch("a JSON body must be an array of observations")
         return value
