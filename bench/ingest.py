@@ -21,7 +21,9 @@ as rows (a JSON array of objects) plain end-to-end, LLM (`ttft_ms`,
 `output_tokens` so the server derives tpot, and the flat `itl_p99_ms`
 summary), and LLM carrying every inter-token gap (`--gaps` of them, a list);
 and as columns (one list per key) plain and LLM. It prints the cost per
-observation of each relative to plain end-to-end in the same body form.
+observation of each relative to plain end-to-end in the same body form, from
+the run's throughput and from the server's own CPU seconds per acknowledged
+observation (steadier on a shared machine), with the server's peak RSS.
 """
 
 from __future__ import annotations
