@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import yaml
 from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
+from fleet_budgets import chat, ttft_only
 
 from tailbudget._fleet import PRESETS, check_target
 from tailbudget.control.prometheus_source import PrometheusSource
@@ -83,13 +84,46 @@ def test_the_burn_rate_sli_says_which_le_bound_stands_in() -> None:
     assert records and all('le="0.3"' in r["expr"] or 'le="10.0"' in r["expr"] for r in records)
 
 
+def test_every_mapped_objective_gets_a_burn_rate_sli_on_its_nearest_bound() -> None:
+    text = export(chat(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    records = {
+        r["record"]: r for g in _doc(text)["groups"] for r in g["rules"] if "record" in r
+    }
+    ttft = records["vllm:ttft_p95_slow_ratio:rate1h"]
+    assert ttft["labels"] == {"le_used": "0.5", "target_ms": "400"}
+    assert 'vllm:time_to_first_token_seconds_bucket{model_name="Llama-3.3-70B", le="0.5"}' in (
+        ttft["expr"]
+    )
+    assert records["vllm:queue_p99_slow_ratio:rate5m"]["labels"]["le_used"] == "0.3"
+    assert "vllm:p95_slow_ratio:rate1h" in records  # end to end keeps its name
+    assert "ttft.p95 SLI: no bucket at 400 ms in vllm:time_to_first_token_seconds" in text
+    assert "queue.p99 SLI target 200 ms is below the first bucket" in text
+    tgi = export(chat(), "prometheus-rules", ExportOptions(metrics="tgi"))
+    assert "objective ttft.p95: tgi exports no ttft histogram" in tgi
+
+
+def test_alert_annotations_name_the_buckets_around_the_threshold() -> None:
+    text = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    alerts = {r["alert"]: r for g in _doc(text)["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts["chat_scale_up_ttft_p95"]["annotations"]["buckets"] == (
+        "le 0.25 s .. 0.5 s around the threshold"
+    )
+    assert alerts["chat_shed_load_ttft_p95"]["annotations"]["buckets"] == (
+        "le 0.5 s (a bound at the target) around the threshold"
+    )
+
+
 @needs_promtool
 @pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
-def test_fleet_rule_files_pass_promtool(metrics: str, tmp_path) -> None:
+@pytest.mark.parametrize("which", ["llm_rules", "chat", "ttft_only"])
+def test_fleet_rule_files_pass_promtool(metrics: str, which: str, tmp_path) -> None:
+    budget = {
+        "llm_rules": lambda: budget_with_policy(LLM_RULES),
+        "chat": chat,
+        "ttft_only": ttft_only,
+    }[which]()
     path = tmp_path / "rules.yaml"
-    path.write_text(
-        export(budget_with_policy(LLM_RULES), "prometheus-rules", ExportOptions(metrics=metrics))
-    )
+    path.write_text(export(budget, "prometheus-rules", ExportOptions(metrics=metrics)))
     check = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 

@@ -79,6 +79,8 @@ class Resolved:
     @property
     def around(self) -> str:
         """'le 0.1 s .. 0.25 s' (the bounds either side of the target)."""
+        if self.check.exact:
+            return f"le {num(self.check.target_s)} s (a bound at the target)"
         lo = "none" if self.check.below is None else f"{num(self.check.below)} s"
         hi = "+Inf" if self.check.above is None else f"{num(self.check.above)} s"
         return f"le {lo} .. {hi}"
