@@ -7,12 +7,12 @@ import subprocess
 import pytest
 import yaml
 from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
-from fleet_budgets import chat, ttft_only
 
 from tailbudget._fleet import PRESETS, check_target
 from tailbudget.control.prometheus_source import PrometheusSource
-from tailbudget.errors import BudgetError, PolicyError
+from tailbudget.errors import PolicyError
 from tailbudget.export import ExportOptions, export
+from tests.fleet_exports import chat, ttft_only
 
 LLM_RULES = {
     "window": "30s",
@@ -86,13 +86,12 @@ def test_the_burn_rate_sli_says_which_le_bound_stands_in() -> None:
 
 def test_every_mapped_objective_gets_a_burn_rate_sli_on_its_nearest_bound() -> None:
     text = export(chat(), "prometheus-rules", ExportOptions(metrics="vllm"))
-    records = {
-        r["record"]: r for g in _doc(text)["groups"] for r in g["rules"] if "record" in r
-    }
+    records = {r["record"]: r for g in _doc(text)["groups"] for r in g["rules"] if "record" in r}
     ttft = records["vllm:ttft_p95_slow_ratio:rate1h"]
     assert ttft["labels"] == {"le_used": "0.5", "target_ms": "400"}
-    assert 'vllm:time_to_first_token_seconds_bucket{model_name="Llama-3.3-70B", le="0.5"}' in (
-        ttft["expr"]
+    assert (
+        'vllm:time_to_first_token_seconds_bucket{model_name="Llama-3.3-70B", le="0.5"}'
+        in (ttft["expr"])
     )
     assert records["vllm:queue_p99_slow_ratio:rate5m"]["labels"]["le_used"] == "0.3"
     assert "vllm:p95_slow_ratio:rate1h" in records  # end to end keeps its name

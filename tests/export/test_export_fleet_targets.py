@@ -12,13 +12,21 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_budgets import chat, ttft_only
 
 from tailbudget._fleet import PRESETS
 from tailbudget.errors import BudgetError
-from tailbudget.export import ExportOptions, export, fleet_argo, fleet_flagger, fleet_grafana
-from tailbudget.export import fleet_openslo, keda, openslo
+from tailbudget.export import (
+    ExportOptions,
+    export,
+    fleet_argo,
+    fleet_flagger,
+    fleet_grafana,
+    fleet_openslo,
+    keda,
+    openslo,
+)
 from tailbudget.export.fleet import build_keda
+from tests.fleet_exports import chat, ttft_only
 
 VLLM = ExportOptions(metrics="vllm")
 
@@ -50,7 +58,9 @@ def test_argo_compares_the_canary_ttft_p99_with_the_stable_pods_on_vllm_series()
     assert "[2m:10s]" in query  # the rule's `for` at the evaluation step
     assert m["successCondition"].endswith("result[0] <= 1.2") and m["failureLimit"] == 0
     # vLLM counts no failures; goodput over four metrics is no single histogram's share
-    assert any("rollback_error_rate (error_rate): vllm counts no failed requests" in n for n in notes)
+    assert any(
+        "rollback_error_rate (error_rate): vllm counts no failed requests" in n for n in notes
+    )
     assert any("rollback_goodput_baseline" in n and "count each metric alone" in n for n in notes)
 
 
@@ -102,7 +112,15 @@ def test_flagger_templates_read_the_canary_and_primary_pods_of_the_preset(metric
 def test_openslo_one_slo_per_mapped_objective_under_the_nearest_vllm_bound() -> None:
     docs, notes = fleet_openslo.build(chat(), VLLM)
     by_kind = {d["metadata"]["annotations"][openslo.A_KIND]: d for d in docs}
-    assert set(by_kind) == {"p95", "p99", "ttft.p95", "ttft.p99", "tpot.p99", "itl.p99", "queue.p99"}
+    assert set(by_kind) == {
+        "p95",
+        "p99",
+        "ttft.p95",
+        "ttft.p99",
+        "tpot.p99",
+        "itl.p99",
+        "queue.p99",
+    }
     ttft = by_kind["ttft.p95"]
     ann = ttft["metadata"]["annotations"]
     assert ann[fleet_openslo.A_LE_USED] == "0.5" and ann[openslo.A_THRESHOLD_MS] == "400"
@@ -141,7 +159,7 @@ def test_fleet_openslo_imports_back_its_end_to_end_slos_and_refuses_the_rest() -
     e2e_only = chat(slo={"e2e": {"p95": 6000, "p99": 9000}, "error_rate": 0.01})
     found = openslo.read_slos(export(e2e_only, "openslo", ExportOptions(metrics="sglang")))
     assert found["slo"] == {"p95": 6000.0, "p99": 9000.0, "error_rate": 0.01}
-    with pytest.raises(BudgetError, match="objective ttft.p95 is not end to end"):
+    with pytest.raises(BudgetError, match=r"objective ttft\.p95 is not end to end"):
         openslo.read_slos(export(chat(), "openslo", VLLM))
 
 
@@ -165,7 +183,15 @@ def test_grafana_panels_per_objective_metric_with_bucket_notes() -> None:
     assert "WARNING" in panels["queue"]["description"]
     burn = next(p for p in dash["panels"] if p["title"].startswith("latency SLI burn"))
     legends = [t["legendFormat"] for t in burn["targets"]]
-    assert legends == ["e2e.p95", "e2e.p99", "ttft.p95", "ttft.p99", "tpot.p99", "itl.p99", "queue.p99"]
+    assert legends == [
+        "e2e.p95",
+        "e2e.p99",
+        "ttft.p95",
+        "ttft.p99",
+        "tpot.p99",
+        "itl.p99",
+        "queue.p99",
+    ]
     assert 'le="0.3"' in burn["targets"][-1]["expr"]
 
 

@@ -14,21 +14,10 @@ from typing import Any
 import pytest
 import yaml
 from export_helpers import PROMTOOL, needs_promtool
-from fleet_budgets import chat, ttft_only
 
 from tailbudget.budget import Budget
-from tailbudget.export import (
-    ExportOptions,
-    argo,
-    fleet_argo,
-    fleet_flagger,
-    fleet_grafana,
-    fleet_openslo,
-    flagger,
-    grafana,
-    keda,
-    openslo,
-)
+from tailbudget.export import argo, flagger, grafana, keda, openslo
+from tests.fleet_exports import chat, fleet_expressions, ttft_only
 
 FLAGGER_VARS = {"{{ namespace }}": "prod", "{{ target }}": "rag", "{{ interval }}": "1m"}
 
@@ -77,39 +66,6 @@ def test_every_emitted_query_parses(template_budget: Budget, tmp_path: Path) -> 
         [PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stdout + run.stderr + "\n" + "\n".join(exprs)
-
-
-ARGO_ARGS = {"{{args.canary-hash}}": "abc123", "{{args.stable-hash}}": "def456"}
-
-
-def fleet_expressions(budget: Budget, metrics: str) -> dict[str, str]:
-    """Name -> PromQL of the Argo, Flagger, OpenSLO and Grafana exports for a preset."""
-    opts = ExportOptions(metrics=metrics)
-    out: dict[str, str] = {}
-    doc, _ = fleet_argo.build(budget, opts)
-    for m in doc["spec"]["metrics"]:
-        if "prometheus" in m["provider"]:
-            query = m["provider"]["prometheus"]["query"]
-            for var, value in ARGO_ARGS.items():
-                query = query.replace(var, value)
-            out[f"argo {m['name']}"] = query
-    templates, _, _ = fleet_flagger.build(budget, opts)
-    for t in templates:
-        query = t["spec"]["query"]
-        for var, value in FLAGGER_VARS.items():
-            query = query.replace(var, value)
-        out[f"flagger {t['metadata']['name']}"] = query
-    docs, _ = fleet_openslo.build(budget, opts)
-    for d in docs:
-        ratio = d["spec"]["indicator"]["spec"]["ratioMetric"]
-        for part in ("good", "total"):
-            query = ratio[part]["metricSource"]["spec"]["query"]
-            out[f"openslo {d['metadata']['name']} {part}"] = query
-    dash, _ = fleet_grafana.build(budget, opts)
-    for p in dash["panels"]:
-        for t in p["targets"]:
-            out[f"grafana {p['title']} {t['refId']}"] = t["expr"]
-    return out
 
 
 def check_parses(exprs: dict[str, str], tmp_path: Path) -> None:
