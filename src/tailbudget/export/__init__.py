@@ -69,6 +69,7 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
 
 __all__ = [
     "DEFAULT_BURN_WINDOWS",
+    "FLEET_TARGETS",
     "TARGETS",
     "BurnWindow",
     "ExportOptions",
