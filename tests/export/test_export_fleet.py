@@ -144,3 +144,15 @@ def test_the_prometheus_source_reads_each_servers_series() -> None:
     assert "tgi_request_duration_bucket{}" in tgi.queries()["p95"]
     checks = vllm.buckets({"p95": 200.0, "ttft.p95": 500.0})
     assert checks["p95"].warning and checks["ttft.p95"].warning is None
+
+
+def test_error_rate_rules_read_the_servers_failure_counter_where_it_has_one() -> None:
+    text = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="sglang"))
+    alerts = {r["alert"]: r for g in _doc(text)["groups"] for r in g["rules"] if "alert" in r}
+    err = alerts["chat_rollback_error_rate"]
+    assert 'sglang:num_aborted_requests_total{model_name="chat"}[1m]' in err["expr"]
+    assert "clamp_min(" in err["expr"] and ") > 0.01 and on () (" in err["expr"]
+    assert err["for"] == "2m" and err["labels"]["action"] == "rollback"
+    assert "the rules have no baseline version to compare with" in text
+    vllm = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    assert "rule rollback_error_rate (error_rate): vllm counts no failed requests" in vllm

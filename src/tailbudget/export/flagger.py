@@ -161,8 +161,9 @@ def analysis_block(
     )
     notes.append(
         "unknown never acts: below min_samples requests in the interval each query answers "
-        "0 (a pass), and the rollout webhook (mode=flagger) answers 503 only on a rollback "
-        "verdict; the confirm-promotion webhook (mode=flagger-promotion) holds promotion, "
+        "a passing value (0 under a max, 1 over a goodput min), and the rollout webhook "
+        "(mode=flagger) answers 503 only on a rollback verdict; the confirm-promotion "
+        "webhook (mode=flagger-promotion) holds promotion, "
         "without counting failures, until `tailbudget serve`'s verdict is healthy."
     )
     notes.append(

@@ -22,6 +22,7 @@ from tailbudget._fleet import FleetPreset, FleetSeries, check_target, preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.stats import z_of
 from tailbudget.errors import PolicyError
 from tailbudget.export import fleet_common as fc
 from tailbudget.export.common import (
@@ -80,6 +81,46 @@ def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> di
     }
     if where.check.warning:
         out["annotations"]["warning"] = where.check.warning
+    if rule.for_s > 0:
+        out["for"] = promql_duration(rule.for_s)
+    return out
+
+
+def _share_alert(
+    fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule
+) -> dict[str, Any] | str:
+    """An error-rate or goodput rule on the model's whole fleet, or a note why not."""
+    kind = rule.ref.kind
+    if kind not in ("error_rate", "goodput"):
+        if kind in ("vs_baseline", "goodput_vs_baseline"):
+            return (
+                f"rule {rule.name} ({rule.metric}): the rules have no baseline version to "
+                "compare with; --to argo-rollouts and --to flagger compare the canary with "
+                "the stable pods"
+            )
+        return f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series"
+    sel = fc.selector(fleet, budget)
+    rng, z = promql_duration(policy.window_s), z_of(policy.confidence)
+    check = fc.canary_check(fleet, budget, rule, (sel, sel), rng, policy.min_samples, z)
+    if isinstance(check, str):
+        return check
+    guards = "".join(f" and on () ({g})" for g in check.guards)
+    out: dict[str, Any] = {
+        "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
+        "expr": f"({check.value}) {rule.op} {num(check.threshold)}{guards}",
+        "labels": {
+            "severity": "page" if rule.action == "rollback" else "ticket",
+            "action": rule.action,
+            "tailbudget_rule": rule.name,
+        },
+        "annotations": {
+            "summary": f"{budget.service}: {rule.metric} {rule.op} {num(check.threshold)} -> "
+            f"{rule.action} (rule {rule.name}, "
+            + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
+            + f" at {policy.confidence:g})",
+            **({"buckets": "; ".join(check.notes)} if check.notes else {}),
+        },
+    }
     if rule.for_s > 0:
         out["for"] = promql_duration(rule.for_s)
     return out
@@ -147,7 +188,11 @@ def build_rules(
     for rule in policy.rules:
         series = _series_of(fleet, rule)
         if series is None:
-            notes.append(f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series")
+            found = _share_alert(fleet, budget, policy, rule)
+            if isinstance(found, str):
+                notes.append(found)
+            else:
+                alerts.append(found)
             continue
         alerts.append(_alert(fleet, budget, policy, rule))
         warning = check_target(series, rule.threshold, rule.metric).warning
