@@ -18,6 +18,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Rule
 from tailbudget.export.common import le_label, num
+from tailbudget.export.prometheus_rules import wilson_lower_expr
 
 __all__ = [
     "CanaryCheck",
@@ -179,8 +180,6 @@ def canary_check(
     if ref.kind == "error_rate":
         if fleet.errors is None:
             return f"{why} counts no failed requests; left out"
-        from tailbudget.export.prometheus_rules import wilson_lower_expr
-
         total, n = _requests(fleet, canary, rng, "rate"), _requests(fleet, canary, rng, "increase")
         ratio = f"(({counter_expr(fleet.errors, canary, rng)} or vector(0))\n/\n{total})"
         value = wilson_lower_expr(ratio, f"({n})", z)
@@ -217,8 +216,6 @@ def _goodput_check(
     window: tuple[str, int, float],
 ) -> CanaryCheck | str:
     """Goodput as the share under the threshold's `le`, read at its Wilson upper bound."""
-    from tailbudget.export.prometheus_rules import wilson_lower_expr
-
     (rng, min_samples, z), (canary, base) = window, pods
     found, why = goodput_series(budget, fleet)
     if found is None:
