@@ -214,3 +214,21 @@ def test_one_scaled_object_shell_for_every_preset() -> None:
     assert plain["spec"]["triggers"][0].keys() == fleet["spec"]["triggers"][0].keys()
     assert fleet["metadata"]["annotations"]["tailbudget.dev/metrics"] == "vllm"
     assert fleet["spec"]["triggers"][0]["name"] == "tailbudget-ttft-p95"
+
+
+def test_a_rollback_threshold_names_its_buckets_in_argo_and_flagger() -> None:
+    policy = {
+        "rules": [
+            {"name": "slow_ttft", "metric": "ttft.p99", "threshold": 2000, "action": "rollback"}
+        ]
+    }
+    budget = chat(policy=policy)
+    doc, notes = fleet_argo.build(budget, VLLM)
+    (m, _) = doc["spec"]["metrics"]
+    assert m["successCondition"].endswith("result[0] <= 2")  # 2000 ms in seconds
+    around = "rule slow_ttft: le 1 s .. 2.5 s of vllm:time_to_first_token_seconds around 2000 ms"
+    assert around in notes
+    assert any("falls between buckets le=1 s and le=2.5 s" in n for n in notes)
+    _, analysis, flagger_notes = fleet_flagger.build(budget, VLLM)
+    assert analysis["metrics"][0]["thresholdRange"] == {"max": 2.0}
+    assert around in flagger_notes

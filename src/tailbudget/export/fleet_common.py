@@ -196,7 +196,8 @@ def canary_check(
         guards.append(f"{count_expr(series, base, rng)} >= {min_samples}")
         return CanaryCheck(rule, value, tuple(guards), rule.threshold)
     where = resolve(series, rule.threshold, rule.metric)
-    notes = (where.check.warning,) if where.check.warning else ()
+    around = f"rule {rule.name}: {where.around} of {series.histogram} around {rule.threshold:g} ms"
+    notes = (around, where.check.warning) if where.check.warning else (around,)
     return CanaryCheck(rule, value, tuple(guards), round(rule.threshold / 1000.0, 9), notes)
 
 
