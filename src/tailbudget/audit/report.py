@@ -112,6 +112,20 @@ class Tail(_Model):
     weak: bool = False
     """Fewer than MIN_SLOW_REQUESTS requests in the slow group: the driver is a weak finding."""
 
+    @property
+    def gap_ms(self) -> float:
+        """The slow-vs-fast gap: the sum of the stages' positive deltas."""
+        return sum(max(0.0, d.delta) for d in self.deltas)
+
+    @property
+    def top_delta(self) -> Delta | None:
+        """The stage with the largest delta, None when no stage is slower in slow requests."""
+        return max(self.deltas, key=lambda d: d.delta) if self.gap_ms > 0 else None
+
+    def share_of_gap(self, d: Delta) -> float | None:
+        """`d`'s share of the slow-vs-fast gap (None for a stage faster in slow requests)."""
+        return d.delta / self.gap_ms if self.gap_ms > 0 and d.delta > 0 else None
+
 
 class ProfilePoint(_Model):
     """One bin of a covariate: its mean x and the stage's latency there."""
@@ -271,6 +285,11 @@ class BaselineRow(_Model):
     change: float
     ci_low: float
     ci_high: float
+
+    @property
+    def relative_change(self) -> float | None:
+        """The change as a share of the before figure (None when before is 0)."""
+        return self.change / self.before if self.before else None
 
 
 class Culprit(_Model):

@@ -66,7 +66,9 @@ def _html(rep: dict[str, Any]) -> str:
             "HTML replay reports need tailbudget.report.html, which this build lacks; "
             "use --format json or --format text"
         ) from None
-    return str(render_replay_html(rep))
+    from tailbudget.control.replay_record import ReplayReport
+
+    return render_replay_html(ReplayReport.of(rep))
 
 
 @clean_errors

@@ -115,6 +115,7 @@ def step_replay(state: DemoState) -> None:
 def step_html(state: DemoState) -> None:
     """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
     assert state.report is not None
+    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.report.html import render_audit_html, render_replay_html
 
     path = state.out_dir / "report.html"
@@ -124,7 +125,7 @@ def step_html(state: DemoState) -> None:
     replay = state.extra.get("replay")
     if isinstance(replay, dict):
         rpath = state.out_dir / "replay.html"
-        rpath.write_text(render_replay_html(replay), encoding="utf-8")
+        rpath.write_text(render_replay_html(ReplayReport.of(replay)), encoding="utf-8")
         state.files.append(rpath)
         state.extra["replay_html"] = rpath
 

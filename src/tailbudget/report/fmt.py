@@ -45,6 +45,12 @@ def share(value: object, digits: int = 1) -> str:
     return MISSING if v is None else f"{v * 100:.{digits}f}%"
 
 
+def signed_share(value: object, digits: int = 1) -> str:
+    """A change of a share with its sign, in percentage points of [0, 1]: '+1.2%', '-0.4%'."""
+    v = _num(value)
+    return MISSING if v is None else f"{v * 100:+.{digits}f}%"
+
+
 def count(value: object) -> str:
     """A whole count with thousands separators: '12,000'."""
     v = _num(value)
@@ -92,4 +98,15 @@ def threshold(metric: str, value: object) -> str:
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
 
 
-__all__ = ["MISSING", "count", "ms", "number", "r2", "seconds", "share", "signed_ms", "threshold"]
+__all__ = [
+    "MISSING",
+    "count",
+    "ms",
+    "number",
+    "r2",
+    "seconds",
+    "share",
+    "signed_ms",
+    "signed_share",
+    "threshold",
+]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 from tailbudget.report import fmt
 
@@ -232,9 +232,12 @@ def cards(pairs: Iterable[tuple[str, str, str]]) -> str:
     return f'<div class="cards">{out}</div>'
 
 
+Report = TypeVar("Report")
+
+
 def render_sections(
-    data: Mapping[str, Any],
-    sections: Iterable[tuple[str, str, Callable[[Mapping[str, Any]], str]]],
+    data: Report,
+    sections: Iterable[tuple[str, str, Callable[[Report], str]]],
 ) -> list[tuple[str, str, str]]:
     """Run each (id, title, render) on `data`, for `document`.
 
