@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tailbudget.report import fmt
 from tailbudget.report.html.page import fmt_ms, fmt_num, fmt_pct
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
@@ -106,12 +107,12 @@ def capacity_markdown(rep: CapacityReport) -> str:
     lines.append("")
     if sbb is None:
         lines.append("Scale before breach: no load at which the objectives were met to start from.")
-    elif sbb.get("load") is None:
-        lines.append(f"Scale before breach: {sbb.get('note')}.")
+    elif sbb.load is None:
+        lines.append(f"Scale before breach: {sbb.note}.")
     else:
         lines.append(
-            f"Scale before breach: on {sbb['replicas']} replicas, {sbb['objective']} reaches 90% "
-            f"of its target at {sbb['load']:g}x the log's load."
+            f"Scale before breach: on {fmt.count(sbb.replicas)} replicas, {sbb.objective} reaches "
+            f"{fmt.share(sbb.share_of_target, 0)} of its target at {sbb.load:g}x the log's load."
         )
     lines += ["", *model_markdown(rep.model), ""]
     lines += [f"- {n}" for n in rep.notes]

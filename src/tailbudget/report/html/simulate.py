@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from tailbudget.report import fmt
 from tailbudget.report.html import page
 from tailbudget.report.html.page import cell, esc, figure, fmt_ms, fmt_num, kv, not_available, table
 from tailbudget.report.html.svg import (
@@ -170,8 +171,11 @@ def render_simulate_html(rep: SimReport) -> str:
 def render_capacity_html(rep: CapacityReport) -> str:
     """The capacity curve and where to scale before breach."""
     sbb = rep.scale_before_breach
-    if sbb and sbb.get("load") is not None:
-        take = f"scale before {sbb['load']:g}x the log's load ({sbb['objective']} at 90% of target)"
+    if sbb is not None and sbb.load is not None:
+        take = (
+            f"scale before {sbb.load:g}x the log's load ({sbb.objective} at "
+            f"{fmt.share(sbb.share_of_target, 0)} of target)"
+        )
     else:
         take = "no scale-before-breach load found in the searched range"
     rows = [
