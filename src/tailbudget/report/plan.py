@@ -10,7 +10,6 @@ from rich.text import Text
 
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import ObjectiveCheck, Plan
-from tailbudget.budget.plan_objectives import fmt_ms
 from tailbudget.report import fmt
 
 _BAR = 16
@@ -119,13 +118,10 @@ def _verdict(fits: bool | None) -> str:
 def _objective_cells(o: ObjectiveCheck) -> list[str]:
     name = f"{o.metric} {o.percentile}"
     if o.output_tokens is not None:
-        name += f" at {o.output_tokens:,} tokens"
+        name += f" at {fmt.count(o.output_tokens)} tokens"
     return [
         name,
-        *(
-            "-" if v is None else fmt_ms(v).removesuffix(" ms")
-            for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)
-        ),
+        *(fmt.ms(v) for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)),
         _verdict(o.fits) + ("" if o.gated else " (not gated)"),
     ]
 

@@ -137,11 +137,6 @@ def fmt_pct(value: object, digits: int = 1) -> str:
     return fmt.share(value, digits)
 
 
-def fmt_num(value: object, digits: int = 2) -> str:
-    """A plain number to `digits` decimals; '-' when missing."""
-    return f"{float(value):,.{digits}f}" if is_num(value) else fmt.MISSING
-
-
 @dataclass(frozen=True)
 class Cell:
     """A table cell: display text (escaped on output), sort value, CSS class."""

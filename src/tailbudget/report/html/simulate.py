@@ -7,7 +7,7 @@ from matplotlib.ticker import FuncFormatter
 
 from tailbudget.report import fmt
 from tailbudget.report.html import page
-from tailbudget.report.html.page import cell, esc, figure, fmt_ms, fmt_num, kv, not_available, table
+from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.svg import (
     BLUE,
     GREEN,
@@ -109,7 +109,7 @@ def _model(model: ServiceModel) -> str:
     ]
     head = kv(
         [("kind", model.kind), ("sources", ", ".join(model.sources)),
-         ("requests", f"{model.samples.size:,}"),
+         ("requests", fmt.count(model.samples.size)),
          ("not identifiable (defaults)", ", ".join(model.unidentified) or "none")]
     )  # fmt: skip
     notes = "".join(f"<li>{esc(n)}</li>" for n in model.notes)
@@ -120,10 +120,18 @@ def _model(model: ServiceModel) -> str:
     )
 
 
+def _threshold(metric: str, value: float | None) -> Cell:
+    """A decision's value or threshold in its metric's unit (ms, a share, a ratio)."""
+    if value is None:
+        return cell(None)
+    return Cell(fmt.threshold(metric, value), value, "num")
+
+
 def _decisions(runs: list[RunResult]) -> str:
     rows = [
         [cell(r.policy), cell(d.t_s, "num"), cell(d.action), cell(d.metric),
-         cell(d.value, "num"), cell(d.threshold, "num"), cell(d.reason, "long")]
+         _threshold(d.metric, d.value), _threshold(d.metric, d.threshold),
+         cell(d.reason, "long")]
         for r in runs
         for d in r.decisions
     ]  # fmt: skip
@@ -148,7 +156,7 @@ def render_simulate_html(rep: SimReport) -> str:
     take = (
         f"{best.policy}: fewest minutes in breach "
         f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
-        f"at {fmt_num(best.replica_hours, 2)} replica-hours"
+        f"at {fmt.number(best.replica_hours)} replica-hours"
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
     sections = [
@@ -163,7 +171,7 @@ def render_simulate_html(rep: SimReport) -> str:
     ]
     return page.document(
         "Closed-loop simulation",
-        f"{rep.arrivals}: {rep.requests:,} requests, seed {rep.seed}",
+        f"{rep.arrivals}: {fmt.count(rep.requests)} requests, seed {rep.seed}",
         sections,
     )
 
@@ -180,7 +188,7 @@ def render_capacity_html(rep: CapacityReport) -> str:
         take = "no scale-before-breach load found in the searched range"
     rows = [
         [cell(f"{p.load:g}x"), cell(p.replicas if p.replicas is not None else "not met"),
-         *(cell(fmt_ms(o.measured_ms)) for o in p.objectives)]
+         *(cell(o.measured_ms, "ms") for o in p.objectives)]
         for p in rep.curve
     ]  # fmt: skip
     names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
