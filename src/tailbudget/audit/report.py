@@ -190,6 +190,19 @@ class ColdStart(_Model):
     timeline: list[TimelinePoint] = Field(default_factory=list)
     events: list[EventPoint] = Field(default_factory=list)
 
+    @property
+    def change_ms(self) -> float | None:
+        """p99 without the cold windows minus p99 of every request (None when not tested)."""
+        if self.filtered_p99 is None:
+            return None
+        return self.filtered_p99 - self.unfiltered_p99
+
+    @property
+    def change_share(self) -> float | None:
+        """`change_ms` as a share of the p99 of every request."""
+        change = self.change_ms
+        return None if change is None or not self.unfiltered_p99 else change / self.unfiltered_p99
+
 
 class Hypothesis(_Model):
     """A suspected cause with its evidence in words and numbers."""
