@@ -10,16 +10,7 @@ from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
 from tailbudget.report.html import charts, page, takeaways
 from tailbudget.report.html.objectives import objectives_html
-from tailbudget.report.html.page import (
-    Cell,
-    cards,
-    cell,
-    esc,
-    figure,
-    kv,
-    not_available,
-    table,
-)
+from tailbudget.report.html.page import Cell, cards, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import cold_start_chart
 
 _SHAPE_CHARTS = 4  # at most this many flagged fits get a chart; all are in the table

@@ -8,25 +8,12 @@ from matplotlib.ticker import FuncFormatter
 from tailbudget.report import fmt
 from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
-from tailbudget.report.html.svg import (
-    BLUE,
-    GREEN,
-    GREY,
-    INK,
-    P95,
-    P99,
-    PURPLE,
-    new_figure,
-    style,
-    to_svg,
-)
+from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
 
 __all__ = ["render_capacity_html", "render_simulate_html"]
-
-_COLORS = (BLUE, P99, GREEN, PURPLE, P95, GREY)
 
 
 def _ms_tick(v: float, _pos: object = None) -> str:
@@ -46,7 +33,7 @@ def timeline_chart(rep: SimReport) -> str | None:
         fig = new_figure(7.6, 4.8)
         ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
         for i, r in enumerate(runs):
-            color = _COLORS[i % len(_COLORS)]
+            color = SERIES[i % len(SERIES)]
             t = np.array([p.t_offset_s for p in r.timeline]) / 60.0
             v = np.array([np.nan if p.value_ms is None else p.value_ms for p in r.timeline])
             (ln,) = ax.plot(t, v, color=color, lw=1.4, label=r.policy)
@@ -78,7 +65,7 @@ def capacity_chart(rep: CapacityReport) -> str | None:
         fig = new_figure(7.6, 3.4)
         ax = fig.add_subplot()
         (ln,) = ax.plot(
-            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=BLUE
+            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=SERIES[0]
         )
         ln.set_gid("tb-capacity-curve")
         ax.set_xlabel("load (x the log's)")

@@ -30,6 +30,8 @@ GREEN = "#009E73"
 PURPLE = "#CC79A7"
 GREY = "#7f7f7f"
 INK = "#1d2330"
+SERIES = (BLUE, P99, GREEN, PURPLE, P95, GREY)
+"""Colours of series that stand for no percentile (one per policy, cohort...), in order."""
 PCT_COLORS = {"p50": P50, "p95": P95, "p99": P99}
 
 _RC: dict[str, Any] = {
