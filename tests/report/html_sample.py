@@ -82,11 +82,10 @@ OPTIONS = ReadOptions(
 )
 
 
-def write_parquet(log: dict[str, np.ndarray], path: Path, *, only_total: bool = False) -> Path:
-    """`log` as a Parquet file with a UTC timestamp and `<stage>_ms` columns (or, with
-    `only_total`, the end-to-end latency alone)."""
+def as_table(log: dict[str, np.ndarray]) -> pa.Table:
+    """`log` as an Arrow table with a UTC timestamp and `<stage>_ms` columns."""
     ts = [START + timedelta(seconds=float(s)) for s in log["t_s"]]
-    table = pa.table(
+    return pa.table(
         {
             "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
             "route": log["route"],
@@ -97,6 +96,11 @@ def write_parquet(log: dict[str, np.ndarray], path: Path, *, only_total: bool = 
             "error": log["error"],
         }
     )
+
+
+def write_parquet(log: dict[str, np.ndarray], path: Path, *, only_total: bool = False) -> Path:
+    """`log` as a Parquet file (with `only_total`, the end-to-end latency alone)."""
+    table = as_table(log)
     pq.write_table(table.select(["total_ms"]) if only_total else table, path)
     return path
 
