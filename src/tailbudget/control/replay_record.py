@@ -1,8 +1,9 @@
 """The replay's result as a typed record: what `replay --format json` writes, read back.
 
 `replay()` builds the JSON contract; renderers (HTML, text) take this record so every
-figure they print comes from a named field. Keys a newer replay adds are ignored here
-rather than refused, so an older renderer still reads a newer file.
+figure they print comes from a named field. A key the contract gains must be added
+here too: the record refuses keys it does not know (tests replay real logs through
+it), so a new figure cannot go unrendered by accident.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ OPEN_LOOP = "open loop"
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ReplayRows(_Record):
@@ -52,7 +53,13 @@ class ReplayDecision(_Record):
 
 
 class ReplayPoint(_Record):
-    """The rolling window at one evaluation (None where too few samples to know)."""
+    """The rolling window at one evaluation (None where too few samples to know).
+
+    An LLM log adds each series' window p95 and p99 (`ttft_p95`, `itl_p99`...): they
+    are kept as extra fields, one pair per series the log holds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     t: str
     t_offset_s: float
