@@ -93,6 +93,7 @@ def step_replay(state: DemoState) -> None:
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay, window_baseline
+    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.errors import PolicyError
 
     mapping = state.budget.log
@@ -108,8 +109,9 @@ def step_replay(state: DemoState) -> None:
     path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
     state.files.append(path)
     state.extra["replay"] = rep
-    counts = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "no action"
-    state.summary.append(f"replay: {len(rep['decisions'])} decisions ({counts})")
+    record = ReplayReport.of(rep)
+    counts = ", ".join(f"{k} x{v}" for k, v in record.summary.items()) or "no action"
+    state.summary.append(f"replay: {len(record.decisions)} decisions ({counts})")
 
 
 def step_html(state: DemoState) -> None:

@@ -11,7 +11,7 @@ import html
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, TypeVar
+from typing import TypeGuard, TypeVar
 
 from tailbudget.report import fmt
 
@@ -147,7 +147,7 @@ class Cell:
     raw_html: bool = False
 
 
-def cell(value: Any, kind: str = "text") -> Cell:
+def cell(value: object, kind: str = "text") -> Cell:
     """Build a cell from a value: kind is text, long (prose), ms, pct, int, r2 or num."""
     if kind == "ms":
         return Cell(fmt_ms(value), float(value) if is_num(value) else None, "num")
