@@ -79,7 +79,7 @@ def ours(path: Path) -> tuple[float, int]:
     t = time.perf_counter()
     log = read_log(str(path), ReadOptions(shape=("seq_len",), cohorts=("route",)))
     tab = log.table
-    aggs = {f"m_{s}": tab[f"{s}_ms"].mean() for s in log.stages}
+    aggs = {f"m_{s}": tab[log.stage_column(s)].mean() for s in log.stages}
     for q in (0.5, 0.95, 0.99):
         aggs[f"q{int(q * 100)}"] = tab.total_ms.quantile(q)
     result = tab.aggregate(n=tab.count(), **aggs).to_pyarrow()
@@ -162,7 +162,7 @@ def _read_spans(path: str, attribution: str, out: object) -> None:
     t = time.perf_counter()
     log = read_log(path, ReadOptions(span_stage="service", span_attribution=attribution))  # type: ignore[arg-type]
     tab = log.table
-    aggs = {f"m_{s}": tab[f"{s}_ms"].mean() for s in log.stages}
+    aggs = {f"m_{s}": tab[log.stage_column(s)].mean() for s in log.stages}
     result = tab.aggregate(n=tab.count(), p99=tab.total_ms.quantile(0.99), **aggs).to_pyarrow()
     elapsed = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -198,3 +198,83 @@ def test_sglang_malformed_arrays_are_counted(tmp_path, duck, n, ttft, gap, error
     log = _read_or_log_error(path, duck)
     if log is not None:
         assert log.format == "sglang" and log.rows.total == n
+
+
+# int64 at most: the streaming parser (yajl) refuses larger integers as not valid JSON,
+# as the line parser does past uint64.
+otlp_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63) + 1, 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=6),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+span_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "traceId": st.sampled_from(["t1", "t2", "", None, 7]),
+        "spanId": st.sampled_from(["a", "b", "c", None]),
+        "parentSpanId": st.sampled_from(["", "a", "b", None]),
+        "name": st.one_of(st.text(max_size=4), st.none()),
+        "kind": st.sampled_from([1, 2, 3, "SPAN_KIND_CLIENT", None]),
+        "startTimeUnixNano": st.one_of(
+            st.integers(0, 2**63 - 1), st.text("0123456789", max_size=20)
+        ),
+        "endTimeUnixNano": st.one_of(
+            st.integers(-5, 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False)
+        ),
+        "status": st.one_of(
+            st.none(), st.fixed_dictionaries({"code": st.sampled_from([0, 2, "ERROR"])})
+        ),
+        "attributes": st.lists(
+            st.fixed_dictionaries(
+                {"key": st.sampled_from(["route", "tokens", "service.name"]), "value": otlp_values}
+            ),
+            max_size=3,
+        ),
+    },
+)
+
+
+@st.composite
+def otlp_documents(draw):
+    """OTLP TracesData with one spelling per level, the resource before or after the spans,
+    scopeSpans or the older instrumentationLibrarySpans, and odd values in every field."""
+    top = draw(st.sampled_from(["resourceSpans", "resource_spans"]))
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        scope = draw(st.sampled_from(["scopeSpans", "scope_spans", "instrumentationLibrarySpans"]))
+        spans = draw(st.lists(st.one_of(span_fields, otlp_values), max_size=4))
+        body: dict[str, object] = {scope: [{"spans": spans}] if draw(st.booleans()) else []}
+        resource = {
+            "attributes": draw(
+                st.lists(
+                    st.fixed_dictionaries({"key": st.just("service.name"), "value": otlp_values}),
+                    max_size=2,
+                )
+            )
+        }
+        out.append(
+            {"resource": resource, **body}
+            if draw(st.booleans())
+            else {**body, "resource": resource}
+        )
+    return {top: out}
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=otlp_documents(), indent=st.sampled_from([None, 1]))
+def test_streamed_otlp_document_gives_the_parsed_documents_rows(doc, indent):
+    import io
+
+    from tailbudget.logs.traces import _streamed, otlp_spans
+
+    data = json.dumps(doc, indent=indent).encode()
+    keys = ("route", "tokens")
+    assert list(_streamed(io.BytesIO(data), "t", keys)) == list(otlp_spans(doc, "t", keys))

@@ -191,3 +191,75 @@ def test_collector_file_with_a_bad_line_names_it(tmp_path):
     path.write_text(json.dumps(json.loads(first)) + "\n{not json\n")
     with pytest.raises(LogError, match="line 2 is not valid JSON"):
         read_log(str(path))
+
+
+def _rows(doc, keys=()):
+    from tailbudget.logs.traces import otlp_spans
+
+    return list(otlp_spans(doc, "t", keys))
+
+
+def _streamed_rows(data, keys=()):
+    import io
+
+    from tailbudget.logs.traces import _streamed
+
+    return list(_streamed(io.BytesIO(data), "t", keys))
+
+
+def test_pretty_printed_document_is_streamed_with_the_same_requests(tmp_path, monkeypatch):
+    # json_format writes one indented document: it is read token by token, and a
+    # minified document longer than LINE_LIMIT too; both give the line reader's figures.
+    from tailbudget.logs import traces
+
+    text, _ = _otlp_json(4)
+    pretty, line = tmp_path / "pretty.json", tmp_path / "line.json"
+    pretty.write_text(text)
+    line.write_text(json.dumps(json.loads(text)))
+    opts = ReadOptions(shape=("gen_ai.usage.output_tokens",), cohorts=("route",))
+    expected = read_log(str(line), opts).table.order_by("request_id").execute()
+    for path in (pretty, line):
+        monkeypatch.setattr(traces, "LINE_LIMIT", 64)
+        got = read_log(str(path), opts)
+        assert got.rows.used == 4
+        assert got.table.order_by("request_id").execute().equals(expected)
+
+
+def test_streamed_document_waits_for_a_resource_written_after_its_spans():
+    span = {
+        "traceId": "t1",
+        "spanId": "a",
+        "name": "root",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "9",
+    }
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "api"}}]}
+    late = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}], "resource": resource}]}
+    legacy = {
+        "resource_spans": [
+            {"resource": resource, "instrumentation_library_spans": [{"spans": [span]}]}
+        ]
+    }
+    for doc in (late, legacy):
+        rows = _streamed_rows(json.dumps(doc, indent=1).encode())
+        assert rows == _rows(doc)
+        assert rows[0]["service"] == "api"
+    # Documents one after another (a Collector file) are read in turn.
+    assert len(_streamed_rows(json.dumps(late).encode() + b"\n" + json.dumps(legacy).encode())) == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'[{"resourceSpans": []}]', "must be an object with 'resourceSpans'"),
+        (b'[\n {"resourceSpans": []}\n]', "must be an object with 'resourceSpans'"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"', "not valid JSON"),
+        (b'{"resourceSpans": [\n  {"scopeSpans": \xff]}', "not valid JSON"),
+    ],
+)
+def test_streamed_document_that_is_not_otlp_is_refused_in_one_line(tmp_path, data, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(data)
+    with pytest.raises(LogError, match=message) as info:
+        read_log(str(path), ReadOptions(format="otlp"))
+    assert "\n" not in str(info.value)

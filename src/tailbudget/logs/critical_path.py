@@ -155,8 +155,22 @@ def _on_path(spans: Any, chain: Any, backend: Any) -> tuple[Any, int]:
         levels.append(nxt)
         frontier = nxt
         depth += 1
-    path = levels[0] if len(levels) == 1 else ibis.union(*levels, distinct=False)
-    return materialize(backend, path), depth
+    if len(levels) == 1:
+        return levels[0], depth
+    path = materialize(backend, ibis.union(*levels, distinct=False))
+    _drop(backend, levels)
+    return path, depth
+
+
+def _drop(backend: Any, tables: list[Any]) -> None:
+    """Free the per-level copies on DuckDB once the path holds them (memory, or spill)."""
+    if getattr(backend, "name", "") != "duckdb":
+        return
+    for table in tables:
+        try:
+            backend.drop_table(table.get_name(), force=True)
+        except Exception:  # a level that stayed a lazy expression has no table to drop
+            continue
 
 
 def _level(backend: Any, expr: Any) -> Any:

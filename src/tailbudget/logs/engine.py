@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -14,7 +15,14 @@ from typing import Any
 
 from tailbudget.errors import LogError
 
-__all__ = ["MEMORY_LIMIT_ENV", "connect", "engine_name", "scratch_copy", "spark_session"]
+__all__ = [
+    "MEMORY_LIMIT_ENV",
+    "capped_memory",
+    "connect",
+    "engine_name",
+    "scratch_copy",
+    "spark_session",
+]
 
 MEMORY_LIMIT_ENV = "TAILBUDGET_MEMORY_LIMIT"
 """Environment variable: DuckDB's memory limit for the sessions tailbudget opens."""
@@ -86,6 +94,47 @@ def _bounded(backend: Any) -> Any:
     backend.raw_sql(f"SET temp_directory = '{_quote(spill)}'")
     weakref.finalize(backend, shutil.rmtree, spill, True)
     return backend
+
+
+_UNITS = {"": 1, "b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+@contextmanager
+def capped_memory(backend: Any, cap: str) -> Iterator[None]:
+    """DuckDB's memory limit lowered to `cap` for a block, then restored.
+
+    Left alone when the user chose a limit (TAILBUDGET_MEMORY_LIMIT), on other engines,
+    and when the session's limit is already lower.
+    """
+    if engine_name(backend) != "duckdb" or os.environ.get(MEMORY_LIMIT_ENV, "").strip():
+        yield
+        return
+    before = str(backend.raw_sql("SELECT current_setting('memory_limit')").fetchone()[0])
+    current, wanted = _bytes(before), _bytes(cap)
+    if current is None or wanted is None or current <= wanted:
+        yield
+        return
+    try:
+        backend.raw_sql(f"SET memory_limit = '{_quote(cap)}'")
+    except Exception:  # what the session holds cannot be evicted: keep its limit
+        yield
+        return
+    try:
+        yield
+    finally:
+        backend.raw_sql(f"SET memory_limit = '{_quote(before)}'")
+
+
+def _bytes(size: str) -> float | None:
+    """'953.6 MiB', '1GB' -> bytes; None when it does not read as a size."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", size)
+    if match is None or match.group(2).lower() not in _UNITS:
+        return None
+    try:
+        return float(match.group(1)) * _UNITS[match.group(2).lower()]
+    except ValueError:
+        return None
 
 
 @contextmanager

@@ -26,11 +26,15 @@ from tailbudget.errors import LogError
 from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
 from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
+from tailbudget.logs.engine import capped_memory
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
 
 __all__ = ["SpanColumns", "read_span_table", "span_columns", "strip_replica"]
+
+SPAN_MEMORY_LIMIT = "256MB"
+"""DuckDB's memory while spans become requests (the joins of self time and critical path)."""
 
 _ATTR = "_tb_attr_"
 _ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
@@ -100,7 +104,24 @@ def read_span_table(
     fmt: str = "spans",
     notes: tuple[str, ...] = (),
 ) -> LogTable:
-    """Canonical requests from a span table (any engine)."""
+    """Canonical requests from a span table (any engine).
+
+    On DuckDB the roll-up runs under SPAN_MEMORY_LIMIT unless TAILBUDGET_MEMORY_LIMIT is
+    set: its joins spill past it, so the peak stays flat whatever the number of spans.
+    """
+    with capped_memory(backend, SPAN_MEMORY_LIMIT):
+        return _read_span_table(raw, cols, options, backend, source, fmt, notes)
+
+
+def _read_span_table(
+    raw: Any,
+    cols: SpanColumns,
+    options: ReadOptions,
+    backend: Any,
+    source: str,
+    fmt: str,
+    notes: tuple[str, ...],
+) -> LogTable:
     extra_notes = list(notes)
     spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
     spans = spans.mutate(

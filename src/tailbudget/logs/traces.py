@@ -16,8 +16,9 @@ import orjson
 import pyarrow as pa
 
 from tailbudget.errors import LogError
-from tailbudget.logs.engine import arrow_table
 from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.otlp_stream import stream_otlp_spans
+from tailbudget.logs.span_file import SpanFile
 from tailbudget.logs.spans import SpanColumns, read_span_table
 from tailbudget.logs.table import LogTable
 
@@ -50,8 +51,11 @@ _SCHEMA = pa.schema(
 )
 
 
-CHUNK_ROWS = 50_000
-"""Span rows turned into one Arrow batch at a time, so memory holds one chunk of dicts."""
+CHUNK_ROWS = 10_000
+"""Span rows turned into one Arrow batch (and Parquet row group) at a time."""
+
+LINE_LIMIT = 8 << 20
+"""Bytes of one Collector line parsed whole; a longer line (a minified document) streams."""
 
 
 def read_trace_json(
@@ -59,9 +63,11 @@ def read_trace_json(
 ) -> LogTable:
     """Read OTLP or Jaeger JSON trace files into requests.
 
-    A Collector file (one object a line) is read a line at a time and its spans go to
-    Arrow a chunk at a time: memory stays near one line plus one chunk whatever the
-    file's size. A single JSON document is parsed whole (JSON has no cheaper way in).
+    OTLP is streamed: a Collector file (one object a line) a line at a time, a single
+    document (pretty-printed or minified, of any size) token by token. Span rows go to
+    a temporary Parquet file a chunk at a time, and the engine computes every trace's
+    stages from that file, so memory holds one chunk of spans whatever the file's
+    size. A Jaeger document is parsed whole.
     """
     keys = (*options.shape, *options.cohorts)
     schema = _SCHEMA
@@ -69,22 +75,15 @@ def read_trace_json(
         schema = schema.append(pa.field(key, pa.float64()))
     for key in options.cohorts:
         schema = schema.append(pa.field(key, pa.string()))
-    batches: list[pa.RecordBatch] = []
-    chunk: list[dict[str, Any]] = []
-    for path in files:
-        for doc in _documents(path):
-            spans = otlp_spans(doc, path, keys) if fmt == "otlp" else jaeger_spans(doc, path, keys)
-            for row in spans:
-                chunk.append(_typed(row, options))
-                if len(chunk) >= CHUNK_ROWS:
-                    batches.append(pa.RecordBatch.from_pylist(chunk, schema=schema))
-                    chunk = []
-    if chunk:
-        batches.append(pa.RecordBatch.from_pylist(chunk, schema=schema))
-    if not batches:
-        raise LogError(f"{label}: the {fmt} file holds no spans")
-    table = arrow_table(backend, pa.Table.from_batches(batches, schema=schema))
-    return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
+    with SpanFile(schema, CHUNK_ROWS) as sink:
+        for path in files:
+            for row in _otlp_file(path, keys) if fmt == "otlp" else _jaeger_file(path, keys):
+                sink.add(_typed(row, options))
+        if not sink.rows:
+            raise LogError(f"{label}: the {fmt} file holds no spans")
+        table = sink.table(backend)
+        # Inside the block: the requests are computed on the engine before the file goes.
+        return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
 
 
 def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
@@ -93,27 +92,79 @@ def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[s
         raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
     for resource_spans in _list(doc, "resourceSpans", "resource_spans"):
         resource = _get(resource_spans, "resource") or {}
-        service = _attribute(resource, "service.name") or "unknown"
+        service = _service(resource)
         scopes = _list(resource_spans, "scopeSpans", "scope_spans") or _list(
             resource_spans, "instrumentationLibrarySpans", "instrumentation_library_spans"
         )
         for scope in scopes:
             for span in _list(scope, "spans"):
-                status = _get(span, "status") or {}
-                code = _get(status, "code") if isinstance(status, dict) else None
-                attrs = {k: _attribute(span, k) or _attribute(resource, k) for k in keys}
-                yield {
-                    **attrs,
-                    "trace_id": _text(_get(span, "traceId", "trace_id")),
-                    "span_id": _text(_get(span, "spanId", "span_id")),
-                    "parent_id": _text(_get(span, "parentSpanId", "parent_span_id")),
-                    "name": _text(_get(span, "name")) or "unknown",
-                    "service": service,
-                    "start_ns": _int(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
-                    "end_ns": _int(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
-                    "error": code in (2, "2", "STATUS_CODE_ERROR", "ERROR"),
-                    "kind": _text(_get(span, "kind")),
-                }
+                yield _otlp_row(span, resource, service, keys)
+
+
+def _otlp_row(span: Any, resource: Any, service: str, keys: Sequence[str]) -> dict[str, Any]:
+    status = _get(span, "status") or {}
+    code = _get(status, "code") if isinstance(status, dict) else None
+    attrs = {k: _attribute(span, k) or _attribute(resource, k) for k in keys}
+    return {
+        **attrs,
+        "trace_id": _text(_get(span, "traceId", "trace_id")),
+        "span_id": _text(_get(span, "spanId", "span_id")),
+        "parent_id": _text(_get(span, "parentSpanId", "parent_span_id")),
+        "name": _text(_get(span, "name")) or "unknown",
+        "service": service,
+        "start_ns": _int(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
+        "end_ns": _int(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
+        "error": code in (2, "2", "STATUS_CODE_ERROR", "ERROR"),
+        "kind": _text(_get(span, "kind")),
+    }
+
+
+def _service(resource: Any) -> str:
+    return _attribute(resource, "service.name") or "unknown"
+
+
+def _otlp_file(path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """Span rows of one OTLP file: Collector lines parsed one at a time while they are
+    short; from the first line that is not a whole object (a pretty-printed document)
+    or is longer than LINE_LIMIT (a minified one), the rest is streamed."""
+    try:
+        with open(path, "rb") as fh:
+            number, parsed = 0, False
+            while True:
+                offset = fh.tell()
+                line = fh.readline(LINE_LIMIT)
+                number += 1
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                whole = line.endswith(b"\n") or len(line) < LINE_LIMIT
+                doc = _parse(line) if whole else None
+                if doc is None and whole and parsed:
+                    # A Collector file with a broken line: name it.
+                    raise LogError(f"{path}: line {number} is not valid JSON")
+                if doc is None:
+                    fh.seek(offset)
+                    yield from _streamed(fh, path, keys)
+                    return
+                parsed = True
+                yield from otlp_spans(doc, path, keys)
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _streamed(fh: Any, path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+    last: Any = _streamed  # no resource yet: a sentinel no resource can be
+    service = "unknown"
+    for span, resource in stream_otlp_spans(fh, path):
+        if resource is not last:  # one service lookup per resource, not per span
+            last, service = resource, _service(resource or {})
+        yield _otlp_row(span, resource or {}, service, keys)
+
+
+def _jaeger_file(path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+    for doc in _documents(path):
+        yield from jaeger_spans(doc, path, keys)
 
 
 def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
@@ -185,7 +236,7 @@ def _jaeger_error(span: dict[str, Any]) -> bool:
 
 
 def _documents(path: str) -> Iterator[Any]:
-    """One JSON document, or one per line (the Collector's file exporter), streamed."""
+    """One JSON document (parsed whole), or one per line, parsed a line at a time."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline()
