@@ -17,9 +17,11 @@ system-deps:
 
 # A fresh resolve with the newest releases, written back to constraints.txt; run the suite after.
 lock: system-deps
-	$(PY) -m pip install --quiet --upgrade -e ".[all,dev]"
-	{ sed -n '1,2p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^tailbudget'; } > constraints.new
-	mv constraints.new constraints.txt
+	rm -rf .lock-venv && $(PY) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e ".[all,dev]"
+	{ sed -n '1,2p' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^tailbudget'; } > constraints.new
+	mv constraints.new constraints.txt && rm -rf .lock-venv
 
 lint:
 	$(PY) -m ruff check src tests bench

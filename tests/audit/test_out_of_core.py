@@ -76,13 +76,16 @@ def test_audit_fits_a_memory_limit_its_quantiles_would_not(big_log, monkeypatch)
         )
 
 
-def test_scratch_copy_is_gone_after_the_audit(big_log) -> None:
+def test_scratch_copy_is_gone_after_the_audit(big_log, tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    # A private temp folder: other runs sharing /tmp cannot leave their scratch files here.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     log = read_log(str(big_log.log), OPTIONS)
-    before = set(os.listdir(_tmp()))
     run_audit(log, AuditConfig(slo=SLO))
     names = log.backend.raw_sql("SELECT database_name FROM duckdb_databases()").fetchall()
     assert not any("scratch" in n for (n,) in names)
-    assert not {f for f in set(os.listdir(_tmp())) - before if f.startswith("tailbudget-scratch")}
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("tailbudget-scratch")]
 
 
 def test_memory_limit_from_the_environment(monkeypatch) -> None:
@@ -95,9 +98,3 @@ def test_memory_limit_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
     with pytest.raises(LogError, match="TAILBUDGET_MEMORY_LIMIT='lots' is not a memory size"):
         connect()
-
-
-def _tmp() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from tailbudget.budget import load_budget
 from tailbudget.cli import app
 from tailbudget.export import TARGETS
+from tests.fleet_exports import TTFT_ONLY
 
 RAG = str(TEMPLATES[[p.stem for p in TEMPLATES].index("rag")])
 runner = CliRunner()
@@ -98,3 +99,29 @@ def test_export_then_import_from_the_shell(tmp_path: Path) -> None:
         [*base, "import", "openslo", str(slo), "-o", str(budget)], check=True, env=env, timeout=60
     )
     assert load_budget(budget).slo == load_budget(RAG).slo
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
+def test_every_target_takes_a_fleet_preset(target: str, metrics: str, tmp_path: Path) -> None:
+    path = tmp_path / "chat.yaml"
+    path.write_text(yaml.safe_dump(TTFT_ONLY))
+    result = runner.invoke(app, ["export", str(path), "--to", target, "--metrics", metrics])
+    if target == "keda" and metrics == "tgi":  # TGI has no TTFT: nothing to scale on
+        assert result.exit_code == 2 and "no scale_up rule on a percentile tgi" in result.stderr
+        return
+    assert result.exit_code == 0, result.output
+    if target == "grafana":
+        assert metrics in json.loads(result.stdout)["tags"]
+    else:
+        assert [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+
+
+def test_a_preset_that_maps_no_objective_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "chat.yaml"
+    path.write_text(yaml.safe_dump({**TTFT_ONLY, "slo": {"ttft": {"p95": 500}}}))
+    result = runner.invoke(app, ["export", str(path), "--to", "openslo", "--metrics", "tgi"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: --metrics tgi: no objective of the budget maps to a tgi")
+    assert "ttft.p95: tgi exports no ttft histogram" in line

@@ -10,8 +10,9 @@ from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
 
 from tailbudget._fleet import PRESETS, check_target
 from tailbudget.control.prometheus_source import PrometheusSource
-from tailbudget.errors import BudgetError, PolicyError
+from tailbudget.errors import PolicyError
 from tailbudget.export import ExportOptions, export
+from tests.fleet_exports import chat, ttft_only
 
 LLM_RULES = {
     "window": "30s",
@@ -83,20 +84,50 @@ def test_the_burn_rate_sli_says_which_le_bound_stands_in() -> None:
     assert records and all('le="0.3"' in r["expr"] or 'le="10.0"' in r["expr"] for r in records)
 
 
+def test_every_mapped_objective_gets_a_burn_rate_sli_on_its_nearest_bound() -> None:
+    text = export(chat(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    records = {r["record"]: r for g in _doc(text)["groups"] for r in g["rules"] if "record" in r}
+    ttft = records["vllm:ttft_p95_slow_ratio:rate1h"]
+    assert ttft["labels"] == {"le_used": "0.5", "target_ms": "400"}
+    assert (
+        'vllm:time_to_first_token_seconds_bucket{model_name="Llama-3.3-70B", le="0.5"}'
+        in (ttft["expr"])
+    )
+    assert records["vllm:queue_p99_slow_ratio:rate5m"]["labels"]["le_used"] == "0.3"
+    assert "vllm:p95_slow_ratio:rate1h" in records  # end to end keeps its name
+    assert "ttft.p95 SLI: no bucket at 400 ms in vllm:time_to_first_token_seconds" in text
+    assert "queue.p99 SLI target 200 ms is below the first bucket" in text
+    tgi = export(chat(), "prometheus-rules", ExportOptions(metrics="tgi"))
+    assert "objective ttft.p95: tgi exports no ttft histogram" in tgi
+
+
+def test_alert_annotations_name_the_buckets_around_the_threshold() -> None:
+    text = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    alerts = {r["alert"]: r for g in _doc(text)["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts["chat_scale_up_ttft_p95"]["annotations"]["buckets"] == (
+        "le 0.25 s .. 0.5 s around the threshold"
+    )
+    assert alerts["chat_shed_load_ttft_p95"]["annotations"]["buckets"] == (
+        "le 0.5 s (a bound at the target) around the threshold"
+    )
+
+
 @needs_promtool
 @pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
-def test_fleet_rule_files_pass_promtool(metrics: str, tmp_path) -> None:
+@pytest.mark.parametrize("which", ["llm_rules", "chat", "ttft_only"])
+def test_fleet_rule_files_pass_promtool(metrics: str, which: str, tmp_path) -> None:
+    budget = {
+        "llm_rules": lambda: budget_with_policy(LLM_RULES),
+        "chat": chat,
+        "ttft_only": ttft_only,
+    }[which]()
     path = tmp_path / "rules.yaml"
-    path.write_text(
-        export(budget_with_policy(LLM_RULES), "prometheus-rules", ExportOptions(metrics=metrics))
-    )
+    path.write_text(export(budget, "prometheus-rules", ExportOptions(metrics=metrics)))
     check = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def test_other_targets_refuse_a_fleet_preset_in_one_line() -> None:
-    with pytest.raises(BudgetError, match="works with --to prometheus-rules or keda"):
-        export(budget_with_policy(LLM_RULES), "grafana", ExportOptions(metrics="vllm"))
+def test_an_unknown_preset_is_one_line() -> None:
     with pytest.raises(PolicyError, match="--metrics must be one of tailbudget, vllm"):
         export(budget_with_policy(LLM_RULES), "keda", ExportOptions(metrics="triton"))
 
@@ -113,3 +144,15 @@ def test_the_prometheus_source_reads_each_servers_series() -> None:
     assert "tgi_request_duration_bucket{}" in tgi.queries()["p95"]
     checks = vllm.buckets({"p95": 200.0, "ttft.p95": 500.0})
     assert checks["p95"].warning and checks["ttft.p95"].warning is None
+
+
+def test_error_rate_rules_read_the_servers_failure_counter_where_it_has_one() -> None:
+    text = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="sglang"))
+    alerts = {r["alert"]: r for g in _doc(text)["groups"] for r in g["rules"] if "alert" in r}
+    err = alerts["chat_rollback_error_rate"]
+    assert 'sglang:num_aborted_requests_total{model_name="chat"}[1m]' in err["expr"]
+    assert "clamp_min(" in err["expr"] and ") > 0.01 and on () (" in err["expr"]
+    assert err["for"] == "2m" and err["labels"]["action"] == "rollback"
+    assert "the rules have no baseline version to compare with" in text
+    vllm = export(ttft_only(), "prometheus-rules", ExportOptions(metrics="vllm"))
+    assert "rule rollback_error_rate (error_rate): vllm counts no failed requests" in vllm

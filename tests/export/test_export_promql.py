@@ -7,14 +7,17 @@ file as recording rules; Flagger's template variables get sample values first.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from export_helpers import PROMTOOL, needs_promtool
 
 from tailbudget.budget import Budget
 from tailbudget.export import argo, flagger, grafana, keda, openslo
+from tests.fleet_exports import chat, fleet_expressions, ttft_only
 
 FLAGGER_VARS = {"{{ namespace }}": "prod", "{{ target }}": "rag", "{{ interval }}": "1m"}
 
@@ -63,3 +66,27 @@ def test_every_emitted_query_parses(template_budget: Budget, tmp_path: Path) -> 
         [PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stdout + run.stderr + "\n" + "\n".join(exprs)
+
+
+def check_parses(exprs: dict[str, str], tmp_path: Path) -> None:
+    """promtool accepts every expression (as recording rules)."""
+    rules: list[dict[str, Any]] = [
+        {"record": f"check:expr:{i}", "expr": e} for i, e in enumerate(exprs.values())
+    ]
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "queries", "rules": rules}]}))
+    run = subprocess.run(
+        [PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr + "\n" + "\n".join(exprs)
+
+
+@needs_promtool
+@pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
+@pytest.mark.parametrize("budget", [chat, ttft_only], ids=["chat", "ttft_only"])
+def test_every_fleet_query_parses(
+    metrics: str, budget: Callable[[], Budget], tmp_path: Path
+) -> None:
+    exprs = fleet_expressions(budget(), metrics)
+    assert len(exprs) >= 5
+    check_parses(exprs, tmp_path)

@@ -32,6 +32,7 @@ from tailbudget.budget import load_budget
 from tailbudget.control.service.runner import ServeOptions, build_runtime
 from tailbudget.export import ExportOptions, export
 from tests._net import free_port
+from tests.fleet_exports import fleet_expressions
 
 pytestmark = pytest.mark.integration
 
@@ -277,3 +278,34 @@ def load_budget_text(text: str) -> Any:
         path = Path(d) / "b.yaml"
         path.write_text(text)
         return load_budget(path)
+
+
+def test_every_fleet_export_query_runs_on_the_real_prometheus(
+    prometheus: tuple[Any, str, Path], app: VllmApp
+) -> None:
+    """The dashboard, OpenSLO, Argo and Flagger queries of `--metrics vllm`, sent to Prometheus
+    scraping vLLM-named histograms: each is accepted, and the dashboard and SLO ones read
+    the app's traffic (TTFT 50-150 ms, inter-token gaps 10-30 ms)."""
+    _, url, _ = prometheus
+    budget = load_budget_text(
+        BUDGET.replace(
+            "slo: {p95: 6000, p99: 9000}",
+            "slo: {e2e: {p95: 6000, p99: 9000}, ttft: {p95: 250}, itl: {p99: 50}}",
+        )
+    )
+    exprs = fleet_expressions(budget, "vllm")
+    exprs = {k: v.replace("[1h]", "[1m]").replace("[5m]", "[1m]") for k, v in exprs.items()}
+    ttft = next(e for k, e in exprs.items() if k == "grafana ttft A")
+    _wait(lambda: _query(url, ttft) is not None, 60, "serving TTFT")
+    for name, promql in exprs.items():
+        body = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5).json()
+        assert body["status"] == "success", (name, body)
+    p95 = _query(url, ttft)
+    assert p95 is not None and 0.05 <= p95 <= 0.25
+    good = _query(url, exprs["openslo chat-llm-ttft-p95 good"])
+    total = _query(url, exprs["openslo chat-llm-ttft-p95 total"])
+    assert good is not None and total is not None and good == pytest.approx(total, rel=0.05)
+    burn = next(
+        e for k, e in exprs.items() if k.startswith("grafana latency SLI burn") and k.endswith(" C")
+    )
+    assert _query(url, burn) == pytest.approx(0.0, abs=1e-9)  # every first token under 250 ms

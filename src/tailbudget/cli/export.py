@@ -37,7 +37,7 @@ def export_command(
     metrics: str = typer.Option(
         "tailbudget",
         "--metrics",
-        help="Whose histograms the rules read: tailbudget, vllm, sglang or tgi.",
+        help="Whose histograms every target reads: tailbudget, vllm, sglang or tgi.",
     ),
     burn: str | None = typer.Option(
         None,

@@ -10,7 +10,19 @@ from collections.abc import Callable
 from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.errors import BudgetError
-from tailbudget.export import argo, flagger, fleet, grafana, keda, openslo, prometheus_rules
+from tailbudget.export import (
+    argo,
+    flagger,
+    fleet,
+    fleet_argo,
+    fleet_flagger,
+    fleet_grafana,
+    fleet_openslo,
+    grafana,
+    keda,
+    openslo,
+    prometheus_rules,
+)
 from tailbudget.export.common import (
     DEFAULT_BURN_WINDOWS,
     BurnWindow,
@@ -31,6 +43,16 @@ TARGETS: dict[str, Renderer] = {
 }
 """Export targets by name, as `tailbudget export --to` spells them."""
 
+FLEET_TARGETS: dict[str, Renderer] = {
+    "prometheus-rules": fleet.render_rules,
+    "keda": fleet.render_keda,
+    "argo-rollouts": fleet_argo.render,
+    "flagger": fleet_flagger.render,
+    "openslo": fleet_openslo.render,
+    "grafana": fleet_grafana.render,
+}
+"""The same targets on a serving stack's own series (`--metrics vllm|sglang|tgi`)."""
+
 
 def export(budget: Budget, target: str, options: ExportOptions | None = None) -> str:
     """The configuration text of `target` for this budget."""
@@ -41,17 +63,13 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
     metrics = options.metrics if options is not None else "tailbudget"
     preset(metrics)  # a bad name is a one-line error before anything renders
     if metrics != "tailbudget":
-        if target not in fleet.FLEET_TARGETS:
-            raise BudgetError(
-                f"--metrics {metrics} works with --to {' or '.join(fleet.FLEET_TARGETS)}; "
-                f"{target} reads tailbudget's own series (drop --metrics)"
-            )
-        render = fleet.render_rules if target == "prometheus-rules" else fleet.render_keda
+        render = FLEET_TARGETS[target]
     return render(budget, options)
 
 
 __all__ = [
     "DEFAULT_BURN_WINDOWS",
+    "FLEET_TARGETS",
     "TARGETS",
     "BurnWindow",
     "ExportOptions",

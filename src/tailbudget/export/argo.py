@@ -55,23 +55,32 @@ def canary_selector(budget: Budget) -> str:
     return f'{service_selector(budget)}, {HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
 
 
-def held_for(series: str, rule: Rule, policy: Policy) -> str:
-    """PromQL that is `series` when it held over the rule's whole `for` span, else empty."""
+def held_for(series: str, rule: Rule, policy: Policy, on: str = "service") -> str:
+    """PromQL that is `series` when it held over the rule's whole `for` span, else empty.
+
+    The worst value over the span (its minimum for a rule that breaches upwards,
+    its maximum for goodput) breaches only when every evaluation did.
+    """
     if rule.for_s <= 0:
         return series
     span = promql_duration(rule.for_s)
     step = promql_duration(policy.evaluate_every_s)
     points = max(1, math.floor(rule.for_s / policy.evaluate_every_s))
+    worst = "min_over_time" if rule.rising else "max_over_time"
     return (
-        f"min_over_time(({series})[{span}:{step}])\n"
-        f"and on (service)\ncount_over_time(({series})[{span}:{step}]) >= {points}"
+        f"{worst}(({series})[{span}:{step}])\n"
+        f"and on ({on})\ncount_over_time(({series})[{span}:{step}]) >= {points}"
     )
 
 
-def success_condition(rule: Rule) -> str:
+_KEEP = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+"""The comparison that does not trigger a rule, by the rule's op."""
+
+
+def success_condition(rule: Rule, threshold: float | None = None) -> str:
     """Argo expression: passes on no data, NaN, or a value that does not trigger the rule."""
-    keep = "<=" if rule.op == ">" else "<"
-    return f"len(result) == 0 || isNaN(result[0]) || result[0] {keep} {num(rule.threshold)}"
+    limit = num(rule.threshold if threshold is None else threshold)
+    return f"len(result) == 0 || isNaN(result[0]) || result[0] {_KEEP[rule.op]} {limit}"
 
 
 def rollback_metric(
@@ -109,18 +118,7 @@ def rollback_metric(
         guard = f"{latencies} >= {policy.min_samples}"
         series = f"{p_of(rule.metric)}\nand on (service) {guard}"
         rule = rule.model_copy(update={"threshold": seconds(rule.threshold)})
-    return {
-        "name": k8s_name(rule.name),
-        "interval": promql_duration(policy.evaluate_every_s),
-        "failureLimit": 0,
-        "successCondition": success_condition(rule),
-        "provider": {
-            "prometheus": {
-                "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
-                "query": held_for(series, rule, policy),
-            }
-        },
-    }
+    return prometheus_metric(rule.name, rule, policy, held_for(series, rule, policy))
 
 
 def verdict_metric(policy: Policy) -> dict[str, Any]:
@@ -140,31 +138,42 @@ def verdict_metric(policy: Policy) -> dict[str, Any]:
     }
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
-    """The AnalysisTemplate as a mapping, and notes."""
-    options = options or ExportOptions()
+def prometheus_metric(
+    name: str, rule: Rule, policy: Policy, query: str, threshold: float | None = None
+) -> dict[str, Any]:
+    """An Argo metric failing the analysis at the first measurement that triggers `rule`."""
+    return {
+        "name": k8s_name(name),
+        "interval": promql_duration(policy.evaluate_every_s),
+        "failureLimit": 0,
+        "successCondition": success_condition(rule, threshold),
+        "provider": {"prometheus": {"address": f"{{{{args.{PROMETHEUS_ARG}}}}}", "query": query}},
+    }
+
+
+def template(
+    budget: Budget,
+    options: ExportOptions,
+    metrics: list[dict[str, Any]],
+    notes: list[str],
+    args: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    """The AnalysisTemplate around `metrics` (the verdict metric appended); adds the notes."""
     policy = policy_of(budget)
-    notes: list[str] = []
-    metrics = [
-        m
-        for r in policy.rules
-        if r.action == "rollback" and (m := rollback_metric(budget, policy, r, notes))
-    ]
     if not any(r.action == "rollback" for r in policy.rules):
         notes.append("the policy has no rollback rule: only the verdict metric is generated.")
-    metrics.append(verdict_metric(policy))
-    metadata = k8s_metadata(budget, options, "tailbudget")
     doc = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "AnalysisTemplate",
-        "metadata": metadata,
+        "metadata": k8s_metadata(budget, options, "tailbudget"),
         "spec": {
             "args": [
                 {"name": PROMETHEUS_ARG, "value": options.prometheus_url},
                 {"name": VERDICT_ARG, "value": options.verdict_url},
                 {"name": CANARY_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Latest"}},
+                *args,
             ],
-            "metrics": metrics,
+            "metrics": [*metrics, verdict_metric(policy)],
         },
     }
     notes.append(
@@ -179,7 +188,20 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         "they find no data, which passes. The verdict metric is the view of whatever posts "
         "to `tailbudget serve`."
     )
-    return doc, notes
+    return doc
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The AnalysisTemplate as a mapping, and notes."""
+    options = options or ExportOptions()
+    policy = policy_of(budget)
+    notes: list[str] = []
+    metrics = [
+        m
+        for r in policy.rules
+        if r.action == "rollback" and (m := rollback_metric(budget, policy, r, notes))
+    ]
+    return template(budget, options, metrics, notes), notes
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:

@@ -59,10 +59,10 @@ def enough(count_metric: str, budget: Budget, pods: str, min_samples: int) -> st
     return f"sum(increase({count_metric}{{{sel}}}[{{{{ interval }}}}])) >= {min_samples}"
 
 
-def unknown_passes(query: str, guards: list[str]) -> str:
-    """`query` where every guard holds, else 0: a passing value, not Flagger's failed check."""
+def unknown_passes(query: str, guards: list[str], passing: str = "0") -> str:
+    """`query` where every guard holds, else `passing`: a pass, not Flagger's failed check."""
     held = "".join(f"\nand on ()\n{g}" for g in guards)
-    return f"(\n{query}{held}\n)\nor on () vector(0)"
+    return f"(\n{query}{held}\n)\nor on () vector({passing})"
 
 
 def error_rate_query(budget: Budget, policy: Policy) -> str:
@@ -108,48 +108,23 @@ def _with_query(url: str, query: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
-def _check(name: str, template_name: str, max_value: float, policy: Policy) -> dict[str, Any]:
+def check(
+    name: str, template_name: str, limit: float, policy: Policy, bound: str = "max"
+) -> dict[str, Any]:
+    """A Canary metric check: the template's value must stay within `bound` (max, min)."""
     return {
         "name": name,
         "templateRef": {"name": template_name},
-        "thresholdRange": {"max": max_value},
+        "thresholdRange": {bound: limit},
         "interval": promql_duration(policy.window_s),
     }
 
 
-def build(
-    budget: Budget, options: ExportOptions | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-    """(MetricTemplates, the Canary `analysis` block, notes)."""
-    options = options or ExportOptions()
-    policy = policy_of(budget)
-    notes: list[str] = []
-    templates: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
+def analysis_block(
+    policy: Policy, options: ExportOptions, checks: list[dict[str, Any]], notes: list[str]
+) -> dict[str, Any]:
+    """The Canary `analysis` block around `checks`, with the verdict webhooks; adds notes."""
     rollback: list[Rule] = [r for r in policy.rules if r.action == "rollback"]
-    n = policy.min_samples
-    canary_guard = _latency_guard(budget, CANARY_PODS, n)
-    for rule in rollback:
-        if rule.metric == "error_rate":
-            t = template(budget, options, "error-rate", error_rate_query(budget, policy))
-            limit = rule.threshold
-        elif rule.metric == "p99_vs_baseline":
-            query = (
-                f"{quantile_query(budget, 'p99', CANARY_PODS)}\n/\n"
-                f"{quantile_query(budget, 'p99', PRIMARY_PODS)}"
-            )
-            guards = [canary_guard, _latency_guard(budget, PRIMARY_PODS, n)]
-            t = template(budget, options, "p99-vs-primary", unknown_passes(query, guards))
-            limit = rule.threshold
-        else:
-            query = quantile_query(budget, rule.metric, CANARY_PODS)
-            t = template(
-                budget, options, f"{rule.metric}-latency", unknown_passes(query, [canary_guard])
-            )
-            limit = seconds(rule.threshold)
-        if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
-            templates.append(t)
-        checks.append(_check(k8s_name(rule.name), t["metadata"]["name"], limit, policy))
     if not rollback:
         notes.append("the policy has no rollback rule: the analysis has no metric checks.")
     every = policy.evaluate_every_s
@@ -186,20 +161,64 @@ def build(
     )
     notes.append(
         "unknown never acts: below min_samples requests in the interval each query answers "
-        "0 (a pass), and the rollout webhook (mode=flagger) answers 503 only on a rollback "
-        "verdict; the confirm-promotion webhook (mode=flagger-promotion) holds promotion, "
+        "a passing value (0 under a max, 1 over a goodput min), and the rollout webhook "
+        "(mode=flagger) answers 503 only on a rollback verdict; the confirm-promotion "
+        "webhook (mode=flagger-promotion) holds promotion, "
         "without counting failures, until `tailbudget serve`'s verdict is healthy."
     )
     notes.append(
         "Flagger counts failed checks in total, not in a row; the error-rate query is the "
         "Wilson lower bound of the canary's ratio over the interval, as the policy reads it."
     )
+    return analysis
+
+
+def build(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    """(MetricTemplates, the Canary `analysis` block, notes)."""
+    options = options or ExportOptions()
+    policy = policy_of(budget)
+    notes: list[str] = []
+    templates: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    rollback: list[Rule] = [r for r in policy.rules if r.action == "rollback"]
+    n = policy.min_samples
+    canary_guard = _latency_guard(budget, CANARY_PODS, n)
+    for rule in rollback:
+        if rule.metric == "error_rate":
+            t = template(budget, options, "error-rate", error_rate_query(budget, policy))
+            limit = rule.threshold
+        elif rule.metric == "p99_vs_baseline":
+            query = (
+                f"{quantile_query(budget, 'p99', CANARY_PODS)}\n/\n"
+                f"{quantile_query(budget, 'p99', PRIMARY_PODS)}"
+            )
+            guards = [canary_guard, _latency_guard(budget, PRIMARY_PODS, n)]
+            t = template(budget, options, "p99-vs-primary", unknown_passes(query, guards))
+            limit = rule.threshold
+        else:
+            query = quantile_query(budget, rule.metric, CANARY_PODS)
+            t = template(
+                budget, options, f"{rule.metric}-latency", unknown_passes(query, [canary_guard])
+            )
+            limit = seconds(rule.threshold)
+        if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
+            templates.append(t)
+        checks.append(check(k8s_name(rule.name), t["metadata"]["name"], limit, policy))
+    analysis = analysis_block(policy, options, checks, notes)
     return templates, analysis, notes
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
     """MetricTemplates (YAML documents) followed by the analysis snippet as a comment."""
-    templates, analysis, notes = build(budget, options)
+    return text_of(budget, *build(budget, options))
+
+
+def text_of(
+    budget: Budget, templates: list[dict[str, Any]], analysis: dict[str, Any], notes: list[str]
+) -> str:
+    """The MetricTemplates as YAML, then the analysis snippet as a comment to paste."""
     text = dump_yaml(templates, header(budget, "flagger", notes))
     snippet = yaml.safe_dump({"analysis": analysis}, sort_keys=False, width=100)
     text += "#\n# Canary analysis: paste under your Canary's spec:\n"

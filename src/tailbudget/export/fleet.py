@@ -20,15 +20,16 @@ from typing import Any
 
 from tailbudget._fleet import FleetPreset, FleetSeries, check_target, preset
 from tailbudget.budget.model import Budget
-from tailbudget.budget.policy import Policy, Rule, slo_targets
+from tailbudget.budget.objectives import Objective
+from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.stats import z_of
 from tailbudget.errors import PolicyError
+from tailbudget.export import fleet_common as fc
 from tailbudget.export.common import (
-    GENERATOR,
     LABEL_PREFIX,
     ExportOptions,
     dump_yaml,
     header,
-    k8s_metadata,
     k8s_name,
     le_label,
     num,
@@ -36,20 +37,13 @@ from tailbudget.export.common import (
     promql_duration,
     seconds,
 )
+from tailbudget.export.keda import scaled_object, scaling_notes
 
-__all__ = ["FLEET_TARGETS", "quantile_expr", "render_keda", "render_rules"]
-
-FLEET_TARGETS = ("prometheus-rules", "keda")
-"""Export targets that take a fleet preset other than tailbudget."""
+__all__ = ["quantile_expr", "render_keda", "render_rules"]
 
 
 def _series_of(fleet: FleetPreset, rule: Rule) -> FleetSeries | None:
-    ref = rule.ref
-    return fleet.of(ref.series) if ref.kind == "quantile" else None
-
-
-def _sel(fleet: FleetPreset, budget: Budget, extra: str = "") -> str:
-    return ",".join(x for x in (fleet.selector(budget.service), extra) if x)
+    return fleet.of(rule.ref.series) if rule.ref.kind == "quantile" else None
 
 
 def quantile_expr(
@@ -59,20 +53,17 @@ def quantile_expr(
     series = _series_of(fleet, rule)
     if series is None:
         raise PolicyError(f"rule {rule.name}: {fleet.name} exports no series for {rule.metric}")
-    sel, rng = _sel(fleet, budget), f"[{promql_duration(policy.window_s)}]"
+    sel, rng = fc.selector(fleet, budget), promql_duration(policy.window_s)
     q = rule.ref.q
     assert q is not None
-    value = (
-        f"histogram_quantile({q:g}, sum by (le) (rate({series.histogram}_bucket{{{sel}}}{rng})))"
-    )
-    guard = f"sum(increase({series.histogram}_count{{{sel}}}{rng})) >= {policy.min_samples}"
-    return value, guard
+    guard = f"{fc.count_expr(series, sel, rng)} >= {policy.min_samples}"
+    return fc.quantile_expr(series, q, sel, rng), guard
 
 
 def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> dict[str, Any]:
     series = _series_of(fleet, rule)
     assert series is not None
-    check = check_target(series, rule.threshold, rule.metric)
+    where = fc.resolve(series, rule.threshold, rule.metric)
     value, guard = quantile_expr(fleet, budget, policy, rule)
     out: dict[str, Any] = {
         "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
@@ -85,56 +76,87 @@ def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> di
         "annotations": {
             "summary": f"{budget.service}: {rule.metric} above {rule.threshold:g} ms -> "
             f"{rule.action} (rule {rule.name}, {series.histogram})",
-            "buckets": f"le {check.below} s .. {check.above} s around the threshold",
+            "buckets": f"{where.around} around the threshold",
         },
     }
-    if check.warning:
-        out["annotations"]["warning"] = check.warning
+    if where.check.warning:
+        out["annotations"]["warning"] = where.check.warning
     if rule.for_s > 0:
         out["for"] = promql_duration(rule.for_s)
     return out
 
 
-def _objectives(budget: Budget, fleet: FleetPreset) -> list[tuple[str, str, float, FleetSeries]]:
-    """(metric name, series, target ms, series) for every latency objective the preset maps."""
-    out = []
-    for name, target in slo_targets(budget.slo).items():
-        if name.startswith("p") and (series := fleet.of("e2e")) is not None:
-            out.append((name, "e2e", target, series))
+def _share_alert(
+    fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule
+) -> dict[str, Any] | str:
+    """An error-rate or goodput rule on the model's whole fleet, or a note why not."""
+    kind = rule.ref.kind
+    if kind not in ("error_rate", "goodput"):
+        if kind in ("vs_baseline", "goodput_vs_baseline"):
+            return (
+                f"rule {rule.name} ({rule.metric}): the rules have no baseline version to "
+                "compare with; --to argo-rollouts and --to flagger compare the canary with "
+                "the stable pods"
+            )
+        return f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series"
+    sel = fc.selector(fleet, budget)
+    rng, z = promql_duration(policy.window_s), z_of(policy.confidence)
+    check = fc.canary_check(fleet, budget, rule, (sel, sel), rng, policy.min_samples, z)
+    if isinstance(check, str):
+        return check
+    guards = "".join(f" and on () ({g})" for g in check.guards)
+    out: dict[str, Any] = {
+        "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
+        "expr": f"({check.value}) {rule.op} {num(check.threshold)}{guards}",
+        "labels": {
+            "severity": "page" if rule.action == "rollback" else "ticket",
+            "action": rule.action,
+            "tailbudget_rule": rule.name,
+        },
+        "annotations": {
+            "summary": f"{budget.service}: {rule.metric} {rule.op} {num(check.threshold)} -> "
+            f"{rule.action} (rule {rule.name}, "
+            + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
+            + f" at {policy.confidence:g})",
+            **({"buckets": "; ".join(check.notes)} if check.notes else {}),
+        },
+    }
+    if rule.for_s > 0:
+        out["for"] = promql_duration(rule.for_s)
     return out
+
+
+def sli_name(o: Objective) -> str:
+    """The SLI's name in rule names: `p95` end to end, `ttft_p95`, `queue_p99_9`."""
+    base = o.percentile if o.metric == "e2e" else f"{o.metric}_{o.percentile}"
+    return base.replace(".", "_").replace("-", "_").replace("/", "_")
 
 
 def _sli_rules(
     budget: Budget, fleet: FleetPreset, options: ExportOptions, notes: list[str]
 ) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
-    sel = _sel(fleet, budget)
+    sel = fc.selector(fleet, budget)
     windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
-    for name, _, target, series in _objectives(budget, fleet):
-        check = check_target(series, target, name)
-        le = check.nearest
-        if le is None:
+    mapped, _ = fc.objectives_of(budget, fleet)
+    for o, series in mapped:
+        name = sli_name(o)
+        where = fc.resolve(series, o.target_ms, f"{o.key} SLI")
+        notes.extend(where.notes)
+        le = where.le
+        if le is None:  # pragma: no cover - every preset's histograms have bounds
             continue
-        if not check.exact:
-            notes.append(
-                f"{name} SLI: no bucket at {target:g} ms in {series.histogram}; it counts "
-                f"requests under the nearest bound le={le:g} s ({le * 1000:g} ms) instead"
-            )
-        if check.warning:
-            notes.append(check.warning)
         for w in windows:
-            rng = f"[{promql_duration(w)}]"
-            matchers = _sel(fleet, budget, f'le="{le_label(le)}"')
-            good = f"sum(rate({series.histogram}_bucket{{{matchers}}}{rng}))"
-            total = f"sum(rate({series.histogram}_count{{{sel}}}{rng}))"
+            rng = promql_duration(w)
+            share = fc.share_expr(series, le, sel, rng).replace("\n", " ")
             rules.append(
                 {
-                    "record": f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(w)}",
-                    "expr": f"1 - ({good} / {total})",
-                    "labels": {"le_used": le_label(le), "target_ms": num(target)},
+                    "record": f"{fleet.name}:{name}_slow_ratio:rate{rng}",
+                    "expr": f"1 - ({share})",
+                    "labels": {"le_used": le_label(le), "target_ms": num(o.target_ms)},
                 }
             )
-        allowed = 1.0 - float(name.removeprefix("p")) / 100.0
+        allowed = 1.0 - o.q
         for b in options.burn_windows:
             long_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.long_s)}"
             short_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.short_s)}"
@@ -146,8 +168,8 @@ def _sli_rules(
                     "expr": f"{long_r} > {limit} and {short_r} > {limit}",
                     "labels": {"severity": b.severity},
                     "annotations": {
-                        "summary": f"{budget.service}: {name} error budget burning "
-                        f"{b.factor:g}x (le={le:g} s stands for {target:g} ms)"
+                        "summary": f"{budget.service}: {o.key} error budget burning "
+                        f"{b.factor:g}x (le={le:g} s stands for {o.target_ms:g} ms)"
                     },
                 }
             )
@@ -166,12 +188,17 @@ def build_rules(
     for rule in policy.rules:
         series = _series_of(fleet, rule)
         if series is None:
-            notes.append(f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series")
+            found = _share_alert(fleet, budget, policy, rule)
+            if isinstance(found, str):
+                notes.append(found)
+            else:
+                alerts.append(found)
             continue
         alerts.append(_alert(fleet, budget, policy, rule))
         warning = check_target(series, rule.threshold, rule.metric).warning
         if warning:
             notes.append(warning)
+    notes.extend(fc.objectives_of(budget, fleet)[1])
     groups = [{"name": f"{budget.service}-policy-{fleet.name}", "rules": alerts}]
     sli = _sli_rules(budget, fleet, options, notes)
     if sli:
@@ -191,8 +218,6 @@ def build_keda(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The ScaledObject whose trigger is the scale_up rule's alert expression."""
-    from tailbudget.export.keda import behavior
-
     options = options or ExportOptions()
     fleet = preset(options.metrics)
     policy = policy_of(budget)
@@ -206,44 +231,19 @@ def build_keda(
             f"the policy has no scale_up rule on a percentile {fleet.name} exports; KEDA needs "
             "one (e.g. {metric: ttft.p95, threshold: 90% of ttft.p95, action: scale_up})"
         )
-    target = options.target_name or k8s_name(budget.service)
-    metadata = k8s_metadata(
-        budget,
-        options,
-        "latency",
-        annotations={f"{LABEL_PREFIX}/rule": rule.name, f"{LABEL_PREFIX}/metrics": fleet.name},
+    query = "max(({}) and on () ({}))".format(*quantile_expr(fleet, budget, policy, rule))
+    doc = scaled_object(
+        budget, options, rule, query, annotations={f"{LABEL_PREFIX}/metrics": fleet.name}
     )
-    trigger = {
-        "type": "prometheus",
-        "name": f"tailbudget-{rule.metric.replace('.', '-')}",
-        "metricType": "Value",
-        "metadata": {
-            "serverAddress": options.prometheus_url,
-            "query": "max(({}) and on () ({}))".format(*quantile_expr(fleet, budget, policy, rule)),
-            "threshold": num(seconds(rule.threshold)),
-            "ignoreNullValues": "false",
-        },
-    }
-    spec = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": options.target_kind, "name": target},
-        "pollingInterval": max(1, round(policy.evaluate_every_s)),
-        "minReplicaCount": policy.replicas.min,
-        "maxReplicaCount": policy.replicas.max,
-        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior(policy, rule)}},
-        "triggers": [trigger],
-    }
+    where = fc.resolve(series, rule.threshold, rule.metric)
     notes = [
         f"scales on {rule.metric} > {num(seconds(rule.threshold))} s from "
-        f"{series.histogram} (rule {rule.name!r}); the alert of "
+        f"{series.histogram} (rule {rule.name!r}; {where.around} around it); the alert of "
         f"`--to prometheus-rules --metrics {fleet.name}` compares the same expression.",
-        f"generated by {GENERATOR}",
+        *([where.check.warning] if where.check.warning else []),
+        *scaling_notes(policy),
     ]
-    return {
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": metadata,
-        "spec": spec,
-    }, notes
+    return doc, notes
 
 
 def render_keda(budget: Budget, options: ExportOptions | None = None) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from tailbudget import _metric_names as names
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
+from tailbudget.budget.policy import Policy
 from tailbudget.export.common import (
     ExportOptions,
     error_ratio_rule,
@@ -45,7 +46,7 @@ def _thresholds(lines: list[float]) -> dict[str, Any]:
     return {"mode": "absolute", "steps": steps}
 
 
-def _timeseries(
+def timeseries(
     panel_id: int,
     title: str,
     targets: list[tuple[str, str]],
@@ -56,6 +57,7 @@ def _timeseries(
     width: int = 12,
     x: int = 0,
 ) -> dict[str, Any]:
+    """One timeseries panel: (expr, legend) targets, `lines` drawn dashed as thresholds."""
     return {
         "id": panel_id,
         "type": "timeseries",
@@ -111,7 +113,7 @@ def _burn_panels(
     panels: list[dict[str, Any]] = []
     if budget.slo.error_rate:
         panels.append(
-            _timeseries(
+            timeseries(
                 first_id,
                 f"error budget burn rate ({window})",
                 [(f"{error_ratio_rule(long_s)}{{{sel}}} / {num(budget.slo.error_rate)}", "burn")],
@@ -126,7 +128,7 @@ def _burn_panels(
         for p in budget.gated
     ]
     panels.append(
-        _timeseries(
+        timeseries(
             first_id + len(panels),
             f"latency SLI burn rate ({window})",
             targets,
@@ -150,7 +152,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     slo_lines = [seconds(v) for v in budget.slo.given().values()]
     policy_lines = [seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES]
     panels.append(
-        _timeseries(
+        timeseries(
             1,
             f"{budget.service}: end-to-end latency",
             [(f"{request_quantile_rule(p, w)}{{{sel}}}", p) for p in PERCENTILES],
@@ -170,7 +172,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
         given = stage.budget.given() if stage.budget is not None else {}
         stage_sel = f'{sel}, stage="{label_value(stage.name)}"'
         panels.append(
-            _timeseries(
+            timeseries(
                 len(panels) + 1,
                 f"stage {stage.name}",
                 [(f"{stage_quantile_rule(p, w)}{{{stage_sel}}}", p) for p in PERCENTILES],
@@ -186,7 +188,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     err_lines = [budget.slo.error_rate] if budget.slo.error_rate else []
     err_lines += [r.threshold for r in policy.rules if r.metric == "error_rate"]
     panels.append(
-        _timeseries(
+        timeseries(
             len(panels) + 1,
             "error ratio",
             [(f"{error_ratio_rule(w)}{{{sel}}}", "error ratio")],
@@ -196,25 +198,31 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
             "Share of requests with outcome=error; lines: slo.error_rate and the rollback rule.",
         )
     )
-    panels.append(
-        _timeseries(
-            len(panels) + 1,
-            "controller actions and desired replicas",
-            [
-                (
-                    f"sum by (action) (increase({names.DECISIONS_TOTAL}[{promql_duration(w)}]))",
-                    "{{action}}",
-                ),
-                (f"max({names.DESIRED_REPLICAS})", "desired replicas"),
-            ],
-            [],
-            "short",
-            y,
-            "Decisions of `tailbudget serve` (also shown as annotations) and its replica request.",
-            x=12,
-        )
-    )
+    panels.append(actions_panel(policy, len(panels) + 1, y))
     panels.extend(_burn_panels(budget, options or ExportOptions(), y + 8, len(panels) + 1))
+    return dashboard(budget, policy, panels)
+
+
+def actions_panel(policy: Policy, panel_id: int, y: int, x: int = 12) -> dict[str, Any]:
+    """`tailbudget serve`'s decisions by action and its desired replicas."""
+    w = promql_duration(policy.window_s)
+    return timeseries(
+        panel_id,
+        "controller actions and desired replicas",
+        [
+            (f"sum by (action) (increase({names.DECISIONS_TOTAL}[{w}]))", "{{action}}"),
+            (f"max({names.DESIRED_REPLICAS})", "desired replicas"),
+        ],
+        [],
+        "short",
+        y,
+        "Decisions of `tailbudget serve` (also shown as annotations) and its replica request.",
+        x=x,
+    )
+
+
+def dashboard(budget: Budget, policy: Policy, panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The dashboard model around `panels`: datasource variable, decision annotations."""
     return {
         "uid": k8s_name(budget.service, "tb")[:40],
         "title": f"tailbudget: {budget.service}",

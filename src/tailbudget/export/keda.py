@@ -76,11 +76,19 @@ def query(budget: Budget, policy: Policy, rule: Rule) -> str:
     return f"max({series} and on (service) ({guard}))"
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
-    """The ScaledObject as a mapping, and notes."""
-    options = options or ExportOptions()
+def scaled_object(
+    budget: Budget,
+    options: ExportOptions,
+    rule: Rule,
+    query_text: str,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ScaledObject scaling on `query_text` (seconds) above the rule's threshold.
+
+    The one shell every `--metrics` preset shares: replicas, polling and HPA behavior
+    from the policy, one Prometheus trigger with `metricType: Value`.
+    """
     policy = policy_of(budget)
-    rule = scale_rule(policy)
     target = options.target_name or k8s_name(budget.service)
     metadata = k8s_metadata(
         budget,
@@ -89,6 +97,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         annotations={
             f"{LABEL_PREFIX}/rule": rule.name,
             f"{LABEL_PREFIX}/threshold-ms": num(rule.threshold),
+            **(annotations or {}),
         },
     )
     spec: dict[str, Any] = {
@@ -101,11 +110,11 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         "triggers": [
             {
                 "type": "prometheus",
-                "name": f"tailbudget-{rule.metric}",
+                "name": f"tailbudget-{rule.metric.replace('.', '-')}",
                 "metricType": "Value",
                 "metadata": {
                     "serverAddress": options.prometheus_url,
-                    "query": query(budget, policy, rule),
+                    "query": query_text,
                     "threshold": num(seconds(rule.threshold)),
                     # No data (or too few samples) is unknown: an error keeps the current
                     # replicas instead of reading as 0 and scaling down.
@@ -114,20 +123,37 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
             }
         ],
     }
-    notes = [
-        f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
-        f"{rule.expr or 'threshold'}); needs the recording rules of `--to prometheus-rules`.",
-        "the HPA scales in proportion to value/threshold (10% tolerance); the rule's clear "
-        "threshold has no HPA equivalent, scale-down waits for the stabilization window.",
-    ]
-    if policy.replicas.min == 0:
-        notes.append("replicas.min is 0: KEDA scales to zero when the query is under threshold.")
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": metadata,
         "spec": spec,
-    }, notes
+    }
+
+
+def scaling_notes(policy: Policy) -> list[str]:
+    """What the HPA does differently from the policy (every preset's KEDA header)."""
+    notes = [
+        "the HPA scales in proportion to value/threshold (10% tolerance); the rule's clear "
+        "threshold has no HPA equivalent, scale-down waits for the stabilization window."
+    ]
+    if policy.replicas.min == 0:
+        notes.append("replicas.min is 0: KEDA scales to zero when the query is under threshold.")
+    return notes
+
+
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The ScaledObject as a mapping, and notes."""
+    options = options or ExportOptions()
+    policy = policy_of(budget)
+    rule = scale_rule(policy)
+    doc = scaled_object(budget, options, rule, query(budget, policy, rule))
+    notes = [
+        f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
+        f"{rule.expr or 'threshold'}); needs the recording rules of `--to prometheus-rules`.",
+        *scaling_notes(policy),
+    ]
+    return doc, notes
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:

@@ -51,7 +51,8 @@ def _source(query: str) -> dict[str, Any]:
     return {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}
 
 
-def _metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -> dict[str, Any]:
+def metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -> dict[str, Any]:
+    """An SLO document's metadata: name, display name, the service and environment."""
     return {
         "name": k8s_name(budget.service, suffix),
         "displayName": display,
@@ -63,6 +64,35 @@ def _metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) 
     }
 
 
+def ratio_slo(
+    meta: dict[str, Any], service: str, indicator: str, ratio: tuple[str, str], goal: dict[str, Any]
+) -> dict[str, Any]:
+    """An OpenSLO v1 SLO on the ratio good/total (`ratio`), rolling 28d, by occurrences.
+
+    `goal` holds the objective's displayName and target, and the document's
+    description; `meta` is the document's metadata.
+    """
+    good, total = ratio
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SLO",
+        "metadata": meta,
+        "spec": {
+            "description": goal["description"],
+            "service": k8s_name(service),
+            "indicator": {
+                "metadata": {"name": indicator},
+                "spec": {
+                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
+                },
+            },
+            "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
+            "budgetingMethod": "Occurrences",
+            "objectives": [{"displayName": goal["displayName"], "target": goal["target"]}],
+        },
+    }
+
+
 def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
     """The SLO 'pN of end-to-end latency <= ms' as a ratio of histogram buckets."""
     sel = service_selector(budget)
@@ -70,32 +100,21 @@ def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
     good = f'sum(rate({names.REQUEST_DURATION}_bucket{{{sel}, le="{bound}"}}[5m]))'
     total = f"sum(rate({names.REQUEST_DURATION}_count{{{sel}}}[5m]))"
     gated = p in budget.gated
-    meta = _metadata(
+    meta = metadata(
         budget,
         f"latency-{p}",
         f"{budget.service} {p} latency <= {num(ms)} ms",
         {A_KIND: p, A_THRESHOLD_MS: num(ms)},
     )
     meta["labels"] = {L_GATED: "true" if gated else "false"}
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "SLO",
-        "metadata": meta,
-        "spec": {
-            "description": f"{quantile(p) * 100:g}% of requests complete within {num(ms)} ms "
-            f"(end to end, {names.REQUEST_DURATION} bucket le={bound}).",
-            "service": k8s_name(budget.service),
-            "indicator": {
-                "metadata": {"name": k8s_name(budget.service, f"latency-le-{bound}")},
-                "spec": {
-                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
-                },
-            },
-            "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
-            "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": f"{p} <= {num(ms)} ms", "target": quantile(p)}],
-        },
+    goal = {
+        "description": f"{quantile(p) * 100:g}% of requests complete within {num(ms)} ms "
+        f"(end to end, {names.REQUEST_DURATION} bucket le={bound}).",
+        "displayName": f"{p} <= {num(ms)} ms",
+        "target": quantile(p),
     }
+    indicator = k8s_name(budget.service, f"latency-le-{bound}")
+    return ratio_slo(meta, budget.service, indicator, (good, total), goal)
 
 
 def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
@@ -103,29 +122,19 @@ def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
     sel = service_selector(budget)
     good = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="ok"}}[5m]))'
     total = f"sum(rate({names.REQUESTS_TOTAL}{{{sel}}}[5m]))"
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "SLO",
-        "metadata": _metadata(
-            budget,
-            "availability",
-            f"{budget.service} error rate <= {num(rate)}",
-            {A_KIND: "error_rate", A_ERROR_RATE: num(rate)},
-        ),
-        "spec": {
-            "description": f"At most {num(rate * 100)}% of requests fail.",
-            "service": k8s_name(budget.service),
-            "indicator": {
-                "metadata": {"name": k8s_name(budget.service, "ok-requests")},
-                "spec": {
-                    "ratioMetric": {"counter": True, "good": _source(good), "total": _source(total)}
-                },
-            },
-            "timeWindow": [{"duration": TIME_WINDOW, "isRolling": True}],
-            "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": "ok requests", "target": round(1.0 - rate, 12)}],
-        },
+    meta = metadata(
+        budget,
+        "availability",
+        f"{budget.service} error rate <= {num(rate)}",
+        {A_KIND: "error_rate", A_ERROR_RATE: num(rate)},
+    )
+    goal = {
+        "description": f"At most {num(rate * 100)}% of requests fail.",
+        "displayName": "ok requests",
+        "target": round(1.0 - rate, 12),
     }
+    indicator = k8s_name(budget.service, "ok-requests")
+    return ratio_slo(meta, budget.service, indicator, (good, total), goal)
 
 
 def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str, Any]]:
@@ -258,6 +267,11 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
                 raise BudgetError(f"{where}: error rate must be in [0, 1), got {rate!r}")
             slo["error_rate"] = rate
             continue
+        if isinstance(kind, str) and ("." in kind or kind == "goodput"):
+            raise BudgetError(
+                f"{where}: objective {kind} is not end to end; import reads end-to-end "
+                "latency and error-rate SLOs (export without --metrics for those)"
+            )
         p = kind if kind in PERCENTILES else _target_percentile(target, where)
         ms = _threshold_ms(doc, ann, where)
         if not ms > 0:
