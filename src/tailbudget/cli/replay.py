@@ -77,7 +77,11 @@ def replay_command(
         None, "--baseline-window", help="Baseline p99 = the log's first DURATION (e.g. 10m)."
     ),
     baseline_p99: float | None = typer.Option(None, "--baseline-p99", help="Baseline p99 in ms."),
-    baseline: str | None = typer.Option(None, "--baseline", help="Baseline log: its p99."),
+    baseline: str | None = typer.Option(
+        None,
+        "--baseline",
+        help="Baseline log: its p99 and every metric a rule compares with a baseline.",
+    ),
     format: ReplayFormat = typer.Option(
         ReplayFormat.text, "--format", "-f", help="Output: text (default), json or html."
     ),
@@ -102,8 +106,8 @@ def replay_command(
         raise PolicyError(f"give one baseline, not {' and '.join(given)}")
     from tailbudget.budget import load_budget
     from tailbudget.budget.policy import resolve_policy
-    from tailbudget.control.logsource import load_replay_log, p99_of_log
-    from tailbudget.control.replay import Baseline, replay, window_baseline
+    from tailbudget.control.logsource import load_replay_log
+    from tailbudget.control.replay import Baseline, log_baseline, replay, window_baseline
 
     b = load_budget(budget) if budget is not None else None
     policy = resolve_policy(b)
@@ -126,7 +130,7 @@ def replay_command(
         base = window_baseline(data, parse_duration_s(baseline_window, field="--baseline-window"))
     elif baseline is not None:
         other = load_replay_log(baseline, timestamp=timestamp, total=total, unit=unit)
-        base = Baseline(p99_of_log(other), f"p99 of {baseline} ({other.ts_s.size} requests)")
+        base = log_baseline(other, policy, baseline)
     rep = replay(data, policy, baseline=base, service=b.service if b else None)
     if format is ReplayFormat.json:
         emit(json.dumps(rep, indent=2) + "\n", output)

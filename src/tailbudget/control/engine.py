@@ -24,18 +24,21 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.budget.policy import RECOVERY, Policy, Rule
+from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.controller_state import controller_state, restore_controller
+from tailbudget.control.controller_views import NO_BASELINE as NO_BASELINE
+from tailbudget.control.controller_views import controller_notes, controller_status
 from tailbudget.control.decision import Decision
-from tailbudget.control.rules import Measure, clear_reason, fmt, measure, trigger_reason
+from tailbudget.control.rules import Measure, fmt, measure
 from tailbudget.control.series_windows import GOODPUT, SeriesWindows
 from tailbudget.control.stage_windows import StageWindows
 from tailbudget.control.stats import z_of
+from tailbudget.control.transitions import EPS, RuleState, step
 from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, WindowStats
 from tailbudget.errors import PolicyError
@@ -43,20 +46,7 @@ from tailbudget.errors import PolicyError
 __all__ = ["Controller", "Decision"]
 
 log = logging.getLogger("tailbudget.control")
-_EPS = 1e-9
 _RECENT = 50
-NO_BASELINE = "no baseline: p99 rollback rule inactive"
-
-
-@dataclass
-class _RuleState:
-    since: float | None = None
-    clear_since: float | None = None
-    last_fired: float | None = None
-    engaged: bool = False
-    status: str = "idle"
-    value: float | None = None
-    bound: float | None = None
 
 
 class Controller:
@@ -85,9 +75,14 @@ class Controller:
         self.last_evaluated_s: float | None = None
         self.last_stats: WindowStats | None = None
         self.recent: deque[Decision] = deque(maxlen=_RECENT)
+        self.external = False
+        """True when the last evaluation judged stats handed in (e.g. from Prometheus)."""
         self._z = z_of(policy.confidence)
-        self._external = False
-        self._rules: dict[str, _RuleState] = {r.name: _RuleState() for r in policy.rules}
+        self._rules: dict[str, RuleState] = {r.name: RuleState() for r in policy.rules}
+
+    def rule_state(self, name: str) -> RuleState:
+        """The live state of rule `name` (KeyError for a rule not in the policy)."""
+        return self._rules[name]
 
     # ---- input ----------------------------------------------------------------------
 
@@ -172,27 +167,22 @@ class Controller:
             return stats
         return series.get(ref.series)
 
-    def evaluate(
+    def _inputs(
         self,
         now_s: float,
-        stats: WindowStats | None = None,
-        series: Mapping[str, WindowStats] | None = None,
-    ) -> list[Decision]:
-        """Evaluate every rule at `now_s`.
-
-        On `stats` (end to end) and `series` (ttft, tpot, itl, goodput, stages) when
-        given, e.g. from Prometheus; else on the own windows. A series missing from
-        a given `series` is unknown.
-        """
+        stats: WindowStats | None,
+        series: Mapping[str, WindowStats] | None,
+    ) -> tuple[WindowStats, dict[str, WindowStats]]:
+        """The stats this evaluation judges; breaks every streak after missed evaluations."""
         p = self.policy
-        self._external = stats is not None
+        self.external = stats is not None
         if stats is None:
             stats = self.window_stats(now_s)
             if series is None:
                 series = self.series_stats(now_s)
-        series = dict(series or {})
+        out = dict(series or {})
         if self.last_evaluated_s is not None and (
-            now_s - self.last_evaluated_s > 2.0 * p.evaluate_every_s + _EPS
+            now_s - self.last_evaluated_s > 2.0 * p.evaluate_every_s + EPS
             or now_s < self.last_evaluated_s
         ):
             # evaluations were missed: nothing is known to have held in between
@@ -200,9 +190,15 @@ class Controller:
                 st.since = st.clear_since = None
         self.last_evaluated_s = now_s
         self.last_stats = stats
-        self.last_series = series
+        self.last_series = out
         self.evaluations += 1
+        return stats, out
 
+    def _measure(
+        self, stats: WindowStats, series: Mapping[str, WindowStats]
+    ) -> tuple[dict[str, Measure], dict[str, bool]]:
+        """Every rule's measure, and whether its trigger condition holds."""
+        p = self.policy
         measures: dict[str, Measure] = {}
         holds: dict[str, bool] = {}
         for rule in p.rules:
@@ -223,140 +219,30 @@ class Controller:
             )
             measures[rule.name] = m
             holds[rule.name] = m.trigger is not None and rule.holds(m.trigger)
+        return measures, holds
 
+    def evaluate(
+        self,
+        now_s: float,
+        stats: WindowStats | None = None,
+        series: Mapping[str, WindowStats] | None = None,
+    ) -> list[Decision]:
+        """Evaluate every rule at `now_s`.
+
+        On `stats` (end to end) and `series` (ttft, tpot, itl, goodput, stages) when
+        given, e.g. from Prometheus; else on the own windows. A series missing from
+        a given `series` is unknown.
+        """
+        judged, by_name = self._inputs(now_s, stats, series)
+        measures, holds = self._measure(judged, by_name)
         decisions: list[Decision] = []
-        for rule in p.rules:
-            st, m = self._rules[rule.name], measures[rule.name]
-            st.value, st.bound = m.value, m.bound
-            if m.missing is not None:
-                st.since = st.clear_since = None
-                st.status = m.missing
-                continue
-            if holds[rule.name]:
-                st.clear_since = None
-                if st.since is None:
-                    st.since = now_s
-                st.status = "holding"
-                if now_s - st.since + _EPS >= rule.for_s and self._cooled(rule, st, now_s):
-                    d = self._fire(rule, st, m, stats, now_s)
-                    if d is not None:
-                        decisions.append(d)
-                continue
-            st.since = None
-            st.status = "engaged" if st.engaged else "idle"
-            if not st.engaged:
-                st.clear_since = None
-                continue
-            assert m.value is not None
-            if not rule.cleared(m.value):
-                st.clear_since = None
-                continue
-            if st.clear_since is None:
-                st.clear_since = now_s
-            st.status = "clearing"
-            if now_s - st.clear_since + _EPS >= rule.clear_for_s:
-                d = self._recover(rule, st, m, stats, now_s, holds)
-                if d is not None:
-                    decisions.append(d)
+        for rule in self.policy.rules:
+            d = step(self, rule, measures[rule.name], holds, judged, now_s)
+            if d is not None:
+                decisions.append(d)
         for d in decisions:
             self._record(d)
         return decisions
-
-    def _cooled(self, rule: Rule, st: _RuleState, now_s: float) -> bool:
-        return st.last_fired is None or now_s - st.last_fired + _EPS >= rule.cooldown_s
-
-    def _decision(
-        self,
-        rule: Rule,
-        action: str,
-        m: Measure,
-        threshold: float,
-        reason: str,
-        stats: WindowStats,
-        now_s: float,
-        replicas: int | None = None,
-    ) -> Decision:
-        return Decision(
-            t_s=now_s,
-            action=action,
-            metric=rule.metric,
-            value=m.value,
-            threshold=threshold,
-            rule=rule.name,
-            reason=reason,
-            dry_run=self.policy.dry_run,
-            bound=m.bound,
-            bound_kind=m.bound_kind,
-            count=stats.count,
-            replicas=replicas,
-        )
-
-    def _fire(
-        self, rule: Rule, st: _RuleState, m: Measure, stats: WindowStats, now_s: float
-    ) -> Decision | None:
-        reason = trigger_reason(rule, m, stats, stats.window_s)
-        if rule.action == "scale_up":
-            r = self.policy.replicas
-            if self.desired_replicas >= r.max:
-                st.status = "at_max_replicas"
-                return None
-            before = self.desired_replicas
-            self.desired_replicas = min(r.max, before + r.step)
-            st.engaged, st.last_fired = True, now_s
-            reason += f"; desired replicas {before} -> {self.desired_replicas}"
-            return self._decision(
-                rule, "scale_up", m, rule.threshold, reason, stats, now_s, self.desired_replicas
-            )
-        if st.engaged:
-            return None  # a toggle already on stays on; nothing new to do
-        already = rule.action in self.active
-        st.engaged, st.last_fired = True, now_s
-        st.status = "engaged"
-        if already:
-            return None  # another rule turned this action on
-        return self._decision(rule, rule.action, m, rule.threshold, reason, stats, now_s)
-
-    def _recover(
-        self,
-        rule: Rule,
-        st: _RuleState,
-        m: Measure,
-        stats: WindowStats,
-        now_s: float,
-        holds: dict[str, bool],
-    ) -> Decision | None:
-        undo = RECOVERY[rule.action]
-        others = [o for o in self.policy.rules if o.name != rule.name and o.action == rule.action]
-        if rule.action == "scale_up":
-            r = self.policy.replicas
-            if any(holds[o.name] for o in others) or self.desired_replicas <= r.min:
-                st.engaged = self.desired_replicas > r.min and st.engaged
-                st.clear_since = now_s
-                return None
-            before = self.desired_replicas
-            self.desired_replicas = max(r.min, before - r.step)
-            st.engaged = self.desired_replicas > r.min
-            st.clear_since = now_s  # the next step needs a whole stabilization window again
-            reason = clear_reason(rule, m, stats) + (
-                f"; desired replicas {before} -> {self.desired_replicas}"
-            )
-            return self._decision(
-                rule,
-                "scale_down",
-                m,
-                rule.clear_threshold,
-                reason,
-                stats,
-                now_s,
-                self.desired_replicas,
-            )
-        st.engaged, st.clear_since = False, None
-        st.status = "idle"
-        if undo is None or any(self._rules[o.name].engaged for o in others):
-            return None  # a rollback re-arms; a toggle another rule holds stays on
-        return self._decision(
-            rule, undo, m, rule.clear_threshold, clear_reason(rule, m, stats), stats, now_s
-        )
 
     def _record(self, d: Decision) -> None:
         self.recent.append(d)
@@ -417,107 +303,17 @@ class Controller:
 
     def notes(self) -> list[str]:
         """Facts a reader must know about this controller's state."""
-        out: list[str] = []
-        if self.baseline_p99_ms is None and any(
-            r.metric == "p99_vs_baseline" for r in self.policy.rules
-        ):
-            out.append(NO_BASELINE)
-        for r in self.policy.rules:
-            ref = r.ref
-            if ref.kind == "goodput_vs_baseline" or (
-                ref.kind == "vs_baseline" and ref.series != "e2e"
-            ):
-                name = ref.name.removesuffix("_vs_baseline")
-                if self.baseline(name) is None:
-                    out.append(f"no {name} baseline: rule {r.name} inactive")
-        if self.series.itl_summaries:
-            out.append(
-                f"{self.series.itl_summaries} requests sent an itl summary, not their gaps: "
-                "their own p99 stands in, so itl percentiles read high"
-            )
-        if self.series.unjudged:
-            out.append(
-                f"{self.series.unjudged} requests lacked a metric a goodput threshold names: "
-                "not judged good or bad"
-            )
-        if self.policy.dry_run:
-            out.append("dry run: decisions are journaled, not executed")
-        if self.window.late:
-            out.append(f"{self.window.late} observations arrived after their window had passed")
-        if self.window.rejected:
-            out.append(f"{self.window.rejected} observations rejected (non-finite time or value)")
-        return out
+        return controller_notes(self)
 
     def status(self, now_s: float) -> dict[str, Any]:
         """A JSON-able picture: window stats, rules, active actions, replicas, notes."""
-        # stats handed in (e.g. from Prometheus) are what the controller judged by
-        external = self._external and self.last_stats is not None
-        stats = self.last_stats if external and self.last_stats else self.window_stats(now_s)
-        p = self.policy
-        return {
-            "t_s": now_s,
-            "known": stats.known and stats.count >= p.min_samples,
-            "stats": stats.to_dict(),
-            "desired_replicas": self.desired_replicas,
-            "replicas": p.replicas.model_dump(),
-            "active": sorted(self.active),
-            "dry_run": p.dry_run,
-            "baseline_p99_ms": self.baseline_p99_ms,
-            "baselines": dict(self.baselines),
-            "series": {
-                k: v.to_dict()
-                for k, v in (self.last_series if external else self.series_stats(now_s)).items()
-            },
-            "evaluations": self.evaluations,
-            "last_evaluated_s": self.last_evaluated_s,
-            "policy": {
-                "source": p.source,
-                "window_s": p.window_s,
-                "evaluate_every_s": p.evaluate_every_s,
-                "min_samples": p.min_samples,
-                "confidence": p.confidence,
-            },
-            "rules": [
-                {
-                    **r.model_dump(),
-                    "status": self._rules[r.name].status,
-                    "engaged": self._rules[r.name].engaged,
-                    "holding_since": self._rules[r.name].since,
-                    "clear_since": self._rules[r.name].clear_since,
-                    "last_fired": self._rules[r.name].last_fired,
-                    "value": self._rules[r.name].value,
-                    "bound": self._rules[r.name].bound,
-                }
-                for r in p.rules
-            ],
-            "notes": self.notes(),
-            "last_decisions": [d.to_dict() for d in self.recent],
-        }
+        return controller_status(self, now_s)
 
     # ---- persistence -------------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able state to restart from (rule streaks, replicas, baseline, window)."""
-        return {
-            "version": 1,
-            "desired_replicas": self.desired_replicas,
-            "baseline_p99_ms": self.baseline_p99_ms,
-            "evaluations": self.evaluations,
-            "last_evaluated_s": self.last_evaluated_s,
-            "rules": {
-                name: {
-                    "since": st.since,
-                    "clear_since": st.clear_since,
-                    "last_fired": st.last_fired,
-                    "engaged": st.engaged,
-                }
-                for name, st in self._rules.items()
-            },
-            "recent": [d.to_dict() for d in self.recent],
-            "window": self.window.to_state(),
-            "baselines": dict(self.baselines),
-            "series": self.series.to_state(),
-        }
+        return controller_state(self)
 
     @classmethod
     def from_state(
@@ -529,37 +325,5 @@ class Controller:
     ) -> Controller:
         """A controller for `policy` resumed from `to_state()` (unknown rules are skipped)."""
         c = cls(policy, journal=journal)
-        try:
-            r = policy.replicas
-            c.desired_replicas = min(r.max, max(r.min, int(state.get("desired_replicas", r.min))))
-            base = state.get("baseline_p99_ms", policy.baseline_p99_ms)
-            c.set_baseline(None if base is None else float(base))
-            c.evaluations = int(state.get("evaluations", 0))
-            last = state.get("last_evaluated_s")
-            c.last_evaluated_s = None if last is None else float(last)
-            for name, raw in dict(state.get("rules", {})).items():
-                if name in c._rules:
-                    st = c._rules[name]
-                    st.since = _opt_float(raw.get("since"))
-                    st.clear_since = _opt_float(raw.get("clear_since"))
-                    st.last_fired = _opt_float(raw.get("last_fired"))
-                    st.engaged = bool(raw.get("engaged", False))
-                    st.status = "engaged" if st.engaged else "idle"
-            for raw in state.get("recent", []):
-                c.recent.append(Decision(**raw))
-            if "window" in state:
-                c.window.load_state(state["window"])
-            for name, value in dict(state.get("baselines", {})).items():
-                c.set_baseline(float(value), str(name))
-            if "series" in state:  # absent in state written before LLM series
-                c.series.load_state(state["series"])
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise PolicyError(
-                f"controller state is not valid ({type(exc).__name__}: {exc}); "
-                "delete the state file to start fresh"
-            ) from None
+        restore_controller(c, state)
         return c
-
-
-def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)

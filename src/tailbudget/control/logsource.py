@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.llm_log import RawSeries, order_series, read_series
 from tailbudget.control.wal import StageColumn
 from tailbudget.errors import LogError
@@ -37,6 +38,8 @@ class ReplayLog:
     """False when timestamps are offsets (seconds from an arbitrary zero)."""
     series: dict[str, StageColumn] = field(default_factory=dict)
     """LLM series (ttft, tpot, itl) indexing the sorted rows, when the log has them."""
+    stages: dict[str, StageColumn] = field(default_factory=dict)
+    """Pipeline stage times (the LLM series aside) indexing the sorted rows."""
 
     @property
     def rows(self) -> dict[str, Any]:
@@ -59,6 +62,7 @@ def _clean(
     notes: list[str],
     absolute: bool,
     series: RawSeries | None = None,
+    stages: RawSeries | None = None,
 ) -> ReplayLog:
     reasons: dict[str, int] = {}
     bad_ts = ~np.isfinite(ts)
@@ -78,6 +82,7 @@ def _clean(
     ts, total, err = ts[keep], total[keep], err[keep]
     order = np.argsort(ts, kind="stable")
     columns = order_series(series, keep, order) if series else {}
+    stage_columns = order_series(stages, keep, order) if stages else {}
     return ReplayLog(
         ts_s=ts[order],
         total_ms=total[order],
@@ -89,6 +94,7 @@ def _clean(
         notes=tuple(notes),
         absolute_time=absolute,
         series=columns,
+        stages=stage_columns,
     )
 
 
@@ -116,7 +122,14 @@ def _via_read_log(
     wanted = [
         c for c in ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms") if c in table.table.columns
     ]
-    arrow = table.table.select("ts", "total_ms", "error", *wanted).to_pyarrow()
+    # Stage times too (rules on `<stage>.p99` read them); ttft is a series, not a stage.
+    stage_cols = {
+        s: table.stage_column(s)
+        for s in table.stages
+        if s not in LLM_SERIES and table.stage_column(s) not in wanted
+    }
+    arrow = table.table.select("ts", "total_ms", "error", *wanted, *stage_cols.values())
+    arrow = arrow.to_pyarrow()
     raw_ts = arrow.column("ts")
     micros = raw_ts.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).fill_null(0)
     ts = np.asarray(micros.to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
@@ -139,7 +152,13 @@ def _via_read_log(
         )
     if not absolute:
         notes.append("timestamps are offsets (seconds from the log's start), not dates")
-    out = _clean(ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot))
+    stages = {
+        s: np.asarray(arrow.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+        for s, c in stage_cols.items()
+    }
+    out = _clean(
+        ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot), stages
+    )
     reasons = dict(table.rows.rejected_reasons)
     for k, v in out.rejected_reasons.items():
         reasons[k] = reasons.get(k, 0) + v
@@ -154,6 +173,7 @@ def _via_read_log(
         notes=out.notes,
         absolute_time=out.absolute_time,
         series=out.series,
+        stages=out.stages,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,11 +24,12 @@ from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
-from tailbudget.control.logsource import ReplayLog
+from tailbudget.control.logsource import ReplayLog, p99_of_log
+from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError
 from tailbudget.report import fmt
 
-__all__ = ["Baseline", "replay", "window_baseline"]
+__all__ = ["Baseline", "log_baseline", "replay", "window_baseline"]
 
 SIMULATE_POINTER = (
     "to see what the decisions do to latency and replica-hours, run `tailbudget simulate LOG` "
@@ -48,6 +49,22 @@ class Baseline:
 
     p99_ms: float
     source: str
+    others: Mapping[str, float] = field(default_factory=dict)
+    """Baselines of the other metrics rules compare with (`ttft.p99`, `goodput`)."""
+    notes: tuple[str, ...] = ()
+    """What was measured for them, and which could not be."""
+
+
+def log_baseline(other: ReplayLog, policy: Policy, source: str) -> Baseline:
+    """Every baseline `policy` compares with, from the whole of the baseline log `other`."""
+    from tailbudget.control.baselines import log_baselines
+
+    found = log_baselines(other, policy)
+    others = {k: v for k, v in found.values.items() if k != "p99"}
+    p99 = found.values.get("p99", p99_of_log(other))
+    return Baseline(
+        p99, f"p99 of {source} ({other.ts_s.size} requests)", others, tuple(found.describe(source))
+    )
 
 
 def window_baseline(log: ReplayLog, window_s: float) -> Baseline:
@@ -136,69 +153,89 @@ def _point(now: float, t0: float, absolute: bool, s: Any) -> dict[str, Any]:
     }
 
 
-def replay(
-    log: ReplayLog,
-    policy: Policy,
-    *,
-    baseline: Baseline | None = None,
-    service: str | None = None,
-) -> dict[str, Any]:
-    """Every decision the policy takes over `log`, a per-evaluation timeline and notes."""
-    if baseline is not None:
-        policy = policy.with_baseline(baseline.p99_ms)
-    controller = Controller(policy)
-    every, window = policy.evaluate_every_s, policy.window_s
-    ts, ms, err = log.ts_s, log.total_ms, log.error
-    t0, t_end = float(ts[0]), float(ts[-1])
-    absolute = log.absolute_time
-    decisions: list[dict[str, Any]] = []
-    by_action: Counter[str] = Counter()
-    timeline: list[dict[str, Any]] = []
-    stride, evaluations, unknown = 1, 0, 0  # every `stride`-th evaluation is kept
+@dataclass
+class _Walk:
+    """What walking the log's evaluations found."""
+
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    by_action: Counter[str] = field(default_factory=Counter)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    stride: int = 1
+    """Every `stride`-th evaluation is in the timeline."""
+    evaluations: int = 0
+    unknown: int = 0
+    skipped: int = 0
+
+
+def _feed(controller: Controller, log: ReplayLog, lo: int, hi: int) -> None:
+    controller.observe_columns(
+        log.ts_s[lo:hi],
+        log.total_ms[lo:hi],
+        log.error[lo:hi],
+        slice_series(log.series, lo, hi),
+        slice_series(log.stages, lo, hi),
+    )
+
+
+def _evaluate(controller: Controller, log: ReplayLog, now: float, walk: _Walk) -> WindowStats:
+    t0, absolute = float(log.ts_s[0]), log.absolute_time
+    for d in controller.evaluate(now):
+        walk.by_action[d.action] += 1
+        if len(walk.decisions) < MAX_DECISIONS:
+            walk.decisions.append(_decision_dict(d, t0, absolute))
+    s = controller.last_stats
+    assert s is not None
+    walk.evaluations += 1
+    walk.unknown += not s.known
+    if (walk.evaluations - 1) % walk.stride == 0:
+        walk.timeline.append({**_series_point(controller, log), **_point(now, t0, absolute, s)})
+        if len(walk.timeline) > MAX_TIMELINE:
+            # Halve the resolution rather than grow without bound: the output stays
+            # a few MB whatever the log's span and the evaluation period.
+            walk.timeline, walk.stride = walk.timeline[::2], walk.stride * 2
+    return s
+
+
+def _walk(controller: Controller, log: ReplayLog) -> _Walk:
+    """Feed the log one evaluation period at a time and evaluate after each."""
+    every, window = controller.policy.evaluate_every_s, controller.policy.window_s
+    ts = log.ts_s
+    walk = _Walk()
     fed = 0
-    skipped = 0
-    k = math.floor(t0 / every) + 1
-    last_k = math.floor(t_end / every) + 1
+    k = math.floor(float(ts[0]) / every) + 1
+    last_k = math.floor(float(ts[-1]) / every) + 1
     while k <= last_k:
         now = k * every
         upto = int(np.searchsorted(ts, now, side="left"))
         if upto > fed:
-            controller.observe_columns(
-                ts[fed:upto], ms[fed:upto], err[fed:upto], slice_series(log.series, fed, upto)
-            )
+            _feed(controller, log, fed, upto)
             fed = upto
-        for d in controller.evaluate(now):
-            by_action[d.action] += 1
-            if len(decisions) < MAX_DECISIONS:
-                decisions.append(_decision_dict(d, t0, absolute))
-        s = controller.last_stats
-        assert s is not None
-        evaluations += 1
-        unknown += not s.known
-        if (evaluations - 1) % stride == 0:
-            timeline.append({**_series_point(controller, log), **_point(now, t0, absolute, s)})
-            if len(timeline) > MAX_TIMELINE:
-                # Halve the resolution rather than grow without bound: the output stays
-                # a few MB whatever the log's span and the evaluation period.
-                timeline, stride = timeline[::2], stride * 2
+        s = _evaluate(controller, log, now, walk)
         k += 1
         if fed < ts.size and s.count == 0:
             nxt = float(ts[fed])
             if nxt - now > _LONG_GAP_WINDOWS * window:
                 # a long silence: evaluating it would only add unknown points
                 jump = math.floor(nxt / every) + 1
-                skipped += jump - k
+                walk.skipped += jump - k
                 k = jump
-    notes = [open_loop_note(by_action, sorted(controller.active))]
+    return walk
+
+
+def _notes(
+    controller: Controller, log: ReplayLog, walk: _Walk, baseline: Baseline | None
+) -> list[str]:
+    policy = controller.policy
+    notes = [open_loop_note(walk.by_action, sorted(controller.active))]
     notes += list(log.notes) + controller.notes()
-    if sum(by_action.values()) > len(decisions):
+    if sum(walk.by_action.values()) > len(walk.decisions):
         notes.append(
-            f"{sum(by_action.values()):,} decisions; the first {len(decisions):,} are listed "
-            "(summary counts them all)"
+            f"{sum(walk.by_action.values()):,} decisions; the first {len(walk.decisions):,} "
+            "are listed (summary counts them all)"
         )
-    if stride > 1:
+    if walk.stride > 1:
         notes.append(
-            f"timeline: every {stride}th of {evaluations:,} evaluations shown "
+            f"timeline: every {walk.stride}th of {walk.evaluations:,} evaluations shown "
             f"(at most {MAX_TIMELINE:,} points)"
         )
     if log.series:
@@ -208,16 +245,45 @@ def replay(
         )
     if baseline is not None:
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")
+        notes += list(baseline.notes)
     elif policy.baseline_p99_ms is not None:
         notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     notes.append(SIMULATE_POINTER)
-    if skipped:
-        notes.append(f"{skipped} evaluations skipped over long silences (state unknown)")
-    if unknown:
+    if walk.skipped:
+        notes.append(f"{walk.skipped} evaluations skipped over long silences (state unknown)")
+    if walk.unknown:
         notes.append(
-            f"{unknown} of {evaluations} evaluations unknown (< {policy.min_samples} requests "
-            "in the window): no action, no recovery"
+            f"{walk.unknown} of {walk.evaluations} evaluations unknown (< {policy.min_samples} "
+            "requests in the window): no action, no recovery"
         )
+    return notes
+
+
+def _with_baseline(policy: Policy, baseline: Baseline | None) -> Policy:
+    if baseline is None:
+        return policy
+    policy = policy.with_baseline(baseline.p99_ms)
+    if baseline.others:
+        policy = policy.model_copy(update={"baselines": {**policy.baselines, **baseline.others}})
+    return policy
+
+
+def replay(
+    log: ReplayLog,
+    policy: Policy,
+    *,
+    baseline: Baseline | None = None,
+    service: str | None = None,
+) -> dict[str, Any]:
+    """Every decision the policy takes over `log`, a per-evaluation timeline and notes."""
+    policy = _with_baseline(policy, baseline)
+    controller = Controller(policy)
+    walk = _walk(controller, log)
+    t0, t_end, absolute = float(log.ts_s[0]), float(log.ts_s[-1]), log.absolute_time
+    if baseline is not None:
+        source: str | None = baseline.source
+    else:
+        source = "policy" if policy.baseline_p99_ms else None
     return {
         "source": log.source,
         "format": log.format,
@@ -226,24 +292,23 @@ def replay(
         "start": _iso(t0, absolute),
         "end": _iso(t_end, absolute),
         "duration_s": round(t_end - t0, 3),
-        "window_s": window,
-        "evaluate_every_s": every,
-        "evaluations": evaluations,
+        "window_s": policy.window_s,
+        "evaluate_every_s": policy.evaluate_every_s,
+        "evaluations": walk.evaluations,
         "baseline_p99_ms": controller.baseline_p99_ms,
-        "baseline_source": baseline.source
-        if baseline
-        else ("policy" if policy.baseline_p99_ms else None),
+        "baselines": dict(sorted(controller.baselines.items())),
+        "baseline_source": source,
         "dry_run": policy.dry_run,
         "loop": "open",
         "final_replicas": controller.desired_replicas,
         "active_at_end": sorted(controller.active),
-        "summary": dict(sorted(by_action.items())),
-        "decisions": decisions,
-        "timeline": timeline,
+        "summary": dict(sorted(walk.by_action.items())),
+        "decisions": walk.decisions,
+        "timeline": walk.timeline,
         "policy": {
             "source": policy.source,
-            "window_s": window,
-            "evaluate_every_s": every,
+            "window_s": policy.window_s,
+            "evaluate_every_s": policy.evaluate_every_s,
             "min_samples": policy.min_samples,
             "confidence": policy.confidence,
             "dry_run": policy.dry_run,
@@ -251,5 +316,5 @@ def replay(
             "replicas": policy.replicas.model_dump(),
             "rules": [r.model_dump() for r in policy.rules],
         },
-        "notes": notes,
+        "notes": _notes(controller, log, walk, baseline),
     }

@@ -24,10 +24,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.metric import LLM_SERIES
+from tailbudget.control.named_windows import NamedWindows
 from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, WindowStats
 
-__all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows"]
+__all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows", "judge"]
 
 ITL_SUMMARY = "itl_p99"
 """Series name of a request's own p99 gap, when it sent a summary instead of its gaps."""
@@ -35,7 +36,7 @@ GOODPUT = "goodput"
 """Key of the good-request window in `stats`."""
 
 
-class SeriesWindows:
+class SeriesWindows(NamedWindows):
     """One rolling window per LLM series, plus the good-request counts."""
 
     def __init__(
@@ -47,25 +48,14 @@ class SeriesWindows:
         goodput: bool = False,
     ) -> None:
         """`goodput` keeps the good-request counts (when a rule reads goodput)."""
-        self.window_s = float(window_s)
-        self.sub_windows = int(sub_windows)
+        super().__init__(window_s, sub_windows)
         self.thresholds = dict(thresholds or {})
         """Per-request thresholds (ms) by series: e2e, ttft, tpot, itl or a stage."""
-        self._windows: dict[str, RollingWindow] = {}
         self.good: RollingWindow | None = None
         if goodput:
             self.good = RollingWindow(self.window_s, self.sub_windows, sketch=False)
         self.itl_summaries = 0
         self.unjudged = 0
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._windows
-
-    def _window(self, name: str) -> RollingWindow:
-        window = self._windows.get(name)
-        if window is None:
-            window = self._windows[name] = RollingWindow(self.window_s, self.sub_windows)
-        return window
 
     def observe(
         self,
@@ -97,23 +87,8 @@ class SeriesWindows:
         stages: Mapping[str, StageColumn],
     ) -> None:
         assert self.good is not None
-        n = int(ts.shape[0])
-        good = ~error
-        judged = np.ones(n, dtype=bool)
-        for name, limit in self.thresholds.items():
-            if name == "e2e":
-                good &= total_ms <= limit
-                continue
-            col = _column(name, series, stages)
-            if col is None:
-                judged[:] = False
-                continue
-            have = np.zeros(n, dtype=bool)
-            have[col.index] = True
-            judged &= have
-            good[col.index[col.ms > limit]] = False  # any gap over the limit fails itl
-        judged |= error
-        self.unjudged += int(n - np.count_nonzero(judged))
+        judged, good = judge(total_ms, error, series, stages, self.thresholds)
+        self.unjudged += int(judged.size - np.count_nonzero(judged))
         if judged.any():
             self.good.observe_many(ts[judged], np.zeros(int(judged.sum())), ~good[judged])
 
@@ -126,13 +101,7 @@ class SeriesWindows:
         qs: Mapping[str, Iterable[float]] | None = None,
     ) -> dict[str, WindowStats]:
         """Each series' window at `now_s` by name (`goodput`: errors = requests not good)."""
-        want = qs or {}
-        out = {
-            name: w.stats(
-                now_s, min_samples=min_samples, confidence=confidence, qs=want.get(name, ())
-            )
-            for name, w in sorted(self._windows.items())
-        }
+        out = super().stats(now_s, min_samples=min_samples, confidence=confidence, qs=qs)
         if self.good is not None:
             out[GOODPUT] = self.good.stats(now_s, min_samples=min_samples, confidence=confidence)
         return out
@@ -140,7 +109,7 @@ class SeriesWindows:
     def to_state(self) -> dict[str, Any]:
         """JSON-able state: each series' ring, the good-request ring and the counters."""
         return {
-            "series": {name: w.to_state() for name, w in sorted(self._windows.items())},
+            "series": self.windows_state(),
             "good": None if self.good is None else self.good.to_state(),
             "itl_summaries": self.itl_summaries,
             "unjudged": self.unjudged,
@@ -148,16 +117,40 @@ class SeriesWindows:
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore `to_state()` output; rings of another shape (policy changed) are skipped."""
-        self._windows = {}
-        for name, raw in dict(state.get("series", {})).items():
-            window = RollingWindow(self.window_s, self.sub_windows)
-            window.load_state(raw)
-            if window.newest_id is not None:
-                self._windows[str(name)] = window
+        self.load_windows(dict(state.get("series", {})))
         if self.good is not None and state.get("good"):
             self.good.load_state(state["good"])
         self.itl_summaries = int(state.get("itl_summaries", 0))
         self.unjudged = int(state.get("unjudged", 0))
+
+
+def judge(
+    total_ms: npt.NDArray[np.float64],
+    error: npt.NDArray[np.bool_],
+    series: Mapping[str, StageColumn],
+    stages: Mapping[str, StageColumn],
+    thresholds: Mapping[str, float],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """(judged, good) per request against per-request `thresholds` (ms by series).
+
+    Judged: an error, or carrying every thresholded metric; good: not an error and
+    within every threshold (any inter-token gap over the itl limit fails it)."""
+    n = int(total_ms.shape[0])
+    good = ~error
+    judged = np.ones(n, dtype=bool)
+    for name, limit in thresholds.items():
+        if name == "e2e":
+            good &= total_ms <= limit
+            continue
+        col = _column(name, series, stages)
+        if col is None:
+            judged[:] = False
+            continue
+        have = np.zeros(n, dtype=bool)
+        have[col.index] = True
+        judged &= have
+        good[col.index[col.ms > limit]] = False
+    return judged | error, good
 
 
 def _column(

@@ -17,14 +17,15 @@ grow memory and the metrics' label sets without end).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.control.named_windows import NamedWindows
 from tailbudget.control.wal import StageColumn
-from tailbudget.control.windows import RollingWindow, WindowStats
+from tailbudget.control.windows import WindowStats
 
 __all__ = ["MAX_STAGES", "StageWindows", "stage_summary"]
 
@@ -32,19 +33,11 @@ MAX_STAGES = 64
 """Stage names tracked at once."""
 
 
-class StageWindows:
+class StageWindows(NamedWindows):
     """One rolling window per stage name."""
-
-    def __init__(self, window_s: float, sub_windows: int) -> None:
-        self.window_s = float(window_s)
-        self.sub_windows = int(sub_windows)
-        self._windows: dict[str, RollingWindow] = {}
 
     def __len__(self) -> int:
         return len(self._windows)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._windows
 
     def tracked_after(self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]) -> int:
         """How many stages `observe(ts, stages)` would leave tracked (for the cap)."""
@@ -63,10 +56,7 @@ class StageWindows:
     def observe(self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]) -> None:
         """Add a batch's stage times (`ts` is the batch's timestamps, rows by index)."""
         for name, col in stages.items():
-            window = self._windows.get(name)
-            if window is None:
-                window = self._windows[name] = RollingWindow(self.window_s, self.sub_windows)
-            window.observe_many(ts[col.index], col.ms)
+            self._window(name).observe_many(ts[col.index], col.ms)
         if stages:
             self._drop_stale()
 
@@ -80,35 +70,13 @@ class StageWindows:
         ]:
             del self._windows[name]
 
-    def stats(
-        self,
-        now_s: float,
-        *,
-        min_samples: int,
-        confidence: float,
-        qs: Mapping[str, Iterable[float]] | None = None,
-    ) -> dict[str, WindowStats]:
-        """Each stage's window stats at `now_s`, by name (`qs`: further quantiles by stage)."""
-        want = qs or {}
-        return {
-            name: self._windows[name].stats(
-                now_s, min_samples=min_samples, confidence=confidence, qs=want.get(name, ())
-            )
-            for name in sorted(self._windows)
-        }
-
     def to_state(self) -> dict[str, Any]:
         """JSON-able state: each stage's ring."""
-        return {name: w.to_state() for name, w in sorted(self._windows.items())}
+        return self.windows_state()
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore `to_state()` output; rings of another shape (policy changed) are skipped."""
-        self._windows = {}
-        for name, raw in state.items():
-            window = RollingWindow(self.window_s, self.sub_windows)
-            window.load_state(raw)
-            if window.newest_id is not None:
-                self._windows[str(name)] = window
+        self.load_windows(state)
 
 
 def stage_summary(stats: WindowStats) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from tailbudget.control.service.llm_fields import BadField, llm_columns
+from tailbudget.control.service.llm_fields import BadField, llm_columns, values_of
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
@@ -112,6 +112,16 @@ def _columnar(text: str) -> dict[str, Any] | None:
 
 
 def _items(body: bytes) -> list[Any] | dict[str, Any]:
+    head = body.lstrip()
+    if head[:1] == b"[":
+        # The common shape, read straight from the bytes (orjson checks the UTF-8);
+        # anything else takes the checked path below, which names what is wrong.
+        try:
+            value = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            value = None
+        if type(value) is list and set(map(type, value)) <= {dict}:
+            return value
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -120,14 +130,9 @@ def _items(body: bytes) -> list[Any] | dict[str, Any]:
     if not stripped:
         raise BadBatch("empty body: send a JSON array or NDJSON of observations")
     if stripped[0] == "[":
-        try:
-            value = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            value = None
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            # json (slower) names the error and refuses what is hostile (deep nesting,
-            # huge numbers); it also reads NaN, so that item is named by the checks.
-            value = _loads(stripped, "")
+        # json (slower) names the error and refuses what is hostile (deep nesting,
+        # huge numbers); it also reads NaN, so that item is named by the checks.
+        value = _loads(stripped, "")
         if not isinstance(value, list):
             raise BadBatch("a JSON body must be an array of observations")
         return value
@@ -175,6 +180,7 @@ def _short(value: Any) -> str:
 
 _NUMBER_TYPES = frozenset({int, float})
 _TS_TYPES = frozenset({int, float, type(None)})
+_FLAG_TYPES = frozenset({bool, type(None)})
 
 
 def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
@@ -194,27 +200,31 @@ def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
 def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     """Vectorized validation of the common shape; None sends the batch to `_checked`,
     which finds and names the first bad item."""
-    if {type(it) for it in items} != {dict}:
+    if set(map(type, items)) != {dict}:
         return None
-    totals = [it.get("total_ms") for it in items]
-    stamps = [it.get("ts") for it in items]
-    flags = [it.get("error") for it in items]
-    if (
-        not {type(t) for t in totals} <= _NUMBER_TYPES
-        or not {type(t) for t in stamps} <= _TS_TYPES
-        or not {type(e) for e in flags} <= {bool, type(None)}
+    # One pass for the keys present anywhere: a column no item has costs nothing more.
+    keys: set[str] = set().union(*items)
+    totals = values_of(items, "total_ms")
+    if not set(map(type, totals)) <= _NUMBER_TYPES:
+        return None
+    stamps = values_of(items, "ts") if "ts" in keys else None
+    flags = values_of(items, "error") if "error" in keys else None
+    if (stamps is not None and not set(map(type, stamps)) <= _TS_TYPES) or (
+        flags is not None and not set(map(type, flags)) <= _FLAG_TYPES
     ):
         return None
-    stages = _fast_stages([it.get("stages") for it in items])
+    stages: dict[str, StageColumn] | None = {}
+    if "stages" in keys:
+        stages = _fast_stages(values_of(items, "stages"))
     if stages is None:
         return None
     try:
         total = np.array(totals, dtype=np.float64)
-        ts = np.array(stamps, dtype=np.float64)  # None -> NaN
+        ts = np.full(len(items), now_s) if stamps is None else np.array(stamps, dtype=np.float64)
     except OverflowError:
         return None
-    missing = np.array([t is None for t in stamps], dtype=bool)
-    ts[missing] = now_s
+    if stamps is not None and None in stamps:
+        ts[np.array([t is None for t in stamps], dtype=bool)] = now_s
     bad = (
         ~np.isfinite(total)
         | (total < 0)
@@ -224,13 +234,17 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     )
     if bad.any():
         return None
-    err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, stages, _series(items, total))
+    err = np.zeros(len(items), dtype=bool)
+    if flags is not None:
+        err = np.array([e is True for e in flags], dtype=bool)
+    return ParsedBatch(ts, total, err, stages, _series(items, total, keys))
 
 
-def _series(items: list[Any], total: npt.NDArray[np.float64]) -> dict[str, StageColumn]:
+def _series(
+    items: list[Any], total: npt.NDArray[np.float64], keys: set[str] | None = None
+) -> dict[str, StageColumn]:
     try:
-        return llm_columns(items, total)
+        return llm_columns(items, total, keys)
     except BadField as exc:
         raise BadBatch(str(exc)) from None
 

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from tailbudget.control.series_windows import ITL_SUMMARY
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["LLM_KEYS", "BadField", "llm_columns", "llm_columns_of"]
+__all__ = ["LLM_KEYS", "BadField", "llm_columns", "llm_columns_of", "values_of"]
 
 LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms", "itl_p50_ms", "itl_p99_ms")
 _NUM = frozenset({int, float})
@@ -42,7 +42,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _values(items: list[dict[str, Any]], key: str) -> list[Any]:
+def values_of(items: list[dict[str, Any]], key: str) -> list[Any]:
     """`key` of every item (None where absent); itemgetter when every item has it (faster)."""
     try:
         return list(map(operator.itemgetter(key), items))
@@ -61,13 +61,15 @@ def _scalar(
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
         raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
-    values = np.array(raw, dtype=np.float64)  # None -> NaN
-    nan = np.isnan(values)
-    missing = raw.count(None)
-    if missing == int(nan.sum()):
-        present = ~nan  # every NaN is an absent key
-    else:  # a NaN value (the lenient parser reads it): present, and bad below
-        present = np.array([v is not None for v in raw], dtype=bool)
+    values = np.fromiter(raw, dtype=np.float64, count=n)  # None -> NaN
+    if type(None) not in kinds:
+        present: Any = np.ones(n, dtype=bool)  # every value given: NaN is a bad one
+    else:
+        nan = np.isnan(values)
+        if raw.count(None) == int(nan.sum()):
+            present = ~nan  # every NaN is an absent key
+        else:  # a NaN value (the lenient parser reads it): present, and bad below
+            present = np.array([v is not None for v in raw], dtype=bool)
     bad = present & ~(np.isfinite(values) & (values >= 0))
     if key == "output_tokens":
         bad |= present & ((values < 1) | (values != np.floor(values)))
@@ -79,6 +81,8 @@ def _scalar(
 
 
 def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
+    if present.all():  # the common case: every observation has it
+        return StageColumn(np.arange(values.shape[0], dtype=np.int64), values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
 
@@ -101,13 +105,16 @@ def _itl(columns: Mapping[str, list[Any]]) -> dict[str, StageColumn]:
 
 def _itl_lists(raw: list[Any]) -> dict[str, StageColumn] | None:
     """Every request sent a list of gaps (or nothing): one vectorized pass; None if bad."""
-    lengths = np.array([0 if v is None else len(v) for v in raw], dtype=np.int64)
-    gaps = list(itertools.chain.from_iterable(v for v in raw if v))
-    if not gaps:
+    lists = [v for v in raw if v]
+    if not lists:
         return {}
-    if not {type(g) for g in gaps} <= _NUM:
+    lengths = np.array([0 if v is None else len(v) for v in raw], dtype=np.int64)
+    # The gaps are read straight into the array, never gathered into one more list;
+    # the type check first, as fromiter would also read strings and booleans.
+    if not set(map(type, itertools.chain.from_iterable(lists))) <= _NUM:
         return None
-    ms = np.array(gaps, dtype=np.float64)
+    count = int(lengths.sum())
+    ms = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.float64, count=count)
     if not (np.isfinite(ms).all() and (ms >= 0).all()):
         return None
     rows = np.repeat(np.arange(len(raw), dtype=np.int64), lengths)
@@ -169,13 +176,18 @@ def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
 
 
 def llm_columns(
-    items: list[dict[str, Any]], total_ms: npt.NDArray[np.float64]
+    items: list[dict[str, Any]],
+    total_ms: npt.NDArray[np.float64],
+    keys: set[str] | None = None,
 ) -> dict[str, StageColumn]:
-    """The batch's ttft / tpot / itl columns (tpot derived where only tokens are given)."""
-    keys: set[str] = set().union(*items)
+    """The batch's ttft / tpot / itl columns (tpot derived where only tokens are given).
+
+    `keys`: every key the items carry, when the caller already has them."""
+    if keys is None:
+        keys = set().union(*items)
     if keys.isdisjoint(LLM_KEYS):
         return {}
-    return llm_columns_of({k: _values(items, k) for k in LLM_KEYS if k in keys}, total_ms)
+    return llm_columns_of({k: values_of(items, k) for k in LLM_KEYS if k in keys}, total_ms)
 
 
 def llm_columns_of(

@@ -1,0 +1,79 @@
+"""A `Controller`'s restart state: rule streaks, replicas, baselines and its windows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tailbudget.control.decision import Decision
+from tailbudget.errors import PolicyError
+
+if TYPE_CHECKING:
+    from tailbudget.control.engine import Controller
+
+__all__ = ["controller_state", "restore_controller"]
+
+
+def controller_state(c: Controller) -> dict[str, Any]:
+    """JSON-able state to restart from (rule streaks, replicas, baseline, window)."""
+    return {
+        "version": 1,
+        "desired_replicas": c.desired_replicas,
+        "baseline_p99_ms": c.baseline_p99_ms,
+        "evaluations": c.evaluations,
+        "last_evaluated_s": c.last_evaluated_s,
+        "rules": {
+            r.name: {
+                "since": st.since,
+                "clear_since": st.clear_since,
+                "last_fired": st.last_fired,
+                "engaged": st.engaged,
+            }
+            for r in c.policy.rules
+            for st in (c.rule_state(r.name),)
+        },
+        "recent": [d.to_dict() for d in c.recent],
+        "window": c.window.to_state(),
+        "baselines": dict(c.baselines),
+        "series": c.series.to_state(),
+    }
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _restore_rules(c: Controller, rules: dict[str, Any]) -> None:
+    known = {r.name for r in c.policy.rules}
+    for name, raw in rules.items():
+        if name in known:  # rules no longer in the policy are skipped
+            st = c.rule_state(name)
+            st.since = _opt_float(raw.get("since"))
+            st.clear_since = _opt_float(raw.get("clear_since"))
+            st.last_fired = _opt_float(raw.get("last_fired"))
+            st.engaged = bool(raw.get("engaged", False))
+            st.status = "engaged" if st.engaged else "idle"
+
+
+def restore_controller(c: Controller, state: dict[str, Any]) -> None:
+    """Load `controller_state()` output into a fresh controller; PolicyError when malformed."""
+    try:
+        r = c.policy.replicas
+        c.desired_replicas = min(r.max, max(r.min, int(state.get("desired_replicas", r.min))))
+        base = state.get("baseline_p99_ms", c.policy.baseline_p99_ms)
+        c.set_baseline(None if base is None else float(base))
+        c.evaluations = int(state.get("evaluations", 0))
+        c.last_evaluated_s = _opt_float(state.get("last_evaluated_s"))
+        _restore_rules(c, dict(state.get("rules", {})))
+        for raw in state.get("recent", []):
+            c.recent.append(Decision(**raw))
+        if "window" in state:
+            c.window.load_state(state["window"])
+        for name, value in dict(state.get("baselines", {})).items():
+            c.set_baseline(float(value), str(name))
+        if "series" in state:  # absent in state written before LLM series
+            c.series.load_state(state["series"])
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise PolicyError(
+            f"controller state is not valid ({type(exc).__name__}: {exc}); "
+            "delete the state file to start fresh"
+        ) from None

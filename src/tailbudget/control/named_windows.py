@@ -1,0 +1,65 @@
+"""Rolling windows by name on one ring: what the stage and LLM-series windows share.
+
+Every name (a stage, `ttft`, `tpot`, `itl`) gets a `RollingWindow` with the
+policy's window and sub-windows, so its percentiles cover the span the
+end-to-end ones cover; the stats, the snapshot form and its restore are the
+same for both kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tailbudget.control.windows import RollingWindow, WindowStats
+
+__all__ = ["NamedWindows"]
+
+
+class NamedWindows:
+    """One `RollingWindow` per name, made on first use."""
+
+    def __init__(self, window_s: float, sub_windows: int) -> None:
+        self.window_s = float(window_s)
+        self.sub_windows = int(sub_windows)
+        self._windows: dict[str, RollingWindow] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._windows
+
+    def _window(self, name: str) -> RollingWindow:
+        window = self._windows.get(name)
+        if window is None:
+            window = self._windows[name] = RollingWindow(self.window_s, self.sub_windows)
+        return window
+
+    def stats(
+        self,
+        now_s: float,
+        *,
+        min_samples: int,
+        confidence: float,
+        qs: Mapping[str, Iterable[float]] | None = None,
+    ) -> dict[str, WindowStats]:
+        """Each window's stats at `now_s` by name (`qs`: further quantiles by name)."""
+        want = qs or {}
+        return {
+            name: w.stats(
+                now_s, min_samples=min_samples, confidence=confidence, qs=want.get(name, ())
+            )
+            for name, w in sorted(self._windows.items())
+        }
+
+    def windows_state(self) -> dict[str, Any]:
+        """JSON-able state of every window's ring, by name."""
+        return {name: w.to_state() for name, w in sorted(self._windows.items())}
+
+    def load_windows(self, state: Mapping[str, Any]) -> None:
+        """Restore `windows_state()` output; rings of another shape (policy changed) are
+        skipped."""
+        self._windows = {}
+        for name, raw in state.items():
+            window = RollingWindow(self.window_s, self.sub_windows)
+            window.load_state(raw)
+            if window.newest_id is not None:
+                self._windows[str(name)] = window

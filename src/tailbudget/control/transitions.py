@@ -1,0 +1,184 @@
+"""One rule's state machine: holding, firing, cooling down, clearing, recovering.
+
+Each evaluation `step`s every rule on its `Measure`: a rule that held at every
+evaluation across its `for` fires (once its cooldown has passed); an engaged
+rule whose value stays at or below its clear threshold for `clear_for`
+recovers. scale_up steps the desired replicas up and, on recovery, down one
+step per stabilization window; toggles (trim_logging, shed_load) turn on once
+whichever rule turns them on and off when no rule holds them; a rollback
+re-arms silently once its clear condition has held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tailbudget.budget.policy import RECOVERY, Rule
+from tailbudget.control.decision import Decision
+from tailbudget.control.rules import Measure, clear_reason, trigger_reason
+from tailbudget.control.windows import WindowStats
+
+if TYPE_CHECKING:
+    from tailbudget.control.engine import Controller
+
+__all__ = ["EPS", "RuleState", "step"]
+
+EPS = 1e-9
+"""Slack on time comparisons, so a span of exactly `for` counts as held."""
+
+
+@dataclass
+class RuleState:
+    """Where one rule stands between evaluations."""
+
+    since: float | None = None
+    clear_since: float | None = None
+    last_fired: float | None = None
+    engaged: bool = False
+    status: str = "idle"
+    value: float | None = None
+    bound: float | None = None
+
+
+def step(
+    c: Controller,
+    rule: Rule,
+    m: Measure,
+    holds: dict[str, bool],
+    stats: WindowStats,
+    now_s: float,
+) -> Decision | None:
+    """Advance `rule` by one evaluation; the decision it makes, if any."""
+    st = c.rule_state(rule.name)
+    st.value, st.bound = m.value, m.bound
+    if m.missing is not None:
+        st.since = st.clear_since = None
+        st.status = m.missing
+        return None
+    if holds[rule.name]:
+        st.clear_since = None
+        if st.since is None:
+            st.since = now_s
+        st.status = "holding"
+        if now_s - st.since + EPS >= rule.for_s and _cooled(rule, st, now_s):
+            return _fire(c, rule, st, m, stats, now_s)
+        return None
+    st.since = None
+    st.status = "engaged" if st.engaged else "idle"
+    if not st.engaged:
+        st.clear_since = None
+        return None
+    assert m.value is not None
+    if not rule.cleared(m.value):
+        st.clear_since = None
+        return None
+    if st.clear_since is None:
+        st.clear_since = now_s
+    st.status = "clearing"
+    if now_s - st.clear_since + EPS >= rule.clear_for_s:
+        return _recover(c, rule, st, m, stats, now_s, holds)
+    return None
+
+
+def _cooled(rule: Rule, st: RuleState, now_s: float) -> bool:
+    return st.last_fired is None or now_s - st.last_fired + EPS >= rule.cooldown_s
+
+
+def _decision(
+    c: Controller,
+    rule: Rule,
+    action: str,
+    m: Measure,
+    threshold: float,
+    reason: str,
+    stats: WindowStats,
+    now_s: float,
+    replicas: int | None = None,
+) -> Decision:
+    return Decision(
+        t_s=now_s,
+        action=action,
+        metric=rule.metric,
+        value=m.value,
+        threshold=threshold,
+        rule=rule.name,
+        reason=reason,
+        dry_run=c.policy.dry_run,
+        bound=m.bound,
+        bound_kind=m.bound_kind,
+        count=stats.count,
+        replicas=replicas,
+    )
+
+
+def _fire(
+    c: Controller, rule: Rule, st: RuleState, m: Measure, stats: WindowStats, now_s: float
+) -> Decision | None:
+    reason = trigger_reason(rule, m, stats, stats.window_s)
+    if rule.action == "scale_up":
+        r = c.policy.replicas
+        if c.desired_replicas >= r.max:
+            st.status = "at_max_replicas"
+            return None
+        before = c.desired_replicas
+        c.desired_replicas = min(r.max, before + r.step)
+        st.engaged, st.last_fired = True, now_s
+        reason += f"; desired replicas {before} -> {c.desired_replicas}"
+        return _decision(
+            c, rule, "scale_up", m, rule.threshold, reason, stats, now_s, c.desired_replicas
+        )
+    if st.engaged:
+        return None  # a toggle already on stays on; nothing new to do
+    already = rule.action in c.active
+    st.engaged, st.last_fired = True, now_s
+    st.status = "engaged"
+    if already:
+        return None  # another rule turned this action on
+    return _decision(c, rule, rule.action, m, rule.threshold, reason, stats, now_s)
+
+
+def _recover(
+    c: Controller,
+    rule: Rule,
+    st: RuleState,
+    m: Measure,
+    stats: WindowStats,
+    now_s: float,
+    holds: dict[str, bool],
+) -> Decision | None:
+    others = [o for o in c.policy.rules if o.name != rule.name and o.action == rule.action]
+    if rule.action == "scale_up":
+        return _scale_down(c, rule, st, m, stats, now_s, any(holds[o.name] for o in others))
+    st.engaged, st.clear_since = False, None
+    st.status = "idle"
+    undo = RECOVERY[rule.action]
+    if undo is None or any(c.rule_state(o.name).engaged for o in others):
+        return None  # a rollback re-arms; a toggle another rule holds stays on
+    return _decision(
+        c, rule, undo, m, rule.clear_threshold, clear_reason(rule, m, stats), stats, now_s
+    )
+
+
+def _scale_down(
+    c: Controller,
+    rule: Rule,
+    st: RuleState,
+    m: Measure,
+    stats: WindowStats,
+    now_s: float,
+    other_holds: bool,
+) -> Decision | None:
+    r = c.policy.replicas
+    if other_holds or c.desired_replicas <= r.min:
+        st.engaged = c.desired_replicas > r.min and st.engaged
+        st.clear_since = now_s
+        return None
+    before = c.desired_replicas
+    c.desired_replicas = max(r.min, before - r.step)
+    st.engaged = c.desired_replicas > r.min
+    st.clear_since = now_s  # the next step needs a whole stabilization window again
+    reason = clear_reason(rule, m, stats) + f"; desired replicas {before} -> {c.desired_replicas}"
+    return _decision(
+        c, rule, "scale_down", m, rule.clear_threshold, reason, stats, now_s, c.desired_replicas
+    )
