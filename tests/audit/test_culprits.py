@@ -125,7 +125,7 @@ def test_delag_innermost_rpc_is_the_first_culprit():
 
     md = audit_markdown(report)
     assert "Culprits, most likely first" in md and "GatewayGet contains" in md
-    html = render_audit_html(report.model_dump(mode="json"))
+    html = render_audit_html(report)
     assert "<h3>Culprits</h3>" in html and "GatewayGet contains" in html
 
 

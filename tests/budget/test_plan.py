@@ -19,9 +19,9 @@ def _split(headroom: float) -> str:
 def test_sla_split_fits_without_headroom():
     plan = make_plan(parse_budget(_split(0.0)), samples=20_000)
     assert plan.fits
-    (check,) = plan.gates["checks"]
-    assert check["additive_ms"] == pytest.approx(100)
-    assert check["free_share"] == pytest.approx(0.0)
+    (check,) = plan.gates.checks
+    assert check.additive_ms == pytest.approx(100)
+    assert check.free_share == pytest.approx(0.0)
 
 
 def test_sla_split_does_not_fit_with_ten_percent_headroom():
@@ -38,8 +38,8 @@ def test_llm_decode_trap_does_not_fit_six_seconds():
     plan = make_plan(load_budget(EXAMPLES / "seed-llm-decode.yaml"), samples=20_000)
     assert not plan.fits
     (row,) = plan.llm
-    assert round(row["total_ms"]) == 55_695
-    assert row["dominant"] == "decode"
+    assert round(row.total_ms) == 55_695
+    assert row.dominant == "decode"
     assert plan.additive["p99"] == pytest.approx(55_695.45, abs=0.01)
 
 
@@ -57,8 +57,8 @@ def test_llm_over_its_slice_names_the_fix():
 
 def test_uat_gates_p95_and_p99():
     plan = make_plan(load_budget(EXAMPLES / "seed-rag.yaml"), samples=20_000)
-    assert plan.gates["gated"] == ["p95", "p99"]
-    assert [c["percentile"] for c in plan.gates["checks"]] == ["p95", "p99"]
+    assert plan.gates.gated == ["p95", "p99"]
+    assert [c.percentile for c in plan.gates.checks] == ["p95", "p99"]
     assert plan.fits
 
 

@@ -156,6 +156,10 @@ def test_the_llm_default_rolls_back_on_ttft_and_goodput_against_the_baseline_log
     rules = {d["rule"] for d in rep["decisions"] if d["action"] == "rollback"}
     assert rules & {"rollback_ttft_p99_baseline", "rollback_goodput_baseline"}, rep["notes"]
     assert not any(n.startswith("no ttft.p99 baseline") for n in rep["notes"])
+    text_args = [a for a in args if a not in ("-f", "json")]
+    text = runner.invoke(app, [*text_args, "--baseline", str(before)]).output
+    shown = next(line for line in text.splitlines() if line.startswith("baselines: "))
+    assert "ttft.p99 " in shown and "goodput " in shown and "%" in shown
 
 
 @pytest.mark.skipif(not AIPERF.is_file(), reason="../shared/data/aiperf_profile_export.jsonl")

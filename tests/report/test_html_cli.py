@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
-import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 from typer.testing import CliRunner
@@ -17,18 +15,7 @@ from tests.report import html_sample
 
 @pytest.fixture(scope="module")
 def log_csv(tmp_path_factory):
-    log = html_sample.make_log(n=3000)
-    ts = [html_sample.START + timedelta(seconds=float(s)) for s in log["t_s"]]
-    table = pa.table(
-        {
-            "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
-            "route": log["route"],
-            "seq_len": log["seq_len"],
-            **{f"{s}_ms": log[s] for s in html_sample.BUDGETS},
-            "total_ms": log["total"],
-            "error": log["error"],
-        }
-    )
+    table = html_sample.as_table(html_sample.make_log(n=3000))
     path = tmp_path_factory.mktemp("log") / "requests.csv"
     pacsv.write_csv(table, path)
     return path

@@ -112,6 +112,20 @@ class Tail(_Model):
     weak: bool = False
     """Fewer than MIN_SLOW_REQUESTS requests in the slow group: the driver is a weak finding."""
 
+    @property
+    def gap_ms(self) -> float:
+        """The slow-vs-fast gap: the sum of the stages' positive deltas."""
+        return sum(max(0.0, d.delta) for d in self.deltas)
+
+    @property
+    def top_delta(self) -> Delta | None:
+        """The stage with the largest delta, None when no stage is slower in slow requests."""
+        return max(self.deltas, key=lambda d: d.delta) if self.gap_ms > 0 else None
+
+    def share_of_gap(self, d: Delta) -> float | None:
+        """`d`'s share of the slow-vs-fast gap (None for a stage faster in slow requests)."""
+        return d.delta / self.gap_ms if self.gap_ms > 0 and d.delta > 0 else None
+
 
 class ProfilePoint(_Model):
     """One bin of a covariate: its mean x and the stage's latency there."""
@@ -175,6 +189,19 @@ class ColdStart(_Model):
     n_cold: int = 0
     timeline: list[TimelinePoint] = Field(default_factory=list)
     events: list[EventPoint] = Field(default_factory=list)
+
+    @property
+    def change_ms(self) -> float | None:
+        """p99 without the cold windows minus p99 of every request (None when not tested)."""
+        if self.filtered_p99 is None:
+            return None
+        return self.filtered_p99 - self.unfiltered_p99
+
+    @property
+    def change_share(self) -> float | None:
+        """`change_ms` as a share of the p99 of every request."""
+        change = self.change_ms
+        return None if change is None or not self.unfiltered_p99 else change / self.unfiltered_p99
 
 
 class Hypothesis(_Model):
@@ -271,6 +298,11 @@ class BaselineRow(_Model):
     change: float
     ci_low: float
     ci_high: float
+
+    @property
+    def relative_change(self) -> float | None:
+        """The change as a share of the before figure (None when before is 0)."""
+        return self.change / self.before if self.before else None
 
 
 class Culprit(_Model):

@@ -23,7 +23,87 @@ from tailbudget.budget.plan_objectives import (
     e2e_figures,
 )
 
-__all__ = ["ObjectiveCheck", "Plan", "Problem", "make_plan"]
+__all__ = [
+    "Composition",
+    "GateCheck",
+    "Gates",
+    "LlmSlice",
+    "ObjectiveCheck",
+    "Plan",
+    "Problem",
+    "StageSlice",
+    "make_plan",
+]
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class StageSlice(_Row):
+    """One stage's slices, its share of each SLO percentile and the fit behind it."""
+
+    name: str
+    path: str
+    in_parallel: bool
+    source: str
+    """`budget` (slices given) or `llm` (slices from the LLM block)."""
+    budget: dict[str, float | None]
+    share_of_slo: dict[str, float]
+    fit: dict[str, Any]
+
+
+class LlmSlice(_Row):
+    """An LLM stage's time: TTFT + decode + tail, and which part dominates."""
+
+    stage: str
+    ttft_ms: float
+    decode_ms: float
+    tail_ms: float
+    total_ms: float
+    output_tokens: int
+    tokens_per_s: float
+    dominant: str
+    decode_share: float
+
+
+class GateCheck(_Row):
+    """One gated percentile: the additive sum against the SLO less headroom."""
+
+    percentile: str
+    slo_ms: float
+    limit_ms: float
+    additive_ms: float
+    composed_ms: float
+    free_share: float
+    headroom_required: float
+    fits: bool
+
+
+class Gates(_Row):
+    """Which percentiles gate, by environment, and each gated percentile's check."""
+
+    environment: str | None
+    gated: list[str]
+    by_environment: dict[str, list[str]]
+    checks: list[GateCheck]
+
+
+class Composition(_Row):
+    """The Monte Carlo end-to-end percentiles and how they were drawn."""
+
+    p50: float
+    p95: float
+    p99: float
+    method: str
+    samples: int
+    correlation: float
+    default_sigma: float
+    default_spread_stages: list[str]
+
+    def at(self, percentile: str) -> float:
+        """The composed figure at p50, p95 or p99."""
+        return float(getattr(self, percentile))
 
 
 class Plan(BaseModel):
@@ -39,11 +119,11 @@ class Plan(BaseModel):
     headroom: float
     overhead_ms: float
     gating: str
-    stages: list[dict[str, Any]]
+    stages: list[StageSlice]
     additive: dict[str, float]
-    composed: dict[str, Any]
-    llm: list[dict[str, Any]]
-    gates: dict[str, Any]
+    composed: Composition
+    llm: list[LlmSlice]
+    gates: Gates
     objectives: list[ObjectiveCheck]
     """Every objective (e2e, ttft, tpot, itl, stages) with its additive and composed figure."""
     problems: list[Problem]
@@ -211,16 +291,16 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         gating="additive",
-        stages=stages,
+        stages=[StageSlice.model_validate(st) for st in stages],
         additive={p: round(v, 3) for p, v in add.items()},
-        composed=composed,
-        llm=llm_rows,
-        gates={
-            "environment": budget.environment,
-            "gated": list(budget.gated),
-            "by_environment": {env: list(ps) for env, ps in m.GATES.items()},
-            "checks": checks,
-        },
+        composed=Composition.model_validate(composed),
+        llm=[LlmSlice.model_validate(row) for row in llm_rows],
+        gates=Gates(
+            environment=budget.environment,
+            gated=list(budget.gated),
+            by_environment={env: list(ps) for env, ps in m.GATES.items()},
+            checks=[GateCheck.model_validate(c) for c in checks],
+        ),
         objectives=objective_rows,
         problems=problems,
     )

@@ -12,6 +12,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -26,6 +27,14 @@ R = TypeVar("R")
 EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_BAD_INPUT = 2
+
+
+class TextFormat(StrEnum):
+    """Output formats of the commands that report on a budget (`plan`, `rebudget`)."""
+
+    text = "text"
+    md = "md"
+    json = "json"
 
 
 def fail(message: str) -> typer.Exit:

@@ -3,19 +3,56 @@ the objectives."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tailbudget.cli._common import emit
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
+    from tailbudget.sim.capacity import CapacityReport
     from tailbudget.sim.fitting import Fitted
+    from tailbudget.sim.run import SimReport
+
+
+class SimFormat(StrEnum):
+    """Output formats of `simulate` and `capacity`."""
+
+    md = "md"
+    json = "json"
+    html = "html"
+
+
+def emit_report(rep: SimReport | CapacityReport, format: SimFormat, output: Path | None) -> None:
+    """Write a simulation or capacity report in `format` (renderers imported on demand)."""
+    from tailbudget.sim.capacity import CapacityReport
+
+    if format is SimFormat.json:
+        emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)
+    elif format is SimFormat.html:
+        from tailbudget.report.html.simulate import render_capacity_html, render_simulate_html
+
+        page = (
+            render_capacity_html(rep)
+            if isinstance(rep, CapacityReport)
+            else render_simulate_html(rep)
+        )
+        emit(page, output)
+    else:
+        from tailbudget.report.simulate_md import capacity_markdown, simulate_markdown
+
+        emit(
+            capacity_markdown(rep) if isinstance(rep, CapacityReport) else simulate_markdown(rep),
+            output,
+        )
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from tailbudget.cli import _sim
-from tailbudget.cli._common import EXIT_GATE, clean_errors, emit
-from tailbudget.cli.simulate import SimFormat
+from tailbudget.cli._common import EXIT_GATE, clean_errors
 from tailbudget.errors import TailbudgetError
 
 
@@ -39,7 +37,7 @@ def capacity_command(
     cold_factor: float | None = _sim.COLD,
     provision_delay: str | None = _sim.DELAY,
     seed: int = _sim.SEED,
-    format: SimFormat = typer.Option(SimFormat.md, "--format", "-f", help="Output."),
+    format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     fail_on_breach: bool = typer.Option(
         False, "--fail-on-breach", help="Exit 1 when some load cannot be met."
@@ -68,15 +66,6 @@ def capacity_command(
         seed=seed,
         log_times=inputs.fitted.log_times,
     )
-    if format is SimFormat.json:
-        emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)
-    elif format is SimFormat.html:
-        from tailbudget.report.html.simulate import render_capacity_html
-
-        emit(render_capacity_html(rep), output)
-    else:
-        from tailbudget.report.simulate_md import capacity_markdown
-
-        emit(capacity_markdown(rep), output)
+    _sim.emit_report(rep, format, output)
     if fail_on_breach and any(p.replicas is None for p in rep.curve):
         raise typer.Exit(EXIT_GATE)

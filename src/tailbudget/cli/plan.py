@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import io
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import clean_errors, emit, gate_failed, terminal_width
+from tailbudget.cli._common import TextFormat, clean_errors, emit, gate_failed, terminal_width
 from tailbudget.errors import BudgetError
-
-
-class PlanFormat(StrEnum):
-    """Output formats of `plan`."""
-
-    text = "text"
-    json = "json"
-    md = "md"
 
 
 @clean_errors
 def plan_command(
     budget: Path = typer.Argument(..., help="Budget file (YAML); see `tailbudget init`."),
-    format: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    format: TextFormat = typer.Option(TextFormat.text, "--format", "-f", help="Output format."),
     samples: int | None = typer.Option(
         None, "--samples", help="Monte Carlo samples (default: the file's, or 200,000)."
     ),
@@ -41,9 +32,9 @@ def plan_command(
     from tailbudget.report.plan import plan_json, plan_markdown, print_plan
 
     result = make_plan(load_budget(budget), samples=samples, seed=seed)
-    if format is PlanFormat.json:
+    if format is TextFormat.json:
         emit(plan_json(result), output)
-    elif format is PlanFormat.md:
+    elif format is TextFormat.md:
         emit(plan_markdown(result), output)
     elif output is None:
         # Piped to a file or another program: no wrapping, no colour codes.

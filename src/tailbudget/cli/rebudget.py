@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import clean_errors, emit, gate_failed
-
-
-class RebudgetFormat(StrEnum):
-    """Output formats of `rebudget`."""
-
-    text = "text"
-    md = "md"
-    json = "json"
+from tailbudget.cli._common import TextFormat, clean_errors, emit, gate_failed
 
 
 @clean_errors
@@ -25,9 +16,7 @@ def rebudget_command(
     engine: str | None = typer.Option(
         None, "--engine", help="Ibis backend URL, or pyspark (default: embedded DuckDB)."
     ),
-    format: RebudgetFormat = typer.Option(
-        RebudgetFormat.text, "--format", "-f", help="Output format."
-    ),
+    format: TextFormat = typer.Option(TextFormat.text, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     fail_on_gap: bool = typer.Option(
         False, "--fail-on-gap", help="Exit 1 when reallocation alone cannot fit the SLO."

@@ -6,13 +6,16 @@ import json
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from tailbudget._units import parse_duration_s
 from tailbudget.cli._common import clean_errors, emit
 from tailbudget.errors import PolicyError, TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.control.replay_record import ReplayReport
 
 
 class ReplayFormat(StrEnum):
@@ -23,42 +26,48 @@ class ReplayFormat(StrEnum):
     html = "html"
 
 
-def replay_text(rep: dict[str, Any]) -> str:
+def replay_text(rep: ReplayReport) -> str:
     """The replay for a terminal: a header, one line per decision, the notes."""
-    from tailbudget.control.rules import fmt
+    from tailbudget.report import fmt
 
-    rows = rep["rows"]
+    rows = rep.rows
     lines = [
-        f"replay of {rep['source']}: {rows['used']:,} requests over {rep['duration_s']:,.0f} s "
-        f"({rep['start']} .. {rep['end']}), {rep['evaluations']:,} evaluations every "
-        f"{rep['evaluate_every_s']:g} s on a {rep['window_s']:g} s window",
-        f"policy: {rep['policy']['source']}" + (" (dry run)" if rep["dry_run"] else ""),
-        *(n for n in rep["notes"] if n.startswith("open loop")),
+        f"replay of {rep.source}: {fmt.count(rows.used)} requests over "
+        f"{fmt.count(rep.duration_s)} s ({rep.start} .. {rep.end}), "
+        f"{fmt.count(rep.evaluations)} evaluations every {rep.evaluate_every_s:g} s on a "
+        f"{rep.window_s:g} s window",
+        f"policy: {rep.policy.source}" + (" (dry run)" if rep.dry_run else ""),
+        *rep.open_loop,
     ]
-    if rows["rejected"]:
-        reasons = ", ".join(f"{v} {k}" for k, v in rows["rejected_reasons"].items())
-        lines.append(f"rejected rows: {rows['rejected']} ({reasons})")
-    lines.append("")
-    if not rep["decisions"]:
-        lines.append("no decisions: the policy took no action over this log")
-    for d in rep["decisions"]:
+    if rep.baselines:
         lines.append(
-            f"+{d['t_offset_s']:>9,.0f}s  {d['t']}  {d['action']:<15} "
-            f"{d['metric']} {fmt(d['metric'], d['value'])} vs {fmt(d['metric'], d['threshold'])}"
-            f"  [{d['rule']}]"
+            "baselines: "
+            + ", ".join(f"{m} {fmt.threshold(m, v)}" for m, v in rep.baselines.items())
         )
-        lines.append(f"{'':13}{d['reason']}")
+    if rows.rejected:
+        reasons = ", ".join(f"{fmt.count(v)} {k}" for k, v in rows.rejected_reasons.items())
+        lines.append(f"rejected rows: {fmt.count(rows.rejected)} ({reasons})")
     lines.append("")
-    summary = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "none"
+    if not rep.decisions:
+        lines.append("no decisions: the policy took no action over this log")
+    for d in rep.decisions:
+        lines.append(
+            f"+{fmt.count(d.t_offset_s):>9}s  {d.t}  {d.action:<15} "
+            f"{d.metric} {fmt.threshold(d.metric, d.value)} vs "
+            f"{fmt.threshold(d.metric, d.threshold)}  [{d.rule}]"
+        )
+        lines.append(f"{'':13}{d.reason}")
+    lines.append("")
+    summary = ", ".join(f"{k} x{fmt.count(v)}" for k, v in rep.summary.items()) or "none"
     lines.append(
-        f"decisions: {summary}; desired replicas at the end: {rep['final_replicas']}; "
-        f"active at the end: {', '.join(rep['active_at_end']) or 'none'}"
+        f"decisions: {summary}; desired replicas at the end: {fmt.count(rep.final_replicas)}; "
+        f"active at the end: {', '.join(rep.active_at_end) or 'none'}"
     )
-    lines.extend(f"note: {n}" for n in rep["notes"] if not n.startswith("open loop"))
+    lines.extend(f"note: {n}" for n in rep.other_notes)
     return "\n".join(lines) + "\n"
 
 
-def _html(rep: dict[str, Any]) -> str:
+def _html(rep: ReplayReport) -> str:
     try:
         from tailbudget.report.html import render_replay_html
     except ImportError:
@@ -66,7 +75,7 @@ def _html(rep: dict[str, Any]) -> str:
             "HTML replay reports need tailbudget.report.html, which this build lacks; "
             "use --format json or --format text"
         ) from None
-    return str(render_replay_html(rep))
+    return render_replay_html(rep)
 
 
 @clean_errors
@@ -108,6 +117,7 @@ def replay_command(
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import Baseline, log_baseline, replay, window_baseline
+    from tailbudget.control.replay_record import ReplayReport
 
     b = load_budget(budget) if budget is not None else None
     policy = resolve_policy(b)
@@ -135,6 +145,6 @@ def replay_command(
     if format is ReplayFormat.json:
         emit(json.dumps(rep, indent=2) + "\n", output)
     elif format is ReplayFormat.html:
-        emit(_html(rep), output)
+        emit(_html(ReplayReport.of(rep)), output)
     else:
-        emit(replay_text(rep), output)
+        emit(replay_text(ReplayReport.of(rep)), output)

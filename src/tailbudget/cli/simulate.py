@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from tailbudget.cli import _sim
-from tailbudget.cli._common import clean_errors, emit
+from tailbudget.cli._common import clean_errors
 from tailbudget.errors import TailbudgetError
-
-
-class SimFormat(StrEnum):
-    """Output formats of `simulate` and `capacity`."""
-
-    md = "md"
-    json = "json"
-    html = "html"
 
 
 @clean_errors
@@ -45,7 +35,7 @@ def simulate_command(
         None, "--logging-overhead-ms", help="Per-request time trim_logging saves."
     ),
     seed: int = _sim.SEED,
-    format: SimFormat = typer.Option(SimFormat.md, "--format", "-f", help="Output."),
+    format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
@@ -85,13 +75,4 @@ def simulate_command(
         log_times=inputs.fitted.log_times,
         signal=inputs.signal,
     )
-    if format is SimFormat.json:
-        emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)
-    elif format is SimFormat.html:
-        from tailbudget.report.html.simulate import render_simulate_html
-
-        emit(render_simulate_html(rep), output)
-    else:
-        from tailbudget.report.simulate_md import simulate_markdown
-
-        emit(simulate_markdown(rep), output)
+    _sim.emit_report(rep, format, output)

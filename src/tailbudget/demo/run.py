@@ -93,6 +93,7 @@ def step_replay(state: DemoState) -> None:
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay, window_baseline
+    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.errors import PolicyError
 
     mapping = state.budget.log
@@ -108,13 +109,15 @@ def step_replay(state: DemoState) -> None:
     path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
     state.files.append(path)
     state.extra["replay"] = rep
-    counts = ", ".join(f"{k} x{v}" for k, v in rep["summary"].items()) or "no action"
-    state.summary.append(f"replay: {len(rep['decisions'])} decisions ({counts})")
+    record = ReplayReport.of(rep)
+    counts = ", ".join(f"{k} x{v}" for k, v in record.summary.items()) or "no action"
+    state.summary.append(f"replay: {len(record.decisions)} decisions ({counts})")
 
 
 def step_html(state: DemoState) -> None:
     """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
     assert state.report is not None
+    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.report.html import render_audit_html, render_replay_html
 
     path = state.out_dir / "report.html"
@@ -124,7 +127,7 @@ def step_html(state: DemoState) -> None:
     replay = state.extra.get("replay")
     if isinstance(replay, dict):
         rpath = state.out_dir / "replay.html"
-        rpath.write_text(render_replay_html(replay), encoding="utf-8")
+        rpath.write_text(render_replay_html(ReplayReport.of(replay)), encoding="utf-8")
         state.files.append(rpath)
         state.extra["replay_html"] = rpath
 

@@ -62,9 +62,8 @@ def cold_verdict(cold: ColdStart) -> str:
     if cold.verdict == "no_events":
         return "No deploy or scale-up events were given, so cold start was not tested."
     change = ""
-    if cold.filtered_p99 is not None and cold.unfiltered_p99:
-        diff = cold.filtered_p99 - cold.unfiltered_p99
-        change = f" ({fmt.signed_ms(diff)} ms, {fmt.share(diff / cold.unfiltered_p99)})"
+    if cold.change_share is not None:
+        change = f" ({fmt.signed_ms(cold.change_ms)} ms, {fmt.share(cold.change_share)})"
     moves = (
         f"leaving out the first {cold.window_min:g} min after each event moves p99 from "
         f"{fmt.ms(cold.unfiltered_p99)} to {fmt.ms(cold.filtered_p99)} ms{change}"

@@ -7,7 +7,10 @@ module imports nothing from tailbudget, so any layer may use it.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec
 
 MISSING = "-"
 """What a missing or non-finite figure prints as."""
@@ -20,58 +23,70 @@ def _num(value: object) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def ms(value: object) -> str:
+P = ParamSpec("P")
+
+
+def _figure(render: Callable[Concatenate[float, P], str]) -> Callable[Concatenate[object, P], str]:
+    """A formatter of any value: a finite number goes to `render`, anything else is MISSING."""
+
+    @functools.wraps(render)
+    def figure(value: object, /, *args: P.args, **kwargs: P.kwargs) -> str:
+        v = _num(value)
+        return MISSING if v is None else render(v, *args, **kwargs)
+
+    return figure
+
+
+@_figure
+def ms(v: float) -> str:
     """Milliseconds: '1,234' (whole ms from 10 up), '4.5' below 10; '-' when missing."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if v == 0:
         return "0"
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
 
 
-def signed_ms(value: object) -> str:
+@_figure
+def signed_ms(v: float) -> str:
     """A change in milliseconds with its sign: '+2,115', '-0.4'."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text = ms(abs(v))
     return ("-" if v < 0 and text.strip("0.,") else "+") + text
 
 
-def share(value: object, digits: int = 1) -> str:
+@_figure
+def share(v: float, digits: int = 1) -> str:
     """A share in [0, 1] as a percentage: '12.3%'; '-' when missing."""
-    v = _num(value)
-    return MISSING if v is None else f"{v * 100:.{digits}f}%"
+    return f"{v * 100:.{digits}f}%"
 
 
-def count(value: object) -> str:
+@_figure
+def signed_share(v: float, digits: int = 1) -> str:
+    """A change of a share with its sign, in percentage points of [0, 1]: '+1.2%', '-0.4%'."""
+    return f"{v * 100:+.{digits}f}%"
+
+
+@_figure
+def count(v: float) -> str:
     """A whole count with thousands separators: '12,000'."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:,.0f}"
+    return f"{v:,.0f}"
 
 
-def number(value: object) -> str:
+@_figure
+def number(v: float) -> str:
     """Any other figure (R², a slope, a score) to four significant digits: '13.84'."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if v != 0 and abs(v) < 1e-3:
         return f"{v:.3g}"
     return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
 
-def r2(value: object) -> str:
+@_figure
+def r2(v: float) -> str:
     """A coefficient of determination (or any score in [0, 1]) to two decimals: '0.59'."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:.2f}"
+    return f"{v:.2f}"
 
 
-def seconds(value: object) -> str:
+@_figure
+def seconds(v: float) -> str:
     """A duration in seconds: '60 s', '9.8 s', '14,400 s'."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     return f"{v:,.0f} s" if abs(v) >= 100 else f"{v:.3g} s"
 
 
@@ -92,4 +107,15 @@ def threshold(metric: str, value: object) -> str:
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
 
 
-__all__ = ["MISSING", "count", "ms", "number", "r2", "seconds", "share", "signed_ms", "threshold"]
+__all__ = [
+    "MISSING",
+    "count",
+    "ms",
+    "number",
+    "r2",
+    "seconds",
+    "share",
+    "signed_ms",
+    "signed_share",
+    "threshold",
+]

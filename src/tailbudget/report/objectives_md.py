@@ -4,19 +4,16 @@ and verdict, goodput, and the cause found for each breached objective."""
 from __future__ import annotations
 
 from tailbudget.audit.report import AuditReport, ObjectiveRow
+from tailbudget.report import fmt
 
 __all__ = ["objectives_section"]
 
-
-def _ms(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.1f}" if abs(v) < 100 else f"{v:,.0f}"
+_ms = fmt.ms
 
 
 def _name(o: ObjectiveRow) -> str:
     name = f"{o.metric} {o.percentile}"
-    return name + (f" at {o.output_tokens:,} tokens" if o.output_tokens else "")
+    return name + (f" at {fmt.count(o.output_tokens)} tokens" if o.output_tokens else "")
 
 
 def objectives_section(r: AuditReport) -> list[str]:
@@ -31,15 +28,21 @@ def objectives_section(r: AuditReport) -> list[str]:
         unit = "gaps" if o.metric == "itl" else "requests"
         out.append(
             f"| {_name(o)} | {_ms(o.target_ms)} | {_ms(o.measured_ms)} | {o.verdict} | "
-            f"{'yes' if o.gated else 'no'} | {o.n:,} {unit} |"
+            f"{'yes' if o.gated else 'no'} | {fmt.count(o.n)} {unit} |"
         )
     out.append("")
     g = r.goodput
     if g.thresholds:
         within = ", ".join(f"{m} <= {_ms(ms)} ms" for m, ms in g.thresholds.items())
-        minimum = f" (minimum {g.min:.1%}: {g.verdict})" if g.min is not None else ""
-        count = f"{g.good:,} of {g.requests:,} requests" if g.requests is not None else ""
-        out.append(f"Goodput {g.share:.1%}{minimum}: {count} are not errors and meet {within}.")
+        minimum = f" (minimum {fmt.share(g.min)}: {g.verdict})" if g.min is not None else ""
+        count = (
+            f"{fmt.count(g.good)} of {fmt.count(g.requests)} requests"
+            if g.requests is not None
+            else ""
+        )
+        out.append(
+            f"Goodput {fmt.share(g.share)}{minimum}: {count} are not errors and meet {within}."
+        )
         out.append("")
     out += [f"- {o.metric} {o.percentile}: {o.note}" for o in r.objectives if o.note]
     causes = [h for h in r.hypotheses if h.objective is not None]
@@ -50,7 +53,7 @@ def objectives_section(r: AuditReport) -> list[str]:
     for f in fixes:
         goodput = ""
         if f.goodput_before is not None and f.goodput_after is not None:
-            goodput = f"; goodput {f.goodput_before:.1%} -> {f.goodput_after:.1%}"
+            goodput = f"; goodput {fmt.share(f.goodput_before)} -> {fmt.share(f.goodput_after)}"
         out.append(
             f"- fix {f.fix}: {f.objective} {_ms(f.objective_before_ms)} -> "
             f"{_ms(f.objective_after_ms)} ms{goodput} ({f.counterfactual})"
@@ -65,7 +68,7 @@ def _canary(r: AuditReport) -> list[str]:
     out = [
         "",
         f"Canary against the baseline: **{c.verdict}**: {c.text} (95% bootstrap interval of "
-        f"the change; one-sided Mann-Whitney U; under {c.min_requests:,} points a side: "
+        f"the change; one-sided Mann-Whitney U; under {fmt.count(c.min_requests)} points a side: "
         "inconclusive).",
         "",
         "| objective | before ms | after ms | change ms | 95% interval | p-value "
@@ -73,18 +76,21 @@ def _canary(r: AuditReport) -> list[str]:
         "|---|---:|---:|---:|---|---:|---:|---|",
     ]
     for o in c.objectives:
-        interval = "-" if o.ci_low is None else f"[{o.ci_low:+,.1f}, {o.ci_high:+,.1f}]"
-        change = "-" if o.change_ms is None else f"{o.change_ms:+,.1f}"
-        p = "-" if o.p_value is None else f"{o.p_value:.3g}"
+        interval = (
+            "-" if o.ci_low is None else f"[{fmt.signed_ms(o.ci_low)}, {fmt.signed_ms(o.ci_high)}]"
+        )
+        change = fmt.signed_ms(o.change_ms)
+        p = fmt.number(o.p_value)
         out.append(
             f"| {o.metric} {o.percentile} | {_ms(o.before_ms)} | {_ms(o.after_ms)} | {change} | "
-            f"{interval} | {p} | {o.n_before:,} / {o.n_after:,} | {o.verdict} |"
+            f"{interval} | {p} | {fmt.count(o.n_before)} / {fmt.count(o.n_after)} | {o.verdict} |"
         )
     g = c.goodput
     if g is not None:
         out += [
             "",
-            f"Goodput {g.before:.1%} -> {g.after:.1%} ({g.change:+.1%}, 95% interval "
-            f"[{g.ci_low:+.1%}, {g.ci_high:+.1%}]): {g.verdict}.",
+            f"Goodput {fmt.share(g.before)} -> {fmt.share(g.after)} ({fmt.signed_share(g.change)}, "
+            f"95% interval [{fmt.signed_share(g.ci_low)}, {fmt.signed_share(g.ci_high)}]): "
+            f"{g.verdict}.",
         ]
     return out

@@ -10,7 +10,6 @@ from rich.text import Text
 
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import ObjectiveCheck, Plan
-from tailbudget.budget.plan_objectives import fmt_ms
 from tailbudget.report import fmt
 
 _BAR = 16
@@ -45,14 +44,14 @@ def plan_json(plan: Plan) -> str:
 
 def _key(plan: Plan) -> str:
     # The strictest gated percentile is the one a reader cares about first.
-    gated = plan.gates["gated"]
-    return str(gated[-1]) if gated else "p99"
+    gated = plan.gates.gated
+    return gated[-1] if gated else "p99"
 
 
 def _environment(plan: Plan) -> str:
     if plan.environment is None:
         return "no environment: every stated objective gates"
-    return f"environment {plan.environment} gates {', '.join(plan.gates['gated']) or 'none'}"
+    return f"environment {plan.environment} gates {', '.join(plan.gates.gated) or 'none'}"
 
 
 def print_plan(plan: Plan, console: Console) -> None:
@@ -69,38 +68,38 @@ def print_plan(plan: Plan, console: Console) -> None:
     table.add_column(f"{key} share", justify="right")
     table.add_column("")
     for s in plan.stages:
-        name = ("  ∥ " if s["in_parallel"] else "") + s["name"]
-        if s["source"] == "llm":
+        name = ("  ∥ " if s.in_parallel else "") + s.name
+        if s.source == "llm":
             name += " (llm)"
-        share = s["share_of_slo"].get(key)
+        share = s.share_of_slo.get(key)
         table.add_row(
             name,
-            *(_ms(s["budget"][p]) for p in PERCENTILES),
+            *(_ms(s.budget.get(p)) for p in PERCENTILES),
             fmt.share(share, 0),
             _bar(share) if share is not None else Text(""),
         )
     table.add_section()
     table.add_row("additive ✓gate", *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
     comp = plan.composed
-    table.add_row("composed (MC)", *(_ms(comp[p]) for p in PERCENTILES), "", "")
-    table.add_row("SLO", *(_ms(plan.slo[p]) for p in PERCENTILES), "", "", style="bold")
+    table.add_row("composed (MC)", *(_ms(comp.at(p)) for p in PERCENTILES), "", "")
+    table.add_row("SLO", *(_ms(plan.slo.get(p)) for p in PERCENTILES), "", "", style="bold")
     console.print(table)
-    for check in plan.gates["checks"]:
-        mark = "[green]fits[/green]" if check["fits"] else "[red]does not fit[/red]"
+    for check in plan.gates.checks:
+        mark = "[green]fits[/green]" if check.fits else "[red]does not fit[/red]"
         console.print(
-            f"{check['percentile']}: additive {_ms(check['additive_ms'])} ms vs limit "
-            f"{_ms(check['limit_ms'])} ms ({slo_use(check['free_share'])}), composed "
-            f"{_ms(check['composed_ms'])} ms: {mark}"
+            f"{check.percentile}: additive {_ms(check.additive_ms)} ms vs limit "
+            f"{_ms(check.limit_ms)} ms ({slo_use(check.free_share)}), composed "
+            f"{_ms(check.composed_ms)} ms: {mark}"
         )
     for row in plan.llm:
         console.print(
-            f"llm {row['stage']}: TTFT {_ms(row['ttft_ms'])} + decode {_ms(row['decode_ms'])} + "
-            f"tail {_ms(row['tail_ms'])} = {_ms(row['total_ms'])} ms ({row['dominant']} dominates)"
+            f"llm {row.stage}: TTFT {_ms(row.ttft_ms)} + decode {_ms(row.decode_ms)} + "
+            f"tail {_ms(row.tail_ms)} = {_ms(row.total_ms)} ms ({row.dominant} dominates)"
         )
-    if comp["default_spread_stages"]:
+    if comp.default_spread_stages:
         console.print(
             f"[dim]single-percentile stages use the default log-space spread sigma="
-            f"{comp['default_sigma']}: {', '.join(comp['default_spread_stages'])}[/dim]"
+            f"{comp.default_sigma}: {', '.join(comp.default_spread_stages)}[/dim]"
         )
     if plan.objectives:
         console.print(_objectives_table(plan))
@@ -119,13 +118,10 @@ def _verdict(fits: bool | None) -> str:
 def _objective_cells(o: ObjectiveCheck) -> list[str]:
     name = f"{o.metric} {o.percentile}"
     if o.output_tokens is not None:
-        name += f" at {o.output_tokens:,} tokens"
+        name += f" at {fmt.count(o.output_tokens)} tokens"
     return [
         name,
-        *(
-            "-" if v is None else fmt_ms(v).removesuffix(" ms")
-            for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)
-        ),
+        *(fmt.ms(v) for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)),
         _verdict(o.fits) + ("" if o.gated else " (not gated)"),
     ]
 
@@ -165,16 +161,16 @@ def plan_markdown(plan: Plan) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for s in plan.stages:
-        share = s["share_of_slo"].get(key)
-        name = ("∥ " if s["in_parallel"] else "") + s["name"]
-        cells = " | ".join(_ms(s["budget"][p]) for p in PERCENTILES)
+        share = s.share_of_slo.get(key)
+        name = ("∥ " if s.in_parallel else "") + s.name
+        cells = " | ".join(_ms(s.budget.get(p)) for p in PERCENTILES)
         lines.append(f"| {name} | {cells} | {fmt.share(share, 0)} |")
     comp = plan.composed
     lines += [
         f"| **additive** (gates) | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
-        f"| composed ({comp['method']}, {comp['samples']:,} samples) | "
-        f"{' | '.join(_ms(comp[p]) for p in PERCENTILES)} | |",
-        f"| **SLO** | {' | '.join(_ms(plan.slo[p]) for p in PERCENTILES)} | |",
+        f"| composed ({comp.method}, {fmt.count(comp.samples)} samples) | "
+        f"{' | '.join(_ms(comp.at(p)) for p in PERCENTILES)} | |",
+        f"| **SLO** | {' | '.join(_ms(plan.slo.get(p)) for p in PERCENTILES)} | |",
         "",
         "Percentiles do not add: the additive row is the arithmetic each stage signs up "
         "to (and gates); the composed row is the end-to-end distribution to expect.",
@@ -185,10 +181,9 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row['stage']}: TTFT {_ms(row['ttft_ms'])} ms + decode "
-                f"{_ms(row['decode_ms'])} ms "
-                f"({row['output_tokens']} tokens at {row['tokens_per_s']:g} tok/s) + tail "
-                f"{_ms(row['tail_ms'])} ms = {_ms(row['total_ms'])} ms; {row['dominant']} dominates"
+                f"- {row.stage}: TTFT {_ms(row.ttft_ms)} ms + decode {_ms(row.decode_ms)} ms "
+                f"({fmt.count(row.output_tokens)} tokens at {row.tokens_per_s:g} tok/s) + tail "
+                f"{_ms(row.tail_ms)} ms = {_ms(row.total_ms)} ms; {row.dominant} dominates"
             )
         lines.append("")
     lines += ["## Problems", ""]

@@ -6,16 +6,17 @@ import json
 from typing import Any
 
 from tailbudget.audit.budgeting.proposal import Rebudget
+from tailbudget.report import fmt
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
 
 
-def _ms(v: float) -> str:
-    return f"{v:,.1f} ms"
+def _ms(v: float | None) -> str:
+    return f"{fmt.ms(v)} ms"
 
 
 def _slices(points: dict[str, float]) -> str:
-    return ", ".join(f"{p} {v:,.1f}" for p, v in points.items()) or "-"
+    return ", ".join(f"{p} {fmt.ms(v)}" for p, v in points.items()) or "-"
 
 
 def rebudget_dict(r: Rebudget) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def rebudget_markdown(r: Rebudget) -> str:
     out += ["|---|---:|---:|---|"]
     out += [
         f"| {o.objective} | {_ms(o.target_ms)} | "
-        f"{_ms(o.measured_ms) if o.measured_ms is not None else '-'} | {o.verdict} |"
+        f"{_ms(o.measured_ms) if o.measured_ms is not None else fmt.MISSING} | {o.verdict} |"
         for o in r.objectives
     ]
     out += ["", "## Slices against the log", ""]
@@ -160,10 +161,12 @@ def _options_md(r: Rebudget) -> list[str]:
     rows = [head + " | hours | risk | ms per hour | chosen |"]
     rows.append("|---|---|" + "---:|" * len(pcts) + "---:|---|---:|---|")
     for o in r.options:
-        saved = " | ".join(f"{o.saved_ms[p]:,.1f} / {o.composed_saved_ms[p]:,.1f}" for p in pcts)
+        saved = " | ".join(
+            f"{fmt.ms(o.saved_ms[p])} / {fmt.ms(o.composed_saved_ms[p])}" for p in pcts
+        )
         rows.append(
-            f"| {o.fix} | {_cell(', '.join(o.stages))} | {saved} | {o.hours:g} | {o.risk} | "
-            f"{o.score:,.2f} | {'yes' if o.chosen else ''} |"
+            f"| {o.fix} | {_cell(', '.join(o.stages))} | {saved} | {fmt.number(o.hours)} | "
+            f"{o.risk} | {fmt.number(o.score)} | {'yes' if o.chosen else ''} |"
         )
     return rows
 
@@ -197,8 +200,9 @@ def rebudget_text(r: Rebudget) -> str:
             first = r.gated[0]
             mark = "*" if o.chosen else " "
             out.append(
-                f" {mark} {o.fix} on {', '.join(o.stages)}: {o.saved_ms[first]:,.1f} / "
-                f"{o.composed_saved_ms[first]:,.1f} ms at {first}, {o.hours:g} h, {o.risk} risk"
+                f" {mark} {o.fix} on {', '.join(o.stages)}: {fmt.ms(o.saved_ms[first])} / "
+                f"{fmt.ms(o.composed_saved_ms[first])} ms at {first}, {fmt.number(o.hours)} h, "
+                f"{o.risk} risk"
             )
     out += ["", "composed end-to-end:"]
     for comp in r.compositions:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tailbudget.report.html.page import fmt_ms, fmt_num, fmt_pct
+from tailbudget.report import fmt
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import SimReport
@@ -20,12 +20,13 @@ def model_markdown(model: ServiceModel) -> list[str]:
     lines = [
         "## Model",
         "",
-        f"{model.kind} model from {', '.join(model.sources)} ({model.samples.size:,} requests)",
+        f"{model.kind} model from {', '.join(model.sources)} "
+        f"({fmt.count(model.samples.size)} requests)",
         "",
     ]
     lines += _table(
         ["parameter", "value", "unit", "source", "note"],
-        [[p.name, fmt_num(p.value, 3), p.unit, p.source, p.note or "-"] for p in model.params()],
+        [[p.name, fmt.number(p.value), p.unit, p.source, p.note or "-"] for p in model.params()],
     )
     if model.unidentified:
         lines += [
@@ -43,8 +44,8 @@ def simulate_markdown(rep: SimReport) -> str:
     lines = [
         "# Closed-loop simulation",
         "",
-        f"Arrivals: {rep.arrivals} ({rep.requests:,} requests over "
-        f"{fmt_num(rep.duration_s, 0)} s), seed {rep.seed}.",
+        f"Arrivals: {rep.arrivals} ({fmt.count(rep.requests)} requests over "
+        f"{fmt.seconds(rep.duration_s)}), seed {rep.seed}.",
         "",
         "## Policies side by side",
         "",
@@ -62,17 +63,18 @@ def simulate_markdown(rep: SimReport) -> str:
     ]
     rows = []
     for r in rep.runs:
-        objs = [f"{fmt_ms(o.measured_ms)} ({o.verdict})" for o in r.objectives]
+        objs = [f"{fmt.ms(o.measured_ms)} ({o.verdict})" for o in r.objectives]
         breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
         rows.append(
-            [r.policy, *objs, fmt_pct(r.goodput, 1), str(breach), fmt_num(r.replica_hours, 2),
-             str(r.peak_replicas), f"{r.shed:,}", str(len(r.decisions))]
+            [r.policy, *objs, fmt.share(r.goodput), fmt.count(breach),
+             fmt.number(r.replica_hours), fmt.count(r.peak_replicas), fmt.count(r.shed),
+             fmt.count(len(r.decisions))]
         )  # fmt: skip
     lines += _table(head, rows)
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
     lines += _table(
         ["policy", *names],
-        [[r.policy, *(fmt_pct(o.attainment, 1) for o in r.objectives)] for r in rep.runs],
+        [[r.policy, *(fmt.share(o.attainment) for o in r.objectives)] for r in rep.runs],
     )
     for r in rep.runs:
         if r.decisions:
@@ -80,8 +82,8 @@ def simulate_markdown(rep: SimReport) -> str:
             lines += _table(
                 ["t (s)", "action", "metric", "value", "threshold", "replicas"],
                 [
-                    [fmt_num(d.t_s, 0), d.action, d.metric, fmt_num(d.value, 1),
-                     fmt_num(d.threshold, 1), str(d.replicas or "-")]
+                    [fmt.count(d.t_s), d.action, d.metric, fmt.threshold(d.metric, d.value),
+                     fmt.threshold(d.metric, d.threshold), fmt.count(d.replicas)]
                     for d in r.decisions[:200]
                 ],
             )  # fmt: skip
@@ -97,8 +99,8 @@ def capacity_markdown(rep: CapacityReport) -> str:
     lines += _table(
         ["load", "replicas", "utilization", *names],
         [
-            [f"{p.load:g}x", "not met" if p.replicas is None else str(p.replicas),
-             fmt_pct(p.utilization, 0), *(fmt_ms(o.measured_ms) for o in p.objectives)]
+            [f"{p.load:g}x", "not met" if p.replicas is None else fmt.count(p.replicas),
+             fmt.share(p.utilization, 0), *(fmt.ms(o.measured_ms) for o in p.objectives)]
             for p in rep.curve
         ],
     )  # fmt: skip
@@ -106,12 +108,12 @@ def capacity_markdown(rep: CapacityReport) -> str:
     lines.append("")
     if sbb is None:
         lines.append("Scale before breach: no load at which the objectives were met to start from.")
-    elif sbb.get("load") is None:
-        lines.append(f"Scale before breach: {sbb.get('note')}.")
+    elif sbb.load is None:
+        lines.append(f"Scale before breach: {sbb.note}.")
     else:
         lines.append(
-            f"Scale before breach: on {sbb['replicas']} replicas, {sbb['objective']} reaches 90% "
-            f"of its target at {sbb['load']:g}x the log's load."
+            f"Scale before breach: on {fmt.count(sbb.replicas)} replicas, {sbb.objective} reaches "
+            f"{fmt.share(sbb.share_of_target, 0)} of its target at {sbb.load:g}x the log's load."
         )
     lines += ["", *model_markdown(rep.model), ""]
     lines += [f"- {n}" for n in rep.notes]

@@ -23,7 +23,13 @@ from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.run import run_once
 
-__all__ = ["CapacityPoint", "CapacityReport", "capacity_curve", "knee_replicas"]
+__all__ = [
+    "CapacityPoint",
+    "CapacityReport",
+    "ScaleBeforeBreach",
+    "capacity_curve",
+    "knee_replicas",
+]
 
 SCALE_BEFORE = 0.9
 _MAX_REPLICAS = 512
@@ -50,20 +56,45 @@ class CapacityPoint:
 
 
 @dataclass(frozen=True)
+class ScaleBeforeBreach:
+    """Where to scale: the load at which the tightest gated objective reaches 90% of its
+    target on the replicas load 1 needs (None when it stays below up to `note`'s load)."""
+
+    objective: str
+    load: float | None
+    replicas: int
+    note: str | None = None
+    share_of_target: float = SCALE_BEFORE
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `scale_before_breach` entry of the JSON contract."""
+        head: dict[str, Any] = {
+            "objective": self.objective,
+            "load": self.load,
+            "replicas": self.replicas,
+        }
+        if self.load is None:
+            return head | {"note": self.note}
+        return head | {"share_of_target": self.share_of_target}
+
+
+@dataclass(frozen=True)
 class CapacityReport:
     """The curve, where to scale before breach, and the model behind it."""
 
     model: ServiceModel
     arrivals: str
     curve: list[CapacityPoint]
-    scale_before_breach: dict[str, Any] | None
+    scale_before_breach: ScaleBeforeBreach | None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The `capacity --format json` contract."""
         return {
             "curve": [p.to_dict() for p in self.curve],
-            "scale_before_breach": self.scale_before_breach,
+            "scale_before_breach": (
+                None if self.scale_before_breach is None else self.scale_before_breach.to_dict()
+            ),
             "arrivals": self.arrivals,
             "model": self.model.to_dict(),
             "notes": self.notes,
@@ -130,7 +161,7 @@ def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
     return CapacityPoint(load, hi, res, util)
 
 
-def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
+def _breach_load(s: _Setup, replicas: int, top: float) -> ScaleBeforeBreach | None:
     """Load where the tightest gated objective reaches 90% of its target on `replicas`."""
 
     def ratio(load: float) -> tuple[float, str]:
@@ -145,8 +176,7 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
         return None
     r_hi, name = ratio(hi)
     if r_hi < SCALE_BEFORE:
-        return {"objective": name, "load": None, "replicas": replicas,
-                "note": f"below 90% of target up to load {hi:g}"}  # fmt: skip
+        return ScaleBeforeBreach(name, None, replicas, f"below 90% of target up to load {hi:g}")
     for _ in range(10):
         mid = (lo + hi) / 2.0
         r, name_mid = ratio(mid)
@@ -154,12 +184,7 @@ def _breach_load(s: _Setup, replicas: int, top: float) -> dict[str, Any] | None:
             hi, name = mid, name_mid
         else:
             lo = mid
-    return {
-        "objective": name,
-        "load": round(hi, 3),
-        "replicas": replicas,
-        "share_of_target": SCALE_BEFORE,
-    }
+    return ScaleBeforeBreach(name, round(hi, 3), replicas)
 
 
 def knee_replicas(

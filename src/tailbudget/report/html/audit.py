@@ -2,156 +2,127 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from tailbudget._units import PERCENTILES
-from tailbudget.audit.report import AuditReport, ColdStart
+from tailbudget.audit.report import AuditReport, ShapeRow
 from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
 from tailbudget.report.html import charts, page, takeaways
 from tailbudget.report.html.objectives import objectives_html
-from tailbudget.report.html.page import (
-    Cell,
-    cards,
-    cell,
-    esc,
-    figure,
-    fmt_ms,
-    fmt_pct,
-    is_num,
-    kv,
-    not_available,
-    table,
-)
+from tailbudget.report.html.page import Cell, cards, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import cold_start_chart
 
 _SHAPE_CHARTS = 4  # at most this many flagged fits get a chart; all are in the table
 
 
-def _map(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    v = report.get(key)
-    return v if isinstance(v, Mapping) else {}
-
-
-def _list(report: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    v = report.get(key)
-    return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
-
-
-def _why(r: Mapping[str, Any], default: str, *words: str) -> str:
+def _why(r: AuditReport, default: str, *words: str) -> str:
     """The audit's own refusal that mentions one of `words`, else `default`."""
-    for text in r.get("refusals") or []:
-        if any(w in str(text).lower() for w in words):
-            return str(text)
+    for text in r.refusals:
+        if any(w in text.lower() for w in words):
+            return text
     return default
 
 
-def _flag(value: Any, weak: Any = False) -> Cell:
-    text = "flagged" if value is True else "" if value in (None, False) else str(value)
-    if weak is True:
+def _flag(flagged: bool, weak: bool = False) -> Cell:
+    text = "flagged" if flagged else ""
+    if weak:
         text = f"{text}, {view.WEAK}" if text else view.WEAK
     return Cell(text, None, "flag")
 
 
-def _weak(entry: Mapping[str, Any]) -> str:
-    return f' <span class="flag">({view.WEAK})</span>' if entry.get("weak") is True else ""
+def _weak(weak: bool) -> str:
+    return f' <span class="flag">({view.WEAK})</span>' if weak else ""
 
 
-def _provenance(r: Mapping[str, Any]) -> str:
-    prov, rows = _map(r, "provenance"), _map(r, "rows")
-    if not prov and not rows:
-        return not_available("the report carries no provenance or row counts")
+def _reasons(title: str, unit: str, reasons: dict[str, int]) -> str:
+    if not reasons:
+        return ""
+    return f"<h3>{esc(title)}</h3>" + table(
+        ["reason", unit], [[cell(k), cell(v, "int")] for k, v in reasons.items()], numeric=[1]
+    )
+
+
+def _provenance(r: AuditReport) -> str:
+    prov, rows = r.provenance, r.rows
     pairs = [
-        (k, str(prov[k]))
-        for k in ("source", "format", "engine", "generated_at", "version")
-        if prov.get(k) is not None
+        (k, v)
+        for k, v in (
+            ("source", prov.source),
+            ("format", prov.format),
+            ("engine", prov.engine),
+            ("generated_at", prov.generated_at),
+            ("version", prov.version),
+        )
     ]
-    if rows and all(is_num(rows.get(k)) for k in ("used", "total")):
-        rejected = rows.get("rejected", 0)
-        pairs.append(
-            ("rows", f"{rows['used']:,} used of {rows['total']:,} read, {rejected:,} rejected")
+    pairs.append(
+        (
+            "rows",
+            f"{fmt.count(rows.used)} used of {fmt.count(rows.total)} read, "
+            f"{fmt.count(rows.rejected)} rejected",
         )
-    if rows and is_num(rows.get("failed")) and rows["failed"]:
-        pairs.append(("failed without a latency (errors)", f"{rows['failed']:,}"))
+    )
+    if rows.failed:
+        pairs.append(("failed without a latency (errors)", fmt.count(rows.failed)))
     out = kv(pairs)
-    failed = rows.get("failed_reasons") or {}
-    if isinstance(failed, Mapping) and failed:
-        out += "<h3>Failed requests</h3>" + table(
-            ["reason", "requests"],
-            [[cell(k), cell(v, "int")] for k, v in failed.items()],
-            numeric=[1],
-        )
-    reasons = rows.get("rejected_reasons") or {}
-    if isinstance(reasons, Mapping) and reasons:
-        out += "<h3>Rejected rows</h3>" + table(
-            ["reason", "rows"],
-            [[cell(k), cell(v, "int")] for k, v in reasons.items()],
-            numeric=[1],
-        )
-    notes = prov.get("notes") or []
-    if notes:
-        out += "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    out += _reasons("Failed requests", "requests", rows.failed_reasons)
+    out += _reasons("Rejected rows", "rows", rows.rejected_reasons)
+    if prov.notes:
+        out += "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in prov.notes) + "</ul>"
     return out
 
 
-def _snapshot(r: Mapping[str, Any]) -> str:
-    snap, slo = _map(r, "snapshot"), _map(r, "slo")
-    if not snap:
-        return not_available("no end-to-end latency in the report")
-    verdict = snap.get("verdict") or {}
+def _snapshot_cards(r: AuditReport) -> str:
+    snap = r.snapshot
     items = []
     for p in PERCENTILES:
-        v = verdict.get(p) if isinstance(verdict, Mapping) else None
-        target = f" / SLO {fmt_ms(slo.get(p))}" if is_num(slo.get(p)) else ""
-        items.append(
-            (f"{p} ms{target}", fmt_ms(snap.get(p)) + (f" {v}" if v else ""), str(v or ""))
-        )
-    items += [("max ms", fmt_ms(snap.get("max")), ""), ("mean ms", fmt_ms(snap.get("mean")), "")]
-    if is_num(snap.get("count")):
-        items.append(("requests", f"{float(snap['count']):,.0f}", ""))
-    if is_num(snap.get("errors")):
-        items.append(("errors", f"{float(snap['errors']):,.0f}", ""))
-    if is_num(snap.get("breach_rate_per_min")):
-        items.append(("requests over SLO / min", f"{float(snap['breach_rate_per_min']):,.2f}", ""))
-    goodput = _map(r, "goodput")
-    if is_num(goodput.get("share")):
-        items.append(("goodput (every threshold)", fmt_pct(goodput["share"], 1), ""))
-    out = cards(items)
-    cdf = _list(r, "cdf")
+        v = snap.verdict.get(p)
+        target = getattr(r.slo, p)
+        label = f"{p} ms" + (f" / SLO {fmt.ms(target)}" if target is not None else "")
+        items.append((label, fmt.ms(getattr(snap, p)) + (f" {v}" if v else ""), v or ""))
+    items += [("max ms", fmt.ms(snap.max), ""), ("mean ms", fmt.ms(snap.mean), "")]
+    items += [("requests", fmt.count(snap.count), ""), ("errors", fmt.count(snap.errors), "")]
+    if snap.breach_rate_per_min is not None:
+        items.append(("requests over SLO / min", fmt.number(snap.breach_rate_per_min), ""))
+    items.append(("goodput (every threshold)", fmt.share(r.goodput.share, 1), ""))
+    return cards(items)
+
+
+def _baseline(r: AuditReport) -> str:
+    if not r.baseline:
+        return ""
+    # `change` and its 95% interval are in ms (after - before), as the audit reports them.
+    return "<h3>Against the baseline</h3>" + table(
+        ["percentile", "before ms", "after ms", "change ms", "change", "95% CI ms"],
+        [
+            [
+                cell(b.percentile),
+                cell(b.before, "ms"),
+                cell(b.after, "ms"),
+                cell(b.change, "ms"),
+                cell(b.relative_change, "pct"),
+                Cell(f"{fmt.ms(b.ci_low)} .. {fmt.ms(b.ci_high)}", None, "num"),
+            ]
+            for b in r.baseline
+        ],
+        numeric=[1, 2, 3, 4, 5],
+    )
+
+
+def _snapshot(r: AuditReport) -> str:
+    if r.snapshot.count == 0:
+        return not_available("no end-to-end latency in the report")
+    out = _snapshot_cards(r)
     out += (
-        figure("cdf", takeaways.cdf(snap, slo), charts.cdf_chart(cdf, slo, snap), "latency CDF")
-        if cdf
+        figure("cdf", takeaways.cdf(r.snapshot, r.slo), charts.cdf_chart(r), "latency CDF")
+        if r.cdf
         else not_available("no CDF points in the report")
     )
-    baseline = _list(r, "baseline")
-    if baseline:
-        # `change` and its 95% interval are in ms (after - before), as the audit reports them.
-        out += "<h3>Against the baseline</h3>" + table(
-            ["percentile", "before ms", "after ms", "change ms", "change", "95% CI ms"],
-            [
-                [
-                    cell(b.get("percentile")),
-                    cell(b.get("before"), "ms"),
-                    cell(b.get("after"), "ms"),
-                    cell(b.get("change"), "ms"),
-                    cell(
-                        float(b["change"]) / float(b["before"])
-                        if is_num(b.get("change")) and is_num(b.get("before")) and b["before"]
-                        else None,
-                        "pct",
-                    ),
-                    Cell(f"{fmt_ms(b.get('ci_low'))} .. {fmt_ms(b.get('ci_high'))}", None, "num"),
-                ]
-                for b in baseline
-            ],
-            numeric=[1, 2, 3, 4, 5],
-        )
-    return out
+    return out + _baseline(r)
 
 
-def _stages(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "stages")
+def _stages(r: AuditReport) -> str:
+    rows = r.stages
     if not rows:
         return not_available(_why(r, "the log has no per-stage columns", "stage"))
     body = table(
@@ -166,20 +137,18 @@ def _stages(r: Mapping[str, Any]) -> str:
             "share of p99",
         ],
         [
-            [cell(s.get("name"))]
-            + [cell(s.get(p), "ms") for p in PERCENTILES]
-            + [cell((s.get("budget") or {}).get(p), "ms") for p in PERCENTILES]
-            + [cell(s.get("share_of_p99"), "pct")]
+            [cell(s.name)]
+            + [cell(getattr(s, p), "ms") for p in PERCENTILES]
+            + [cell((s.budget or {}).get(p), "ms") for p in PERCENTILES]
+            + [cell(s.share_of_p99, "pct")]
             for s in rows
         ],
         numeric=list(range(1, 8)),
     )
-    overlap = _map(r, "overlap")
-    if is_num(overlap.get("share")) and float(overlap["share"]) > 0:
-        share = fmt_pct(overlap["share"], 1)
+    if r.overlap.share > 0:
         body += (
-            f"<p>Stages overlap (nested or concurrent) in {share} of requests, "
-            "so their sum can exceed the total.</p>"
+            f"<p>Stages overlap (nested or concurrent) in {fmt.share(r.overlap.share, 1)} of "
+            "requests, so their sum can exceed the total.</p>"
         )
     return (
         figure("stages", takeaways.stages(rows), charts.stage_chart(rows), "per-stage percentiles")
@@ -187,10 +156,9 @@ def _stages(r: Mapping[str, Any]) -> str:
     )
 
 
-def _tail(r: Mapping[str, Any]) -> str:
-    tail = _map(r, "tail")
-    deltas = [d for d in tail.get("deltas") or [] if isinstance(d, Mapping)]
-    if not deltas:
+def _tail(r: AuditReport) -> str:
+    tail = r.tail
+    if not tail.deltas:
         return not_available(
             _why(r, "no per-stage columns to compare slow and fast requests", "slow", "stage")
         )
@@ -198,37 +166,38 @@ def _tail(r: Mapping[str, Any]) -> str:
         ["stage", "mean slow ms", "mean fast ms", "delta ms"],
         [
             [
-                cell(d.get("stage")),
-                cell(d.get("mean_slow"), "ms"),
-                cell(d.get("mean_fast"), "ms"),
-                cell(d.get("delta"), "ms"),
+                cell(d.stage),
+                cell(d.mean_slow, "ms"),
+                cell(d.mean_fast, "ms"),
+                cell(d.delta, "ms"),
             ]
-            for d in deltas
+            for d in tail.deltas
         ],
         numeric=[1, 2, 3],
     )
     driver = (
-        f"<p>Driver: <strong>{esc(tail['driver'])}</strong>{_weak(tail)}</p>"
-        if tail.get("driver")
+        f"<p>Driver: <strong>{esc(tail.driver)}</strong>{_weak(tail.weak)}</p>"
+        if tail.driver
         else ""
     )
-    if tail.get("weak") is True and is_num(tail.get("n_slow")):
-        caveat = view.tail_caveat_for(int(tail["n_slow"]))
+    caveat = view.tail_caveat(r)
+    if caveat is not None:
         driver = f'<p class="flag">{esc(caveat)}</p>' + driver
-    groups = []
-    for name in ("slow", "fast"):
-        n, span = tail.get(f"n_{name}"), tail.get(f"{name}_range_ms")
-        if is_num(n) and isinstance(span, list) and len(span) == 2:
-            groups.append(
-                f"{name}: {fmt.count(n)} requests, {fmt_ms(span[0])} to {fmt_ms(span[1])} ms"
-            )
+    groups = [
+        f"{name}: {fmt.count(n)} requests, {fmt.ms(span[0])} to {fmt.ms(span[1])} ms"
+        for name, n, span in (
+            ("slow", tail.n_slow, tail.slow_range_ms),
+            ("fast", tail.n_fast, tail.fast_range_ms),
+        )
+        if len(span) == 2
+    ]
     if groups:
         driver += f"<p>{esc('; '.join(groups))}.</p>"
     return (
         figure(
             "delta",
             takeaways.delta(tail),
-            charts.delta_chart(deltas),
+            charts.delta_chart(tail),
             "slow-vs-fast delta per stage",
         )
         + driver
@@ -237,35 +206,30 @@ def _tail(r: Mapping[str, Any]) -> str:
     )
 
 
-def _culprits(r: Mapping[str, Any]) -> str:
-    found = [c for c in r.get("culprits") or [] if isinstance(c, Mapping)]
-    nest = [n for n in r.get("nesting") or [] if isinstance(n, Mapping)]
+def _culprits(r: AuditReport) -> str:
     out = ""
-    if found:
+    if r.culprits:
         out += "<h3>Culprits</h3>" + table(
             ["stage", "score", "evidence"],
-            [
-                [cell(c.get("stage")), cell(c.get("score"), "r2"), cell(c.get("evidence"), "long")]
-                for c in found
-            ],
+            [[cell(c.stage), cell(c.score, "r2"), cell(c.evidence, "long")] for c in r.culprits],
             numeric=[1],
         )
-    if nest:
-        pairs = "; ".join(f"{n.get('outer')} contains {n.get('inner')}" for n in nest)
+    if r.nesting:
+        pairs = "; ".join(f"{n.outer} contains {n.inner}" for n in r.nesting)
         out += f"<p>Nested stages: {esc(pairs)}.</p>"
     return out
 
 
-def _fit_table(rows: list[Mapping[str, Any]]) -> str:
+def _fit_table(rows: list[ShapeRow]) -> str:
     return table(
         ["stage", "covariate", "R\u00b2", "slope ms/unit", "flag"],
         [
             [
-                cell(s.get("stage")),
-                cell(s.get("covariate")),
-                cell(s.get("r2"), "r2"),
-                cell(s.get("slope"), "num"),
-                _flag(s.get("flag")),
+                cell(s.stage),
+                cell(s.covariate),
+                cell(s.r2, "r2"),
+                cell(s.slope, "num"),
+                _flag(s.flag),
             ]
             for s in rows
         ],
@@ -273,40 +237,38 @@ def _fit_table(rows: list[Mapping[str, Any]]) -> str:
     )
 
 
-def _shape(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "shape")
+def _shape(r: AuditReport) -> str:
+    rows = r.shape
     if not rows:
         return not_available(
             _why(r, "no input-shape columns (e.g. seq_len) in the log", "shape", "covariate")
         )
     # The markdown report's fold: the same fits shown, the same ones folded.
-    shown, folded = view.fold([bool(s.get("flag")) for s in rows])
-    body = _fit_table([rows[i] for i in shown])
+    shown, folded = view.split_fits(rows)
+    body = _fit_table(shown)
     if folded:
         body += (
             f"<details><summary>{esc(view.folded_note(len(folded)))}</summary>"
-            + _fit_table([rows[i] for i in folded])
+            + _fit_table(folded)
             + "</details>"
         )
     # Chart the fits the audit flagged; when none is, the strongest one alone.
-    profiled = [s for s in rows if s.get("profile")]
-    ranked = sorted(profiled, key=lambda s: -float(s["r2"]) if is_num(s.get("r2")) else 0.0)
-    flagged = [s for s in ranked if s.get("flag")]
-    ranked = flagged or ranked[:1]
+    ranked = sorted((s for s in rows if s.profile), key=lambda s: -s.r2)
+    ranked = [s for s in ranked if s.flag] or ranked[:1]
     figs = "".join(
         figure(
             f"shape-{i}",
             takeaways.shape(s),
             charts.shape_chart(s, str(i)),
-            f"{s.get('stage')} vs {s.get('covariate')}",
+            f"{s.stage} vs {s.covariate}",
         )
         for i, s in enumerate(ranked[:_SHAPE_CHARTS])
     )
     return (figs or not_available("no binned profile in the shape results")) + body
 
 
-def _cohorts(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "cohorts")
+def _cohorts(r: AuditReport) -> str:
+    rows = r.cohorts
     if not rows:
         return not_available(
             _why(r, "no cohort columns (e.g. route, model_variant) in the log", "cohort")
@@ -324,46 +286,39 @@ def _cohorts(r: Mapping[str, Any]) -> str:
         ],
         [
             [
-                cell(c.get("dim")),
-                cell(c.get("value")),
-                cell(c.get("n"), "int"),
-                cell(c.get("share"), "pct"),
-                cell(c.get("p99"), "ms"),
-                cell(c.get("delta_vs_global"), "ms"),
-                cell(c.get("share_of_slow"), "pct"),
-                _flag(c.get("flag"), c.get("weak")),
+                cell(c.dim),
+                cell(c.value),
+                cell(c.n, "int"),
+                cell(c.share, "pct"),
+                cell(c.p99, "ms"),
+                cell(c.delta_vs_global, "ms"),
+                cell(c.share_of_slow, "pct"),
+                _flag(c.flag, c.weak),
             ]
             for c in rows
         ],
         numeric=[2, 3, 4, 5, 6],
     )
-    svg = charts.cohort_chart(rows, _map(r, "snapshot").get("p99"), _map(r, "slo").get("p99"))
+    svg = charts.cohort_chart(rows, r.snapshot.p99, r.slo.p99)
     return figure("cohorts", takeaways.cohorts(rows), svg, "cohort p99 vs traffic share") + body
 
 
-def _cold(r: Mapping[str, Any]) -> str:
-    cold = _map(r, "cold_start")
-    if not cold:
+def _cold(r: AuditReport) -> str:
+    cold = r.cold_start
+    if cold is None:
         return not_available(_why(r, "no cold-start analysis in the report", "cold", "timestamp"))
-    verdict = view.cold_verdict(ColdStart.model_validate(cold))
+    verdict = view.cold_verdict(cold)
     pairs = [
-        ("verdict", str(cold.get("verdict", "-"))),
-        ("window", f"{fmt.number(cold.get('window_min'))} min"),
-        ("p99, all requests", f"{fmt_ms(cold.get('unfiltered_p99'))} ms"),
-        ("p99, cold windows left out", f"{fmt_ms(cold.get('filtered_p99'))} ms"),
+        ("verdict", cold.verdict),
+        ("window", f"{fmt.number(cold.window_min)} min"),
+        ("p99, all requests", f"{fmt.ms(cold.unfiltered_p99)} ms"),
+        ("p99, cold windows left out", f"{fmt.ms(cold.filtered_p99)} ms"),
+        ("requests in cold windows", fmt.count(cold.n_cold)),
     ]
-    if is_num(cold.get("n_cold")):
-        pairs.append(("requests in cold windows", fmt.count(cold["n_cold"])))
-    events = [e for e in cold.get("events") or [] if isinstance(e, Mapping)]
-    if events:
-        pairs.append(("events", "; ".join(f"{e.get('t')} {e.get('event', '')}" for e in events)))
-    if cold.get("timeline"):
-        fig = figure(
-            "cold",
-            verdict,
-            cold_start_chart(cold, _map(r, "slo").get("p99")),
-            "cold-start timeline",
-        )
+    if cold.events:
+        pairs.append(("events", "; ".join(f"{e.t} {e.event}" for e in cold.events)))
+    if cold.timeline:
+        fig = figure("cold", verdict, cold_start_chart(cold, r.slo.p99), "cold-start timeline")
     else:
         fig = f'<p class="takeaway"><strong>{esc(verdict)}</strong></p>' + not_available(
             "no per-minute timeline (the log has no timestamps)"
@@ -371,28 +326,24 @@ def _cold(r: Mapping[str, Any]) -> str:
     return fig + kv(pairs)
 
 
-def _hypotheses(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "hypotheses")
-    if not rows:
+def _hypotheses(r: AuditReport) -> str:
+    if not r.hypotheses:
         return not_available(_why(r, "no hypothesis was supported by the data", "hypothes"))
     return table(
         ["kind", "stage", "evidence"],
         [
             [
-                cell(f"{h.get('kind')} ({view.WEAK})" if h.get("weak") is True else h.get("kind")),
-                cell(h.get("stage") or "-"),
-                cell(h.get("evidence"), "long"),
+                cell(f"{h.kind} ({view.WEAK})" if h.weak else h.kind),
+                cell(h.stage or "-"),
+                cell(h.evidence, "long"),
             ]
-            for h in rows
+            for h in r.hypotheses
         ],
     )
 
 
-def _ranking(r: Mapping[str, Any]) -> str:
-    rows = _list(r, "ranking")
-    refusals = [str(x) for x in r.get("refusals") or []]
-    out = ""
-    if rows:
+def _ranking(r: AuditReport) -> str:
+    if r.ranking:
         out = "<p>Fixes ranked by p99 ms saved per engineering hour (score).</p>" + table(
             [
                 "fix",
@@ -407,37 +358,37 @@ def _ranking(r: Mapping[str, Any]) -> str:
             ],
             [
                 [
-                    cell(f.get("fix")),
-                    cell(f.get("stage") or "-"),
-                    cell(f.get("p99_saved_ms"), "ms"),
-                    cell(f.get("p99_after_ms"), "ms"),
-                    cell(f.get("hours"), "num"),
-                    cell(f.get("risk")),
-                    cell("yes" if f.get("reversible") else "no"),
-                    cell(f.get("score"), "num"),
-                    cell(f.get("counterfactual") or "-", "long"),
+                    cell(f.fix),
+                    cell(f.stage or "-"),
+                    cell(f.p99_saved_ms, "ms"),
+                    cell(f.p99_after_ms, "ms"),
+                    cell(f.hours, "num"),
+                    cell(f.risk),
+                    cell("yes" if f.reversible else "no"),
+                    cell(f.score, "num"),
+                    cell(f.counterfactual or "-", "long"),
                 ]
-                for f in rows
+                for f in r.ranking
             ],
             numeric=[2, 3, 4, 7],
         )
     else:
-        out = not_available(refusals[0] if refusals else "no fix could be ranked")
-    if refusals:
-        out += "<h3>Refused</h3><ul>" + "".join(f"<li>{esc(x)}</li>" for x in refusals) + "</ul>"
+        out = not_available(r.refusals[0] if r.refusals else "no fix could be ranked")
+    if r.refusals:
+        items = "".join(f"<li>{esc(x)}</li>" for x in r.refusals)
+        out += f"<h3>Refused</h3><ul>{items}</ul>"
     return out
 
 
-def _recommendation(r: Mapping[str, Any]) -> str:
-    rec = _map(r, "recommendation")
-    if not rec:
-        return not_available("no recommendation in the report")
-    choice = str(rec.get("choice", "none"))
-    text = esc(rec.get("text", ""))
-    return f'<div class="rec"><p><strong>{esc(choice)}</strong>{_weak(rec)}</p><p>{text}</p></div>'
+def _recommendation(r: AuditReport) -> str:
+    rec = r.recommendation
+    return (
+        f'<div class="rec"><p><strong>{esc(rec.choice)}</strong>{_weak(rec.weak)}</p>'
+        f"<p>{esc(rec.text)}</p></div>"
+    )
 
 
-SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
+SECTIONS: tuple[tuple[str, str, Callable[[AuditReport], str]], ...] = (
     ("objectives", "Objectives", objectives_html),
     ("provenance", "Provenance", _provenance),
     ("snapshot", "Snapshot", _snapshot),
@@ -452,17 +403,10 @@ SECTIONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
 )
 
 
-def render_audit_html(report: AuditReport | Mapping[str, Any]) -> str:
-    """Render an audit report (or its JSON dict) as one self-contained HTML page."""
-    if isinstance(report, AuditReport):
-        name = view.title(report)
-        report = report.model_dump(mode="json")
-    else:
-        prov = _map(report, "provenance")
-        source = str(prov.get("source") or "").rstrip("/").rsplit("/", 1)[-1]
-        name = f"Latency audit: {report.get('service') or source or 'latency log'}"
-    prov = _map(report, "provenance")
-    sub = f"Generated {prov['generated_at']}" if prov.get("generated_at") else "tailbudget audit"
-    if prov.get("version"):
-        sub += f" by tailbudget {prov['version']}"
-    return page.document(name, sub, page.render_sections(report, SECTIONS))
+def render_audit_html(report: AuditReport) -> str:
+    """Render an audit report as one self-contained HTML page."""
+    prov = report.provenance
+    sub = f"Generated {prov.generated_at}" if prov.generated_at else "tailbudget audit"
+    if prov.version:
+        sub += f" by tailbudget {prov.version}"
+    return page.document(view.title(report), sub, page.render_sections(report, SECTIONS))

@@ -8,14 +8,14 @@ series is drawn as several artists) so tests and readers can find it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from tailbudget._units import PERCENTILES, quantile_of
-from tailbudget.report.html.page import is_num
+from tailbudget.audit.report import AuditReport, CohortRow, ShapeRow, StageRow, Tail
+from tailbudget.report import fmt
 from tailbudget.report.html.svg import (
     BLUE,
     GREY,
@@ -44,14 +44,9 @@ def _q_tick(v: float, _pos: object = None) -> str:
     return f"{v * 100:.6g}%"
 
 
-def cdf_chart(
-    cdf: Sequence[Mapping[str, Any]], slo: Mapping[str, Any], snapshot: Mapping[str, Any]
-) -> str | None:
+def cdf_chart(r: AuditReport) -> str | None:
     """Latency CDF on log-x, logit-y (so p99 and p99.9 get room) with SLO lines."""
-    pts = [
-        (float(p["ms"]), float(p["q"])) for p in cdf if is_num(p.get("ms")) and is_num(p.get("q"))
-    ]
-    pts = sorted((ms, q) for ms, q in pts if ms > 0 and 0 < q < 1)
+    pts = sorted((p.ms, p.q) for p in r.cdf if p.ms > 0 and 0 < p.q < 1)
     if len(pts) < 2:
         return None
     ms = np.array([p[0] for p in pts])
@@ -66,19 +61,17 @@ def cdf_chart(
         top = max(0.999, float(q.max()))
         ax.set_ylim(max(0.01, float(q.min())), top)
         for p in PERCENTILES:
-            target = slo.get(p)
-            if is_num(target):
+            target = getattr(r.slo, p)
+            if target is not None:
                 ln = ax.axvline(
-                    float(target),
+                    target,
                     color=PCT_COLORS[p],
                     ls="--",
                     lw=1.3,
-                    label=f"{p} SLO {_ms_tick(float(target))} ms",
+                    label=f"{p} SLO {fmt.ms(target)} ms",
                 )
                 ln.set_gid(f"tb-cdf-slo-{p}")
-        measured = [
-            (float(snapshot[p]), quantile_of(p), p) for p in PERCENTILES if is_num(snapshot.get(p))
-        ]
+        measured = [(float(getattr(r.snapshot, p)), quantile_of(p), p) for p in PERCENTILES]
         if measured:
             sc = ax.scatter(
                 [m[0] for m in measured],
@@ -91,7 +84,7 @@ def cdf_chart(
             sc.set_gid("tb-cdf-measured")
             for x, y, p in measured:
                 ax.annotate(
-                    f"{p} {_ms_tick(x)} ms",
+                    f"{p} {fmt.ms(x)} ms",
                     (x, y),
                     xytext=(5, -10),
                     textcoords="offset points",
@@ -108,16 +101,15 @@ def cdf_chart(
         return to_svg(fig)
 
 
-def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
+def stage_chart(rows: Sequence[StageRow]) -> str | None:
     """Grouped bars of each stage's p50/p95/p99, with its budget as a black tick.
 
     Long stage names (e.g. RPC operation names) or many stages turn the bars
     sideways so the names stay readable.
     """
-    rows = [s for s in stages if any(is_num(s.get(p)) for p in PERCENTILES)]
     if not rows:
         return None
-    names = [str(s.get("name", "?")) for s in rows]
+    names = [s.name for s in rows]
     sideways = len(rows) > 6 or max(len(n) for n in names) > 14
     pos = np.arange(len(rows))[::-1] if sideways else np.arange(len(rows))
     width = 0.26
@@ -125,7 +117,7 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
         fig = new_figure(7.6, max(3.6, 0.55 * len(rows) + 1.4) if sideways else 3.6)
         ax = fig.add_subplot()
         for k, p in enumerate(PERCENTILES):
-            vals = [float(s[p]) if is_num(s.get(p)) else 0.0 for s in rows]
+            vals = [float(getattr(s, p)) for s in rows]
             # Sideways, p50 sits on top of each group, as in the legend's reading order.
             off = (1 - k if sideways else k - 1) * width
             draw = ax.barh if sideways else ax.bar
@@ -134,11 +126,11 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
                 bar.set_gid(f"tb-stages-{p}-{i}")
         at, val = [], []
         for i, s in enumerate(rows):
-            budget = s.get("budget") or {}
+            budget = s.budget or {}
             for k, p in enumerate(PERCENTILES):
-                if is_num(budget.get(p)):
+                if p in budget:
                     at.append(pos[i] + (1 - k if sideways else k - 1) * width)
-                    val.append(float(budget[p]))
+                    val.append(budget[p])
         if at:
             xy = (val, at) if sideways else (at, val)
             (ln,) = ax.plot(
@@ -151,9 +143,7 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
                 label="stage budget",
             )
             ln.set_gid("tb-stages-budget")
-        heights = [
-            float(s[p]) for s in rows for p in PERCENTILES if is_num(s.get(p)) and float(s[p]) > 0
-        ]
+        heights = [float(getattr(s, p)) for s in rows for p in PERCENTILES if getattr(s, p) > 0]
         log = bool(heights) and max(heights + val) / min(heights + val) > 30
         axis = ax.xaxis if sideways else ax.yaxis
         if log:
@@ -177,32 +167,31 @@ def stage_chart(stages: Sequence[Mapping[str, Any]]) -> str | None:
         return to_svg(fig)
 
 
-def delta_chart(deltas: Sequence[Mapping[str, Any]]) -> str | None:
+def delta_chart(tail: Tail) -> str | None:
     """Horizontal bars: how much longer each stage is in slow requests than in fast ones."""
-    rows = [d for d in deltas if is_num(d.get("delta"))]
-    if not rows:
+    if not tail.deltas:
         return None
-    rows = sorted(rows, key=lambda d: float(d["delta"]))
-    total = sum(max(0.0, float(d["delta"])) for d in rows)
+    rows = sorted(tail.deltas, key=lambda d: d.delta)
     with style("delta"):
         fig = new_figure(7.6, max(2.2, 0.45 * len(rows) + 1.2))
         ax = fig.add_subplot()
         y = np.arange(len(rows))
-        vals = [float(d["delta"]) for d in rows]
+        vals = [d.delta for d in rows]
         colors = [P99 if v == max(vals) and v > 0 else BLUE if v >= 0 else GREY for v in vals]
         bars = ax.barh(y, vals, color=colors, height=0.6)
-        for i, (bar, v) in enumerate(zip(bars, vals, strict=True)):
+        for i, (bar, d) in enumerate(zip(bars, rows, strict=True)):
             bar.set_gid(f"tb-delta-bar-{i}")
-            share = f" ({v / total:.0%})" if total > 0 and v > 0 else ""
+            part = tail.share_of_gap(d)
+            share = f" ({fmt.share(part, 0)})" if part is not None else ""
             ax.annotate(
-                f"{_ms_tick(v)} ms{share}",
-                (max(v, 0), i),
+                f"{fmt.ms(d.delta)} ms{share}",
+                (max(d.delta, 0), i),
                 xytext=(4, 0),
                 textcoords="offset points",
                 va="center",
                 fontsize=8,
             )
-        ax.set_yticks(y, [str(d.get("stage", "?")) for d in rows])
+        ax.set_yticks(y, [d.stage for d in rows])
         ax.axvline(0, color=INK, lw=0.8)
         ax.set_xlim(min(0.0, min(vals) * 1.1), max(vals) * 1.25 if max(vals) > 0 else 1)
         ax.xaxis.set_major_formatter(FuncFormatter(_ms_tick))
@@ -213,48 +202,39 @@ def delta_chart(deltas: Sequence[Mapping[str, Any]]) -> str | None:
         return to_svg(fig)
 
 
-def shape_chart(entry: Mapping[str, Any], key: str) -> str | None:
+def shape_chart(entry: ShapeRow, key: str) -> str | None:
     """Binned latency vs a covariate (mean, p50, p95 per bin) with the fitted line."""
-    prof = [
-        b for b in entry.get("profile") or [] if is_num(b.get("x")) and is_num(b.get("mean_ms"))
-    ]
+    prof = entry.profile
     if len(prof) < 2:
         return None
-    x = np.array([float(b["x"]) for b in prof])
-    n = np.array([float(b["n"]) if is_num(b.get("n")) else 1.0 for b in prof])
-    mean = np.array([float(b["mean_ms"]) for b in prof])
-    stage, cov = str(entry.get("stage", "?")), str(entry.get("covariate", "?"))
+    x = np.array([b.x for b in prof])
+    n = np.array([float(b.n) for b in prof])
+    mean = np.array([b.mean_ms for b in prof])
+    stage, cov = entry.stage, entry.covariate
     with style(f"shape-{key}"):
         fig = new_figure(7.6, 3.3)
         ax = fig.add_subplot()
-        for p, color, lw in (("p95", P95, 1.6), ("p50", PCT_COLORS["p50"], 1.6)):
-            ys = [float(b[f"{p}_ms"]) if is_num(b.get(f"{p}_ms")) else np.nan for b in prof]
-            if not all(np.isnan(ys)):
-                (ln,) = ax.plot(x, ys, color=color, lw=lw, marker=".", label=f"{p} per bin")
-                ln.set_gid(f"tb-shape-{key}-{p}")
+        for p, ys, color in (
+            ("p95", [b.p95_ms for b in prof], P95),
+            ("p50", [b.p50_ms for b in prof], PCT_COLORS["p50"]),
+        ):
+            (ln,) = ax.plot(x, ys, color=color, lw=1.6, marker=".", label=f"{p} per bin")
+            ln.set_gid(f"tb-shape-{key}-{p}")
         sizes = 12 + 60 * n / n.max()
         sc = ax.scatter(
             x, mean, s=sizes, color=BLUE, zorder=4, label="mean per bin (size = requests)"
         )
         sc.set_gid(f"tb-shape-{key}-mean")
-        slope = entry.get("slope")
-        if is_num(slope):
-            icpt = entry.get("intercept")
-            if not is_num(icpt):
-                # An OLS line passes through the mean point of the data it was fit on.
-                icpt = float(np.average(mean, weights=n) - float(slope) * np.average(x, weights=n))
-            xs = np.linspace(x.min(), x.max(), 50)
-            r2 = entry.get("r2")
-            r2s = f", R\u00b2 {float(r2):.2f}" if is_num(r2) else ""
-            (fit,) = ax.plot(
-                xs,
-                float(icpt) + float(slope) * xs,
-                color=INK,
-                ls="--",
-                lw=1.4,
-                label=f"fit: {float(slope):,.3g} ms per unit{r2s}",
-            )
-            fit.set_gid(f"tb-shape-{key}-fit")
+        xs = np.linspace(x.min(), x.max(), 50)
+        (fit,) = ax.plot(
+            xs,
+            entry.intercept + entry.slope * xs,
+            color=INK,
+            ls="--",
+            lw=1.4,
+            label=f"fit: {fmt.number(entry.slope)} ms per unit, R\u00b2 {fmt.r2(entry.r2)}",
+        )
+        fit.set_gid(f"tb-shape-{key}-fit")
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_xlabel(f"{cov} (bin centre)")
         ax.set_ylabel(f"{stage} latency (ms)")
@@ -263,15 +243,14 @@ def shape_chart(entry: Mapping[str, Any], key: str) -> str | None:
         return to_svg(fig)
 
 
-def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99: Any) -> str | None:
+def cohort_chart(rows: Sequence[CohortRow], global_p99: float, slo_p99: float | None) -> str | None:
     """Each cohort's p99 against its share of traffic; flagged cohorts in red."""
-    rows = [c for c in cohorts if is_num(c.get("share")) and is_num(c.get("p99"))]
     if not rows:
         return None
     with style("cohorts"):
         fig = new_figure(7.6, 3.6)
         ax = fig.add_subplot()
-        flagged = [bool(c.get("flag")) for c in rows]
+        flagged = [c.flag for c in rows]
         for is_flag, gid, color, label in (
             (False, "points", BLUE, "cohort"),
             (True, "flagged", P99, "flagged cohort"),
@@ -280,9 +259,9 @@ def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99:
             if not pick:
                 continue
             sc = ax.scatter(
-                [float(c["share"]) * 100 for c in pick],
-                [float(c["p99"]) for c in pick],
-                s=[20 + 180 * float(c.get("share_of_slow") or 0) for c in pick],
+                [c.share * 100 for c in pick],
+                [c.p99 for c in pick],
+                s=[20 + 180 * c.share_of_slow for c in pick],
                 color=color,
                 alpha=0.85,
                 edgecolor="white",
@@ -292,28 +271,27 @@ def cohort_chart(cohorts: Sequence[Mapping[str, Any]], global_p99: Any, slo_p99:
             sc.set_gid(f"tb-cohorts-{gid}")
 
         # Label only the most telling points so the chart stays readable.
-        def badness(c: Mapping[str, Any]) -> float:
-            return float(c["p99"]) * (2 if c.get("flag") else 1)
+        def badness(c: CohortRow) -> float:
+            return c.p99 * (2 if c.flag else 1)
 
         for c in sorted(rows, key=badness, reverse=True)[:8]:
             ax.annotate(
-                f"{c.get('dim')}={c.get('value')}",
-                (float(c["share"]) * 100, float(c["p99"])),
+                f"{c.dim}={c.value}",
+                (c.share * 100, c.p99),
                 xytext=(5, 3),
                 textcoords="offset points",
                 fontsize=7.5,
             )
-        if is_num(global_p99):
-            ln = ax.axhline(
-                float(global_p99),
-                color=GREY,
-                ls=":",
-                lw=1.3,
-                label=f"all traffic p99 {_ms_tick(float(global_p99))} ms",
-            )
-            ln.set_gid("tb-cohorts-global")
-        if is_num(slo_p99):
-            slo_line(ax, float(slo_p99), max(float(c["p99"]) for c in rows), "tb-cohorts-slo")
+        ln = ax.axhline(
+            global_p99,
+            color=GREY,
+            ls=":",
+            lw=1.3,
+            label=f"all traffic p99 {fmt.ms(global_p99)} ms",
+        )
+        ln.set_gid("tb-cohorts-global")
+        if slo_p99 is not None:
+            slo_line(ax, slo_p99, max(c.p99 for c in rows), "tb-cohorts-slo")
         ax.set_xlim(left=0)
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo - 0.05 * (hi - lo), hi)  # so a line at the lowest value stays visible

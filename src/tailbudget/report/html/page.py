@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard, TypeVar
 
 from tailbudget.report import fmt
 
@@ -137,11 +137,6 @@ def fmt_pct(value: object, digits: int = 1) -> str:
     return fmt.share(value, digits)
 
 
-def fmt_num(value: object, digits: int = 2) -> str:
-    """A plain number to `digits` decimals; '-' when missing."""
-    return f"{float(value):,.{digits}f}" if is_num(value) else fmt.MISSING
-
-
 @dataclass(frozen=True)
 class Cell:
     """A table cell: display text (escaped on output), sort value, CSS class."""
@@ -152,7 +147,7 @@ class Cell:
     raw_html: bool = False
 
 
-def cell(value: Any, kind: str = "text") -> Cell:
+def cell(value: object, kind: str = "text") -> Cell:
     """Build a cell from a value: kind is text, long (prose), ms, pct, int, r2 or num."""
     if kind == "ms":
         return Cell(fmt_ms(value), float(value) if is_num(value) else None, "num")
@@ -232,9 +227,12 @@ def cards(pairs: Iterable[tuple[str, str, str]]) -> str:
     return f'<div class="cards">{out}</div>'
 
 
+Report = TypeVar("Report")
+
+
 def render_sections(
-    data: Mapping[str, Any],
-    sections: Iterable[tuple[str, str, Callable[[Mapping[str, Any]], str]]],
+    data: Report,
+    sections: Iterable[tuple[str, str, Callable[[Report], str]]],
 ) -> list[tuple[str, str, str]]:
     """Run each (id, title, render) on `data`, for `document`.
 

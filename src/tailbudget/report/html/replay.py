@@ -2,121 +2,116 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from typing import Any
-
+from tailbudget.control.replay_record import ReplayPolicy, ReplayReport
 from tailbudget.report import fmt
 from tailbudget.report.html import page, takeaways
-from tailbudget.report.html.page import (
-    Cell,
-    cell,
-    esc,
-    figure,
-    is_num,
-    kv,
-    not_available,
-    table,
-)
+from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import replay_chart
 
-_SKIP = {"decisions", "timeline", "policy", "thresholds", "provenance", "notes"}
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
-def _label(key: str) -> str:
-    # The unit is in the value ("60 s", "4,613 ms"), not in the label.
-    return re.sub(r"_(ms|s)$", "", key).replace("_", " ")
-
-
-def _value(key: str, v: Any) -> str:
-    """A summary field in its unit: ms, seconds, counts, or a dict of them in words."""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if is_num(v):
-        if key.endswith("_ms"):
-            return f"{fmt.ms(v)} ms"
-        if key.endswith("_s"):
-            return fmt.seconds(v)
-        return fmt.count(v) if float(v).is_integer() else fmt.number(v)
-    if isinstance(v, Mapping):
-        if key == "summary":  # decisions per action
-            return ", ".join(f"{k} x{fmt.count(x)}" for k, x in v.items()) or "none"
-        return ", ".join(
-            f"{k} {_value(str(k), x)}" for k, x in v.items() if not isinstance(x, Mapping)
-        )
-    if isinstance(v, list):
-        return ", ".join(str(x) for x in v) or "none"
-    return str(v)
-
-
-def _summary(rep: Mapping[str, Any]) -> str:
-    prov = rep.get("provenance") if isinstance(rep.get("provenance"), Mapping) else {}
-    assert isinstance(prov, Mapping)
-    pairs = [(k, str(v)) for k, v in prov.items() if k != "notes" and v is not None]
-    # Top-level fields (source, rows, baseline_p99_ms, summary, ...) as they are.
-    pairs += [(_label(k), _value(k, v)) for k, v in rep.items() if k not in _SKIP]
-    timeline = [w for w in rep.get("timeline") or [] if isinstance(w, Mapping)]
-    if timeline:
-        known = sum(1 for w in timeline if w.get("known", True) is not False)
+def _summary_pairs(rep: ReplayReport) -> list[tuple[str, str]]:
+    rows = rep.rows
+    pairs = [("source", rep.source), ("format", rep.format)]
+    if rep.service:
+        pairs.append(("service", rep.service))
+    pairs += [
+        (
+            "rows",
+            f"{fmt.count(rows.used)} used of {fmt.count(rows.total)} read, "
+            f"{fmt.count(rows.rejected)} rejected",
+        ),
+        *((f"rejected: {k}", fmt.count(v)) for k, v in rows.rejected_reasons.items()),
+        ("start", rep.start),
+        ("end", rep.end),
+        ("duration", fmt.seconds(rep.duration_s)),
+        ("window", fmt.seconds(rep.window_s)),
+        ("evaluate every", fmt.seconds(rep.evaluate_every_s)),
+        ("evaluations", fmt.count(rep.evaluations)),
+    ]
+    if rep.baseline_p99_ms is not None:
+        pairs.append(("baseline p99", f"{fmt.ms(rep.baseline_p99_ms)} ms"))
+    if rep.baseline_source:
+        pairs.append(("baseline source", rep.baseline_source))
+    pairs += [(f"baseline {m}", fmt.threshold(m, v)) for m, v in rep.baselines.items()]
+    pairs += [
+        ("dry run", _yes(rep.dry_run)),
+        ("loop", rep.loop),
+        ("final replicas", fmt.count(rep.final_replicas)),
+        ("active at end", ", ".join(rep.active_at_end) or "none"),
+        ("summary", ", ".join(f"{k} x{fmt.count(n)}" for k, n in rep.summary.items()) or "none"),
+    ]
+    if rep.timeline:
         pairs.append(
             (
                 "windows evaluated",
-                f"{fmt.count(len(timeline))} ({fmt.count(known)} with enough samples)",
+                f"{fmt.count(len(rep.timeline))} "
+                f"({fmt.count(rep.known_windows)} with enough samples)",
             )
         )
-    if not pairs:
-        return not_available("the replay carries no summary fields")
-    notes = [str(n) for n in (*(prov.get("notes") or []), *(rep.get("notes") or []))]
+    return pairs
+
+
+def _summary(rep: ReplayReport) -> str:
     # Open loop is the one caveat every reader needs before the decisions: shown first.
-    loop = "".join(
-        f'<p class="rec" id="open-loop">{esc(n)}</p>' for n in notes if n.startswith("open loop")
+    loop = "".join(f'<p class="rec" id="open-loop">{esc(n)}</p>' for n in rep.open_loop)
+    items = "".join(f"<li>{esc(n)}</li>" for n in rep.other_notes)
+    return loop + kv(_summary_pairs(rep)) + (f"<ul>{items}</ul>" if items else "")
+
+
+def _policy_pairs(pol: ReplayPolicy) -> list[tuple[str, str]]:
+    r = pol.replicas
+    pairs = [
+        ("source", pol.source),
+        ("window", fmt.seconds(pol.window_s)),
+        ("evaluate every", fmt.seconds(pol.evaluate_every_s)),
+        ("min samples", fmt.count(pol.min_samples)),
+        ("confidence", fmt.number(pol.confidence)),
+        ("dry run", _yes(pol.dry_run)),
+    ]
+    if pol.baseline_p99_ms is not None:
+        pairs.append(("baseline p99", f"{fmt.ms(pol.baseline_p99_ms)} ms"))
+    pairs.append(
+        ("replicas", f"min {fmt.count(r.min)}, max {fmt.count(r.max)}, step {fmt.count(r.step)}")
     )
-    items = "".join(f"<li>{esc(n)}</li>" for n in notes if not n.startswith("open loop"))
-    return loop + kv(pairs) + (f"<ul>{items}</ul>" if items else "")
+    return pairs
 
 
-def _policy(rep: Mapping[str, Any]) -> str:
-    pol = rep.get("policy")
-    rules = pol.get("rules") if isinstance(pol, Mapping) else rep.get("thresholds")
-    if not isinstance(rules, list) or not rules:
-        return not_available("the replay does not list its policy rules")
-    head = ""
-    if isinstance(pol, Mapping):
-        head = kv(
-            (_label(k), _value(k, v))
-            for k, v in pol.items()
-            if k != "rules" and not isinstance(v, list)
-        )
-    return head + table(
+def _policy(rep: ReplayReport) -> str:
+    pol = rep.policy
+    if not pol.rules:
+        return not_available("the policy has no rules")
+    return kv(_policy_pairs(pol)) + table(
         ["rule", "metric", "op", "threshold", "for (s)", "action", "cooldown (s)", "clear below"],
         [
             [
-                cell(r.get("name")),
-                cell(r.get("metric")),
-                cell(r.get("op", ">")),
-                _threshold(r, "threshold"),
-                cell(r.get("for_s"), "num"),
-                cell(r.get("action")),
-                cell(r.get("cooldown_s"), "num"),
-                _threshold(r, "clear_threshold"),
+                cell(r.name),
+                cell(r.metric),
+                cell(r.op),
+                _threshold(r.metric, r.threshold),
+                cell(r.for_s, "num"),
+                cell(r.action),
+                cell(r.cooldown_s, "num"),
+                _threshold(r.metric, r.clear_threshold),
             ]
-            for r in rules
-            if isinstance(r, Mapping)
+            for r in pol.rules
         ],
         numeric=[3, 4, 6, 7],
     )
 
 
-def _threshold(entry: Mapping[str, Any], key: str) -> Cell:
+def _threshold(metric: str, value: float | None) -> Cell:
     """A threshold in its metric's unit (0.005 of error rate reads 0.5%, not 0.01)."""
-    v = entry.get(key)
-    if not is_num(v):
+    if value is None:
         return cell(None)
-    return Cell(fmt.threshold(str(entry.get("metric", "")), v), float(v), "num")
+    return Cell(fmt.threshold(metric, value), value, "num")
 
 
-def _timeline(rep: Mapping[str, Any]) -> str:
-    if not rep.get("timeline"):
+def _timeline(rep: ReplayReport) -> str:
+    if not rep.timeline:
         return (
             f'<p class="takeaway"><strong>{esc(takeaways.replay(rep))}</strong></p>'
             + not_available("the replay has no window timeline")
@@ -124,31 +119,30 @@ def _timeline(rep: Mapping[str, Any]) -> str:
     return figure("replay", takeaways.replay(rep), replay_chart(rep), "replay timeline")
 
 
-def _decisions(rep: Mapping[str, Any]) -> str:
-    rows = [d for d in rep.get("decisions") or [] if isinstance(d, Mapping)]
-    if not rows:
+def _decisions(rep: ReplayReport) -> str:
+    if not rep.decisions:
         return not_available("the policy took no action over this log")
     return table(
         ["time", "offset (s)", "action", "rule", "metric", "value", "threshold", "reason"],
         [
             [
-                cell(d.get("t")),
-                cell(d.get("t_offset_s"), "num"),
-                cell(d.get("action")),
-                cell(d.get("rule") or "-"),
-                cell(d.get("metric")),
-                _threshold(d, "value"),
-                _threshold(d, "threshold"),
-                cell(d.get("reason"), "long"),
+                cell(d.t),
+                cell(d.t_offset_s, "num"),
+                cell(d.action),
+                cell(d.rule or "-"),
+                cell(d.metric),
+                _threshold(d.metric, d.value),
+                _threshold(d.metric, d.threshold),
+                cell(d.reason, "long"),
             ]
-            for d in rows
+            for d in rep.decisions
         ],
         numeric=[1, 5, 6],
     )
 
 
-def render_replay_html(replay: Mapping[str, Any]) -> str:
-    """Render a replay dict (the replay JSON contract plus `timeline`) as one HTML page."""
+def render_replay_html(replay: ReplayReport) -> str:
+    """Render a replay as one self-contained HTML page."""
     sections = page.render_sections(
         replay,
         (
@@ -158,7 +152,8 @@ def render_replay_html(replay: Mapping[str, Any]) -> str:
             ("policy", "Policy", _policy),
         ),
     )
-    name = replay.get("service") or replay.get("source") or "latency log"
     return page.document(
-        f"Policy replay: {name}", "What the controller would have done, window by window", sections
+        f"Policy replay: {replay.name()}",
+        "What the controller would have done, window by window",
+        sections,
     )

@@ -5,27 +5,15 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from tailbudget.report import fmt
 from tailbudget.report.html import page
-from tailbudget.report.html.page import cell, esc, figure, fmt_ms, fmt_num, kv, not_available, table
-from tailbudget.report.html.svg import (
-    BLUE,
-    GREEN,
-    GREY,
-    INK,
-    P95,
-    P99,
-    PURPLE,
-    new_figure,
-    style,
-    to_svg,
-)
+from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
+from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
 
 __all__ = ["render_capacity_html", "render_simulate_html"]
-
-_COLORS = (BLUE, P99, GREEN, PURPLE, P95, GREY)
 
 
 def _ms_tick(v: float, _pos: object = None) -> str:
@@ -45,7 +33,7 @@ def timeline_chart(rep: SimReport) -> str | None:
         fig = new_figure(7.6, 4.8)
         ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
         for i, r in enumerate(runs):
-            color = _COLORS[i % len(_COLORS)]
+            color = SERIES[i % len(SERIES)]
             t = np.array([p.t_offset_s for p in r.timeline]) / 60.0
             v = np.array([np.nan if p.value_ms is None else p.value_ms for p in r.timeline])
             (ln,) = ax.plot(t, v, color=color, lw=1.4, label=r.policy)
@@ -77,7 +65,7 @@ def capacity_chart(rep: CapacityReport) -> str | None:
         fig = new_figure(7.6, 3.4)
         ax = fig.add_subplot()
         (ln,) = ax.plot(
-            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=BLUE
+            [p.load for p in pts], [float(p.replicas or 0) for p in pts], "o-", color=SERIES[0]
         )
         ln.set_gid("tb-capacity-curve")
         ax.set_xlabel("load (x the log's)")
@@ -108,7 +96,7 @@ def _model(model: ServiceModel) -> str:
     ]
     head = kv(
         [("kind", model.kind), ("sources", ", ".join(model.sources)),
-         ("requests", f"{model.samples.size:,}"),
+         ("requests", fmt.count(model.samples.size)),
          ("not identifiable (defaults)", ", ".join(model.unidentified) or "none")]
     )  # fmt: skip
     notes = "".join(f"<li>{esc(n)}</li>" for n in model.notes)
@@ -119,10 +107,18 @@ def _model(model: ServiceModel) -> str:
     )
 
 
+def _threshold(metric: str, value: float | None) -> Cell:
+    """A decision's value or threshold in its metric's unit (ms, a share, a ratio)."""
+    if value is None:
+        return cell(None)
+    return Cell(fmt.threshold(metric, value), value, "num")
+
+
 def _decisions(runs: list[RunResult]) -> str:
     rows = [
         [cell(r.policy), cell(d.t_s, "num"), cell(d.action), cell(d.metric),
-         cell(d.value, "num"), cell(d.threshold, "num"), cell(d.reason, "long")]
+         _threshold(d.metric, d.value), _threshold(d.metric, d.threshold),
+         cell(d.reason, "long")]
         for r in runs
         for d in r.decisions
     ]  # fmt: skip
@@ -147,7 +143,7 @@ def render_simulate_html(rep: SimReport) -> str:
     take = (
         f"{best.policy}: fewest minutes in breach "
         f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
-        f"at {fmt_num(best.replica_hours, 2)} replica-hours"
+        f"at {fmt.number(best.replica_hours)} replica-hours"
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
     sections = [
@@ -162,7 +158,7 @@ def render_simulate_html(rep: SimReport) -> str:
     ]
     return page.document(
         "Closed-loop simulation",
-        f"{rep.arrivals}: {rep.requests:,} requests, seed {rep.seed}",
+        f"{rep.arrivals}: {fmt.count(rep.requests)} requests, seed {rep.seed}",
         sections,
     )
 
@@ -170,13 +166,16 @@ def render_simulate_html(rep: SimReport) -> str:
 def render_capacity_html(rep: CapacityReport) -> str:
     """The capacity curve and where to scale before breach."""
     sbb = rep.scale_before_breach
-    if sbb and sbb.get("load") is not None:
-        take = f"scale before {sbb['load']:g}x the log's load ({sbb['objective']} at 90% of target)"
+    if sbb is not None and sbb.load is not None:
+        take = (
+            f"scale before {sbb.load:g}x the log's load ({sbb.objective} at "
+            f"{fmt.share(sbb.share_of_target, 0)} of target)"
+        )
     else:
         take = "no scale-before-breach load found in the searched range"
     rows = [
         [cell(f"{p.load:g}x"), cell(p.replicas if p.replicas is not None else "not met"),
-         *(cell(fmt_ms(o.measured_ms)) for o in p.objectives)]
+         *(cell(o.measured_ms, "ms") for o in p.objectives)]
         for p in rep.curve
     ]  # fmt: skip
     names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []

@@ -19,6 +19,8 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
+from tailbudget.report import fmt
+
 # Okabe-Ito: readable for colour-blind readers and in greyscale print.
 P50 = "#56B4E9"
 P95 = "#E69F00"
@@ -28,6 +30,8 @@ GREEN = "#009E73"
 PURPLE = "#CC79A7"
 GREY = "#7f7f7f"
 INK = "#1d2330"
+SERIES = (BLUE, P99, GREEN, PURPLE, P95, GREY)
+"""Colours of series that stand for no percentile (one per policy, cohort...), in order."""
 PCT_COLORS = {"p50": P50, "p95": P95, "p99": P99}
 
 _RC: dict[str, Any] = {
@@ -55,7 +59,7 @@ _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 def slo_line(ax: Any, slo_ms: float, data_max: float, gid: str) -> None:
     """A dashed p99 SLO line; far above the data it becomes a note, so the data keeps the room."""
-    label = f"p99 SLO {slo_ms:,.0f} ms"
+    label = f"p99 SLO {fmt.ms(slo_ms)} ms"
     if data_max > 0 and slo_ms > 2.5 * data_max:
         note = ax.annotate(
             f"{label}: far above this chart",

@@ -3,7 +3,7 @@ of window p95/p99 with policy thresholds and every controller decision marked.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -11,6 +11,8 @@ import numpy as np
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.ticker import FuncFormatter
 
+from tailbudget.audit.report import ColdStart
+from tailbudget.control.replay_record import ReplayPoint, ReplayReport
 from tailbudget.report import fmt
 from tailbudget.report.html.page import is_num
 from tailbudget.report.html.svg import (
@@ -54,20 +56,18 @@ def _ms_tick(v: float, _pos: object = None) -> str:
     return f"{v:,.0f}"
 
 
-def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
+def cold_start_chart(cold: ColdStart, slo_p99: float | None) -> str | None:
     """Per-minute p99 over time, deploy/restart events as lines, the cold window shaded."""
     pts = []
-    for row in cold.get("timeline") or []:
-        t = parse_time(row.get("t"))
-        if t is not None and is_num(row.get("p99")):
-            pts.append((t, float(row["p99"])))
+    for row in cold.timeline:
+        t = parse_time(row.t)
+        if t is not None:
+            pts.append((t, row.p99))
     if len(pts) < 2:
         return None
     pts.sort()
-    events = [
-        (parse_time(e.get("t")), str(e.get("event", "event"))) for e in cold.get("events") or []
-    ]
-    window = float(cold["window_min"]) if is_num(cold.get("window_min")) else 5.0
+    events = [(parse_time(e.t), e.event) for e in cold.events]
+    window = cold.window_min
     with style("cold"):
         fig = new_figure(7.6, 3.4)
         ax = fig.add_subplot()
@@ -108,8 +108,8 @@ def cold_start_chart(cold: Mapping[str, Any], slo_p99: Any) -> str | None:
                 fontsize=7.5,
                 color=PURPLE,
             )
-        if is_num(slo_p99):
-            slo_line(ax, float(slo_p99), max(p[1] for p in pts), "tb-cold-slo")
+        if slo_p99 is not None:
+            slo_line(ax, slo_p99, max(p[1] for p in pts), "tb-cold-slo")
         loc = AutoDateLocator()  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(loc)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=UTC))  # type: ignore[no-untyped-call]
@@ -137,32 +137,20 @@ class Threshold(NamedTuple):
 _DASHES = ((0, (6, 2)), (0, (2, 1.5)), (0, (7, 2, 1.5, 2)), (0, (1, 1)), (0, (10, 3)))
 
 
-def rule_thresholds(replay: Mapping[str, Any]) -> list[Threshold]:
+def rule_thresholds(replay: ReplayReport) -> list[Threshold]:
     """One Threshold per rule: ms for p50/p95/p99 (a p99_vs_baseline ratio is turned
-    into ms when the baseline is known), a share for error_rate.
-
-    Read from `policy.rules[]` or a top-level `thresholds` list (same fields).
-    """
-    rules: Sequence[Any] = []
-    policy = replay.get("policy")
-    if isinstance(policy, Mapping) and isinstance(policy.get("rules"), list):
-        rules = policy["rules"]
-    elif isinstance(replay.get("thresholds"), list):
-        rules = replay["thresholds"]
-    base = replay.get("baseline_p99_ms")
-    if not is_num(base) and isinstance(policy, Mapping):
-        base = policy.get("baseline_p99_ms")
+    into ms when the baseline is known), a share for error_rate."""
+    base = replay.baseline_p99_ms
+    if base is None:
+        base = replay.policy.baseline_p99_ms
     out = []
-    for r in rules:
-        if not isinstance(r, Mapping) or not is_num(r.get("threshold")):
-            continue
-        metric, thr = str(r.get("metric")), float(r["threshold"])
-        action = str(r.get("action", r.get("name", "?")))
+    for r in replay.policy.rules:
+        metric, thr, action = r.metric, r.threshold, r.action
         if metric in ("p50", "p95", "p99"):
             label = f"{action}: {metric} > {fmt.threshold(metric, thr)}"
             out.append(Threshold(metric, label, thr, action))
-        elif metric == "p99_vs_baseline" and is_num(base):
-            ms = thr * float(base)
+        elif metric == "p99_vs_baseline" and base is not None:
+            ms = thr * base
             label = f"{action}: p99 > {fmt.threshold(metric, thr)} baseline ({fmt.ms(ms)} ms)"
             out.append(Threshold("p99", label, ms, action))
         elif metric == "error_rate":
@@ -189,27 +177,22 @@ def _threshold_line(ax: Any, i: int, th: Threshold, y: float, gid: str) -> None:
     text.set_gid(f"{gid}-label")
 
 
-def _series(timeline: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+def _series(timeline: Sequence[ReplayPoint], key: str) -> np.ndarray:
     # Unknown windows (too few samples) are gaps, not zeros.
-    return np.array(
-        [
-            float(w[key]) if is_num(w.get(key)) and w.get("known", True) is not False else np.nan
-            for w in timeline
-        ]
-    )
+    values = (getattr(w, key) if w.known else None for w in timeline)
+    return np.array([np.nan if v is None else float(v) for v in values])
 
 
-def replay_chart(replay: Mapping[str, Any]) -> str | None:
+def replay_chart(replay: ReplayReport) -> str | None:
     """Window p95/p99 over replay time with thresholds; each decision is a marked line."""
-    timeline = [w for w in replay.get("timeline") or [] if is_num(w.get("t_offset_s"))]
+    timeline = sorted(replay.timeline, key=lambda w: w.t_offset_s)
     if len(timeline) < 2:
         return None
-    timeline.sort(key=lambda w: float(w["t_offset_s"]))
-    span_s = float(timeline[-1]["t_offset_s"]) - float(timeline[0]["t_offset_s"])
+    span_s = timeline[-1].t_offset_s - timeline[0].t_offset_s
     scale, unit = (
         (1.0, "s") if span_s <= 300 else (60.0, "min") if span_s <= 6 * 3600 else (3600.0, "h")
     )
-    tmin = np.array([float(w["t_offset_s"]) / scale for w in timeline])
+    tmin = np.array([w.t_offset_s / scale for w in timeline])
     err = _series(timeline, "error_rate")
     two = not bool(np.all(np.isnan(err)))
     with style("replay"):
@@ -228,11 +211,9 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
             _threshold_line(ax, i, th, th.value, f"tb-replay-threshold-{i}")
         seen: set[str] = set()
         px, py = [], []
-        for i, d in enumerate(replay.get("decisions") or []):
-            if not is_num(d.get("t_offset_s")):
-                continue
-            x = float(d["t_offset_s"]) / scale
-            action = str(d.get("action", "?"))
+        for i, d in enumerate(replay.decisions):
+            x = d.t_offset_s / scale
+            action = d.action
             color = ACTION_COLORS.get(action, INK)
             dlabel = f"decision: {action}" if action not in seen else None
             seen.add(action)
@@ -240,9 +221,9 @@ def replay_chart(replay: Mapping[str, Any]) -> str | None:
             dl.set_gid(f"tb-replay-decision-{i}")
             if ax2 is not None:
                 ax2.axvline(x, color=color, lw=1.0, alpha=0.6)
-            if d.get("metric") in ("p50", "p95", "p99") and is_num(d.get("value")):
+            if d.metric in ("p50", "p95", "p99") and d.value is not None:
                 px.append(x)
-                py.append(float(d["value"]))
+                py.append(d.value)
         if px:
             sc = ax.scatter(
                 px, py, marker="v", color=INK, s=28, zorder=5, label="value that triggered"

@@ -1,0 +1,145 @@
+"""The replay's result as a typed record: what `replay --format json` writes, read back.
+
+`replay()` builds the JSON contract; renderers (HTML, text) take this record so every
+figure they print comes from a named field. A key the contract gains must be added
+here too: the record refuses keys it does not know (tests replay real logs through
+it), so a new figure cannot go unrendered by accident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tailbudget.budget.policy_model import Replicas, Rule
+
+__all__ = ["ReplayDecision", "ReplayPoint", "ReplayPolicy", "ReplayReport", "ReplayRows"]
+
+OPEN_LOOP = "open loop"
+"""How the note that says what an open-loop replay cannot see begins."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReplayRows(_Record):
+    """Rows read from the log, used, and rejected by reason."""
+
+    total: int
+    used: int
+    rejected: int
+    rejected_reasons: dict[str, int] = Field(default_factory=dict)
+
+
+class ReplayDecision(_Record):
+    """One decision the controller took, at its log time."""
+
+    t: str
+    t_offset_s: float
+    action: str
+    metric: str
+    value: float | None
+    threshold: float | None
+    reason: str
+    rule: str | None = None
+    bound: float | None = None
+    bound_kind: str | None = None
+    count: int | None = None
+    replicas: int | None = None
+    dry_run: bool = False
+
+
+class ReplayPoint(_Record):
+    """The rolling window at one evaluation (None where too few samples to know).
+
+    An LLM log adds each series' window p95 and p99 (`ttft_p95`, `itl_p99`...): they
+    are kept as extra fields, one pair per series the log holds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    t: str
+    t_offset_s: float
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    error_rate: float | None = None
+    error_rate_lower: float | None = None
+    count: int = 0
+    known: bool = True
+
+
+class ReplayPolicy(_Record):
+    """The policy the replay ran, as resolved (rules with their thresholds in units)."""
+
+    source: str
+    window_s: float
+    evaluate_every_s: float
+    min_samples: int
+    confidence: float
+    dry_run: bool
+    baseline_p99_ms: float | None
+    replicas: Replicas
+    rules: list[Rule]
+
+
+class ReplayReport(_Record):
+    """Everything `tailbudget replay` finds over one log."""
+
+    source: str
+    format: str
+    service: str | None = None
+    rows: ReplayRows
+    start: str
+    end: str
+    duration_s: float
+    window_s: float
+    evaluate_every_s: float
+    evaluations: int
+    baseline_p99_ms: float | None
+    baseline_source: str | None
+    baselines: dict[str, float] = {}
+    """Every baseline a `_vs_baseline` rule compared with, by metric (`p99`, `ttft.p99`)."""
+    dry_run: bool
+    loop: Literal["open"] = "open"
+    final_replicas: int
+    active_at_end: list[str]
+    summary: dict[str, int]
+    """Decisions per action (every one, also past the listed MAX_DECISIONS)."""
+    decisions: list[ReplayDecision]
+    timeline: list[ReplayPoint]
+    policy: ReplayPolicy
+    notes: list[str]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> ReplayReport:
+        """The record of a replay's JSON contract (as `replay()` returns it)."""
+        return cls.model_validate(data)
+
+    def name(self) -> str:
+        """What the replay is about: the service, else the log's file name."""
+        return self.service or self.source.rstrip("/").rsplit("/", 1)[-1] or "latency log"
+
+    @property
+    def open_loop(self) -> list[str]:
+        """The notes on what an open-loop replay cannot see (shown before the decisions)."""
+        return [n for n in self.notes if n.startswith(OPEN_LOOP)]
+
+    @property
+    def other_notes(self) -> list[str]:
+        """Every other note."""
+        return [n for n in self.notes if not n.startswith(OPEN_LOOP)]
+
+    @property
+    def known_windows(self) -> int:
+        """Timeline points whose window held enough samples to evaluate."""
+        return sum(1 for w in self.timeline if w.known)
+
+    @property
+    def peak_p99_ms(self) -> float | None:
+        """The highest window p99 over the timeline (None when no window was known)."""
+        p99s = [w.p99 for w in self.timeline if w.p99 is not None]
+        return max(p99s) if p99s else None
