@@ -3,7 +3,9 @@
 At each size (1M, 10M and 100M rows of the demo service by default) two child processes
 read the same Parquet file: the bare DuckDB queries of bench/audit.py (the same
 percentiles, R², cohort group-bys and timeline, by hand) and `tailbudget audit` (read,
-full audit, markdown). One run per side and size; peak RSS is each process's own VmHWM.
+full audit, markdown). One run per side and size; peak RSS is each process's own VmHWM. Next to the wall-time
+ratio, the ratio of CPU seconds (all threads of each process): on a shared machine it
+moves far less with the other load than wall time does.
 The last column compares the audit's gating figures (end-to-end and per-stage p50/p95/p99,
 cohort p99s) with the bare query's exact `quantile_cont`.
 
@@ -36,9 +38,9 @@ def child_bare(path: str) -> None:
     import duckdb
 
     con = duckdb.connect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results = [con.execute(q).fetchall() for q in single.bare_sql(Path(path))]
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     first = results[0][0]
     figures: dict[str, float] = {}
     names = ["total", *single.STAGES, "unattributed"]
@@ -49,7 +51,7 @@ def child_bare(path: str) -> None:
     for dim, rows in zip(single.COHORTS, results[2 : 2 + len(single.COHORTS)], strict=True):
         for value, _, p99 in rows:
             figures[f"{dim}={value} p99"] = float(p99)
-    single._report(seconds, {"figures": figures})
+    single._report(seconds, {"figures": figures, "cpu": cpu})
 
 
 def child_audit(path: str, events: str) -> None:
@@ -59,7 +61,7 @@ def child_audit(path: str, events: str) -> None:
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.report.audit_md import audit_markdown
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     options = ReadOptions(timestamp="ts", shape=single.SHAPE, cohorts=single.COHORTS, error="error")
     log = read_log(path, options)
     config = AuditConfig(
@@ -67,7 +69,7 @@ def child_audit(path: str, events: str) -> None:
     )
     report = run_audit(log, config)
     audit_markdown(report)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     figures: dict[str, float] = {}
     snap = report.snapshot
     for q, v in zip(QS, (snap.p50, snap.p95, snap.p99), strict=True):
@@ -82,6 +84,7 @@ def child_audit(path: str, events: str) -> None:
         seconds,
         {
             "figures": figures,
+            "cpu": cpu,
             "method": method,
             "passes": report.provenance.notes[-1],
             "hypotheses": [h.kind for h in report.hypotheses],
@@ -117,8 +120,8 @@ def main() -> None:
     sizes = [300_000, 1_000_000] if a.quick else [int(s) for s in a.sizes.split(",")]
     lines = [
         "| rows | bare DuckDB s | bare peak RSS MiB | audit s | audit peak RSS MiB "
-        "| x bare | audit s per 1M rows | largest figure difference |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| x bare | x bare, CPU s | audit s per 1M rows | largest figure difference |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     method = ""
     found: list[str] = []
@@ -132,6 +135,7 @@ def main() -> None:
         lines.append(
             f"| {rows:,} | {_secs(bare):.1f} | {_rss(bare):.0f} | {_secs(audit):.1f} | "
             f"{_rss(audit):.0f} | {_secs(audit) / _secs(bare):.2f} | "
+            f"{_cpu(audit) / _cpu(bare):.2f} ({_cpu(audit):.1f} / {_cpu(bare):.1f}) | "
             f"{_secs(audit) / (rows / 1e6):.2f} | {diff:.4%} ({where}) |"
         )
         print(lines[-1], file=sys.stderr, flush=True)
@@ -153,6 +157,10 @@ def _run(args: list[str]) -> dict[str, object]:
 
 def _secs(result: dict[str, object]) -> float:
     return float(result["seconds"])  # type: ignore[arg-type]
+
+
+def _cpu(result: dict[str, object]) -> float:
+    return float(result["cpu"])  # type: ignore[arg-type]
 
 
 def _rss(result: dict[str, object]) -> float:

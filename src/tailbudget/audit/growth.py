@@ -42,7 +42,14 @@ class Growth:
         return self.low > 0
 
 
-def _moments(ctx: Ctx, names: list[str], label: str, where: Any = None) -> dict[str, Any]:
+def _moments(ctx: Ctx, names: list[str], label: str) -> dict[str, Any]:
+    return ctx.run_row(label, _moment_exprs(ctx, names))
+
+
+def _moment_exprs(
+    ctx: Ctx, names: list[str], where: Any = None, prefix: str = ""
+) -> dict[str, Any]:
+    """Count, sum and sum of squares of each stage over the rows `where` selects."""
     t = ctx.t
     exprs: dict[str, Any] = {"n": t.count() if where is None else where.cast("int64").sum()}
     for j, name in enumerate(names):
@@ -51,7 +58,7 @@ def _moments(ctx: Ctx, names: list[str], label: str, where: Any = None) -> dict[
             y = ibis.ifelse(where, y, ibis.null("float64"))
         exprs[f"s{j}"] = y.sum()
         exprs[f"q{j}"] = (y * y).sum()
-    return ctx.run_row(label, exprs)
+    return {prefix + k: v for k, v in exprs.items()}
 
 
 def _change(a: dict[str, Any], b: dict[str, Any], j: int, against: str) -> Growth | None:
@@ -102,8 +109,16 @@ def around_event(ctx: Ctx, names: list[str], span: tuple[float, float]) -> dict[
     es = ctx.t["ts"].epoch_seconds().cast("float64")
     cut = float(_epoch(when))
     against = f"before {event} at {when.isoformat(timespec='seconds')}"
-    after = _moments(ctx, names, "after event", (es >= cut).fill_null(False))
-    before = _moments(ctx, names, "before event", (es < cut).fill_null(False))
+    # Both sides in one pass over the log.
+    row = ctx.run_row(
+        "around event",
+        {
+            **_moment_exprs(ctx, names, (es >= cut).fill_null(False), "a_"),
+            **_moment_exprs(ctx, names, (es < cut).fill_null(False), "b_"),
+        },
+    )
+    after = {k[2:]: v for k, v in row.items() if k.startswith("a_")}
+    before = {k[2:]: v for k, v in row.items() if k.startswith("b_")}
     out = {}
     for j, name in enumerate(names):
         g = _change(after, before, j, against)

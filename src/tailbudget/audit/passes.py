@@ -93,7 +93,12 @@ class Traffic:
 def distributions(ctx: Ctx) -> Distributions:
     """Pass 1. Raises LogError when no row is usable."""
     cold = cold_start.cold_mask(ctx)
-    exprs = {**snapshot.exprs(ctx), **stages.exprs(ctx), **goodput.exprs(ctx)}
+    exprs = {
+        **snapshot.exprs(ctx),
+        **stages.exprs(ctx),
+        **goodput.exprs(ctx),
+        **shape.count_exprs(ctx),
+    }
     asks = [*snapshot.asks(ctx), *stages.asks(ctx), *objectives.asks(ctx)]
     exprs |= objectives.exprs(ctx)
     if cold is not None:

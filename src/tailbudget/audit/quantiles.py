@@ -29,7 +29,7 @@ from typing import Any
 import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
-import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailbudget.audit.context import Ctx
 
@@ -245,22 +245,39 @@ class _Search:
         """Read the values of small buckets (one select for all) and take the ranks."""
         if not regions:
             return
-        t = self.ctx.t
-        parts = []
-        for rid, region in enumerate(regions):
-            v, cond = self._values(region)
-            parts.append(t.filter(cond).select(_r=ibis.literal(rid, dt.int32), _v=v))
-        union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
-        table = self.ctx.run_arrow(f"{self.label}: values", union)
-        rid_col = np.asarray(table.column("_r").to_numpy(zero_copy_only=False))
-        values = table.column("_v")
-        for rid, region in enumerate(regions):
-            # One region at a time: a copy of one bucket, not of everything read.
-            picked = values.filter(pa.array(rid_col == rid))
+        table = self.ctx.run_arrow(f"{self.label}: values", self._pull_expr(regions))
+        asks, groups, values = (table.column(c) for c in ("_a", "_g", "_v"))
+        for region in regions:
+            # One region at a time: a copy of one bucket, not of everything read. Buckets
+            # of one ask and group do not overlap, so a value belongs to one region only.
+            mask = pc.and_(
+                pc.and_(pc.equal(asks, region.ask), pc.equal(groups, region.group)),
+                pc.and_(pc.greater_equal(values, region.lo), pc.less_equal(values, region.hi)),
+            )
+            picked = values.filter(mask)
             mine = np.sort(np.asarray(picked.to_numpy(zero_copy_only=False), dtype=np.float64))
             stats = self.order[(region.ask, region.group)]
             for rank in region.ranks:
                 stats[rank] = float(mine[rank - region.below])
+
+    def _pull_expr(self, regions: list[_Region]) -> Any:
+        """One select per ask and group of the values inside any of its regions: a scan
+        each, not one per bucket (a group stays its own select, which the engine can
+        filter on first)."""
+        t = self.ctx.t
+        mine: dict[tuple[int, str], list[_Region]] = {}
+        for region in regions:
+            mine.setdefault((region.ask, region.group), []).append(region)
+        parts = []
+        for (i, group), held in mine.items():
+            v = self.asks[i].expr.cast(dt.float64)
+            inside = ibis.or_(*(self._values(r)[1] for r in held))
+            parts.append(
+                t.filter(inside).select(
+                    _a=ibis.literal(i, dt.int32), _g=ibis.literal(group, dt.string), _v=v
+                )
+            )
+        return parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
 
 
 def _ranks(n: int, ask: Ask) -> list[int]:

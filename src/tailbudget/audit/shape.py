@@ -28,6 +28,8 @@ class Covariate:
     p50: float
     p95: float
     edges: list[float]
+    complete: bool = False
+    """True when every request has a value: its fits need no sums of its own over y."""
 
 
 def x(ctx: Ctx, name: str) -> Any:
@@ -43,6 +45,11 @@ def covariate_exprs(ctx: Ctx) -> dict[str, Any]:
         out[f"x{i}_mean"] = x(ctx, name).mean()
         out[f"x{i}_q"] = x(ctx, name).approx_quantile(BIN_QS)
     return out
+
+
+def count_exprs(ctx: Ctx) -> dict[str, Any]:
+    """Aggregates of the full-log figures pass: each covariate's count of values."""
+    return {f"x{i}_n": x(ctx, name).count() for i, name in enumerate(ctx.log.shape)}
 
 
 def covariates(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
@@ -62,6 +69,7 @@ def covariates(ctx: Ctx, row: dict[str, Any]) -> list[Covariate]:
                 p50=grid[BIN_QS.index(0.5)],
                 p95=grid[BIN_QS.index(0.95)],
                 edges=edges,
+                complete=row.get(f"x{i}_n") is not None and row[f"x{i}_n"] == row.get("n"),
             )
         )
     return out

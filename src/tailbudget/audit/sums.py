@@ -60,6 +60,8 @@ def group_sums(
     aggs: dict[str, Any] = {"n": t.count(), "s_total": t[TOTAL].sum()}
     for j, name in enumerate(names):
         aggs[f"sy{j}"] = ctx.col(name).sum()
+        if any(c.complete for c in covs):
+            aggs[f"syy{j}"] = (ctx.col(name) * ctx.col(name)).sum()
     for i, cov in enumerate(covs):
         xv = covariate(ctx, cov.name)
         aggs[f"nx{i}"] = xv.count()
@@ -67,10 +69,16 @@ def group_sums(
         aggs[f"sxx{i}"] = (xv * xv).sum()
         for j, name in enumerate(names):
             y = ctx.col(name)
-            y_x = y + xv * 0.0  # null where the covariate is null
             aggs[f"sxy{i}_{j}"] = (xv * y).sum()
-            aggs[f"syx{i}_{j}"] = y_x.sum()
-            aggs[f"syyx{i}_{j}"] = (y_x * y_x).sum()
+            if not cov.complete:
+                y_x = y + xv * 0.0  # null where the covariate is null
+                aggs[f"syx{i}_{j}"] = y_x.sum()
+                aggs[f"syyx{i}_{j}"] = (y_x * y_x).sum()
     expr = t.group_by(_g=group, _cold=is_cold).aggregate(**aggs)
     rows = ctx.run_frame("slow vs fast", expr)
+    for r in rows:
+        # A covariate every request has selects every row: its y sums are the stage's own.
+        for i, cov in enumerate(covs):
+            for j in range(len(names)) if cov.complete else ():
+                r[f"syx{i}_{j}"], r[f"syyx{i}_{j}"] = r[f"sy{j}"], r[f"syy{j}"]
     return GroupSums(tuple(rows), tuple(names), tuple(covs))
