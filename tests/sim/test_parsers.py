@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals, parse_arrivals
-from tailbudget.sim.fit import LoggedRequests, ModelOptions, fit_queue_model
+from tailbudget.sim.fit import LoggedRequests, ModelOptions, fit_queue_model, read_event_times
 from tailbudget.sim.policies import parse_policy_spec
 
 TEXT = st.text(alphabet="poisnburtfxedhac:=.,-0123456789 ", max_size=30)
@@ -80,3 +80,17 @@ def test_cold_factor_measured_from_events() -> None:
     assert model.cold_factor.value == pytest.approx(2.0, rel=0.05)
     plain = fit_queue_model([lg], ModelOptions())
     assert plain.cold_factor.source == "default" and "cold_factor" in plain.unidentified
+
+
+def test_event_times_read_as_the_audit_reads_them(tmp_path) -> None:
+    good = tmp_path / "events.csv"
+    good.write_text("ts,event\n1700000600.5,deploy\n2023-11-14T22:00:00Z,restart\n")
+    assert read_event_times(good) == (1699999200.0, 1700000600.5)  # sorted
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"timestamp,event\n\x00\xff\xfe,x\n")
+    with pytest.raises(TailbudgetError, match="not UTF-8 text"):
+        read_event_times(binary)
+    empty = tmp_path / "empty_time.csv"
+    empty.write_text("timestamp,event\n,deploy\n")
+    with pytest.raises(TailbudgetError, match=r"empty_time.csv:2: empty timestamp"):
+        read_event_times(empty)

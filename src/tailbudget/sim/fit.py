@@ -9,10 +9,8 @@ near saturation overstates the work; the model says so when it can tell.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,33 +72,14 @@ class LoggedRequests:
 
 
 def read_event_times(path: str | Path) -> tuple[float, ...]:
-    """Times (epoch s) of an events CSV: a column timestamp, ts, time or t."""
-    try:
-        rows = list(csv.DictReader(Path(path).read_text(encoding="utf-8").splitlines()))
-    except OSError as exc:
-        raise TailbudgetError(f"{path}: cannot read events file ({exc.strerror})") from None
-    if not rows:
-        raise TailbudgetError(f"{path}: no events; write a CSV with columns timestamp,event")
-    header = {k.strip().lower(): k for k in rows[0] if k}
-    col = next((header[c] for c in ("timestamp", "ts", "time", "t") if c in header), None)
-    if col is None:
-        raise TailbudgetError(f"{path}: no timestamp column; name one timestamp, ts or time")
-    out = []
-    for n, row in enumerate(rows, start=2):
-        text = (row.get(col) or "").strip()
-        try:
-            out.append(float(text))
-            continue
-        except ValueError:
-            pass
-        try:
-            t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise TailbudgetError(
-                f"{path}:{n}: event time {text!r} is neither ISO-8601 nor epoch seconds"
-            ) from None
-        out.append((t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp())
-    return tuple(sorted(out))
+    """Times (epoch s) of an events CSV: a column timestamp, ts, time or t.
+
+    The audit's reader, so both commands refuse the same bad files (binary, not
+    UTF-8, a bad or empty time) with the same one-line errors.
+    """
+    from tailbudget.audit.events import read_events
+
+    return tuple(when.timestamp() for when, _ in read_events(Path(path)))
 
 
 def pooled_samples(logs: Sequence[LoggedRequests]) -> WorkSamples:
