@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tailbudget.logs.engine import arrow_table, engine_name
+from tailbudget.logs.engine import _quote, arrow_table, engine_name
 
 __all__ = ["SpanFile"]
 
@@ -51,15 +51,17 @@ class SpanFile:
     def table(self, backend: Any) -> Any:
         """The rows as an Ibis table on `backend` (a Parquet scan on DuckDB)."""
         self._flush()
-        if self._writer is None:
+        # From the row count, not the writer: a second call finds the writer closed.
+        if not self.rows:
             return arrow_table(backend, self._schema.empty_table())
-        self._writer.close()
-        self._writer = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         if engine_name(backend) != "duckdb":
             return arrow_table(backend, pq.read_table(self._path, schema=self._schema))
         name = f"_tailbudget_spans_{uuid.uuid4().hex[:12]}"
-        quoted = self._path.replace("'", "''")
-        backend.raw_sql(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet('{quoted}')")
+        path = _quote(self._path)
+        backend.raw_sql(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet('{path}')")
         self._views.append((backend, name))
         return backend.table(name)
 

@@ -1,0 +1,28 @@
+"""The on-disk span rows: every row written comes back, however often it is read."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tailbudget.logs.engine import connect
+from tailbudget.logs.span_file import SpanFile
+
+SCHEMA = pa.schema([("trace", pa.string()), ("dur_ms", pa.float64())])
+
+
+def test_rows_come_back_on_every_read_across_chunks() -> None:
+    backend = connect()
+    with SpanFile(SCHEMA, chunk_rows=2) as sink:
+        for i in range(5):
+            sink.add({"trace": f"t{i}", "dur_ms": float(i)})
+        first = sink.table(backend).to_pyarrow()
+        again = sink.table(backend).to_pyarrow()
+    assert sink.rows == 5
+    assert sorted(first.column("dur_ms").to_pylist()) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert again.num_rows == 5
+
+
+def test_no_rows_is_an_empty_table_of_the_schema() -> None:
+    with SpanFile(SCHEMA, chunk_rows=10) as sink:
+        table = sink.table(connect()).to_pyarrow()
+    assert table.num_rows == 0 and table.schema.names == SCHEMA.names
