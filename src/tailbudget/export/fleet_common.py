@@ -29,6 +29,7 @@ __all__ = [
     "goodput_series",
     "objectives_of",
     "quantile_expr",
+    "requests_expr",
     "resolve",
     "rule_series",
     "selector",
@@ -54,9 +55,9 @@ def quantile_expr(series: FleetSeries, q: float, sel: str, rng: str) -> str:
     )
 
 
-def count_expr(series: FleetSeries, sel: str, rng: str) -> str:
-    """Requests the histogram counted over `rng`."""
-    return f"sum(increase({series.histogram}_count{{{sel}}}[{rng}]))"
+def count_expr(series: FleetSeries, sel: str, rng: str, fn: str = "increase") -> str:
+    """Requests the histogram counted over `rng` (`fn="rate"`: per second)."""
+    return f"sum({fn}({series.histogram}_count{{{sel}}}[{rng}]))"
 
 
 def share_expr(series: FleetSeries, le: float, sel: str, rng: str) -> str:
@@ -180,7 +181,7 @@ def canary_check(
     if ref.kind == "error_rate":
         if fleet.errors is None:
             return f"{why} counts no failed requests; left out"
-        total, n = _requests(fleet, canary, rng, "rate"), _requests(fleet, canary, rng, "increase")
+        total, n = requests_expr(fleet, canary, rng), requests_expr(fleet, canary, rng, "increase")
         ratio = f"(({counter_expr(fleet.errors, canary, rng)} or vector(0))\n/\n{total})"
         value = wilson_lower_expr(ratio, f"({n})", z)
         return CanaryCheck(rule, value, (f"{n} >= {min_samples}",), rule.threshold)
@@ -201,12 +202,13 @@ def canary_check(
     return CanaryCheck(rule, value, tuple(guards), round(rule.threshold / 1000.0, 9), notes)
 
 
-def _requests(fleet: FleetPreset, sel: str, rng: str, fn: str) -> str:
+def requests_expr(fleet: FleetPreset, sel: str, rng: str, fn: str = "rate") -> str:
+    """Requests served over `rng`: the preset's request counter, else the e2e histogram's count."""
     if fleet.requests is not None:
         return counter_expr(fleet.requests, sel, rng, fn)
     e2e = fleet.of("e2e")
     assert e2e is not None, "every preset maps e2e"
-    return f"sum({fn}({e2e.histogram}_count{{{sel}}}[{rng}]))"
+    return count_expr(e2e, sel, rng, fn)
 
 
 def _goodput_check(

@@ -72,14 +72,7 @@ def _traffic_panel(
     budget: Budget, fleet: FleetPreset, policy: Policy, place: tuple[int, int]
 ) -> dict[str, Any]:
     sel, rng = fc.selector(fleet, budget), promql_duration(policy.window_s)
-    e2e = fleet.of("e2e")
-    assert e2e is not None, "every preset maps e2e"
-    total = (
-        fc.counter_expr(fleet.requests, sel, rng)
-        if fleet.requests
-        else f"sum(rate({e2e.histogram}_count{{{sel}}}[{rng}]))"
-    )
-    targets = [(total, "requests/s")]
+    targets = [(fc.requests_expr(fleet, sel, rng), "requests/s")]
     if fleet.errors is not None:
         targets.append((f"{fc.counter_expr(fleet.errors, sel, rng)} or vector(0)", "errors/s"))
     text = "Requests per second" + (

@@ -58,7 +58,7 @@ def _share_slo(
     bound, sel = le_label(where.le), fc.selector(fleet, budget)
     under = fc.selector(fleet, budget, f'le="{bound}"')
     good = f"sum(rate({series.histogram}_bucket{{{under}}}[{RANGE}]))"
-    total = f"sum(rate({series.histogram}_count{{{sel}}}[{RANGE}]))"
+    total = fc.count_expr(series, sel, RANGE, "rate")
     extra = {A_KIND: key, A_THRESHOLD_MS: num(ms), A_LE_USED: bound, A_METRICS: fleet.name}
     meta = metadata(budget, k8s_name(key), f"{budget.service} {key} <= {num(ms)} ms", extra)
     meta["labels"] = {L_GATED: "true" if gated else "false"}
@@ -81,10 +81,7 @@ def _error_slo(budget: Budget, fleet: FleetPreset, rate: float) -> dict[str, Any
     if fleet.errors is None:
         return f"objective error_rate: {fleet.name} counts no failed requests"
     sel = fc.selector(fleet, budget)
-    requests = fleet.requests
-    if requests is None:  # pragma: no cover - the presets counting errors count requests
-        return f"objective error_rate: {fleet.name} counts no requests"
-    total = fc.counter_expr(requests, sel, RANGE)
+    total = fc.requests_expr(fleet, sel, RANGE)
     good = f"{total}\n-\n({fc.counter_expr(fleet.errors, sel, RANGE)} or vector(0))"
     extra = {A_KIND: "error_rate", A_ERROR_RATE: num(rate), A_METRICS: fleet.name}
     meta = metadata(budget, "availability", f"{budget.service} error rate <= {num(rate)}", extra)
