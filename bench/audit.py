@@ -130,9 +130,10 @@ def _report(seconds: float, info: dict[str, object]) -> None:
     print(json.dumps({"seconds": seconds, "rss_mib": rss, **info}))
 
 
-def _run(args: list[str]) -> dict[str, object]:
+def _run(args: list[str], script: str = __file__) -> dict[str, object]:
+    """`script` run as a child with `args`; its last stdout line as JSON (see `_report`)."""
     proc = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, check=False
+        [sys.executable, script, *args], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         raise SystemExit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")

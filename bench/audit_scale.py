@@ -20,8 +20,6 @@ of the repository) and reused.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -146,13 +144,7 @@ def main() -> None:
 
 
 def _run(args: list[str]) -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return single._run(args, __file__)
 
 
 def _secs(result: dict[str, object]) -> float:
