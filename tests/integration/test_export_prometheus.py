@@ -9,8 +9,6 @@ the percentiles land in the buckets the mix puts them in.
 from __future__ import annotations
 
 import bisect
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,10 +30,10 @@ from tailbudget.export.common import (
     stage_quantile_rule,
 )
 from tests._net import free_port
+from tests._prometheus import require, running_prometheus
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 RAG = (
     Path(__file__).resolve().parents[2] / "src" / "tailbudget" / "budget" / "templates" / "rag.yaml"
 )
@@ -111,8 +109,7 @@ def rag() -> Budget:
 def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, App]]:
     """One Prometheus server and test app for the module (starting one takes seconds)."""
     tmp_path = tmp_path_factory.mktemp("prometheus")
-    if not Path(PROMETHEUS).exists():
-        pytest.skip("the prometheus binary is missing (Debian package prometheus)")
+    require()
     app = App(rag)
     rules = tmp_path / "rules.yaml"
     rules.write_text(prometheus_rules.render(rag, ExportOptions(rule_interval_s=1)))
@@ -138,29 +135,10 @@ def prometheus(rag: Budget, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             for job, pod in (("canary", CANARY_POD), ("primary", PRIMARY_POD))
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        yield f"http://127.0.0.1:{port}", app
+        with running_prometheus(tmp_path, yaml.safe_dump(config)) as (_, url):
+            yield url, app
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
         app.close()
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
@@ -20,10 +18,10 @@ from tailbudget.control.engine import Controller
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tests._net import free_port
+from tests._prometheus import running_prometheus
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))  # 100 ms resolution up to 1 s
 CYCLE = [0.01 * i for i in range(1, 101)]  # uniform 10..1000 ms: true p95 = 950 ms
 ERROR_EVERY = 50  # 2% errors
@@ -65,47 +63,14 @@ def app_port() -> Iterator[int]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, app_port: int) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    if not Path(PROMETHEUS).exists():
-        pytest.skip("the prometheus binary is missing (Debian package `prometheus`)")
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
+    config = (
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "scrape_configs:\n"
         "  - job_name: app\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{app_port}']}}]\n"
     )
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited: {proc.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            pytest.fail("prometheus did not become ready in 60 s")
-        yield proc, url
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        proc.stderr.close()  # type: ignore[union-attr]
+    with running_prometheus(tmp_path, config) as running:
+        yield running
 
 
 def test_source_reads_quantiles_and_errors_then_unknown_when_down(prometheus, tmp_path):

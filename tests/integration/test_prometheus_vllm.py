@@ -13,7 +13,6 @@ same expression. With Prometheus down, everything is unknown.
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -32,12 +31,11 @@ from tailbudget.budget import load_budget
 from tailbudget.control.service.runner import ServeOptions, build_runtime
 from tailbudget.export import ExportOptions, export
 from tests._net import free_port
+from tests._prometheus import PROMETHEUS, PROMTOOL, require, running_prometheus
 from tests.fleet_exports import fleet_expressions
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 MODEL = "chat-llm"
 SCALE_S, SHED_S, SHED_FOR_S, EVERY_S = 0.45, 0.5, 6, 2
 
@@ -135,42 +133,21 @@ def app() -> Iterator[VllmApp]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, app: VllmApp, budget_path: Path) -> Iterator[tuple[Any, str, Path]]:
-    for tool in (PROMETHEUS, PROMTOOL):
-        if not Path(tool).exists():
-            pytest.skip(f"{tool} is missing (Debian package `prometheus`)")
+    require(PROMETHEUS, PROMTOOL)
     rules = tmp_path / "rules.yaml"
     opts = ExportOptions(metrics="vllm", rule_interval_s=1.0)
     rules.write_text(export(load_budget(budget_path), "prometheus-rules", opts))
     check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
+    config = (
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         f"rule_files: ['{rules}']\n"
         "scrape_configs:\n"
         "  - job_name: vllm\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{app.port}']}}]\n"
     )
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, 60, "ready")
+    with running_prometheus(tmp_path, config) as (proc, url):
         yield proc, url, rules
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
 
 
 def _wait(check: Any, timeout_s: float, what: str) -> None:
