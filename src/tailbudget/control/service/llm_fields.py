@@ -50,29 +50,37 @@ def values_of(items: list[dict[str, Any]], key: str) -> list[Any]:
         return [it.get(key) for it in items]
 
 
+_ALL = None
+"""A present mask meaning every observation has the value (the common case, no mask made)."""
+
+
 def _scalar(
     columns: Mapping[str, list[Any]], key: str, n: int
-) -> tuple[npt.NDArray[np.float64], Any]:
-    """The key's values (NaN where absent) and the present mask; BadField naming an item."""
-    if key not in columns:
-        return np.full(n, np.nan), np.zeros(n, dtype=bool)
-    raw = columns[key]
+) -> tuple[npt.NDArray[np.float64] | None, Any]:
+    """The key's values (NaN where absent; None when no observation has the key) and the
+    present mask (`_ALL`: every observation has it); BadField naming an item."""
+    raw = columns.get(key)
+    if raw is None:
+        return None, np.zeros(n, dtype=bool)
     kinds = set(map(type, raw))
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
         raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
     values = np.fromiter(raw, dtype=np.float64, count=n)  # None -> NaN
-    if type(None) not in kinds:
-        present: Any = np.ones(n, dtype=bool)  # every value given: NaN is a bad one
-    else:
+    present: Any = _ALL  # every value given: NaN is a bad one
+    if type(None) in kinds:
         nan = np.isnan(values)
         if raw.count(None) == int(nan.sum()):
             present = ~nan  # every NaN is an absent key
         else:  # a NaN value (the lenient parser reads it): present, and bad below
             present = np.array([v is not None for v in raw], dtype=bool)
-    bad = present & ~(np.isfinite(values) & (values >= 0))
+    # NaN fails both comparisons, so one test catches NaN, infinities and negatives
+    # (an absent value, NaN, is masked out below).
+    bad = ~((values >= 0) & (values < np.inf))
     if key == "output_tokens":
-        bad |= present & ((values < 1) | (values != np.floor(values)))
+        bad |= (values < 1) | (values != np.floor(values))
+    if present is not _ALL:
+        bad &= present
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         want = "a whole number >= 1" if key == "output_tokens" else "a number >= 0 (ms)"
@@ -81,10 +89,14 @@ def _scalar(
 
 
 def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
-    if present.all():  # the common case: every observation has it
+    if present is _ALL or present.all():  # the common case: every observation has it
         return StageColumn(np.arange(values.shape[0], dtype=np.int64), values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
+
+
+def _any(values: npt.NDArray[np.float64] | None, present: Any) -> bool:
+    return values is not None and (present is _ALL or bool(present.any()))
 
 
 def _itl(columns: Mapping[str, list[Any]]) -> dict[str, StageColumn]:
@@ -197,31 +209,28 @@ def llm_columns_of(
     n = int(total_ms.shape[0])
     out: dict[str, StageColumn] = {}
     ttft, has_ttft = _scalar(columns, "ttft_ms", n)
-    tpot, has_tpot = _scalar(columns, "tpot_ms", n)
-    tokens, has_tokens = _scalar(columns, "output_tokens", n)
-    over = has_ttft & (ttft > total_ms)
-    if over.any():
-        i = int(np.flatnonzero(over)[0])
-        raise BadField(
-            f"item {i}: ttft_ms ({ttft[i]:g}) exceeds total_ms ({total_ms[i]:g}); "
-            "the first token cannot come after the whole answer"
-        )
-    derive = ~has_tpot & has_ttft & has_tokens
-    if derive.any():
-        decode = total_ms[derive] - ttft[derive]
-        steps = tokens[derive] - 1.0
-        tpot[derive] = np.where(steps > 0, decode / np.maximum(steps, 1.0), 0.0)
-        has_tpot = has_tpot | derive
-    if has_ttft.any():
-        out["ttft"] = _column(ttft, has_ttft)
-    if has_tpot.any():
-        out["tpot"] = _column(tpot, has_tpot)
+    if ttft is not None:
+        over = ttft > total_ms  # NaN (absent) compares False
+        if over.any():
+            i = int(np.flatnonzero(over)[0])
+            raise BadField(
+                f"item {i}: ttft_ms ({ttft[i]:g}) exceeds total_ms ({total_ms[i]:g}); "
+                "the first token cannot come after the whole answer"
+            )
+        if _any(ttft, has_ttft):
+            out["ttft"] = _column(ttft, has_ttft)
+    tpot = _tpot(columns, total_ms, ttft, has_ttft)
+    if tpot is not None:
+        out["tpot"] = tpot
     out.update(_itl(columns))
     p99, has_p99 = _scalar(columns, "itl_p99_ms", n)
-    if has_p99.any():
-        for col in out.get("itl"), out.get(ITL_SUMMARY):
-            if col is not None:
-                has_p99[col.index] = False  # the gaps (or the object form) win
+    if _any(p99, has_p99):
+        assert p99 is not None
+        given = [c for c in (out.get("itl"), out.get(ITL_SUMMARY)) if c is not None]
+        if given:  # the gaps (or the object form) win
+            has_p99 = np.ones(n, dtype=bool) if has_p99 is _ALL else has_p99.copy()
+            for col in given:
+                has_p99[col.index] = False
         flat = _column(p99, has_p99)
         if ITL_SUMMARY in out:
             merged = np.concatenate([out[ITL_SUMMARY].index, flat.index])
@@ -231,3 +240,34 @@ def llm_columns_of(
         if len(flat):
             out[ITL_SUMMARY] = flat
     return out
+
+
+def _tpot(
+    columns: Mapping[str, list[Any]],
+    total_ms: npt.NDArray[np.float64],
+    ttft: npt.NDArray[np.float64] | None,
+    has_ttft: Any,
+) -> StageColumn | None:
+    """tpot as given, else derived as vLLM defines it where ttft and tokens are given."""
+    n = int(total_ms.shape[0])
+    tpot, has_tpot = _scalar(columns, "tpot_ms", n)
+    tokens, has_tokens = _scalar(columns, "output_tokens", n)
+    if ttft is None or tokens is None or has_tpot is _ALL:
+        return _column(tpot, has_tpot) if tpot is not None and _any(tpot, has_tpot) else None
+    if tpot is None and has_ttft is _ALL and has_tokens is _ALL:
+        # The common case, every observation with ttft and tokens: no masks.
+        steps = tokens - 1.0
+        derived = np.where(steps > 0, (total_ms - ttft) / np.maximum(steps, 1.0), 0.0)
+        return StageColumn(np.arange(n, dtype=np.int64), derived)
+    if tpot is None:
+        tpot = np.full(n, np.nan)
+    full = np.ones(n, dtype=bool)
+    given = full if has_tpot is _ALL else has_tpot
+    derive = ~given & (full if has_ttft is _ALL else has_ttft)
+    derive &= full if has_tokens is _ALL else has_tokens
+    if derive.any():
+        decode = total_ms[derive] - ttft[derive]
+        steps = tokens[derive] - 1.0
+        tpot[derive] = np.where(steps > 0, decode / np.maximum(steps, 1.0), 0.0)
+        given = given | derive
+    return _column(tpot, given) if given.any() else None
