@@ -125,7 +125,7 @@ def test_a_fresh_state_dir_carries_the_snapshot_version_from_the_first_start(tmp
     # records it cannot read: the first start writes a snapshot at once.
     rt = runtime(tmp_path)
     snap = rt.state.load_snapshot()
-    assert snap is not None and snap["version"] == SNAPSHOT_VERSION == 4
+    assert snap is not None and snap["version"] == SNAPSHOT_VERSION == 5
     crash(rt)
     again = runtime(tmp_path)  # a resumed state dir is not compacted at start
     assert again.state.load_snapshot() == snap

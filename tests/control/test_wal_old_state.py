@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tailbudget.control.snapshot import SNAPSHOT_VERSION
 from tailbudget.control.wal import ObservationLog, StageColumn
 
 from .runtimes import crash, runtime
@@ -45,6 +46,10 @@ def test_an_old_state_dir_resumes_and_keeps_running(tmp_path) -> None:
     counts = {name: s["count"] for name, s in status["series"].items()}
     assert counts == {"ttft": 6, "tpot": 3, "itl": 8}
     assert status["series"]["ttft"]["p99_upper"] == 100.0
+    # Marked at once with today's version: an older tailbudget stops at its version
+    # check instead of reading the new records as damage.
+    snap = rt.state.load_snapshot()
+    assert snap is not None and snap["version"] == SNAPSHOT_VERSION and snap["seq"] == 2
     # New records follow the old ones, and a crash after them loses nothing.
     ts = np.array([T0 + 2.0, T0 + 2.1])
     ttft = {"ttft": StageColumn(np.arange(2), np.array([55.0, 65.0]))}

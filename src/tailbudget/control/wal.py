@@ -12,11 +12,16 @@ Four record kinds, told apart by their magic:
   header. Stage block, in TBW2 and TBW3: for each stage the name length (u2),
   count (u4), the UTF-8 name, the rows it belongs to (u4 indexes into the
   batch) and its milliseconds (f8).
-- `TBW4` (written for batches with LLM series): as TBW3, but after the columns
-  the byte length of the stage block (u4), the stage block, then the series
-  block (ttft, tpot, itl; the stage block's layout, a row may appear more than
-  once: one inter-token gap each). Batches without series stay TBW3, so a log
-  of plain observations reads as before.
+- `TBW4` (read only): as TBW3, but after the columns the byte length of the
+  stage block (u4), the stage block, then the series block (ttft, tpot, itl;
+  the stage block's layout, a row may appear more than once: one inter-token
+  gap each).
+- `TBW5` (written for batches with LLM series): as TBW4, but each column's
+  head carries a flags byte after its count (name length u2, count u4, flags
+  u1, name): flag 1 means the column covers every row of the batch in order,
+  and its row indexes are not stored (the common case: every request sent its
+  ttft), so a value costs 8 bytes instead of 12. Batches without series stay
+  TBW3, so a log of plain observations reads as before.
 
 `append_many` writes several records with one write and makes them durable
 with one fdatasync (the group commit in `tailbudget.control.groupcommit`).
@@ -48,13 +53,17 @@ _MAGIC = b"TBW1"
 _MAGIC_STAGES = b"TBW2"
 _MAGIC_V3 = b"TBW3"
 _MAGIC_V4 = b"TBW4"
-_MAGICS = (_MAGIC, _MAGIC_STAGES, _MAGIC_V3, _MAGIC_V4)
+_MAGIC_V5 = b"TBW5"
+_MAGICS = (_MAGIC, _MAGIC_STAGES, _MAGIC_V3, _MAGIC_V4, _MAGIC_V5)
+_BLOCKED = (_MAGIC_V4, _MAGIC_V5)  # a stage block length, then stages, then series
 _HEADER = struct.Struct("<4sQII")  # TBW1/TBW2: magic, seq, count, crc32 of the payload
 _STAGE_LEN = struct.Struct("<I")  # TBW2 only, right after the header: stage block bytes
 _HEADER_V3 = struct.Struct("<4sQIII")  # magic, seq, count, payload bytes, payload crc32
 _HEADER_CRC = struct.Struct("<I")  # TBW3: crc32 of the header fields above
 _V3_SIZE = _HEADER_V3.size + _HEADER_CRC.size
 _STAGE_HEAD = struct.Struct("<HI")  # name bytes, observations
+_COLUMN_HEAD = struct.Struct("<HIB")  # TBW5: name bytes, observations, flags
+_DENSE = 1  # flags: the column is rows 0..n-1 in order; no indexes stored
 _MAX_BATCH = 10_000_000
 _MAX_PAYLOAD = 1 << 31
 
@@ -128,45 +137,80 @@ def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:
     return b"".join(parts)
 
 
+def _encode_columns(columns: Mapping[str, StageColumn], n: int) -> bytes:
+    """A TBW5 block: a column over every row in order is stored without its indexes."""
+    parts = []
+    every: npt.NDArray[np.int64] | None = None
+    for name, col in columns.items():
+        raw = name.encode("utf-8")
+        dense = len(col) == n and n > 0
+        if dense:
+            if every is None:
+                every = np.arange(n, dtype=np.int64)
+            dense = bool(np.array_equal(col.index, every))
+        parts.append(_COLUMN_HEAD.pack(len(raw), len(col), _DENSE if dense else 0) + raw)
+        if not dense:
+            parts.append(np.ascontiguousarray(col.index, dtype="<u4").tobytes())
+        parts.append(np.ascontiguousarray(col.ms, dtype="<f8").tobytes())
+    return b"".join(parts)
+
+
 def _encode(batch: Batch) -> bytes:
-    """The TBW3 record of `batch` (TBW4 when it carries LLM series)."""
+    """The TBW3 record of `batch` (TBW5 when it carries LLM series)."""
     columns = (
         np.ascontiguousarray(batch.ts, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.total_ms, dtype="<f8").tobytes()
         + np.ascontiguousarray(batch.error, dtype=np.uint8).tobytes()
     )
-    stages = _encode_stages(batch.stages)
     magic = _MAGIC_V3
     if batch.series:
-        magic = _MAGIC_V4
-        payload = columns + _STAGE_LEN.pack(len(stages)) + stages + _encode_stages(batch.series)
+        magic = _MAGIC_V5
+        n = len(batch)
+        stages = _encode_columns(batch.stages, n)
+        series = _encode_columns(batch.series, n)
+        payload = b"".join((columns, _STAGE_LEN.pack(len(stages)), stages, series))
     else:
-        payload = columns + stages
+        payload = columns + _encode_stages(batch.stages)
     head = _HEADER_V3.pack(magic, batch.seq, len(batch), len(payload), zlib.crc32(payload))
     return head + _HEADER_CRC.pack(zlib.crc32(head)) + payload
 
 
-def _decode_stages(block: bytes, n: int, *, repeats: bool = False) -> dict[str, StageColumn] | None:
-    """The stage block's columns, or None when it does not parse (a corrupt record)."""
+def _decode_stages(
+    block: bytes, n: int, *, repeats: bool = False, flags: bool = False
+) -> dict[str, StageColumn] | None:
+    """The stage block's columns, or None when it does not parse (a corrupt record).
+
+    `flags`: TBW5 column heads (a flags byte; a dense column stores no indexes)."""
     out: dict[str, StageColumn] = {}
+    head = _COLUMN_HEAD if flags else _STAGE_HEAD
     pos = 0
+    every: npt.NDArray[np.int64] | None = None
     while pos < len(block):
-        if pos + _STAGE_HEAD.size > len(block):
+        if pos + head.size > len(block):
             return None
-        size, m = _STAGE_HEAD.unpack_from(block, pos)
-        pos += _STAGE_HEAD.size
-        end = pos + size + 12 * m
-        if end > len(block) or (m > n and not repeats):
+        size, m, *flag = head.unpack_from(block, pos)
+        dense = bool(flag) and flag[0] == _DENSE
+        if flag and flag[0] not in (0, _DENSE):
+            return None
+        pos += head.size
+        end = pos + size + (8 if dense else 12) * m
+        if end > len(block) or (m > n and not repeats) or (dense and m != n):
             return None
         try:
             name = block[pos : pos + size].decode("utf-8")
         except UnicodeDecodeError:
             return None
         pos += size
-        index = np.frombuffer(block, dtype="<u4", count=m, offset=pos).astype(np.int64)
-        ms = np.frombuffer(block, dtype="<f8", count=m, offset=pos + 4 * m).astype(np.float64)
-        if m and int(index.max()) >= n:
-            return None
+        if dense:
+            if every is None:
+                every = np.arange(n, dtype=np.int64)
+            index = every
+            ms = np.frombuffer(block, dtype="<f8", count=m, offset=pos).astype(np.float64)
+        else:
+            index = np.frombuffer(block, dtype="<u4", count=m, offset=pos).astype(np.int64)
+            ms = np.frombuffer(block, dtype="<f8", count=m, offset=pos + 4 * m).astype(np.float64)
+            if m and int(index.max()) >= n:
+                return None
         out[name] = StageColumn(index, ms)
         pos = end
     return out
@@ -177,7 +221,7 @@ def _frame(data: bytes, pos: int) -> tuple[int, int, int, int, int] | None:
     if pos + _HEADER.size > len(data):
         return None
     magic = data[pos : pos + 4]
-    if magic in (_MAGIC_V3, _MAGIC_V4):
+    if magic == _MAGIC_V3 or magic in _BLOCKED:
         if pos + _V3_SIZE > len(data):
             return None
         _, seq, n, size, crc = _HEADER_V3.unpack_from(data, pos)
@@ -213,17 +257,20 @@ def _decode(data: bytes, pos: int) -> tuple[Batch, int] | None:
     total = np.frombuffer(payload, dtype="<f8", count=n, offset=8 * n).astype(np.float64)
     err = np.frombuffer(payload, dtype=np.uint8, count=n, offset=16 * n).astype(bool)
     rest, series = payload[17 * n :], None
-    if data[pos : pos + 4] == _MAGIC_V4:
+    magic = data[pos : pos + 4]
+    flags = magic == _MAGIC_V5
+    if magic in _BLOCKED:
         if len(rest) < _STAGE_LEN.size:
             return None
         (block,) = _STAGE_LEN.unpack_from(rest, 0)
         if _STAGE_LEN.size + block > len(rest):
             return None
-        series = _decode_stages(rest[_STAGE_LEN.size + block :], n, repeats=True)
+        tail = rest[_STAGE_LEN.size + block :]
+        series = _decode_stages(tail, n, repeats=True, flags=flags)
         if series is None:
             return None
         rest = rest[_STAGE_LEN.size : _STAGE_LEN.size + block]
-    stages = _decode_stages(rest, n) if rest else {}
+    stages = _decode_stages(rest, n, flags=flags) if rest else {}
     if stages is None:
         return None
     return Batch(seq, ts, total, err, stages, series or {}), end

@@ -54,7 +54,7 @@ __all__ = ["SNAPSHOT_VERSION", "Runtime", "RuntimeConfig"]
 
 log = logging.getLogger(__name__)
 
-_READABLE_VERSIONS = (1, 2, 3, 4)  # older snapshots load with no stage / series windows
+_READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older snapshots load with no stage / series windows
 _LAST_DECISIONS = 50
 _STAGE_NAMES = 2 * MAX_STAGES
 """All-time stage counters kept; past it, names no longer in any window are forgotten, so
@@ -130,10 +130,12 @@ class Runtime:
             self.controller = self._load_snapshot()
             damaged = self._replay()
             self.commits = GroupCommit(self.state.wal, self._apply, self.seq)
-            if not self._resumed or damaged:
+            if not self._resumed or damaged or self._older:
                 # A first start marks the state dir with this snapshot version (an older
                 # tailbudget then stops at its version check rather than misreading the
-                # log); after damage, a snapshot means it is reported once, not per start.
+                # log), and so does the first start on a dir an older one wrote (the log
+                # is about to get records it cannot read); after damage, a snapshot means
+                # it is reported once, not per start.
                 self._first_compact()
         except BaseException:
             self._actions.shutdown(wait=False)
@@ -146,6 +148,7 @@ class Runtime:
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
         self._resumed = snap is not None
+        self._older = snap is not None and snap.get("version") != SNAPSHOT_VERSION
         if snap is None:
             return Controller(self.policy)
         path = self.state.root / self.state.SNAPSHOT
