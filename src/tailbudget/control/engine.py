@@ -110,11 +110,13 @@ class Controller:
         stages: Mapping[str, StageColumn] | None = None,
     ) -> int:
         """Record a validated batch with its LLM series and stage times (rows by index)."""
-        used = self.window.observe_many(ts, total_ms, error)
+        # One slot grouping of the timestamps for every window of the batch (one ring).
+        groups = self.series.groups(ts)
+        used = self.window.observe_many(ts, total_ms, error, groups=groups)
         try:
             if stages:
-                self.stages.observe(ts, stages)
-            self.series.observe(ts, total_ms, error, series or {}, stages or {})
+                self.stages.observe(ts, stages, groups)
+            self.series.observe(ts, total_ms, error, series or {}, stages or {}, groups)
         except Exception:  # the hot path must not break a request
             log.exception("series observe failed; series of the batch dropped")
         return used

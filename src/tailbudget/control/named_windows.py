@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tailbudget.control.windows import RollingWindow, WindowStats
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.control.wal import StageColumn
+from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats, slot_groups
 
 __all__ = ["NamedWindows"]
 
@@ -32,6 +36,27 @@ class NamedWindows:
         if window is None:
             window = self._windows[name] = RollingWindow(self.window_s, self.sub_windows)
         return window
+
+    def _observe(
+        self,
+        name: str,
+        ts: npt.NDArray[np.float64],
+        col: StageColumn,
+        groups: SlotGroups | None,
+    ) -> None:
+        """Add a column; one over every row in order reuses the batch's slot `groups`."""
+        window = self._window(name)
+        n = int(ts.shape[0])
+        if groups is not None and len(col) == n and _every_row(col.index):
+            window.observe_many(ts, col.ms, groups=groups)
+        else:
+            window.observe_many(ts[col.index], col.ms)
+
+    def groups(self, ts: npt.NDArray[np.float64]) -> SlotGroups | None:
+        """The slot groups of a batch's timestamps on this ring (None: some not finite)."""
+        if not ts.size or not np.isfinite(ts).all():
+            return None
+        return slot_groups(ts, self.window_s / self.sub_windows)
 
     def stats(
         self,
@@ -63,3 +88,9 @@ class NamedWindows:
             window.load_state(raw)
             if window.newest_id is not None:
                 self._windows[str(name)] = window
+
+
+def _every_row(index: npt.NDArray[np.int64]) -> bool:
+    """Rows 0..n-1 in order (a column every observation of the batch carries)."""
+    n = index.shape[0]
+    return bool(index[0] == 0 and index[-1] == n - 1 and (np.diff(index) == 1).all())

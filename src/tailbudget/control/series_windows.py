@@ -26,7 +26,7 @@ import numpy.typing as npt
 from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.named_windows import NamedWindows
 from tailbudget.control.wal import StageColumn
-from tailbudget.control.windows import RollingWindow, WindowStats
+from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats
 
 __all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows", "judge"]
 
@@ -64,15 +64,17 @@ class SeriesWindows(NamedWindows):
         error: npt.NDArray[np.bool_],
         series: Mapping[str, StageColumn],
         stages: Mapping[str, StageColumn],
+        groups: SlotGroups | None = None,
     ) -> None:
-        """Add a batch's series (`ts` is the batch's timestamps, rows by index)."""
+        """Add a batch's series (`ts` is the batch's timestamps, rows by index; `groups`
+        their slots, from `groups(ts)`)."""
         for name, col in series.items():
             if not len(col):
                 continue
             key = "itl" if name == ITL_SUMMARY else name
             if key not in LLM_SERIES:
                 continue  # a record from a newer writer: nothing here reads it
-            self._window(key).observe_many(ts[col.index], col.ms)
+            self._observe(key, ts, col, groups)
             if name == ITL_SUMMARY:
                 self.itl_summaries += len(col)
         if self.good is not None:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from tailbudget.control.named_windows import NamedWindows
 from tailbudget.control.wal import StageColumn
-from tailbudget.control.windows import WindowStats
+from tailbudget.control.windows import SlotGroups, WindowStats
 
 __all__ = ["MAX_STAGES", "StageWindows", "stage_summary"]
 
@@ -53,10 +53,16 @@ class StageWindows(NamedWindows):
         }
         return len(live | set(stages))
 
-    def observe(self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]) -> None:
-        """Add a batch's stage times (`ts` is the batch's timestamps, rows by index)."""
+    def observe(
+        self,
+        ts: npt.NDArray[np.float64],
+        stages: Mapping[str, StageColumn],
+        groups: SlotGroups | None = None,
+    ) -> None:
+        """Add a batch's stage times (`ts` is the batch's timestamps, rows by index;
+        `groups` their slots, from `groups(ts)`)."""
         for name, col in stages.items():
-            self._window(name).observe_many(ts[col.index], col.ms)
+            self._observe(name, ts, col, groups)
         if stages:
             self._drop_stale()
 

@@ -22,7 +22,7 @@ from tailbudget.control.stats import quantile_rank_bounds, wilson, z_of
 from tailbudget.errors import PolicyError
 from tailbudget.sketch import LatencySketch
 
-__all__ = ["RollingWindow", "WindowStats"]
+__all__ = ["RollingWindow", "SlotGroups", "WindowStats", "slot_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,25 @@ UNKNOWN = WindowStats(0, 0, None, None, None, False, None)
 @functools.lru_cache(maxsize=8)
 def _z(confidence: float) -> float:
     return z_of(confidence)
+
+
+SlotGroups = list[tuple[int, "npt.NDArray[np.intp] | slice"]]
+"""(slot id, the rows in it) in ascending slot order."""
+
+
+def slot_groups(ts: npt.NDArray[np.float64], width_s: float) -> SlotGroups:
+    """The rows of finite, non-empty `ts` by the ring slot (`width_s` wide) they fall in."""
+    ids = np.floor(ts / width_s).astype(np.int64)
+    lo_id, hi_id = int(ids.min()), int(ids.max())
+    if lo_id == hi_id:  # the common case: a batch within one sub-window
+        return [(lo_id, slice(None))]
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    cuts = np.flatnonzero(np.diff(sorted_ids)) + 1
+    return [
+        (int(sorted_ids[part[0]]), order[part])
+        for part in np.split(np.arange(sorted_ids.size), cuts)
+    ]
 
 
 class _Slot:
@@ -173,41 +192,35 @@ class RollingWindow:
         ts_s: npt.ArrayLike,
         total_ms: npt.ArrayLike,
         error: npt.ArrayLike | None = None,
+        *,
+        groups: SlotGroups | None = None,
     ) -> int:
-        """Add a batch (numpy arrays of equal length); returns how many were used."""
+        """Add a batch (numpy arrays of equal length); returns how many were used.
+
+        `groups`: `slot_groups(ts_s, self.width_s)` of a finite `ts_s`, when the caller
+        feeds several windows of one ring from the same timestamps (computed once)."""
         ts = np.asarray(ts_s, dtype=np.float64).ravel()
         ms = np.asarray(total_ms, dtype=np.float64).ravel()
-        err = (
-            np.zeros(ts.size, dtype=bool)
-            if error is None
-            else np.asarray(error, dtype=bool).ravel()
-        )
-        if not ts.size == ms.size == err.size:
+        err = None if error is None else np.asarray(error, dtype=bool).ravel()
+        if not ts.size == ms.size == (ts.size if err is None else err.size):
             raise PolicyError(
                 f"observe_many needs arrays of one length, got ts {ts.size}, "
-                f"total_ms {ms.size}, error {err.size}"
+                f"total_ms {ms.size}, error {ts.size if err is None else err.size}"
             )
-        ok = np.isfinite(ts) & np.isfinite(ms)
-        if not ok.all():
-            self.rejected += int(ts.size - np.count_nonzero(ok))
-            ts, ms, err = ts[ok], ms[ok], err[ok]
         if ts.size == 0:
             return 0
-        ids = np.floor(ts / self.width_s).astype(np.int64)
+        if groups is None or not np.isfinite(ms).all():
+            ok = np.isfinite(ts) & np.isfinite(ms)
+            if not ok.all():
+                self.rejected += int(ts.size - np.count_nonzero(ok))
+                ts, ms = ts[ok], ms[ok]
+                err = None if err is None else err[ok]
+            if ts.size == 0:
+                return 0
+            groups = slot_groups(ts, self.width_s)
         # the newest slot first, so older ones are judged against the rotated ring
-        self._slot(int(ids.max()))
+        self._slot(groups[-1][0])
         used = 0
-        lo_id, hi_id = int(ids.min()), int(ids.max())
-        if lo_id == hi_id:
-            groups: list[tuple[int, npt.NDArray[np.intp] | slice]] = [(lo_id, slice(None))]
-        else:
-            order = np.argsort(ids, kind="stable")
-            sorted_ids = ids[order]
-            cuts = np.flatnonzero(np.diff(sorted_ids)) + 1
-            groups = [
-                (int(sorted_ids[part[0]]), order[part])
-                for part in np.split(np.arange(sorted_ids.size), cuts)
-            ]
         for slot_id, sel in groups:
             slot = self._slot(slot_id)
             part_ms = ms[sel]
@@ -217,7 +230,8 @@ class RollingWindow:
             if self.sketched:
                 slot.sketch.add_many(np.maximum(part_ms, 0.0))
             slot.count += int(part_ms.size)
-            slot.errors += int(np.count_nonzero(err[sel]))
+            if err is not None:
+                slot.errors += int(np.count_nonzero(err[sel]))
             used += int(part_ms.size)
         return used
 
