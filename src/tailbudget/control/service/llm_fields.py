@@ -17,6 +17,7 @@ row per value: a request with 300 gaps has 300 rows in `itl`.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -74,10 +75,17 @@ def _scalar(
             present = ~nan  # every NaN is an absent key
         else:  # a NaN value (the lenient parser reads it): present, and bad below
             present = np.array([v is not None for v in raw], dtype=bool)
+    tokens = key == "output_tokens"
+    if present is _ALL:
+        # Two reductions vouch for the whole column (NaN fails both comparisons);
+        # Python ints are whole numbers already.
+        lo, hi = float(values.min()), float(values.max())
+        if lo >= (1.0 if tokens else 0.0) and hi < math.inf and (not tokens or kinds == {int}):
+            return values, present
     # NaN fails both comparisons, so one test catches NaN, infinities and negatives
     # (an absent value, NaN, is masked out below).
     bad = ~((values >= 0) & (values < np.inf))
-    if key == "output_tokens":
+    if tokens:
         bad |= (values < 1) | (values != np.floor(values))
     if present is not _ALL:
         bad &= present
