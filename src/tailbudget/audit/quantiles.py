@@ -31,6 +31,7 @@ import ibis.expr.datatypes as dt
 import numpy as np
 import pyarrow.compute as pc
 
+from tailbudget.audit import quantile_brackets
 from tailbudget.audit.context import Ctx
 
 __all__ = ["Ask", "exact", "exact_grouped", "method_note"]
@@ -132,6 +133,8 @@ class _Region:
     hi: float | None
     below: int
     ranks: list[int]
+    guessed: bool = False
+    """Placed by a sample bracket: the ranks are checked against the values read."""
 
 
 @dataclass
@@ -146,12 +149,15 @@ class _Search:
 
     def run(self) -> dict[tuple[int, str], list[float | None]]:
         """Quantiles per (ask index, group)."""
-        pending = [_Region(i, _ALL, None, None, 0, []) for i in range(len(self.asks))]
+        pulls, pending = self._bracketed()
         for _ in range(MAX_ROUNDS):
+            more, pending = self._histogram(pending) if pending else ([], [])
+            missed = self._pull(pulls + more)
+            pulls = []
+            # A bracket the sample misplaced: its ask goes back to the histogram.
+            pending += [self._first(i) for i in missed]
             if not pending:
                 break
-            pulls, pending = self._histogram(pending)
-            self._pull(pulls)
         else:
             raise RuntimeError(f"exact quantiles did not converge in {MAX_ROUNDS} rounds")
         out: dict[tuple[int, str], list[float | None]] = {}
@@ -159,6 +165,30 @@ class _Search:
             stats = self.order[key]
             out[key] = [_interpolate(stats, n, q) for q in self.asks[key[0]].qs]
         return out
+
+    def _bracketed(self) -> tuple[list[_Region], list[_Region]]:
+        """(regions to read, first-round regions for the histogram): the asks the row
+        sample brackets skip the histogram (quantile_brackets.py)."""
+        settled = quantile_brackets.settle(
+            self.ctx, self.label, self.asks, _ranks, quantile_brackets.MOST_VALUES
+        )
+        pulls: list[_Region] = []
+        for i, done in settled.items():
+            key = (i, _ALL)
+            self.counts[key] = done.n
+            stats = self.order[key] = {}
+            for b in done.brackets:
+                if b.lo == b.hi:  # every value inside is the same: no need to read them
+                    stats.update(dict.fromkeys(b.ranks, b.lo))
+                else:
+                    pulls.append(_Region(i, _ALL, b.lo, b.hi, b.below, list(b.ranks), True))
+        return pulls, [self._first(i) for i in range(len(self.asks)) if i not in settled]
+
+    def _first(self, ask: int) -> _Region:
+        """The first-round region of an ask: the histogram over all its values."""
+        self.counts.pop((ask, _ALL), None)
+        self.order.pop((ask, _ALL), None)
+        return _Region(ask, _ALL, None, None, 0, [])
 
     def _values(self, region: _Region) -> tuple[Any, Any]:
         """(value expression, row filter) of a region."""
@@ -241,12 +271,14 @@ class _Search:
                 queued[i] = _Region(region.ask, region.group, lo, hi, below, [rank])
                 (pulls if n <= PULL_ROWS else splits).append(queued[i])
 
-    def _pull(self, regions: list[_Region]) -> None:
-        """Read the values of small buckets (one select for all) and take the ranks."""
+    def _pull(self, regions: list[_Region]) -> set[int]:
+        """Read the values of small buckets (one select for all) and take the ranks;
+        returns the asks whose guessed bracket missed a rank."""
         if not regions:
-            return
+            return set()
         table = self.ctx.run_arrow(f"{self.label}: values", self._pull_expr(regions))
         asks, groups, values = (table.column(c) for c in ("_a", "_g", "_v"))
+        missed: set[int] = set()
         for region in regions:
             # One region at a time: a copy of one bucket, not of everything read. Buckets
             # of one ask and group do not overlap, so a value belongs to one region only.
@@ -255,10 +287,16 @@ class _Search:
                 pc.and_(pc.greater_equal(values, region.lo), pc.less_equal(values, region.hi)),
             )
             picked = values.filter(mask)
+            if region.guessed and not all(
+                0 <= r - region.below < len(picked) for r in region.ranks
+            ):
+                missed.add(region.ask)
+                continue
             mine = np.sort(np.asarray(picked.to_numpy(zero_copy_only=False), dtype=np.float64))
             stats = self.order[(region.ask, region.group)]
             for rank in region.ranks:
                 stats[rank] = float(mine[rank - region.below])
+        return missed
 
     def _pull_expr(self, regions: list[_Region]) -> Any:
         """One select per ask and group of the values inside any of its regions: a scan
