@@ -9,7 +9,7 @@ import pytest
 
 from tailbudget.audit import AuditConfig, context, quantile_brackets
 from tailbudget.audit.context import Ctx
-from tailbudget.audit.quantiles import Ask, exact
+from tailbudget.audit.quantiles import Ask, exact, exact_grouped
 from tailbudget.logs.engine import connect
 from tailbudget.logs.table import LogTable, RowCounts
 from tests.audit.test_quantiles import DISTRIBUTIONS, N
@@ -78,8 +78,51 @@ def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch) -> None:
 
 
 def test_brackets_that_would_read_too_much_are_not_tried(monkeypatch) -> None:
-    monkeypatch.setattr(quantile_brackets, "MIN_SAMPLE", 10 * N)
+    monkeypatch.setattr(quantile_brackets, "MOST_VALUES", 100)
     labels: list[str] = []
     ctx = ctx_for({"v": DISTRIBUTIONS["lognormal"]}, labels)
-    exact(ctx, "t", [Ask("v", ctx.t["v"], (0.5,))])
+    got = exact(ctx, "t", [Ask("v", ctx.t["v"], (0.5,))])["v"]
+    assert got == pytest.approx([float(np.median(DISTRIBUTIONS["lognormal"]))], rel=1e-12)
     assert "t: bracket counts" not in labels and "t: histogram" in labels
+
+
+def test_a_thinly_sampled_ask_is_read_back_whole(monkeypatch) -> None:
+    monkeypatch.setattr(quantile_brackets, "MIN_SAMPLE", 10 * N)
+    labels: list[str] = []
+    values = DISTRIBUTIONS["integer ms, many ties"]
+    ctx = ctx_for({"v": values}, labels)
+    got = exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"]
+    assert got == pytest.approx(list(np.quantile(values, QS)), rel=1e-12)
+    assert "t: histogram" not in labels
+
+
+GROUPS = np.where(np.arange(N) % 50 == 0, "rare", np.where(np.arange(N) % 2, "odd", "even")).astype(
+    object
+)
+
+
+@pytest.mark.parametrize("name", ["lognormal", "integer ms, many ties", "one value"])
+def test_grouped_brackets_per_value(name) -> None:
+    values = DISTRIBUTIONS[name]
+    labels: list[str] = []
+    ctx = ctx_for({"v": values, "g": GROUPS}, labels)
+    by = ctx.t["g"]
+    ask = Ask("p", ctx.t["v"], (0.5, 0.99), where=by != "odd", by=by)
+    got = exact_grouped(ctx, "t", [ask])["p"]
+    assert set(got) == {"rare", "even"}
+    for g, qs in got.items():
+        want = np.quantile(values[np.equal(GROUPS, g)], (0.5, 0.99))
+        assert qs == pytest.approx(list(want), rel=1e-12), g
+    assert "t: histogram" not in labels, labels  # "rare" is read whole, "even" bracketed
+
+
+def test_a_group_the_sample_missed_sends_its_ask_to_the_histogram() -> None:
+    values = DISTRIBUTIONS["lognormal"]
+    groups = GROUPS.copy()
+    groups[7] = "once"  # one row: a row sample of a fifth of the log most likely misses it
+    labels: list[str] = []
+    ctx = ctx_for({"v": values, "g": groups}, labels)
+    got = exact_grouped(ctx, "t", [Ask("p", ctx.t["v"], (0.99,), by=ctx.t["g"])])["p"]
+    assert got["once"] == [pytest.approx(float(values[7]))]
+    for g in ("rare", "even", "odd"):
+        assert got[g] == pytest.approx([float(np.quantile(values[groups == g], 0.99))], rel=1e-12)

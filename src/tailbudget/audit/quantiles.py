@@ -4,6 +4,9 @@ An engine's exact quantile holds every value of the column in memory (DuckDB's
 `quantile_cont` does not spill), so on a large log the audit finds each order statistic
 in two passes instead:
 
+0. where the audit's row sample brackets every wanted rank of an expression (see
+   quantile_brackets.py), one aggregate counts the values under each bracket and step 2
+   reads the values inside it: no histogram;
 1. a histogram: for every expression, the count, min and max of its values in
    log-spaced buckets (BUCKET_WIDTH wide, sign-aware, one grouped aggregate for all
    expressions); the cumulative counts say which bucket holds each wanted rank;
@@ -75,8 +78,10 @@ def method_note(ctx: Ctx) -> str:
         )
     return (
         "exact percentiles (SLO verdicts, stages, cohorts, counterfactuals) in bounded "
-        f"memory: a histogram of {BUCKET_WIDTH:.1%}-wide log buckets, then the values of "
-        "the bucket holding each rank, sorted"
+        "memory: the row sample brackets each wanted rank, exact counts check the bracket, "
+        "and the values inside it are read back and sorted (where no bracket can be placed, "
+        f"a histogram of {BUCKET_WIDTH:.1%}-wide log buckets finds the bucket holding the "
+        "rank first)"
     )
 
 
@@ -173,21 +178,22 @@ class _Search:
             self.ctx, self.label, self.asks, _ranks, quantile_brackets.MOST_VALUES
         )
         pulls: list[_Region] = []
-        for i, done in settled.items():
-            key = (i, _ALL)
-            self.counts[key] = done.n
-            stats = self.order[key] = {}
+        for (i, group), done in settled.items():
+            self.counts[(i, group)] = done.n
+            stats = self.order[(i, group)] = {}
             for b in done.brackets:
                 if b.lo == b.hi:  # every value inside is the same: no need to read them
                     stats.update(dict.fromkeys(b.ranks, b.lo))
                 else:
-                    pulls.append(_Region(i, _ALL, b.lo, b.hi, b.below, list(b.ranks), True))
-        return pulls, [self._first(i) for i in range(len(self.asks)) if i not in settled]
+                    pulls.append(_Region(i, group, b.lo, b.hi, b.below, list(b.ranks), True))
+        done_asks = {i for i, _ in settled}
+        return pulls, [self._first(i) for i in range(len(self.asks)) if i not in done_asks]
 
     def _first(self, ask: int) -> _Region:
         """The first-round region of an ask: the histogram over all its values."""
-        self.counts.pop((ask, _ALL), None)
-        self.order.pop((ask, _ALL), None)
+        for key in [k for k in self.counts if k[0] == ask]:
+            del self.counts[key]
+            self.order.pop(key, None)
         return _Region(ask, _ALL, None, None, 0, [])
 
     def _values(self, region: _Region) -> tuple[Any, Any]:
@@ -215,18 +221,19 @@ class _Search:
         parts = []
         for rid, region in enumerate(regions):
             v, cond = self._values(region)
+            rows = t.filter(cond).select(
+                _g=self._group(region), _b=_bucket(v, region).cast(dt.int64), _v=v
+            )
+            # Grouped per region, then stacked: small hash tables, not one keyed by region.
             parts.append(
-                t.filter(cond).select(
+                rows.group_by("_g", "_b").aggregate(
                     _r=ibis.literal(rid, dt.int64),
-                    _g=self._group(region),
-                    _b=_bucket(v, region).cast(dt.int64),
-                    _v=v,
+                    _n=rows["_v"].count(),
+                    _lo=rows["_v"].min(),
+                    _hi=rows["_v"].max(),
                 )
             )
-        union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
-        expr = union.group_by("_r", "_g", "_b").aggregate(
-            _n=union["_v"].count(), _lo=union["_v"].min(), _hi=union["_v"].max()
-        )
+        expr = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
         rows = self.ctx.run_frame(f"{self.label}: histogram", expr)
         by_region: dict[tuple[int, str], list[tuple[int, int, float, float]]] = {}
         for r in rows:
