@@ -115,6 +115,45 @@ def test_bad_rows_counted_by_reason(tmp_path):
     assert df.b_ms.tolist() == [2.0, 0.0, 2.0]
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("a_ms", float("nan"), "nan"),
+        ("total_ms", float("inf"), "infinite"),
+        ("b_ms", -0.5, "negative"),
+        ("total_ms", None, "missing_total"),
+    ],
+)
+def test_typed_parquet_rejects_each_bad_value(tmp_path, column, value, reason):
+    # Typed columns are first checked by sums and minima; one bad cell must still be found.
+    cols: dict[str, list[float | None]] = {
+        "a_ms": [1.0] * 6,
+        "b_ms": [2.0] * 6,
+        "total_ms": [3.0] * 6,
+    }
+    cols[column][4] = value
+    pq.write_table(pa.table(cols), tmp_path / "typed.parquet")
+    log = read_log(str(tmp_path / "typed.parquet"))
+    assert (log.rows.total, log.rows.used, log.rows.rejected_reasons) == (6, 5, {reason: 1})
+    assert log.table.count().execute() == 5
+
+
+def test_typed_parquet_clean_and_overflowing_sums(tmp_path):
+    big = 1.5e308  # finite, but two of them sum to infinity: no proof, the full count runs
+    pq.write_table(
+        pa.table({"a_ms": [big, big, 1.0], "total_ms": [big, big, 2.0]}), tmp_path / "big.parquet"
+    )
+    log = read_log(str(tmp_path / "big.parquet"))
+    assert (log.rows.total, log.rows.used, log.rows.rejected) == (3, 3, 0)
+    assert log.table.count().execute() == 3
+    # A derived total is missing when every stage is null.
+    pq.write_table(
+        pa.table({"a_ms": [1.0, None, 2.0], "b_ms": [1.0, None, None]}), tmp_path / "d.parquet"
+    )
+    log = read_log(str(tmp_path / "d.parquet"))
+    assert (log.rows.used, log.rows.rejected_reasons) == (2, {"missing_total": 1})
+
+
 def test_mapping_glob_units_and_generated_ids(tmp_path):
     rows = [
         {"when": 1714564800 + i, "Latency": 0.5 + i / 100, "rpc_a": 0.1, "rpc_b": 0.2, "other": 7}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,6 +34,9 @@ class Ctx:
     """The full-log context of a sample context; passes are counted on the root."""
     notes: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
+    keep: Callable[[Any], Any] | None = None
+    """Computes an expression once for many passes (the scratch copy's), if any."""
+    _sample: Ctx | None = field(default=None, repr=False)
 
     @property
     def t(self) -> Any:
@@ -52,8 +56,13 @@ class Ctx:
         n = self.log.rows.used
         if n <= 2 * SAMPLE_ROWS:
             return self
-        table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
-        return Ctx(replace(self.log, table=table), self.config, parent=self)
+        if self._sample is None:
+            table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
+            # Several passes read the sample: drawn once, it costs one scan, not one each.
+            if self.keep is not None:
+                table = self.keep(table)
+            self._sample = Ctx(replace(self.log, table=table), self.config, parent=self)
+        return self._sample
 
     def stage_sum(self) -> Any:
         """Sum of every stage column (a missing stage counts as 0)."""

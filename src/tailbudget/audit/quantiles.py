@@ -4,6 +4,9 @@ An engine's exact quantile holds every value of the column in memory (DuckDB's
 `quantile_cont` does not spill), so on a large log the audit finds each order statistic
 in two passes instead:
 
+0. where the audit's row sample brackets every wanted rank of an expression (see
+   quantile_brackets.py), one aggregate counts the values under each bracket and step 2
+   reads the values inside it: no histogram;
 1. a histogram: for every expression, the count, min and max of its values in
    log-spaced buckets (BUCKET_WIDTH wide, sign-aware, one grouped aggregate for all
    expressions); the cumulative counts say which bucket holds each wanted rank;
@@ -31,6 +34,7 @@ import ibis.expr.datatypes as dt
 import numpy as np
 import pyarrow.compute as pc
 
+from tailbudget.audit import quantile_brackets
 from tailbudget.audit.context import Ctx
 
 __all__ = ["Ask", "exact", "exact_grouped", "method_note"]
@@ -74,8 +78,10 @@ def method_note(ctx: Ctx) -> str:
         )
     return (
         "exact percentiles (SLO verdicts, stages, cohorts, counterfactuals) in bounded "
-        f"memory: a histogram of {BUCKET_WIDTH:.1%}-wide log buckets, then the values of "
-        "the bucket holding each rank, sorted"
+        "memory: the row sample brackets each wanted rank, exact counts check the bracket, "
+        "and the values inside it are read back and sorted (where no bracket can be placed, "
+        f"a histogram of {BUCKET_WIDTH:.1%}-wide log buckets finds the bucket holding the "
+        "rank first)"
     )
 
 
@@ -132,6 +138,8 @@ class _Region:
     hi: float | None
     below: int
     ranks: list[int]
+    guessed: bool = False
+    """Placed by a sample bracket: the ranks are checked against the values read."""
 
 
 @dataclass
@@ -146,12 +154,15 @@ class _Search:
 
     def run(self) -> dict[tuple[int, str], list[float | None]]:
         """Quantiles per (ask index, group)."""
-        pending = [_Region(i, _ALL, None, None, 0, []) for i in range(len(self.asks))]
+        pulls, pending = self._bracketed()
         for _ in range(MAX_ROUNDS):
+            more, pending = self._histogram(pending) if pending else ([], [])
+            missed = self._pull(pulls + more)
+            pulls = []
+            # A bracket the sample misplaced: its ask goes back to the histogram.
+            pending += [self._first(i) for i in missed]
             if not pending:
                 break
-            pulls, pending = self._histogram(pending)
-            self._pull(pulls)
         else:
             raise RuntimeError(f"exact quantiles did not converge in {MAX_ROUNDS} rounds")
         out: dict[tuple[int, str], list[float | None]] = {}
@@ -159,6 +170,31 @@ class _Search:
             stats = self.order[key]
             out[key] = [_interpolate(stats, n, q) for q in self.asks[key[0]].qs]
         return out
+
+    def _bracketed(self) -> tuple[list[_Region], list[_Region]]:
+        """(regions to read, first-round regions for the histogram): the asks the row
+        sample brackets skip the histogram (quantile_brackets.py)."""
+        settled = quantile_brackets.settle(
+            self.ctx, self.label, self.asks, _ranks, quantile_brackets.MOST_VALUES
+        )
+        pulls: list[_Region] = []
+        for (i, group), done in settled.items():
+            self.counts[(i, group)] = done.n
+            stats = self.order[(i, group)] = {}
+            for b in done.brackets:
+                if b.lo == b.hi:  # every value inside is the same: no need to read them
+                    stats.update(dict.fromkeys(b.ranks, b.lo))
+                else:
+                    pulls.append(_Region(i, group, b.lo, b.hi, b.below, list(b.ranks), True))
+        done_asks = {i for i, _ in settled}
+        return pulls, [self._first(i) for i in range(len(self.asks)) if i not in done_asks]
+
+    def _first(self, ask: int) -> _Region:
+        """The first-round region of an ask: the histogram over all its values."""
+        for key in [k for k in self.counts if k[0] == ask]:
+            del self.counts[key]
+            self.order.pop(key, None)
+        return _Region(ask, _ALL, None, None, 0, [])
 
     def _values(self, region: _Region) -> tuple[Any, Any]:
         """(value expression, row filter) of a region."""
@@ -185,18 +221,19 @@ class _Search:
         parts = []
         for rid, region in enumerate(regions):
             v, cond = self._values(region)
+            rows = t.filter(cond).select(
+                _g=self._group(region), _b=_bucket(v, region).cast(dt.int64), _v=v
+            )
+            # Grouped per region, then stacked: small hash tables, not one keyed by region.
             parts.append(
-                t.filter(cond).select(
+                rows.group_by("_g", "_b").aggregate(
                     _r=ibis.literal(rid, dt.int64),
-                    _g=self._group(region),
-                    _b=_bucket(v, region).cast(dt.int64),
-                    _v=v,
+                    _n=rows["_v"].count(),
+                    _lo=rows["_v"].min(),
+                    _hi=rows["_v"].max(),
                 )
             )
-        union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
-        expr = union.group_by("_r", "_g", "_b").aggregate(
-            _n=union["_v"].count(), _lo=union["_v"].min(), _hi=union["_v"].max()
-        )
+        expr = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
         rows = self.ctx.run_frame(f"{self.label}: histogram", expr)
         by_region: dict[tuple[int, str], list[tuple[int, int, float, float]]] = {}
         for r in rows:
@@ -241,12 +278,14 @@ class _Search:
                 queued[i] = _Region(region.ask, region.group, lo, hi, below, [rank])
                 (pulls if n <= PULL_ROWS else splits).append(queued[i])
 
-    def _pull(self, regions: list[_Region]) -> None:
-        """Read the values of small buckets (one select for all) and take the ranks."""
+    def _pull(self, regions: list[_Region]) -> set[int]:
+        """Read the values of small buckets (one select for all) and take the ranks;
+        returns the asks whose guessed bracket missed a rank."""
         if not regions:
-            return
+            return set()
         table = self.ctx.run_arrow(f"{self.label}: values", self._pull_expr(regions))
         asks, groups, values = (table.column(c) for c in ("_a", "_g", "_v"))
+        missed: set[int] = set()
         for region in regions:
             # One region at a time: a copy of one bucket, not of everything read. Buckets
             # of one ask and group do not overlap, so a value belongs to one region only.
@@ -255,10 +294,16 @@ class _Search:
                 pc.and_(pc.greater_equal(values, region.lo), pc.less_equal(values, region.hi)),
             )
             picked = values.filter(mask)
+            if region.guessed and not all(
+                0 <= r - region.below < len(picked) for r in region.ranks
+            ):
+                missed.add(region.ask)
+                continue
             mine = np.sort(np.asarray(picked.to_numpy(zero_copy_only=False), dtype=np.float64))
             stats = self.order[(region.ask, region.group)]
             for rank in region.ranks:
                 stats[rank] = float(mine[rank - region.below])
+        return missed
 
     def _pull_expr(self, regions: list[_Region]) -> Any:
         """One select per ask and group of the values inside any of its regions: a scan

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from tailbudget.audit import (
     canary,
@@ -59,16 +61,16 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     # About twenty passes read the same few columns: reading the log and checking its
     # rows once is cheaper than each pass doing it again.
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
-    with scratch_copy(log.backend, log.table.select(*keep), name) as table:
-        return _audit(replace(log, table=table), config)
+    with scratch_copy(log.backend, log.table.select(*keep), name) as scratch:
+        return _audit(replace(log, table=scratch.table), config, scratch.keep)
 
 
 ERROR_MAJORITY = 0.5
 """Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
-def _audit(log: LogTable, config: AuditConfig) -> AuditReport:
-    ctx = Ctx(log, config)
+def _audit(log: LogTable, config: AuditConfig, keep: Callable[[Any], Any]) -> AuditReport:
+    ctx = Ctx(log, config, keep=keep)
     fixes = catalog(config.fixes)  # validate overrides before any pass over the log
     objectives.check(ctx)
     dist = passes.distributions(ctx)

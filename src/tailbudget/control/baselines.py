@@ -39,16 +39,12 @@ class LogBaselines:
     def describe(self, source: str) -> list[str]:
         """Notes for the replay: each baseline with its count, each gap with its reason."""
         shown = ", ".join(
-            f"{name} {_show(name, v)} ({fmt.count(self.counts[name])} values)"
+            f"{name} {fmt.threshold(name, v)} ({fmt.count(self.counts[name])} values)"
             for name, v in sorted(self.values.items())
         )
         out = [f"baselines from {source}: {shown}"] if shown else []
         out += [f"no {name} baseline from {source}: {why}" for name, why in self.missing.items()]
         return out
-
-
-def _show(name: str, value: float) -> str:
-    return fmt.share(value) if name == "goodput" else f"{fmt.ms(value)} ms"
 
 
 def _wanted(policy: Policy) -> list[MetricRef]:

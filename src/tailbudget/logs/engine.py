@@ -11,12 +11,14 @@ import uuid
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from tailbudget.errors import LogError
 
 __all__ = [
     "MEMORY_LIMIT_ENV",
+    "Scratch",
     "capped_memory",
     "connect",
     "engine_name",
@@ -137,8 +139,26 @@ def _bytes(size: str) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """A scratch copy of a log: `table`, and `keep` to compute another expression once into
+    the same scratch space (dropped with it)."""
+
+    table: Any
+    backend: Any
+    database: tuple[str, str] | None
+
+    def keep(self, expr: Any) -> Any:
+        """`expr` computed once (a table in the scratch database), or `expr` itself on
+        engines without one."""
+        if self.database is None:
+            return expr
+        name = f"_tailbudget_kept_{uuid.uuid4().hex[:12]}"
+        return self.backend.create_table(name, expr, database=self.database)
+
+
 @contextmanager
-def scratch_copy(backend: Any, expr: Any, name: str) -> Iterator[Any]:
+def scratch_copy(backend: Any, expr: Any, name: str) -> Iterator[Scratch]:
     """`expr` computed once, for many passes over it; dropped on exit.
 
     On DuckDB the copy goes to a temporary database file: it is compressed, and its
@@ -147,14 +167,15 @@ def scratch_copy(backend: Any, expr: Any, name: str) -> Iterator[Any]:
     scan `expr` itself each time.
     """
     if engine_name(backend) != "duckdb":
-        yield expr
+        yield Scratch(expr, backend, None)
         return
     folder = tempfile.mkdtemp(prefix="tailbudget-scratch-")
     alias = f"_tailbudget_scratch_{uuid.uuid4().hex[:12]}"
     try:
         backend.raw_sql(f"ATTACH '{_quote(os.path.join(folder, 'scratch.duckdb'))}' AS {alias}")
         try:
-            yield backend.create_table(name, expr, database=(alias, "main"))
+            database = (alias, "main")
+            yield Scratch(backend.create_table(name, expr, database=database), backend, database)
         finally:
             backend.raw_sql(f"DETACH {alias}")
     finally:

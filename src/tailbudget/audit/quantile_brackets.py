@@ -1,0 +1,277 @@
+"""Where each wanted rank lies, from the audit's row sample: the histogram pass skipped.
+
+For a large log the exact quantiles of `quantiles.py` cost a histogram pass (every
+value bucketed and grouped) and a select. When the audit's row sample holds enough
+values of an ask, the sample brackets each quantile instead: a range [lo, hi] that holds
+the wanted order statistics with overwhelming probability. One aggregate pass then
+counts, exactly, the values under lo and inside [lo, hi]; the ranks are checked against
+those counts, so a bracket the sample misplaced is caught, never trusted: its ask goes
+back to the histogram. The figures stay exact either way; the sample only decides how
+much of the log has to be read back.
+
+Grouped asks (a p99 per cohort value) are bracketed per group; a group the sample holds
+too few values of is read back whole, and an ask with a group the sample never saw goes
+to the histogram.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ibis
+import ibis.expr.datatypes as dt
+import numpy as np
+
+from tailbudget.audit import context
+from tailbudget.audit.context import Ctx
+
+__all__ = ["Bracket", "settle"]
+
+Z = 4.5
+"""Half-width of a bracket in standard errors of the sample quantile: a miss is rarer than
+one in a hundred thousand, and costs only a histogram pass."""
+MOST_VALUES = 1_000_000
+"""Values a bracket may read back at most (8 MB); a wider one is left to the histogram."""
+MIN_SAMPLE = 2_000
+"""Fewest sampled values an ask needs to be bracketed."""
+
+
+Key = tuple[int, str]
+"""(ask index, group value; "" for an ungrouped ask)."""
+Ranges = list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """Values of one ask and group within [lo, hi], of which `below` lie under lo, and the
+    ranks (0-based, over all `n` values of the group) taken to lie within. `inside`, the
+    count within, is known when lo == hi (the values need no reading); else the select
+    that reads them counts them, and the ranks are checked then."""
+
+    lo: float
+    hi: float
+    below: int
+    ranks: tuple[int, ...]
+    inside: int | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A group of an ask whose every wanted rank was placed in a counted bracket."""
+
+    n: int
+    brackets: tuple[Bracket, ...]
+
+
+def settle(
+    ctx: Ctx, label: str, asks: Sequence[Any], ranks_of: Any, most: int
+) -> dict[Key, Settled]:
+    """Per (ask, group) settled by sample brackets; an ask with any group left out is
+    left out whole.
+
+    `ranks_of(n, ask)` gives the order statistics an ask needs; an ask whose brackets the
+    sample says would read back more than `most` values each is left out.
+    """
+    sub = ctx.sampled()
+    if sub is ctx or ctx.parent is not None:
+        return {}
+    fraction = min(1.0, context.SAMPLE_ROWS / max(ctx.log.rows.used, 1))
+    guesses = _guesses(ctx, sub, label, asks, fraction, most)
+    if not guesses:
+        return {}
+    counts = _counts(ctx, label, asks, guesses)
+    out: dict[Key, Settled] = {}
+    for i in sorted({key[0] for key in guesses}):
+        mine = {key: row for key, row in counts.items() if key[0] == i}
+        placed = {
+            key: _place(guesses.get(key), row, ranks_of(int(row["n"]), asks[i]))
+            for key, row in mine.items()
+        }
+        if placed and all(p is not None for p in placed.values()):
+            out.update({key: Settled(int(mine[key]["n"]), p) for key, p in placed.items() if p})
+    return out
+
+
+def _place(
+    ranges: Ranges | None, row: dict[str, Any], wanted: list[int]
+) -> tuple[Bracket, ...] | None:
+    """Each wanted rank in the last bracket starting at or under it; None when the group
+    has no bracket, a rank lies under every bracket, or a bracket of one value misses."""
+    if ranges is None or not wanted:
+        return None
+    belows = [int(row[f"b{k}"] or 0) for k in range(len(ranges))]
+    found: list[Bracket] = []
+    for k, (lo, hi) in enumerate(ranges):
+        top = belows[k + 1] if k + 1 < len(ranges) else None
+        mine = tuple(r for r in wanted if belows[k] <= r and (top is None or r < top))
+        if not mine:
+            continue
+        inside = None
+        if lo == hi:
+            inside = int(row[f"h{k}"] or 0) - belows[k]
+            if any(r >= belows[k] + inside for r in mine):
+                return None
+        found.append(Bracket(lo, hi, belows[k], mine, inside))
+    if sum(len(b.ranks) for b in found) != len(wanted):
+        return None
+    return tuple(found)
+
+
+def _guesses(
+    ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any], fraction: float, most: int
+) -> dict[Key, Ranges]:
+    """Per (ask, group) in the sample, a [lo, hi] per quantile, merged where they
+    overlap; a group with too few sampled values is read back whole. Asks whose brackets
+    would read back too many values are left out."""
+    out: dict[Key, Ranges] = {}
+    sampled = _sampled_values(ctx, sub, label, asks)
+    for i, ask in enumerate(asks):
+        groups = {key: v for key, v in sampled.items() if key[0] == i}
+        mine: dict[Key, Ranges] = {}
+        for key, v in groups.items():
+            if len(v) < MIN_SAMPLE:
+                held, ranges = len(v), [(-math.inf, math.inf)]
+            else:
+                ranges = _ranges(v, ask.qs)
+                held = max((_held(v, lo, hi) for lo, hi in ranges if lo < hi), default=0)
+            # The sample's own count inside a bracket, ties included, says how many
+            # values the select would read back; half as much again must fit.
+            if 1.5 * held / fraction > most:
+                mine = {}
+                break
+            mine[key] = ranges
+        out.update(mine)
+    return out
+
+
+def _ranges(v: np.ndarray, qs: Sequence[float]) -> Ranges:
+    m = len(v)
+    ranges = []
+    for q in qs:
+        half = Z * math.sqrt(max(q * (1.0 - q), 1.0 / m) / m) + 2.0 / m
+        lo = float(v[max(math.floor((q - half) * (m - 1)), 0)])
+        hi = float(v[min(math.ceil((q + half) * (m - 1)), m - 1)])
+        ranges.append((lo, hi))
+    return _merged(ranges)
+
+
+def _held(v: np.ndarray, lo: float, hi: float) -> int:
+    return int(np.searchsorted(v, hi, side="right") - np.searchsorted(v, lo, side="left"))
+
+
+def _merged(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict[Key, np.ndarray]:
+    """Each ask's values in the sample per group, sorted (one select for all asks)."""
+    old, new = ctx.t.op(), sub.t.op()
+    parts = []
+    for i, ask in enumerate(asks):
+        v = _rebind(ask.expr, old, new).cast(dt.float64)
+        cond = v.notnull()
+        if ask.where is not None:
+            cond = cond & _rebind(ask.where, old, new)
+        g = (
+            ibis.literal("", dt.string)
+            if ask.by is None
+            else _rebind(ask.by, old, new).cast(dt.string)
+        )
+        parts.append(sub.t.filter(cond).select(_a=ibis.literal(i, dt.int32), _g=g, _v=v))
+    union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
+    table = sub.run_arrow(f"{label}: sample", union)
+    a = np.asarray(table.column("_a").to_numpy(), dtype=np.int64)
+    names, g = np.unique(
+        np.asarray(table.column("_g").to_pylist(), dtype=object), return_inverse=True
+    )
+    v = np.asarray(table.column("_v").to_numpy(zero_copy_only=False), dtype=np.float64)
+    order = np.lexsort((v, g, a))
+    a, g, v = a[order], g[order], v[order]
+    cut = np.flatnonzero((np.diff(a) != 0) | (np.diff(g) != 0)) + 1
+    starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
+    return {
+        (int(a[s]), str(names[g[s]])): v[s:e] for s, e in zip(starts, ends, strict=True) if e > s
+    }
+
+
+def _rebind(expr: Any, old: Any, new: Any) -> Any:
+    """`expr` over the sample table instead of the log (the two share their columns)."""
+    return expr.op().replace({old: new}).to_expr()
+
+
+def _counts(
+    ctx: Ctx, label: str, asks: Sequence[Any], guesses: dict[Key, Ranges]
+) -> dict[Key, dict[str, Any]]:
+    """Per (ask, group) of the whole log: `n` values, `b<k>` under bracket k's lo and,
+    for a bracket of one value, `h<k>` at most its hi. Ungrouped asks share one
+    aggregate; each grouped ask has a grouped one, whose brackets come by group."""
+    out: dict[Key, dict[str, Any]] = {}
+    plain = sorted({i for i, g in guesses if asks[i].by is None})
+    if plain:
+        cols = {f"v{i}": _value(asks[i]) for i in plain}
+        rows = ctx.t.select(**cols)
+        exprs: dict[str, Any] = {}
+        for i in plain:
+            v = rows[f"v{i}"]
+            exprs |= {f"{i}_{k}": e for k, e in _flags(v, guesses[(i, "")]).items()}
+        row = ctx.run_frame(f"{label}: bracket counts", rows.aggregate(**exprs))[0]
+        for i in plain:
+            out[(i, "")] = {
+                k.split("_", 1)[1]: x for k, x in row.items() if k.split("_", 1)[0] == str(i)
+            }
+    for i in sorted({i for i, g in guesses if asks[i].by is not None}):
+        out |= _grouped_counts(
+            ctx, label, i, asks[i], {g: r for (j, g), r in guesses.items() if j == i}
+        )
+    return out
+
+
+def _grouped_counts(
+    ctx: Ctx, label: str, i: int, ask: Any, ranges: dict[str, Ranges]
+) -> dict[Key, dict[str, Any]]:
+    rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
+    g = rows["_g"]
+    widest = max(len(r) for r in ranges.values())
+    exprs: dict[str, Any] = {"n": rows["_v"].count()}
+    for k in range(widest):
+        # Bracket k's bounds of the row's group (null where the group has fewer).
+        lo = g.cases(
+            *((name, r[k][0]) for name, r in ranges.items() if k < len(r)),
+            else_=ibis.null(dt.float64),
+        )
+        exprs[f"b{k}"] = (rows["_v"] < lo).cast(dt.int64).sum()
+        single = [
+            (name, r[k][1]) for name, r in ranges.items() if k < len(r) and r[k][0] == r[k][1]
+        ]
+        if single:
+            hi = g.cases(*single, else_=ibis.null(dt.float64))
+            exprs[f"h{k}"] = (rows["_v"] <= hi).cast(dt.int64).sum()
+    expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
+    frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
+    return {(i, str(r.pop("_g"))): r for r in frame}
+
+
+def _value(ask: Any) -> Any:
+    """The ask's value, null on rows its filter leaves out (counts and sums skip nulls)."""
+    v = ask.expr.cast(dt.float64)
+    return v if ask.where is None else ibis.ifelse(ask.where, v, ibis.null(dt.float64))
+
+
+def _flags(v: Any, ranges: Ranges) -> dict[str, Any]:
+    """`n`, and per bracket k: `b<k>` values under lo, `h<k>` at most hi (one value only)."""
+    exprs: dict[str, Any] = {"n": v.count()}
+    for k, (lo, hi) in enumerate(ranges):
+        # Sums of 0/1 flags: cheaper per row than COUNT ... FILTER on DuckDB.
+        exprs[f"b{k}"] = (v < lo).cast(dt.int64).sum()
+        if lo == hi:  # a bracket of one value is not read back: count it here
+            exprs[f"h{k}"] = (v <= hi).cast(dt.int64).sum()
+    return exprs
