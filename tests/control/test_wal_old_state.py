@@ -60,4 +60,3 @@ def test_an_old_state_dir_resumes_and_keeps_running(tmp_path) -> None:
     assert status["observations_total"] == 14
     assert {name: s["count"] for name, s in status["series"].items()}["ttft"] == 8
     again.close()
-

@@ -30,8 +30,9 @@ SNAPSHOT_VERSION = 5
 """2 added per-stage windows and TBW2 log records; 3 the TBW3 log records (with a header
 checksum); 4 the LLM series windows (in the controller state) and TBW4 log records
 (ttft, tpot, itl); 5 the TBW5 log records (columns over every row stored without their
-row indexes; the snapshot itself is as in 4). An older tailbudget reading this state dir stops at its version
-check instead of replaying a log whose records it would take for damage."""
+row indexes; the snapshot itself is as in 4). An older tailbudget reading this state dir
+stops at its version check instead of replaying a log whose records it would take for
+damage."""
 
 _INTS = ("seq", "observations_total", "errors_total")
 _OPTIONAL: dict[str, tuple[type, ...]] = {
