@@ -24,11 +24,12 @@ from typing import Any
 import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
+import pyarrow.compute as pc
 
 from tailbudget.audit import context
 from tailbudget.audit.context import Ctx
 
-__all__ = ["Bracket", "settle"]
+__all__ = ["Bracket", "settle", "sorted_runs"]
 
 Z = 4.5
 """Half-width of a bracket in standard errors of the sample quantile: a miss is rarer than
@@ -188,19 +189,25 @@ def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict
         )
         parts.append(sub.t.filter(cond).select(_a=ibis.literal(i, dt.int32), _g=g, _v=v))
     union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
-    table = sub.run_arrow(f"{label}: sample", union)
+    return sorted_runs(sub.run_arrow(f"{label}: sample", union))
+
+
+def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
+    """The `_v` values of a table per (`_a`, `_g`), each run sorted. Groups are read as a
+    dictionary's codes, so no Python string is made per value; sorted here, not by the
+    engine, whose sort would need memory under a tight limit."""
+    if table.num_rows == 0:
+        return {}
     a = np.asarray(table.column("_a").to_numpy(), dtype=np.int64)
-    names, g = np.unique(
-        np.asarray(table.column("_g").to_pylist(), dtype=object), return_inverse=True
-    )
+    groups = pc.dictionary_encode(table.column("_g").combine_chunks())
+    g = np.asarray(groups.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    names = [str(x) for x in groups.dictionary.to_pylist()]
     v = np.asarray(table.column("_v").to_numpy(zero_copy_only=False), dtype=np.float64)
     order = np.lexsort((v, g, a))
     a, g, v = a[order], g[order], v[order]
     cut = np.flatnonzero((np.diff(a) != 0) | (np.diff(g) != 0)) + 1
     starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
-    return {
-        (int(a[s]), str(names[g[s]])): v[s:e] for s, e in zip(starts, ends, strict=True) if e > s
-    }
+    return {(int(a[s]), names[g[s]]): v[s:e] for s, e in zip(starts, ends, strict=True)}
 
 
 def _rebind(expr: Any, old: Any, new: Any) -> Any:

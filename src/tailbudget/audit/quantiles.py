@@ -32,7 +32,6 @@ from typing import Any
 import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
-import pyarrow.compute as pc
 
 from tailbudget.audit import quantile_brackets
 from tailbudget.audit.context import Ctx
@@ -283,23 +282,18 @@ class _Search:
         returns the asks whose guessed bracket missed a rank."""
         if not regions:
             return set()
+        # Each ask and group is one sorted run, and each region a slice of it.
         table = self.ctx.run_arrow(f"{self.label}: values", self._pull_expr(regions))
-        asks, groups, values = (table.column(c) for c in ("_a", "_g", "_v"))
+        runs = quantile_brackets.sorted_runs(table)
         missed: set[int] = set()
         for region in regions:
-            # One region at a time: a copy of one bucket, not of everything read. Buckets
-            # of one ask and group do not overlap, so a value belongs to one region only.
-            mask = pc.and_(
-                pc.and_(pc.equal(asks, region.ask), pc.equal(groups, region.group)),
-                pc.and_(pc.greater_equal(values, region.lo), pc.less_equal(values, region.hi)),
-            )
-            picked = values.filter(mask)
-            if region.guessed and not all(
-                0 <= r - region.below < len(picked) for r in region.ranks
-            ):
+            run = runs.get((region.ask, region.group), np.empty(0))
+            assert region.lo is not None and region.hi is not None  # a pulled region is bounded
+            left = np.searchsorted(run, region.lo, side="left")
+            mine = run[left : np.searchsorted(run, region.hi, side="right")]
+            if region.guessed and not all(0 <= r - region.below < len(mine) for r in region.ranks):
                 missed.add(region.ask)
                 continue
-            mine = np.sort(np.asarray(picked.to_numpy(zero_copy_only=False), dtype=np.float64))
             stats = self.order[(region.ask, region.group)]
             for rank in region.ranks:
                 stats[rank] = float(mine[rank - region.below])
