@@ -224,17 +224,11 @@ def _counts(
     out: dict[Key, dict[str, Any]] = {}
     plain = sorted({i for i, g in guesses if asks[i].by is None})
     if plain:
-        cols = {f"v{i}": _value(asks[i]) for i in plain}
-        rows = ctx.t.select(**cols)
-        exprs: dict[str, Any] = {}
-        for i in plain:
-            v = rows[f"v{i}"]
-            exprs |= {f"{i}_{k}": e for k, e in _flags(v, guesses[(i, "")]).items()}
+        rows = ctx.t.select(**{f"v{i}": _value(asks[i]) for i in plain})
+        flags = {i: _flags(rows[f"v{i}"], _bounds(guesses[(i, "")])) for i in plain}
+        exprs = {f"{i}_{k}": e for i, mine in flags.items() for k, e in mine.items()}
         row = ctx.run_frame(f"{label}: bracket counts", rows.aggregate(**exprs))[0]
-        for i in plain:
-            out[(i, "")] = {
-                k.split("_", 1)[1]: x for k, x in row.items() if k.split("_", 1)[0] == str(i)
-            }
+        out |= {(i, ""): {k: row[f"{i}_{k}"] for k in mine} for i, mine in flags.items()}
     for i in sorted({i for i, g in guesses if asks[i].by is not None}):
         out |= _grouped_counts(
             ctx, label, i, asks[i], {g: r for (j, g), r in guesses.items() if j == i}
@@ -247,21 +241,18 @@ def _grouped_counts(
 ) -> dict[Key, dict[str, Any]]:
     rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
     g = rows["_g"]
-    widest = max(len(r) for r in ranges.values())
-    exprs: dict[str, Any] = {"n": rows["_v"].count()}
-    for k in range(widest):
+    bounds: list[tuple[Any, Any | None]] = []
+    for k in range(max(len(r) for r in ranges.values())):
         # Bracket k's bounds of the row's group (null where the group has fewer).
         lo = g.cases(
             *((name, r[k][0]) for name, r in ranges.items() if k < len(r)),
             else_=ibis.null(dt.float64),
         )
-        exprs[f"b{k}"] = (rows["_v"] < lo).cast(dt.int64).sum()
         single = [
             (name, r[k][1]) for name, r in ranges.items() if k < len(r) and r[k][0] == r[k][1]
         ]
-        if single:
-            hi = g.cases(*single, else_=ibis.null(dt.float64))
-            exprs[f"h{k}"] = (rows["_v"] <= hi).cast(dt.int64).sum()
+        bounds.append((lo, g.cases(*single, else_=ibis.null(dt.float64)) if single else None))
+    exprs = _flags(rows["_v"], bounds)
     expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
     frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
     return {(i, str(r.pop("_g"))): r for r in frame}
@@ -273,12 +264,19 @@ def _value(ask: Any) -> Any:
     return v if ask.where is None else ibis.ifelse(ask.where, v, ibis.null(dt.float64))
 
 
-def _flags(v: Any, ranges: Ranges) -> dict[str, Any]:
-    """`n`, and per bracket k: `b<k>` values under lo, `h<k>` at most hi (one value only)."""
+def _bounds(ranges: Ranges) -> list[tuple[Any, Any | None]]:
+    """Per bracket its lo, and its hi only when it is a bracket of one value: that one is
+    not read back, so it is counted here."""
+    return [(lo, hi if lo == hi else None) for lo, hi in ranges]
+
+
+def _flags(v: Any, bounds: list[tuple[Any, Any | None]]) -> dict[str, Any]:
+    """`n`, and per bracket k: `b<k>` values under its lo, `h<k>` at most its hi (when
+    given). Bounds are numbers, or expressions giving each row's group its own."""
     exprs: dict[str, Any] = {"n": v.count()}
-    for k, (lo, hi) in enumerate(ranges):
+    for k, (lo, hi) in enumerate(bounds):
         # Sums of 0/1 flags: cheaper per row than COUNT ... FILTER on DuckDB.
         exprs[f"b{k}"] = (v < lo).cast(dt.int64).sum()
-        if lo == hi:  # a bracket of one value is not read back: count it here
+        if hi is not None:
             exprs[f"h{k}"] = (v <= hi).cast(dt.int64).sum()
     return exprs
