@@ -65,22 +65,31 @@ def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> di
     assert series is not None
     where = fc.resolve(series, rule.threshold, rule.metric)
     value, guard = quantile_expr(fleet, budget, policy, rule)
+    annotations = {
+        "summary": f"{budget.service}: {rule.metric} above {rule.threshold:g} ms -> "
+        f"{rule.action} (rule {rule.name}, {series.histogram})",
+        "buckets": f"{where.around} around the threshold",
+    }
+    if where.check.warning:
+        annotations["warning"] = where.check.warning
+    expr = f"({value}) > {num(seconds(rule.threshold))} and on () ({guard})"
+    return _alert_record(budget, rule, expr, annotations)
+
+
+def _alert_record(
+    budget: Budget, rule: Rule, expr: str, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """A Prometheus alerting rule for a policy rule: its name, labels and `for`."""
     out: dict[str, Any] = {
         "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
-        "expr": f"({value}) > {num(seconds(rule.threshold))} and on () ({guard})",
+        "expr": expr,
         "labels": {
             "severity": "page" if rule.action == "rollback" else "ticket",
             "action": rule.action,
             "tailbudget_rule": rule.name,
         },
-        "annotations": {
-            "summary": f"{budget.service}: {rule.metric} above {rule.threshold:g} ms -> "
-            f"{rule.action} (rule {rule.name}, {series.histogram})",
-            "buckets": f"{where.around} around the threshold",
-        },
+        "annotations": annotations,
     }
-    if where.check.warning:
-        out["annotations"]["warning"] = where.check.warning
     if rule.for_s > 0:
         out["for"] = promql_duration(rule.for_s)
     return out
@@ -105,25 +114,15 @@ def _share_alert(
     if isinstance(check, str):
         return check
     guards = "".join(f" and on () ({g})" for g in check.guards)
-    out: dict[str, Any] = {
-        "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
-        "expr": f"({check.value}) {rule.op} {num(check.threshold)}{guards}",
-        "labels": {
-            "severity": "page" if rule.action == "rollback" else "ticket",
-            "action": rule.action,
-            "tailbudget_rule": rule.name,
-        },
-        "annotations": {
-            "summary": f"{budget.service}: {rule.metric} {rule.op} {num(check.threshold)} -> "
-            f"{rule.action} (rule {rule.name}, "
-            + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
-            + f" at {policy.confidence:g})",
-            **({"buckets": "; ".join(check.notes)} if check.notes else {}),
-        },
+    annotations = {
+        "summary": f"{budget.service}: {rule.metric} {rule.op} {num(check.threshold)} -> "
+        f"{rule.action} (rule {rule.name}, "
+        + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
+        + f" at {policy.confidence:g})",
+        **({"buckets": "; ".join(check.notes)} if check.notes else {}),
     }
-    if rule.for_s > 0:
-        out["for"] = promql_duration(rule.for_s)
-    return out
+    expr = f"({check.value}) {rule.op} {num(check.threshold)}{guards}"
+    return _alert_record(budget, rule, expr, annotations)
 
 
 def sli_name(o: Objective) -> str:
