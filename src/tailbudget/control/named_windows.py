@@ -47,7 +47,7 @@ class NamedWindows:
         """Add a column; one over every row in order reuses the batch's slot `groups`."""
         window = self._window(name)
         n = int(ts.shape[0])
-        if groups is not None and len(col) == n and _every_row(col.index):
+        if groups is not None and len(col) == n and (col.dense or _every_row(col.index)):
             window.observe_many(ts, col.ms, groups=groups)
         else:
             window.observe_many(ts[col.index], col.ms)

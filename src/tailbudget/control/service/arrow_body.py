@@ -236,7 +236,9 @@ def _stages(table: pa.Table) -> dict[str, StageColumn]:
             raise BadBatch(
                 f"item {i}: stages.{field.name} must be a number >= 0 (ms), got {ms[i]:g}"
             )
-        if have.any():
+        if present is None:
+            out[field.name] = StageColumn.every_row(ms)
+        elif have.any():
             index = np.flatnonzero(have).astype(np.int64)
             out[field.name] = StageColumn(index, ms[index])
     return out

@@ -119,7 +119,7 @@ def vouched(
 
 def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
     if present is _ALL or present.all():  # the common case: every observation has it
-        return StageColumn(np.arange(values.shape[0], dtype=np.int64), values)
+        return StageColumn.every_row(values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
 
@@ -303,7 +303,7 @@ def _tpot(
         # The common case, every observation with ttft and tokens: no masks.
         steps = tokens - 1.0
         derived = np.where(steps > 0, (total_ms - ttft) / np.maximum(steps, 1.0), 0.0)
-        return StageColumn(np.arange(n, dtype=np.int64), derived)
+        return StageColumn.every_row(derived)
     if tpot is None:
         tpot = np.full(n, np.nan)
     full = np.ones(n, dtype=bool)
