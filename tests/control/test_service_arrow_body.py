@@ -219,3 +219,37 @@ def test_damaged_streams_are_refused_or_read_never_an_exception() -> None:
             assert len(batch) == batch.total_ms.shape[0] > 0
             outcomes["read"] += 1
     assert outcomes["refused"] > 0
+
+
+def test_buffers_are_read_at_any_offset_as_pyarrow_reads_them() -> None:
+    from tailbudget.control.service import arrow_body
+
+    values = pa.array([1.5, None, 3.0, None, 5.0, 6.0, None, 8.0, 9.0, 10.0], pa.float32())
+    flags = pa.array([True, None, False, True, None, True, False, True, True, False])
+    for start in range(0, 7):
+        part = values.slice(start, 3)
+        got, present = arrow_body._as_float(part)
+        want = [math.nan if v is None else v for v in part.to_pylist()]
+        np.testing.assert_array_equal(got, np.array(want, dtype=np.float64))
+        if part.null_count:
+            assert present.tolist() == [v is not None for v in part.to_pylist()]
+        table = pa.table({"total_ms": pa.array([1.0] * 3), "error": flags.slice(start, 3)})
+        got_flags = arrow_body._errors(table, 3).tolist()
+        assert got_flags == [v is True for v in flags.slice(start, 3).to_pylist()]
+
+
+def test_reading_an_arrow_body_never_imports_pandas() -> None:
+    """pyarrow's to_numpy would import pandas: tens of MiB a server never needs."""
+    import subprocess
+    import sys
+
+    body = stream(pa.table({**COLUMNS, "ts": [T0, None, T0, T0]}))
+    code = (
+        "import sys, pyarrow\n"
+        "from tailbudget.control.service.ingest import parse_observations\n"
+        f"parse_observations(sys.stdin.buffer.read(), now_s={T0 + 10}, "
+        "content_type='application/vnd.apache.arrow.stream')\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], input=body, capture_output=True, check=True)
+    assert done.stdout.decode().strip() == "False"

@@ -109,12 +109,52 @@ def _numbers(
 
 
 def _as_float(arr: pa.Array) -> tuple[npt.NDArray[np.float64], Any]:
-    # Without nulls a numeric column is read in place (zero copy); pyarrow turns the
-    # nulls of one into NaN, and the mask says which were nulls.
+    """A numeric array as float64 (NaN where null) and its present mask (None: no
+    nulls). Read from the Arrow buffers with NumPy: pyarrow's `to_numpy` would import
+    pandas (tens of MiB the server otherwise never loads)."""
+    values = _primitive(arr).astype(np.float64, copy=False)
+    valid = _valid(arr)
+    if valid is None:
+        return values, None
+    values = values.copy() if not values.flags.writeable else values
+    values[~valid] = np.nan
+    return values, valid
+
+
+def _primitive(arr: pa.Array) -> npt.NDArray[Any]:
+    """The values of a fixed-width numeric array, in place (read-only)."""
+    dtype = np.dtype(_NUMPY_TYPES[str(arr.type)])
+    data = arr.buffers()[1]
+    whole = np.frombuffer(data, dtype=dtype, count=arr.offset + len(arr))
+    return whole[arr.offset :]
+
+
+def _bits(buffer: pa.Buffer, offset: int, n: int) -> npt.NDArray[np.bool_]:
+    """n bits of an Arrow bitmap (validity or boolean values) from bit `offset`."""
+    raw = np.frombuffer(buffer, dtype=np.uint8, count=(offset + n + 7) // 8)
+    return np.unpackbits(raw, count=offset + n, bitorder="little")[offset:].astype(bool)
+
+
+def _valid(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
+    """Which slots hold a value (None: every one)."""
     if arr.null_count == 0:
-        return arr.to_numpy().astype(np.float64, copy=False), None
-    values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    return values, ~arr.is_null().to_numpy(zero_copy_only=False)
+        return None
+    return _bits(arr.buffers()[0], arr.offset, len(arr))
+
+
+_NUMPY_TYPES = {
+    "int8": "i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "u1",
+    "uint16": "<u2",
+    "uint32": "<u4",
+    "uint64": "<u8",
+    "halffloat": "<f2",
+    "float": "<f4",
+    "double": "<f8",
+}
 
 
 def _scalar_of(table: pa.Table, n: int) -> Scalar:
@@ -140,7 +180,8 @@ def _itl_of(table: pa.Table) -> dict[str, StageColumn]:
     gaps = arr.flatten()  # the gaps of the non-null lists, in row order
     if _kind(gaps) not in ("int", "float"):
         raise BadBatch(f"column itl_ms must hold numbers (ms), got lists of {gaps.type}")
-    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    lengths, _ = _as_float(pc.list_value_length(arr))
+    lengths[np.isnan(lengths)] = 0  # a null list: no gaps
     rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths.astype(np.int64))
     ms, present = _as_float(gaps)
     bad = ~((ms >= 0) & (ms < np.inf))
@@ -187,9 +228,9 @@ def _errors(table: pa.Table, n: int) -> npt.NDArray[np.bool_]:
     if arr is None:
         return np.zeros(n, dtype=bool)
     if pa.types.is_boolean(arr.type):
-        if arr.null_count:  # null: no error, as in JSON
-            arr = arr.fill_null(False)
-        return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+        flags = _bits(arr.buffers()[1], arr.offset, len(arr))
+        valid = _valid(arr)
+        return flags if valid is None else flags & valid  # null: no error, as in JSON
     if _kind(arr) == "null":
         return np.zeros(n, dtype=bool)
     if _kind(arr) != "int":
@@ -251,9 +292,11 @@ def parse_arrow(body: bytes, *, now_s: float) -> ParsedBatch:
     table = _table(body)
     try:
         return _batch(table, now_s)
+    except BadBatch:
+        raise
     except UnicodeDecodeError:  # a forged column or field name
         raise BadBatch("a column or field name in the Arrow body is not UTF-8") from None
-    except pa.ArrowException as exc:  # a forged buffer the validation let through
+    except (pa.ArrowException, ValueError) as exc:  # a forged buffer validation let through
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadBatch(f"the Arrow body cannot be read as observations ({first})") from None
 
