@@ -124,7 +124,7 @@ def test_bad_arrow_columns_name_the_column_or_the_item(table: Any, message: str)
 
 def test_a_column_sent_twice_is_refused() -> None:
     table = pa.Table.from_arrays([pa.array([1.0]), pa.array([2.0])], names=["total_ms", "total_ms"])
-    with pytest.raises(BadBatch, match="column total_ms appears 2 times"):
+    with pytest.raises(BadBatch, match="column total_ms appears more than once"):
         arrow(table)
 
 
@@ -233,8 +233,7 @@ def test_buffers_are_read_at_any_offset_as_pyarrow_reads_them() -> None:
         np.testing.assert_array_equal(got, np.array(want, dtype=np.float64))
         if part.null_count:
             assert present.tolist() == [v is not None for v in part.to_pylist()]
-        table = pa.table({"total_ms": pa.array([1.0] * 3), "error": flags.slice(start, 3)})
-        got_flags = arrow_body._errors(table, 3).tolist()
+        got_flags = arrow_body._errors({"error": flags.slice(start, 3)}, 3).tolist()
         assert got_flags == [v is True for v in flags.slice(start, 3).to_pylist()]
 
 

@@ -31,7 +31,13 @@ from tailbudget.control.service.ingest import (
     ParsedBatch,
     _check_stage_name,
 )
-from tailbudget.control.service.llm_fields import BadField, Scalar, llm_series, vouched
+from tailbudget.control.service.llm_fields import (
+    LLM_KEYS,
+    BadField,
+    Scalar,
+    llm_series,
+    vouched,
+)
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
@@ -80,23 +86,30 @@ def _kind(arr: pa.Array) -> str:
     return str(t)
 
 
-def _array(table: pa.Table, key: str) -> pa.Array | None:
-    """The column `key` as one array (None when absent); one chunk is taken as it is."""
-    where = table.schema.get_all_field_indices(key)
-    if not where:
-        return None
-    if len(where) > 1:
-        raise BadBatch(f"column {key} appears {len(where)} times in the Arrow body; send it once")
-    chunked = table.column(where[0])
-    return chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+Columns = dict[str, "pa.Array"]
+"""The columns a batch reads, by name, each as one array."""
+
+_KNOWN = frozenset({"total_ms", "ts", "error", "stages", "itl_ms", *LLM_KEYS})
+
+
+def _columns(table: pa.Table) -> Columns:
+    """The known columns of `table` (others are ignored); one chunk is taken as it is."""
+    out: Columns = {}
+    for name, chunked in zip(table.column_names, table.columns, strict=True):
+        if name not in _KNOWN:
+            continue
+        if name in out:
+            raise BadBatch(f"column {name} appears more than once in the Arrow body; send it once")
+        out[name] = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+    return out
 
 
 def _numbers(
-    table: pa.Table, key: str, want: str
+    cols: Columns, key: str, want: str
 ) -> tuple[npt.NDArray[np.float64], Any, bool] | None:
     """A numeric column as float64 (NaN where null), its present mask (None: no nulls)
     and whether it is an integer column; None when absent or every value is null."""
-    arr = _array(table, key)
+    arr = cols.get(key)
     if arr is None:
         return None
     kind = _kind(arr)
@@ -157,9 +170,9 @@ _NUMPY_TYPES = {
 }
 
 
-def _scalar_of(table: pa.Table, n: int) -> Scalar:
+def _scalar_of(cols: Columns, n: int) -> Scalar:
     def scalar(key: str) -> tuple[npt.NDArray[np.float64] | None, Any]:
-        got = _numbers(table, key, "numbers")
+        got = _numbers(cols, key, "numbers")
         if got is None:
             return None, np.zeros(n, dtype=bool)
         values, present, whole = got
@@ -168,11 +181,11 @@ def _scalar_of(table: pa.Table, n: int) -> Scalar:
     return scalar
 
 
-def _itl_of(table: pa.Table) -> dict[str, StageColumn]:
+def _itl_of(cols: Columns) -> dict[str, StageColumn]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = _array(table, "itl_ms")
+    arr = cols.get("itl_ms")
     if arr is None or pa.types.is_null(arr.type) or arr.null_count == len(arr):
         return {}
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
@@ -193,11 +206,11 @@ def _itl_of(table: pa.Table) -> dict[str, StageColumn]:
     return {"itl": StageColumn(rows, ms)} if ms.size else {}
 
 
-def _stamps(table: pa.Table, n: int, now_s: float) -> npt.NDArray[np.float64]:
+def _stamps(cols: Columns, n: int, now_s: float) -> npt.NDArray[np.float64]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = _array(table, "ts")
+    arr = cols.get("ts")
     if arr is None:
         return np.full(n, now_s)
     if pa.types.is_timestamp(arr.type):
@@ -221,10 +234,10 @@ def _stamps(table: pa.Table, n: int, now_s: float) -> npt.NDArray[np.float64]:
     return checked_stamps(values, now_s, lambda i: f"{values[i]:g}")
 
 
-def _errors(table: pa.Table, n: int) -> npt.NDArray[np.bool_]:
+def _errors(cols: Columns, n: int) -> npt.NDArray[np.bool_]:
     import pyarrow as pa
 
-    arr = _array(table, "error")
+    arr = cols.get("error")
     if arr is None:
         return np.zeros(n, dtype=bool)
     if pa.types.is_boolean(arr.type):
@@ -245,10 +258,10 @@ def _errors(table: pa.Table, n: int) -> npt.NDArray[np.bool_]:
     return np.asarray(values == 1, dtype=bool)
 
 
-def _stages(table: pa.Table) -> dict[str, StageColumn]:
+def _stages(cols: Columns) -> dict[str, StageColumn]:
     import pyarrow as pa
 
-    arr = _array(table, "stages")
+    arr = cols.get("stages")
     if arr is None:
         return {}
     if not pa.types.is_struct(arr.type):
@@ -303,24 +316,25 @@ def parse_arrow(body: bytes, *, now_s: float) -> ParsedBatch:
 
 def _batch(table: pa.Table, now_s: float) -> ParsedBatch:
     n = table.num_rows
-    if "total_ms" not in table.column_names:
+    cols = _columns(table)
+    if "total_ms" not in cols:
         names = ", ".join(table.column_names[:8]) or "none"
         raise BadBatch(f"the Arrow body has no total_ms column (columns: {names})")
     if n == 0:
         raise BadBatch("no observations in the body")
     if n > MAX_BATCH:
         raise BadBatch(f"{n} observations in one request; send at most {MAX_BATCH}")
-    got = _numbers(table, "total_ms", "milliseconds (numbers)")
+    got = _numbers(cols, "total_ms", "milliseconds (numbers)")
     if got is None or got[1] is not None:
         i = 0 if got is None else int(np.flatnonzero(~got[1])[0])
         raise BadBatch(f"item {i}: total_ms must be a number >= 0 (milliseconds), got null")
     values = got[0]
     total = checked_totals(values, lambda i: f"{values[i]:g}")
-    ts = _stamps(table, n, now_s)
-    error = _errors(table, n)
-    stages = _stages(table)
+    ts = _stamps(cols, n, now_s)
+    error = _errors(cols, n)
+    stages = _stages(cols)
     try:
-        series = llm_series(_scalar_of(table, n), lambda: _itl_of(table), total)
+        series = llm_series(_scalar_of(cols, n), lambda: _itl_of(cols), total)
     except BadField as exc:
         raise BadBatch(str(exc)) from None
     return ParsedBatch(ts, total, error, stages, series)
