@@ -65,16 +65,34 @@ def test_filters_expressions_and_an_empty_ask() -> None:
     assert got["warm"][0] == pytest.approx(float(np.quantile(v[w < 20], 0.99)), rel=1e-12)
 
 
-def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch) -> None:
+@pytest.mark.parametrize("collect", [True, False])
+def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch, collect) -> None:
     # Brackets a few sample ranks wide miss most wanted ranks: every miss is caught by
     # the counts or by the values read, and the histogram finds the figure instead.
     monkeypatch.setattr(quantile_brackets, "Z", 0.0)
+    if not collect:
+        monkeypatch.setattr(quantile_brackets, "COLLECT_VALUES", 0)
     values = DISTRIBUTIONS["lognormal"]
     labels: list[str] = []
     ctx = ctx_for({"v": values}, labels)
     got = exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"]
     assert got == pytest.approx(list(np.quantile(values, QS)), rel=1e-12)
     assert "t: histogram" in labels
+
+
+@pytest.mark.parametrize("name", ["lognormal", "integer ms, many ties"])
+def test_values_are_collected_by_the_counts_or_read_by_a_select(monkeypatch, name) -> None:
+    # Brackets holding few values are collected by the counting pass (no select); more
+    # than COLLECT_VALUES are read back by one select after it. Both give the figures.
+    values = DISTRIBUTIONS[name]
+    want = list(np.quantile(values, QS))
+    for most, select in ((10**9, False), (0, True)):
+        monkeypatch.setattr(quantile_brackets, "COLLECT_VALUES", most)
+        labels: list[str] = []
+        ctx = ctx_for({"v": values}, labels)
+        assert exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"] == pytest.approx(want, rel=1e-12)
+        assert ("t: values" in labels) is select, labels
+        assert "t: histogram" not in labels, labels
 
 
 def test_brackets_that_would_read_too_much_are_not_tried(monkeypatch) -> None:

@@ -6,8 +6,9 @@ values of an ask, the sample brackets each quantile instead: a range [lo, hi] th
 the wanted order statistics with overwhelming probability. One aggregate pass then
 counts, exactly, the values under lo and inside [lo, hi]; the ranks are checked against
 those counts, so a bracket the sample misplaced is caught, never trusted: its ask goes
-back to the histogram. The figures stay exact either way; the sample only decides how
-much of the log has to be read back.
+back to the histogram. When the brackets of a pass hold few values, the same pass
+collects them (a list aggregate), so no second scan reads them back. The figures stay
+exact either way; the sample only decides how much of the log has to be read back.
 
 Grouped asks (a p99 per cohort value) are bracketed per group; a group the sample holds
 too few values of is read back whole, and an ask with a group the sample never saw goes
@@ -38,6 +39,10 @@ MOST_VALUES = 1_000_000
 """Values a bracket may read back at most (8 MB); a wider one is left to the histogram."""
 MIN_SAMPLE = 2_000
 """Fewest sampled values an ask needs to be bracketed."""
+COLLECT_VALUES = 500_000
+"""Values the brackets of one pass may hold, by the sample, for the counting pass to
+collect them too; more are read back by a select, which costs one more scan but less
+per value than a list aggregate."""
 
 
 Key = tuple[int, str]
@@ -48,15 +53,27 @@ Ranges = list[tuple[float, float]]
 @dataclass(frozen=True)
 class Bracket:
     """Values of one ask and group within [lo, hi], of which `below` lie under lo, and the
-    ranks (0-based, over all `n` values of the group) taken to lie within. `inside`, the
-    count within, is known when lo == hi (the values need no reading); else the select
-    that reads them counts them, and the ranks are checked then."""
+    ranks (0-based, over all `n` values of the group) taken to lie within. A bracket of
+    one value (lo == hi) is counted, not read; the `values` within another, sorted, come
+    with it when the counting pass collected them (the ranks are checked then), else the
+    select that reads them checks the ranks."""
 
     lo: float
     hi: float
     below: int
     ranks: tuple[int, ...]
-    inside: int | None = None
+    values: np.ndarray | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether every order statistic of `ranks` is known without reading."""
+        return self.lo == self.hi or self.values is not None
+
+    def value(self, rank: int) -> float:
+        """The order statistic `rank`, one of `ranks` (of a `known` bracket)."""
+        if self.values is None:
+            return self.lo
+        return float(self.values[rank - self.below])
 
 
 @dataclass(frozen=True)
@@ -80,10 +97,10 @@ def settle(
     if sub is ctx or ctx.parent is not None:
         return {}
     fraction = min(1.0, context.SAMPLE_ROWS / max(ctx.log.rows.used, 1))
-    guesses = _guesses(ctx, sub, label, asks, fraction, most)
+    guesses, held = _guesses(ctx, sub, label, asks, fraction, most)
     if not guesses:
         return {}
-    counts = _counts(ctx, label, asks, guesses)
+    counts = _counts(ctx, label, asks, guesses, held <= COLLECT_VALUES)
     out: dict[Key, Settled] = {}
     for i in sorted({key[0] for key in guesses}):
         mine = {key: row for key, row in counts.items() if key[0] == i}
@@ -100,7 +117,8 @@ def _place(
     ranges: Ranges | None, row: dict[str, Any], wanted: list[int]
 ) -> tuple[Bracket, ...] | None:
     """Each wanted rank in the last bracket starting at or under it; None when the group
-    has no bracket, a rank lies under every bracket, or a bracket of one value misses."""
+    has no bracket, or a rank lies under every bracket or past the values counted or
+    collected in its own."""
     if ranges is None or not wanted:
         return None
     belows = [int(row[f"b{k}"] or 0) for k in range(len(ranges))]
@@ -110,12 +128,13 @@ def _place(
         mine = tuple(r for r in wanted if belows[k] <= r and (top is None or r < top))
         if not mine:
             continue
-        inside = None
+        values = None if lo == hi or f"l{k}" not in row else np.sort(_array(row[f"l{k}"]))
+        inside = len(values) if values is not None else None
         if lo == hi:
             inside = int(row[f"h{k}"] or 0) - belows[k]
-            if any(r >= belows[k] + inside for r in mine):
-                return None
-        found.append(Bracket(lo, hi, belows[k], mine, inside))
+        if inside is not None and any(r >= belows[k] + inside for r in mine):
+            return None
+        found.append(Bracket(lo, hi, belows[k], mine, values))
     if sum(len(b.ranks) for b in found) != len(wanted):
         return None
     return tuple(found)
@@ -123,29 +142,34 @@ def _place(
 
 def _guesses(
     ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any], fraction: float, most: int
-) -> dict[Key, Ranges]:
+) -> tuple[dict[Key, Ranges], float]:
     """Per (ask, group) in the sample, a [lo, hi] per quantile, merged where they
     overlap; a group with too few sampled values is read back whole. Asks whose brackets
-    would read back too many values are left out."""
+    would read back too many values are left out. Also the values all the brackets kept
+    would read back, by the sample."""
     out: dict[Key, Ranges] = {}
+    total = 0.0
     sampled = _sampled_values(ctx, sub, label, asks)
     for i, ask in enumerate(asks):
         groups = {key: v for key, v in sampled.items() if key[0] == i}
         mine: dict[Key, Ranges] = {}
+        held: list[int] = []
         for key, v in groups.items():
             if len(v) < MIN_SAMPLE:
-                held, ranges = len(v), [(-math.inf, math.inf)]
+                ranges, each = [(-math.inf, math.inf)], [len(v)]
             else:
                 ranges = _ranges(v, ask.qs)
-                held = max((_held(v, lo, hi) for lo, hi in ranges if lo < hi), default=0)
+                each = [_held(v, lo, hi) for lo, hi in ranges if lo < hi]
             # The sample's own count inside a bracket, ties included, says how many
             # values the select would read back; half as much again must fit.
-            if 1.5 * held / fraction > most:
-                mine = {}
+            if 1.5 * max(each, default=0) / fraction > most:
+                mine, held = {}, []
                 break
             mine[key] = ranges
+            held += each
         out.update(mine)
-    return out
+        total += sum(held) / fraction
+    return out, total
 
 
 def _ranges(v: np.ndarray, qs: Sequence[float]) -> Ranges:
@@ -222,32 +246,34 @@ def _rebind(expr: Any, old: Any, new: Any) -> Any:
 
 
 def _counts(
-    ctx: Ctx, label: str, asks: Sequence[Any], guesses: dict[Key, Ranges]
+    ctx: Ctx, label: str, asks: Sequence[Any], guesses: dict[Key, Ranges], collect: bool
 ) -> dict[Key, dict[str, Any]]:
     """Per (ask, group) of the whole log: `n` values, `b<k>` under bracket k's lo and,
     for a bracket of one value, `h<k>` at most its hi. Ungrouped asks share one
-    aggregate; each grouped ask has a grouped one, whose brackets come by group."""
+    aggregate, which also collects (when `collect`) as `l<k>` the values within each
+    other bracket; each grouped ask has a grouped one, whose brackets come by group."""
     out: dict[Key, dict[str, Any]] = {}
     plain = sorted({i for i, g in guesses if asks[i].by is None})
     if plain:
         rows = ctx.t.select(**{f"v{i}": _value(asks[i]) for i in plain})
-        flags = {i: _flags(rows[f"v{i}"], _bounds(guesses[(i, "")])) for i in plain}
+        flags = {i: _flags(rows[f"v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain}
         exprs = {f"{i}_{k}": e for i, mine in flags.items() for k, e in mine.items()}
-        row = ctx.run_frame(f"{label}: bracket counts", rows.aggregate(**exprs))[0]
+        row = _rows(ctx.run_arrow(f"{label}: bracket counts", rows.aggregate(**exprs)))[0]
         out |= {(i, ""): {k: row[f"{i}_{k}"] for k in mine} for i, mine in flags.items()}
     for i in sorted({i for i, g in guesses if asks[i].by is not None}):
-        out |= _grouped_counts(
-            ctx, label, i, asks[i], {g: r for (j, g), r in guesses.items() if j == i}
-        )
+        ranges = {g: r for (j, g), r in guesses.items() if j == i}
+        out |= _grouped_counts(ctx, label, i, asks[i], ranges)
     return out
 
 
 def _grouped_counts(
     ctx: Ctx, label: str, i: int, ask: Any, ranges: dict[str, Ranges]
 ) -> dict[Key, dict[str, Any]]:
+    """The counts of a grouped ask; its values are read back by a select (a list
+    aggregate with per-group bounds costs more per row than the scan it saves)."""
     rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
     g = rows["_g"]
-    bounds: list[tuple[Any, Any | None]] = []
+    bounds: list[tuple[Any, Any | None, Any | None]] = []
     for k in range(max(len(r) for r in ranges.values())):
         # Bracket k's bounds of the row's group (null where the group has fewer).
         lo = g.cases(
@@ -257,11 +283,37 @@ def _grouped_counts(
         single = [
             (name, r[k][1]) for name, r in ranges.items() if k < len(r) and r[k][0] == r[k][1]
         ]
-        bounds.append((lo, g.cases(*single, else_=ibis.null(dt.float64)) if single else None))
+        hi = g.cases(*single, else_=ibis.null(dt.float64)) if single else None
+        bounds.append((lo, None, hi))
     exprs = _flags(rows["_v"], bounds)
     expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
     frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
     return {(i, str(r.pop("_g"))): r for r in frame}
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    """A result's rows as dicts, its list columns as NumPy arrays (no Python float per
+    value)."""
+    lists = [f.name for f in table.schema if _is_list(f.type)]
+    rows: list[dict[str, Any]] = table.drop_columns(lists).to_pylist()
+    for name in lists:
+        col = table.column(name).combine_chunks()
+        offsets = np.asarray(col.offsets)
+        values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        for j, row in enumerate(rows):
+            row[name] = values[offsets[j] : offsets[j + 1]]
+    return rows
+
+
+def _array(values: Any) -> np.ndarray:
+    """A collected list as a float array (an empty one for null)."""
+    return np.empty(0) if values is None else np.asarray(values, dtype=np.float64)
+
+
+def _is_list(typ: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(typ) or pa.types.is_large_list(typ))
 
 
 def _value(ask: Any) -> Any:
@@ -270,19 +322,25 @@ def _value(ask: Any) -> Any:
     return v if ask.where is None else ibis.ifelse(ask.where, v, ibis.null(dt.float64))
 
 
-def _bounds(ranges: Ranges) -> list[tuple[Any, Any | None]]:
-    """Per bracket its lo, and its hi only when it is a bracket of one value: that one is
-    not read back, so it is counted here."""
-    return [(lo, hi if lo == hi else None) for lo, hi in ranges]
+def _bounds(ranges: Ranges, collect: bool) -> list[tuple[Any, Any | None, Any | None]]:
+    """Per bracket (lo, hi when its values are collected, hi when it is of one value)."""
+    return [
+        (lo, hi if collect and lo < hi else None, hi if lo == hi else None) for lo, hi in ranges
+    ]
 
 
-def _flags(v: Any, bounds: list[tuple[Any, Any | None]]) -> dict[str, Any]:
-    """`n`, and per bracket k: `b<k>` values under its lo, `h<k>` at most its hi (when
-    given). Bounds are numbers, or expressions giving each row's group its own."""
+def _flags(v: Any, bounds: list[tuple[Any, Any | None, Any | None]]) -> dict[str, Any]:
+    """`n`, and per bracket k: `b<k>` values under its lo, `l<k>` the values within
+    [lo, hi] when they are collected and `h<k>` those at most hi for a bracket of one
+    value (counted, not read). Bounds are numbers, or expressions giving each row's group its
+    own (null where the group's bracket is of the other kind)."""
     exprs: dict[str, Any] = {"n": v.count()}
-    for k, (lo, hi) in enumerate(bounds):
+    for k, (lo, read_hi, single_hi) in enumerate(bounds):
         # Sums of 0/1 flags: cheaper per row than COUNT ... FILTER on DuckDB.
         exprs[f"b{k}"] = (v < lo).cast(dt.int64).sum()
-        if hi is not None:
-            exprs[f"h{k}"] = (v <= hi).cast(dt.int64).sum()
+        if read_hi is not None:
+            # Collected in this pass: no second scan to read the values back.
+            exprs[f"l{k}"] = v.collect(where=(v >= lo) & (v <= read_hi))
+        if single_hi is not None:
+            exprs[f"h{k}"] = (v <= single_hi).cast(dt.int64).sum()
     return exprs

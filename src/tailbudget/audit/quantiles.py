@@ -5,8 +5,9 @@ An engine's exact quantile holds every value of the column in memory (DuckDB's
 in two passes instead:
 
 0. where the audit's row sample brackets every wanted rank of an expression (see
-   quantile_brackets.py), one aggregate counts the values under each bracket and step 2
-   reads the values inside it: no histogram;
+   quantile_brackets.py), one aggregate counts the values under each bracket (and, when
+   the brackets hold few values, collects them) and step 2 reads the values inside the
+   others: no histogram;
 1. a histogram: for every expression, the count, min and max of its values in
    log-spaced buckets (BUCKET_WIDTH wide, sign-aware, one grouped aggregate for all
    expressions); the cumulative counts say which bucket holds each wanted rank;
@@ -181,8 +182,8 @@ class _Search:
             self.counts[(i, group)] = done.n
             stats = self.order[(i, group)] = {}
             for b in done.brackets:
-                if b.lo == b.hi:  # every value inside is the same: no need to read them
-                    stats.update(dict.fromkeys(b.ranks, b.lo))
+                if b.known:  # one value throughout, or the values were collected
+                    stats.update({r: b.value(r) for r in b.ranks})
                 else:
                     pulls.append(_Region(i, group, b.lo, b.hi, b.below, list(b.ranks), True))
         done_asks = {i for i, _ in settled}
