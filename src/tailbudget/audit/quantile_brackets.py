@@ -85,22 +85,28 @@ class Settled:
 
 
 def settle(
-    ctx: Ctx, label: str, asks: Sequence[Any], ranks_of: Any, most: int
-) -> dict[Key, Settled]:
+    ctx: Ctx,
+    label: str,
+    asks: Sequence[Any],
+    ranks_of: Any,
+    most: int,
+    also: dict[str, Any] | None = None,
+) -> tuple[dict[Key, Settled], dict[str, Any] | None]:
     """Per (ask, group) settled by sample brackets; an ask with any group left out is
-    left out whole.
+    left out whole. Also the values of `also`, aggregates over the log computed in the
+    counting pass of the ungrouped asks (None when there was none).
 
     `ranks_of(n, ask)` gives the order statistics an ask needs; an ask whose brackets the
     sample says would read back more than `most` values each is left out.
     """
     sub = ctx.sampled()
     if sub is ctx or ctx.parent is not None:
-        return {}
+        return {}, None
     fraction = min(1.0, context.SAMPLE_ROWS / max(ctx.log.rows.used, 1))
     guesses, held = _guesses(ctx, sub, label, asks, fraction, most)
     if not guesses:
-        return {}
-    counts = _counts(ctx, label, asks, guesses, held <= COLLECT_VALUES)
+        return {}, None
+    counts, extra = _counts(ctx, label, asks, guesses, held <= COLLECT_VALUES, also or {})
     out: dict[Key, Settled] = {}
     for i in sorted({key[0] for key in guesses}):
         mine = {key: row for key, row in counts.items() if key[0] == i}
@@ -110,7 +116,7 @@ def settle(
         }
         if placed and all(p is not None for p in placed.values()):
             out.update({key: Settled(int(mine[key]["n"]), p) for key, p in placed.items() if p})
-    return out
+    return out, extra
 
 
 def _place(
@@ -246,24 +252,34 @@ def _rebind(expr: Any, old: Any, new: Any) -> Any:
 
 
 def _counts(
-    ctx: Ctx, label: str, asks: Sequence[Any], guesses: dict[Key, Ranges], collect: bool
-) -> dict[Key, dict[str, Any]]:
+    ctx: Ctx,
+    label: str,
+    asks: Sequence[Any],
+    guesses: dict[Key, Ranges],
+    collect: bool,
+    also: dict[str, Any],
+) -> tuple[dict[Key, dict[str, Any]], dict[str, Any] | None]:
     """Per (ask, group) of the whole log: `n` values, `b<k>` under bracket k's lo and,
     for a bracket of one value, `h<k>` at most its hi. Ungrouped asks share one
     aggregate, which also collects (when `collect`) as `l<k>` the values within each
-    other bracket; each grouped ask has a grouped one, whose brackets come by group."""
+    other bracket, and computes `also`; each grouped ask has a grouped one, whose
+    brackets come by group."""
     out: dict[Key, dict[str, Any]] = {}
+    extra = None
     plain = sorted({i for i, g in guesses if asks[i].by is None})
     if plain:
-        rows = ctx.t.select(**{f"v{i}": _value(asks[i]) for i in plain})
-        flags = {i: _flags(rows[f"v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain}
+        rows = ctx.t.mutate(**{f"_tb_v{i}": _value(asks[i]) for i in plain})
+        flags = {i: _flags(rows[f"_tb_v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain}
         exprs = {f"{i}_{k}": e for i, mine in flags.items() for k, e in mine.items()}
+        # The log's columns keep their names, so `also` is read from the same scan.
+        exprs |= {f"x_{k}": _rebind(e, ctx.t.op(), rows.op()) for k, e in also.items()}
         row = _rows(ctx.run_arrow(f"{label}: bracket counts", rows.aggregate(**exprs)))[0]
         out |= {(i, ""): {k: row[f"{i}_{k}"] for k in mine} for i, mine in flags.items()}
+        extra = context.py_row({k: row[f"x_{k}"] for k in also}) if also else None
     for i in sorted({i for i, g in guesses if asks[i].by is not None}):
         ranges = {g: r for (j, g), r in guesses.items() if j == i}
         out |= _grouped_counts(ctx, label, i, asks[i], ranges)
-    return out
+    return out, extra
 
 
 def _grouped_counts(
