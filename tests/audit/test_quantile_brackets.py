@@ -144,3 +144,16 @@ def test_a_group_the_sample_missed_sends_its_ask_to_the_histogram() -> None:
     assert got["once"] == [pytest.approx(float(values[7]))]
     for g in ("rare", "even", "odd"):
         assert got[g] == pytest.approx([float(np.quantile(values[groups == g], 0.99))], rel=1e-12)
+
+
+@pytest.mark.parametrize("n_groups", [3, quantile_brackets.MASKED_RUNS + 40])
+def test_sorted_runs_per_ask_and_group(n_groups) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2, 5_000).astype(np.int32)
+    g = np.array([f"g{i}" for i in rng.integers(0, n_groups, 5_000)], dtype=object)
+    v = rng.lognormal(3, 1, 5_000)
+    runs = quantile_brackets.sorted_runs(pa.table({"_a": a, "_g": g, "_v": v}))
+    keys = sorted({(int(x), str(y)) for x, y in zip(a, g, strict=True)})
+    assert sorted(runs) == keys
+    for i, name in keys:
+        assert np.array_equal(runs[(i, name)], np.sort(v[(a == i) & (g == name)]))
