@@ -71,7 +71,7 @@ def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch, collect) -
     # the counts or by the values read, and the histogram finds the figure instead.
     monkeypatch.setattr(quantile_brackets, "Z", 0.0)
     if not collect:
-        monkeypatch.setattr(quantile_brackets, "COLLECT_VALUES", 0)
+        monkeypatch.setattr(quantile_brackets, "COLLECT_SHARE", 0.0)
     values = DISTRIBUTIONS["lognormal"]
     labels: list[str] = []
     ctx = ctx_for({"v": values}, labels)
@@ -83,11 +83,12 @@ def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch, collect) -
 @pytest.mark.parametrize("name", ["lognormal", "integer ms, many ties"])
 def test_values_are_collected_by_the_counts_or_read_by_a_select(monkeypatch, name) -> None:
     # Brackets holding few values are collected by the counting pass (no select); more
-    # than COLLECT_VALUES are read back by one select after it. Both give the figures.
+    # than COLLECT_SHARE of the rows are read back by one select after it. Both give the
+    # figures.
     values = DISTRIBUTIONS[name]
     want = list(np.quantile(values, QS))
-    for most, select in ((10**9, False), (0, True)):
-        monkeypatch.setattr(quantile_brackets, "COLLECT_VALUES", most)
+    for most, select in ((1.0, False), (0.0, True)):
+        monkeypatch.setattr(quantile_brackets, "COLLECT_SHARE", most)
         labels: list[str] = []
         ctx = ctx_for({"v": values}, labels)
         assert exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"] == pytest.approx(want, rel=1e-12)

@@ -39,10 +39,10 @@ MOST_VALUES = 1_000_000
 """Values a bracket may read back at most (8 MB); a wider one is left to the histogram."""
 MIN_SAMPLE = 2_000
 """Fewest sampled values an ask needs to be bracketed."""
-COLLECT_VALUES = 500_000
-"""Values the brackets of one pass may hold, by the sample, for the counting pass to
-collect them too; more are read back by a select, which costs one more scan but less
-per value than a list aggregate."""
+COLLECT_SHARE = 0.01
+"""Share of the log's rows the brackets of one pass may hold, by the sample, for the
+counting pass to collect them too (a list aggregate costs a few microseconds a value);
+more are read back by a select, which costs one more scan but little per value."""
 
 
 Key = tuple[int, str]
@@ -106,7 +106,8 @@ def settle(
     guesses, held = _guesses(ctx, sub, label, asks, fraction, most)
     if not guesses:
         return {}, None
-    counts, extra = _counts(ctx, label, asks, guesses, held <= COLLECT_VALUES, also or {})
+    collect = held <= COLLECT_SHARE * ctx.log.rows.used
+    counts, extra = _counts(ctx, label, asks, guesses, collect, also or {})
     out: dict[Key, Settled] = {}
     for i in sorted({key[0] for key in guesses}):
         mine = {key: row for key, row in counts.items() if key[0] == i}
@@ -222,6 +223,9 @@ def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict
     return sorted_runs(sub.run_arrow(f"{label}: sample", union))
 
 
+MOST_COMBINATIONS = 4_096
+"""Grouped asks whose groups (in the sample) combine into at most this many are counted in
+one pass, grouped by the combination, rather than one pass each."""
 MASKED_RUNS = 64
 """Up to this many runs are cut out by a mask each (no permutation of the whole table)."""
 
@@ -285,9 +289,12 @@ def _counts(
         row = _rows(ctx.run_arrow(f"{label}: bracket counts", rows.aggregate(**exprs)))[0]
         out |= {(i, ""): {k: row[f"{i}_{k}"] for k in mine} for i, mine in flags.items()}
         extra = context.py_row({k: row[f"x_{k}"] for k in also}) if also else None
-    for i in sorted({i for i, g in guesses if asks[i].by is not None}):
-        ranges = {g: r for (j, g), r in guesses.items() if j == i}
-        out |= _grouped_counts(ctx, label, i, asks[i], ranges)
+    grouped = sorted({i for i, g in guesses if asks[i].by is not None})
+    ranges = {i: {g: r for (j, g), r in guesses.items() if j == i} for i in grouped}
+    if len(grouped) > 1 and math.prod(len(ranges[i]) for i in grouped) <= MOST_COMBINATIONS:
+        return out | _combined_counts(ctx, label, asks, ranges), extra
+    for i in grouped:
+        out |= _grouped_counts(ctx, label, i, asks[i], ranges[i])
     return out, extra
 
 
@@ -297,10 +304,45 @@ def _grouped_counts(
     """The counts of a grouped ask; its values are read back by a select (a list
     aggregate with per-group bounds costs more per row than the scan it saves)."""
     rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
-    g = rows["_g"]
+    exprs = _flags(rows["_v"], _group_bounds(rows["_g"], ranges))
+    expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
+    frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
+    return {(i, str(r.pop("_g"))): r for r in frame}
+
+
+def _combined_counts(
+    ctx: Ctx, label: str, asks: Sequence[Any], ranges: dict[int, dict[str, Ranges]]
+) -> dict[Key, dict[str, Any]]:
+    """The counts of several grouped asks in one pass, grouped by every combination of
+    their groups (few, by the sample), then summed per ask and group: counts add up."""
+    rows = ctx.t.select(
+        **{f"_v{i}": _value(asks[i]) for i in ranges},
+        **{f"_g{i}": asks[i].by.cast(dt.string) for i in ranges},
+    )
+    exprs = {
+        f"{i}_{k}": e
+        for i, mine in ranges.items()
+        for k, e in _flags(rows[f"_v{i}"], _group_bounds(rows[f"_g{i}"], mine)).items()
+    }
+    expr = rows.group_by(*(f"_g{i}" for i in ranges)).aggregate(**exprs)
+    out: dict[Key, dict[str, Any]] = {}
+    for r in ctx.run_frame(f"{label}: bracket counts", expr):
+        for i in ranges:
+            mine = out.setdefault((i, str(r[f"_g{i}"])), {})
+            prefix = f"{i}_"
+            for k, v in r.items():
+                if k.startswith(prefix):
+                    mine[k[len(prefix) :]] = mine.get(k[len(prefix) :], 0) + int(v or 0)
+    # A group none of whose rows the ask selects is no group of it (as the filter of
+    # `_grouped_counts` leaves it out).
+    return {key: row for key, row in out.items() if row["n"]}
+
+
+def _group_bounds(g: Any, ranges: dict[str, Ranges]) -> list[tuple[Any, Any | None, Any | None]]:
+    """Per bracket k, its lo in the row's group `g` (null where the group has fewer),
+    and its hi where the group's bracket k is of one value."""
     bounds: list[tuple[Any, Any | None, Any | None]] = []
     for k in range(max(len(r) for r in ranges.values())):
-        # Bracket k's bounds of the row's group (null where the group has fewer).
         lo = g.cases(
             *((name, r[k][0]) for name, r in ranges.items() if k < len(r)),
             else_=ibis.null(dt.float64),
@@ -310,10 +352,7 @@ def _grouped_counts(
         ]
         hi = g.cases(*single, else_=ibis.null(dt.float64)) if single else None
         bounds.append((lo, None, hi))
-    exprs = _flags(rows["_v"], bounds)
-    expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
-    frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
-    return {(i, str(r.pop("_g"))): r for r in frame}
+    return bounds
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:
