@@ -14,8 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tailbudget.audit import AuditConfig, growth, run_audit
-from tailbudget.audit.context import Ctx
+from tailbudget.audit import AuditConfig, run_audit
 from tailbudget.audit.culprits import WEAK_SLOW
 from tailbudget.logs import ReadOptions, read_log
 
@@ -159,23 +158,6 @@ def test_a_window_straddling_an_event_is_split(tmp_path):
     assert top.stage == "db"
     assert top.figures["growth_ms"] == pytest.approx(40.0, abs=0.5)
     assert "before deploy" in top.evidence
-
-
-def test_growth_around_an_event_rides_on_the_timeline_pass(tmp_path):
-    # The per-side sums come from the per-minute pass; its own pass gives the same growth.
-    deploy = datetime(2026, 3, 1, 0, 30, tzinfo=UTC)
-    labels: list[str] = []
-    config = AuditConfig(slo={"p99": 60.0}, events=((deploy, "deploy"),), progress=labels.append)
-    report = run_audit(read_log(str(_planted(tmp_path))), config)
-    assert "timeline" in labels and "around event" not in labels
-    log = read_log(str(_planted(tmp_path)))
-    ctx = Ctx(log, config)
-    names = [c.stage for c in report.culprits]
-    span = (deploy.timestamp() - 3600, deploy.timestamp() + 3600)
-    alone = growth.around_event(ctx, names, span)
-    for c in report.culprits:
-        assert c.figures["growth_ms"] == pytest.approx(alone[c.stage].change, rel=1e-9)
-        assert c.figures["growth_low_ms"] == pytest.approx(alone[c.stage].low, rel=1e-9)
 
 
 def test_cli_span_stage_and_culprits_in_json(tmp_path):

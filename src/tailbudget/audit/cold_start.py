@@ -49,22 +49,16 @@ def asks(ctx: Ctx, cold: Any) -> list[Ask]:
     return [Ask("warm_q", ctx.t[TOTAL], (0.99,), where=~cold)]
 
 
-def timeline(
-    ctx: Ctx, names: list[str], sums: dict[str, Any] | None = None
-) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Per minute: n, p99 of total and each stage's mean (one grouped pass); and `sums`,
-    aggregates that add up across minutes (sums and counts), totalled over the log."""
+def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
+    """Per minute: n, p99 of total and each stage's mean (one grouped pass)."""
     t = ctx.t
     minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
     aggs: dict[str, Any] = {"n": t.count(), "p99": t[TOTAL].approx_quantile(0.99)}
     for j, name in enumerate(names):
         aggs[f"m{j}"] = ctx.col(name).mean()
-    extra = {f"x_{k}": e for k, e in (sums or {}).items()}
-    expr = t.group_by(minute=minute).aggregate(**aggs, **extra)
-    rows = ctx.run_frame("timeline", expr)
-    totals = {k[2:]: sum(fnum(r.pop(k)) for r in rows) for k in extra}
-    rows = [r for r in rows if r["minute"] is not None]
-    return sorted(rows, key=lambda r: int(r["minute"])), totals
+    expr = t.group_by(minute=minute).aggregate(**aggs)
+    rows = [r for r in ctx.run_frame("timeline", expr) if r["minute"] is not None]
+    return sorted(rows, key=lambda r: int(r["minute"]))
 
 
 def _iso(epoch_s: float) -> str:

@@ -17,7 +17,7 @@ import ibis
 from tailbudget.audit.context import Ctx, fnum
 from tailbudget.logs.table import LogTable
 
-__all__ = ["Growth", "against_baseline", "around_event", "event_exprs", "last_event"]
+__all__ = ["Growth", "against_baseline", "around_event"]
 
 Z95 = 1.96
 
@@ -100,45 +100,23 @@ def against_baseline(ctx: Ctx, baseline: LogTable, names: list[str]) -> dict[str
     return out
 
 
-def last_event(ctx: Ctx, span: tuple[float, float]) -> tuple[float, str] | None:
-    """(cut in epoch s, what "before" is) of the last event inside the log's time range
-    (epoch s), or None."""
+def around_event(ctx: Ctx, names: list[str], span: tuple[float, float]) -> dict[str, Growth]:
+    """Growth after the last event inside the log's time range (epoch s) against before it."""
     inside = [(t, e) for t, e in ctx.config.events if span[0] < _epoch(t) < span[1]]
-    if not inside:
-        return None
-    when, event = inside[-1]
-    return float(_epoch(when)), f"before {event} at {when.isoformat(timespec='seconds')}"
-
-
-def event_exprs(ctx: Ctx, names: list[str], cut: float) -> dict[str, Any]:
-    """Count, sum and sum of squares of each stage after (`a_`) and before (`b_`) the
-    cut: sums, so a grouped pass (the per-minute timeline) can carry them and they add
-    up across its groups."""
-    es = ctx.t["ts"].epoch_seconds().cast("float64")
-    return {
-        **_moment_exprs(ctx, names, (es >= cut).fill_null(False), "a_"),
-        **_moment_exprs(ctx, names, (es < cut).fill_null(False), "b_"),
-    }
-
-
-def around_event(
-    ctx: Ctx,
-    names: list[str],
-    span: tuple[float, float],
-    sums: dict[str, Any] | None = None,
-) -> dict[str, Growth]:
-    """Growth after the last event inside the log's time range (epoch s) against before it.
-
-    `sums` are the `event_exprs` totals another pass computed, with the `cut` they were
-    computed at; unless they are of this event, both sides come from one pass here."""
-    found = last_event(ctx, span)
-    if found is None or not names:
+    if not inside or not names:
         return {}
-    cut, against = found
-    if sums is not None and sums.get("cut") == cut:
-        row = sums
-    else:
-        row = ctx.run_row("around event", event_exprs(ctx, names, cut))
+    when, event = inside[-1]
+    es = ctx.t["ts"].epoch_seconds().cast("float64")
+    cut = float(_epoch(when))
+    against = f"before {event} at {when.isoformat(timespec='seconds')}"
+    # Both sides in one pass over the log.
+    row = ctx.run_row(
+        "around event",
+        {
+            **_moment_exprs(ctx, names, (es >= cut).fill_null(False), "a_"),
+            **_moment_exprs(ctx, names, (es < cut).fill_null(False), "b_"),
+        },
+    )
     after = {k[2:]: v for k, v in row.items() if k.startswith("a_")}
     before = {k[2:]: v for k, v in row.items() if k.startswith("b_")}
     out = {}

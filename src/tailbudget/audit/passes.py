@@ -12,7 +12,6 @@ Counterfactuals (ranking.py) and the baseline (baseline.py) add one pass each.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,6 @@ from tailbudget.audit import (
     cohorts,
     cold_start,
     goodput,
-    growth,
     hypotheses,
     objectives,
     quantiles,
@@ -66,8 +64,6 @@ class Distributions:
     objectives: list[ObjectiveRow]
     """Every objective measured (audit/objectives.py), folded into this pass."""
     metric_cdfs: dict[str, list[CdfPoint]]
-    span: tuple[float, float] | None = None
-    """The whole minutes the log's timestamps cover (epoch s), when it has any."""
 
     @property
     def names(self) -> list[str]:
@@ -92,9 +88,6 @@ class Traffic:
     cohorts: list[CohortRow]
     timeline: list[dict[str, Any]]
     cold: ColdStart | None
-    event_sums: dict[str, float] | None = None
-    """Per-side stage sums around the last event (growth.event_exprs), from the timeline
-    pass, when the culprit step will compare the two sides."""
 
 
 def distributions(ctx: Ctx) -> Distributions:
@@ -149,7 +142,6 @@ def distributions(ctx: Ctx) -> Distributions:
         tokens_per_s=(float(q[0]), float(q[1])) if None not in q else None,
         objectives=obj_rows,
         metric_cdfs=objectives.distributions(ctx, row),
-        span=_span(row),
     )
 
 
@@ -193,28 +185,9 @@ def traffic(ctx: Ctx, dist: Distributions, split: SlowVsFast) -> Traffic:
             "the log has no timestamps: no cold-start check and no per-minute timeline"
         )
         return Traffic(cohorts=cohort_rows, timeline=[], cold=None)
-    # The growth around the last event (the culprit step) rides on the timeline pass.
-    names = [d.stage for d in split.tail.deltas]
-    found = growth.last_event(ctx, dist.span) if dist.span else None
-    sums = None
-    if ctx.config.baseline is None and names and found is not None:
-        sums = growth.event_exprs(ctx, names, found[0])
-    minutes, totals = cold_start.timeline(ctx, dist.names, sums)
+    minutes = cold_start.timeline(ctx, dist.names)
     cold = cold_start.build(ctx, dist.warm, snap.p99, minutes)
-    return Traffic(
-        cohorts=cohort_rows,
-        timeline=minutes,
-        cold=cold,
-        event_sums={**totals, "cut": found[0]} if sums is not None and found else None,
-    )
-
-
-def _span(row: dict[str, Any]) -> tuple[float, float] | None:
-    """The whole minutes from the first request's to the last's (epoch s)."""
-    lo, hi = row.get("ts_min"), row.get("ts_max")
-    if lo is None or hi is None:
-        return None
-    return math.floor(float(lo) / 60) * 60.0, (math.floor(float(hi) / 60) + 1) * 60.0
+    return Traffic(cohorts=cohort_rows, timeline=minutes, cold=cold)
 
 
 def _tokens_per_s_ask(ctx: Ctx) -> quantiles.Ask | None:

@@ -13,14 +13,9 @@ __all__ = ["collect"]
 
 
 def collect(
-    ctx: Ctx,
-    tail: Tail,
-    nested: bool,
-    minutes: list[dict[str, Any]],
-    event_sums: dict[str, float] | None = None,
+    ctx: Ctx, tail: Tail, nested: bool, minutes: list[dict[str, Any]]
 ) -> tuple[list[Culprit], list[Nesting]]:
-    """Culprits and nesting pairs; notes what each figure is computed from. `event_sums`:
-    the growth sums around the last event, when the timeline pass computed them."""
+    """Culprits and nesting pairs; notes what each figure is computed from."""
     names = [d.stage for d in tail.deltas]
     if not names:
         return [], []
@@ -30,7 +25,7 @@ def collect(
         grown = growth.against_baseline(ctx, ctx.config.baseline, names)
     elif ctx.config.events and len(minutes) >= 1:
         span = (float(minutes[0]["minute"]) * 60, (float(minutes[-1]["minute"]) + 1) * 60)
-        grown = growth.around_event(ctx, names, span, event_sums)
+        grown = growth.around_event(ctx, names, span)
     # Stages that do not nest add up to the total (with `unattributed` when derived).
     inp = Inputs(
         tail=tail,
