@@ -82,6 +82,7 @@ def _bodies(
     llm: bool = False,
     gaps: int = 0,
     columnar: bool = False,
+    arrow: bool = False,
 ) -> list[bytes]:
     rng = np.random.default_rng(seed)
     names = [f"stage{k}" for k in range(stages)]
@@ -100,8 +101,25 @@ def _bodies(
                     name: round(float(v * shares[i, k]), 3) for k, name in enumerate(names)
                 }
             items.append(item)
-        out.append(json.dumps(_columns(items) if columnar else items).encode())
+        if arrow:
+            out.append(_arrow_stream(_columns(items)))
+        else:
+            out.append(json.dumps(_columns(items) if columnar else items).encode())
     return out
+
+
+def _arrow_stream(columns: dict[str, list[object]]) -> bytes:
+    """The columns as an Arrow IPC stream (stages as a struct, as the server reads them)."""
+    import pyarrow as pa
+
+    stages = columns.pop("stages", None)
+    table = pa.table(columns)
+    if stages is not None:
+        table = table.append_column("stages", pa.array(stages))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -118,8 +136,16 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("serve did not start within 30 s")
 
 
+ARROW = "application/vnd.apache.arrow.stream"
+
+
 def _client(
-    url: str, bodies: list[bytes], stop: threading.Event, counts: list[int], i: int
+    url: str,
+    bodies: list[bytes],
+    stop: threading.Event,
+    counts: list[int],
+    i: int,
+    content_type: str = "application/json",
 ) -> None:
     with httpx.Client(timeout=30) as client:
         k = 0
@@ -127,7 +153,7 @@ def _client(
             r = client.post(
                 f"{url}/v1/observations",
                 content=bodies[k % len(bodies)],
-                headers={"Content-Type": "application/json"},
+                headers={"Content-Type": content_type},
             )
             r.raise_for_status()
             counts[i] += int(r.json()["accepted"])
@@ -143,6 +169,7 @@ def bench_serve(
     llm: bool = False,
     gaps: int = 0,
     columnar: bool = False,
+    arrow: bool = False,
 ) -> dict[str, float]:
     """Run the server and the clients; return throughput and RSS figures."""
     port = _free_port()
@@ -167,15 +194,18 @@ def bench_serve(
         try:
             _wait_ready(url, proc)
             server = psutil.Process(proc.pid)
-            bodies = _bodies(batch, 8, stages, llm=llm, gaps=gaps, columnar=columnar)
+            bodies = _bodies(batch, 8, stages, llm=llm, gaps=gaps, columnar=columnar, arrow=arrow)
+            kind = ARROW if arrow else "application/json"
             # Warm up, then take the starting RSS.
-            httpx.post(f"{url}/v1/observations", content=bodies[0]).raise_for_status()
+            httpx.post(
+                f"{url}/v1/observations", content=bodies[0], headers={"Content-Type": kind}
+            ).raise_for_status()
             rss_start = server.memory_info().rss
             cpu_start = _cpu_s(server)
             stop = threading.Event()
             counts = [0] * clients
             threads = [
-                threading.Thread(target=_client, args=(url, bodies, stop, counts, i))
+                threading.Thread(target=_client, args=(url, bodies, stop, counts, i, kind))
                 for i in range(clients)
             ]
             t0 = time.perf_counter()
@@ -258,6 +288,11 @@ def main() -> None:
     parser.add_argument("--llm", action="store_true", help="plain e2e vs LLM observations")
     parser.add_argument("--gaps", type=int, default=32, help="itl gaps per observation (--llm)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (--llm)")
+    parser.add_argument(
+        "--forms",
+        default="rows,columns,arrow",
+        help="body forms to compare (--llm; default rows,columns,arrow)",
+    )
     args = parser.parse_args()
     seconds = 5.0 if args.quick else args.seconds
     if args.llm:
@@ -298,7 +333,11 @@ def _llm_table(seconds: float, args: argparse.Namespace) -> None:
         ("rows", f"LLM with every gap: `itl_ms` a list of {args.gaps}", gaps),
         ("columns", "plain e2e", {"columnar": True}),
         ("columns", f"LLM: {llm}", {"llm": True, "columnar": True}),
+        ("arrow", "plain e2e", {"arrow": True}),
+        ("arrow", f"LLM: {llm}", {"llm": True, "arrow": True}),
     )
+    forms = set(args.forms.split(","))
+    kinds = tuple(k for k in kinds if k[0] in forms)
     # Rounds alternate the kinds, so a busy machine slows each alike; the best round
     # each (fastest, and least server CPU per observation: the least disturbed).
     best: dict[str, dict[str, float]] = {}

@@ -34,12 +34,14 @@ KINDS = {
     "rows LLM": {"llm": True},
     "columns plain": {"columnar": True},
     "columns LLM": {"llm": True, "columnar": True},
+    "arrow plain": {"arrow": True},
+    "arrow LLM": {"llm": True, "arrow": True},
 }
 
 
 def _child(kind: str, batches: int) -> None:
     """Ingest `batches` batches of `kind` (after 4 warm-up batches) in this process."""
-    from ingest import _bodies
+    from ingest import ARROW, _bodies
 
     from tailbudget.control.actions import ActionsConfig
     from tailbudget.control.service.app import _ingest
@@ -47,11 +49,12 @@ def _child(kind: str, batches: int) -> None:
     from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 
     bodies = _bodies(2000, 4, 0, **KINDS[kind])
+    content_type = ARROW if KINDS[kind].get("arrow") else None
     with tempfile.TemporaryDirectory() as state:
         config = RuntimeConfig(state_dir=Path(state) / "state", actions=ActionsConfig(log=False))
         runtime = Runtime(resolve_policy(None), config)
         for i in range(4 + batches):
-            _ingest(runtime, bodies[i % len(bodies)])
+            _ingest(runtime, bodies[i % len(bodies)], content_type)
         runtime.close()
 
 
@@ -82,6 +85,9 @@ def _count(kind: str, batches: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=40, help="batches of 2000 counted")
+    parser.add_argument(
+        "--forms", default="rows,columns,arrow", help="body forms (default rows,columns,arrow)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -90,7 +96,8 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     per_obs = {}
-    for kind in KINDS:
+    forms = set(args.forms.split(","))
+    for kind in (k for k in KINDS if k.split()[0] in forms):
         extra = _count(kind, args.batches) - _count(kind, 0)
         per_obs[kind] = extra / (args.batches * 2000)
     print(

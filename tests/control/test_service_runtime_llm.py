@@ -191,6 +191,8 @@ def test_a_columnar_body_parses_to_the_same_batch_as_rows() -> None:
         ({"total_ms": [5, 5], "ttft_ms": [1, 9]}, "item 1: ttft_ms \\(9\\) exceeds total_ms"),
         ({"total_ms": []}, "no observations"),
         ({"total_ms": [1], "error": ["yes"]}, "item 0: error must be true/false"),
+        # the same bound on how old a ts may be as for rows (a clock or unit bug)
+        ({"total_ms": [1, 1], "ts": [T0, T0 - 30 * 86_400]}, "item 1: ts .* 30 days before"),
     ],
 )
 def test_bad_columns_name_the_column_or_the_item(body: dict[str, Any], message: str) -> None:

@@ -112,9 +112,14 @@ class Server:
         return self.proc.wait(30)
 
     def post(
-        self, items: list[dict[str, object]] | bytes, token: str | None = TOKEN
+        self,
+        items: list[dict[str, object]] | bytes,
+        token: str | None = TOKEN,
+        content_type: str | None = None,
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         body = items if isinstance(items, bytes) else json.dumps(items).encode()
         return httpx.post(f"{self.url}/v1/observations", content=body, headers=headers, timeout=30)
 
@@ -341,6 +346,59 @@ def test_state_survives_sigterm_and_kill_9(tmp_path, files):
         assert acked <= status["stage_observations"]["model"] <= acked + 7
         assert status["baseline_p99_ms"] == 850
         assert status["baselines"] == {"ttft.p99": 420, "goodput": 0.97}
+    finally:
+        srv.stop()
+
+
+def _arrow_obs(n: int, ttft_ms: float = 80.0) -> bytes:
+    """n LLM observations with a stage as an Arrow IPC stream, as a pyarrow client sends."""
+    import pyarrow as pa
+
+    now = time.time()
+    table = pa.table(
+        {
+            "ts": pa.array([now] * n),
+            "total_ms": pa.array([300.0 + i % 5 for i in range(n)]),
+            "ttft_ms": pa.array([ttft_ms] * n),
+            "output_tokens": pa.array([40] * n, pa.int32()),
+            "stages": pa.array([{"model": 150.0}] * n),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def test_arrow_bodies_are_acknowledged_and_survive_kill_9(tmp_path):
+    # a 5-minute window: what was posted is still in it after the restart
+    files = _files(tmp_path, BUDGET.replace("window: 2s", "window: 5m"))
+    state = tmp_path / "state"
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    try:
+        assert srv.post(_arrow_obs(5), content_type=ARROW).json() == {"accepted": 5}
+        # The same bytes without the Arrow type are not JSON: refused, one line.
+        r = srv.post(_arrow_obs(5))
+        assert r.status_code == 400 and "\n" not in r.json()["error"]
+        cut = srv.post(_arrow_obs(5)[:-30], content_type=ARROW)
+        assert cut.status_code == 400 and "not a valid Arrow IPC stream" in cut.json()["error"]
+        acked = 5 + sum(
+            srv.post(_arrow_obs(50), content_type=ARROW).json()["accepted"] for _ in range(6)
+        )
+        status = srv.status()
+        assert status["observations_total"] == acked == 305
+        assert status["stage_observations"]["model"] == acked
+    finally:
+        srv.stop(signal.SIGKILL)
+    srv = Server(state, token_file=files[0], budget=files[1]).start()
+    try:
+        status = srv.status()
+        assert status["observations_total"] == acked
+        assert status["stage_observations"]["model"] == acked
+        assert status["series"]["ttft"]["count"] == status["series"]["tpot"]["count"] == acked
     finally:
         srv.stop()
 

@@ -68,15 +68,30 @@ class SeriesWindows(NamedWindows):
     ) -> None:
         """Add a batch's series (`ts` is the batch's timestamps, rows by index; `groups`
         their slots, from `groups(ts)`)."""
+        dense: dict[str, npt.NDArray[np.float64]] = {}
         for name, col in series.items():
             if not len(col):
                 continue
             key = "itl" if name == ITL_SUMMARY else name
             if key not in LLM_SERIES:
                 continue  # a record from a newer writer: nothing here reads it
-            self._observe(key, ts, col, groups)
+            if groups is not None and col.dense and key not in dense:
+                dense[key] = col.ms  # every row: fed below with the others, at once
+            else:
+                self._observe(key, ts, col, groups)
             if name == ITL_SUMMARY:
                 self.itl_summaries += len(col)
+        if len(dense) == 1:
+            ((key, ms),) = dense.items()
+            self._observe(key, ts, StageColumn.every_row(ms), groups)
+        elif dense:
+            rows = np.stack(list(dense.values()))
+            if np.isfinite(rows).all():
+                assert groups is not None
+                self._observe_dense(list(dense), rows, groups)
+            else:  # not from a checked batch: each window counts what it rejects
+                for key, ms in dense.items():
+                    self._observe(key, ts, StageColumn.every_row(ms), groups)
         if self.good is not None:
             self._judge(ts, total_ms, error, series, stages)
 

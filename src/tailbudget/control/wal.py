@@ -74,9 +74,17 @@ class StageColumn:
 
     index: npt.NDArray[np.int64]
     ms: npt.NDArray[np.float64]
+    dense: bool = False
+    """Known to cover every row of its batch in order (`index` is 0..n-1): readers skip
+    the check. False only means not known."""
 
     def __len__(self) -> int:
         return int(self.ms.shape[0])
+
+    @classmethod
+    def every_row(cls, ms: npt.NDArray[np.float64]) -> StageColumn:
+        """A column every observation of the batch carries, in order."""
+        return cls(np.arange(ms.shape[0], dtype=np.int64), ms, dense=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +152,7 @@ def _encode_columns(columns: Mapping[str, StageColumn], n: int) -> bytes:
     for name, col in columns.items():
         raw = name.encode("utf-8")
         dense = len(col) == n and n > 0
-        if dense:
+        if dense and not col.dense:
             if every is None:
                 every = np.arange(n, dtype=np.int64)
             dense = bool(np.array_equal(col.index, every))
@@ -211,7 +219,7 @@ def _decode_stages(
             ms = np.frombuffer(block, dtype="<f8", count=m, offset=pos + 4 * m).astype(np.float64)
             if m and int(index.max()) >= n:
                 return None
-        out[name] = StageColumn(index, ms)
+        out[name] = StageColumn(index, ms, dense=dense)
         pos = end
     return out
 

@@ -228,7 +228,9 @@ class RollingWindow:
                 self.late += int(part_ms.size)
                 continue
             if self.sketched:
-                slot.sketch.add_many(np.maximum(part_ms, 0.0))
+                # Negative durations land in the lowest bucket as in `observe` (the
+                # sketch clamps what is under its min_value), with no clamped copy.
+                slot.sketch.add_many(part_ms)
             slot.count += int(part_ms.size)
             if err is not None:
                 slot.errors += int(np.count_nonzero(err[sel]))

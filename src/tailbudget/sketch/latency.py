@@ -164,17 +164,14 @@ class LatencySketch:
         scale = np.float32(self._inv_log_gamma)
         shift = np.float32(self._offset)
         size = self._counts.size
+        if x.size <= _CHUNK:  # one chunk (every serve batch): counted straight in
+            self._counts += _bucket_counts(x, f, idx, scale, shift, size)
+            return
         acc = np.zeros(size, dtype=np.int64)
         for start in range(0, x.size, _CHUNK):
             part = x[start : start + _CHUNK]
             m = part.size
-            fv, iv = f[:m], idx[:m]
-            np.copyto(fv, part, casting="same_kind")
-            np.log(fv, out=fv)
-            fv *= scale
-            fv -= shift  # shifted to >= 0, truncation is floor
-            np.copyto(iv, fv, casting="unsafe")
-            acc += np.bincount(iv, minlength=size)[:size]
+            acc += _bucket_counts(part, f[:m], idx[:m], scale, shift, size)
         self._counts += acc
 
     def _index(self, x: float) -> int:
@@ -377,3 +374,20 @@ class LatencySketch:
             sketch._min, sketch._max = mn, mx
         sketch._count, sketch._clamped, sketch._sum = count, clamped, total
         return sketch
+
+
+def _bucket_counts(
+    part: FloatArray,
+    f: npt.NDArray[np.float32],
+    idx: npt.NDArray[np.intp],
+    scale: np.float32,
+    shift: np.float32,
+    size: int,
+) -> npt.NDArray[np.int64]:
+    """Counts per bucket (offset-relative) of `part`, in the buffers `f` and `idx`."""
+    np.copyto(f, part, casting="same_kind")
+    np.log(f, out=f)
+    f *= scale
+    f -= shift  # shifted to >= 0, truncation is floor
+    np.copyto(idx, f, casting="unsafe")
+    return np.bincount(idx, minlength=size)[:size]

@@ -135,10 +135,10 @@ class _BearerAuth(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _ingest(runtime: Runtime, body: bytes) -> int:
+def _ingest(runtime: Runtime, body: bytes, content_type: str | None = None) -> int:
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
-    batch = parse_observations(body, now_s=time.time())
+    batch = parse_observations(body, now_s=time.time(), content_type=content_type)
     return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
 
 
@@ -151,7 +151,9 @@ async def observations(request: Request) -> Response:
     except TimeoutError:
         return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
     try:
-        accepted = await asyncio.to_thread(_ingest, _runtime(request), body)
+        accepted = await asyncio.to_thread(
+            _ingest, _runtime(request), body, request.headers.get("content-type")
+        )
     except BadBatch as exc:
         return _error(400, str(exc))
     except OSError as exc:  # disk full, I/O error: not durable, so not accepted

@@ -12,6 +12,7 @@ its position: `item 3: ttft_ms must be a number >= 0 (ms), got -1`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,19 +21,25 @@ import numpy.typing as npt
 from tailbudget.control.service.ingest import (
     MAX_BATCH,
     MAX_FUTURE_S,
+    MAX_PAST_S,
     BadBatch,
     ParsedBatch,
     _check_stage_name,
     _short,
     _ts,
+    ahead_of_clock,
+    behind_clock,
 )
 from tailbudget.control.service.llm_fields import LLM_KEYS, BadField, llm_columns_of
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["parse_columns"]
+__all__ = ["Show", "checked_stamps", "checked_totals", "parse_columns"]
 
 _NUM = frozenset({int, float})
+
+Show = Callable[[int], str]
+"""Renders item i's value as the client sent it, for an error message."""
 
 
 def _list(obj: dict[str, Any], key: str, n: int) -> list[Any] | None:
@@ -47,14 +54,18 @@ def _list(obj: dict[str, Any], key: str, n: int) -> list[Any] | None:
 
 def _totals(raw: list[Any]) -> npt.NDArray[np.float64]:
     if set(map(type, raw)) <= _NUM:
-        total = np.array(raw, dtype=np.float64)
-        bad = ~(np.isfinite(total) & (total >= 0))
-        if not bad.any():
-            return total
-        i = int(np.flatnonzero(bad)[0])
-    else:
-        i = next(i for i, v in enumerate(raw) if type(v) not in _NUM)
+        return checked_totals(np.array(raw, dtype=np.float64), lambda i: _short(raw[i]))
+    i = next(i for i, v in enumerate(raw) if type(v) not in _NUM)
     raise BadBatch(f"item {i}: total_ms must be a number >= 0 (milliseconds), got {_short(raw[i])}")
+
+
+def checked_totals(total: npt.NDArray[np.float64], show: Show) -> npt.NDArray[np.float64]:
+    """`total` once every value is a finite number >= 0; else BadBatch naming the item."""
+    bad = ~(np.isfinite(total) & (total >= 0))
+    if not bad.any():
+        return total
+    i = int(np.flatnonzero(bad)[0])
+    raise BadBatch(f"item {i}: total_ms must be a number >= 0 (milliseconds), got {show(i)}")
 
 
 def _stamps(raw: list[Any] | None, n: int, now_s: float) -> npt.NDArray[np.float64]:
@@ -65,20 +76,28 @@ def _stamps(raw: list[Any] | None, n: int, now_s: float) -> npt.NDArray[np.float
         ts[np.isnan(ts)] = now_s  # null: received now
     else:
         ts = np.array([_ts(v, now_s) if v is not None else now_s for v in raw], dtype=float)
+    return checked_stamps(ts, now_s, lambda i: _short(raw[i]))
+
+
+def checked_stamps(
+    ts: npt.NDArray[np.float64], now_s: float, show: Show
+) -> npt.NDArray[np.float64]:
+    """`ts` (epoch seconds, absent ones already `now_s`) once each is a time within the
+    bounds around the server clock; else BadBatch naming the item."""
     bad = ~np.isfinite(ts) | (ts < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise BadBatch(
-            f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, "
-            f"got {_short(raw[i])}"
+            f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, got {show(i)}"
         )
     ahead = ts > now_s + MAX_FUTURE_S
     if ahead.any():
         i = int(np.flatnonzero(ahead)[0])
-        raise BadBatch(
-            f"item {i}: ts is {ts[i] - now_s:,.0f} s ahead of the server clock; "
-            "send epoch seconds (not ms) from a synchronized clock"
-        )
+        raise ahead_of_clock(i, float(ts[i]) - now_s)
+    behind = ts < now_s - MAX_PAST_S
+    if behind.any():
+        i = int(np.flatnonzero(behind)[0])
+        raise behind_clock(i, show(i), now_s - float(ts[i]))
     return ts
 
 

@@ -7,7 +7,8 @@ boolean or 0/1 (default false); `stages` is an object of stage name to
 milliseconds (a name is 1 to 100 characters; at most `MAX_STAGES` names per
 batch). LLM observations may add `ttft_ms`, `tpot_ms`, `output_tokens` and
 `itl_ms` (see `llm_fields`). A body may also be columns, one list per key
-(see `columns_body`). Other keys (request ids, routes) are allowed and ignored. One bad
+(see `columns_body`), or an Arrow IPC stream of those columns (see
+`arrow_body`). Other keys (request ids, routes) are allowed and ignored. One bad
 item rejects the whole batch with a one-line reason naming the item, so a
 client never has to guess which part was accepted.
 """
@@ -183,8 +184,23 @@ _TS_TYPES = frozenset({int, float, type(None)})
 _FLAG_TYPES = frozenset({bool, type(None)})
 
 
-def parse_observations(body: bytes, *, now_s: float) -> ParsedBatch:
-    """Validate a body into columns, or raise BadBatch with a one-line reason."""
+def parse_observations(
+    body: bytes, *, now_s: float, content_type: str | None = None
+) -> ParsedBatch:
+    """Validate a body into columns, or raise BadBatch with a one-line reason.
+
+    `content_type` (the request's header) picks an Arrow IPC stream body; anything
+    else is JSON (an array, NDJSON or columns, told apart by the body itself)."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media.startswith("application/vnd.apache.arrow"):
+        from tailbudget.control.service.arrow_body import ARROW_STREAM, parse_arrow
+
+        if media != ARROW_STREAM:
+            raise BadBatch(
+                f"Content-Type {media} is not read; send the Arrow IPC stream format "
+                f"as {ARROW_STREAM} (pyarrow.ipc.new_stream)"
+            )
+        return parse_arrow(body, now_s=now_s)
     items = _items(body)
     if isinstance(items, dict):
         from tailbudget.control.service.columns_body import parse_columns
@@ -316,16 +332,9 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
                 f"got {_short(item.get('ts'))}"
             )
         if when > now_s + MAX_FUTURE_S:
-            raise BadBatch(
-                f"item {i}: ts is {when - now_s:,.0f} s ahead of the server clock; "
-                "send epoch seconds (not ms) from a synchronized clock"
-            )
+            raise ahead_of_clock(i, when - now_s)
         if when < now_s - MAX_PAST_S:
-            raise BadBatch(
-                f"item {i}: ts {_short(item.get('ts'))} is {(now_s - when) / 86_400:,.0f} days "
-                f"before the server clock (at most {MAX_PAST_S / 86_400:.0f}); send the time the "
-                "request finished, in epoch seconds"
-            )
+            raise behind_clock(i, _short(item.get("ts")), now_s - when)
         ts[i] = when
         e = item.get("error", False)
         if e is None or e is False or e == 0:
@@ -357,6 +366,23 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
         for name, (rows, ms) in stages.items()
     }
     return ParsedBatch(ts, total, err, columns, _series(items, total))
+
+
+def ahead_of_clock(i: int, ahead_s: float) -> BadBatch:
+    """The 400 for a `ts` further ahead of the server clock than MAX_FUTURE_S."""
+    return BadBatch(
+        f"item {i}: ts is {ahead_s:,.0f} s ahead of the server clock; "
+        "send epoch seconds (not ms) from a synchronized clock"
+    )
+
+
+def behind_clock(i: int, shown: str, behind_s: float) -> BadBatch:
+    """The 400 for a `ts` further behind the server clock than MAX_PAST_S."""
+    return BadBatch(
+        f"item {i}: ts {shown} is {behind_s / 86_400:,.0f} days before the server clock "
+        f"(at most {MAX_PAST_S / 86_400:.0f}); send the time the request finished, "
+        "in epoch seconds"
+    )
 
 
 def _check_stage_name(i: int, name: str, known: int) -> None:

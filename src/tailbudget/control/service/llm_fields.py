@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,16 @@ import numpy.typing as npt
 from tailbudget.control.series_windows import ITL_SUMMARY
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["LLM_KEYS", "BadField", "llm_columns", "llm_columns_of", "values_of"]
+__all__ = [
+    "LLM_KEYS",
+    "BadField",
+    "Scalar",
+    "llm_columns",
+    "llm_columns_of",
+    "llm_series",
+    "values_of",
+    "vouched",
+]
 
 LLM_KEYS = ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms", "itl_p50_ms", "itl_p99_ms")
 _NUM = frozenset({int, float})
@@ -75,12 +84,24 @@ def _scalar(
             present = ~nan  # every NaN is an absent key
         else:  # a NaN value (the lenient parser reads it): present, and bad below
             present = np.array([v is not None for v in raw], dtype=bool)
+    return vouched(values, present, key, kinds == {int}, lambda i: _show(raw[i]))
+
+
+def vouched(
+    values: npt.NDArray[np.float64],
+    present: Any,
+    key: str,
+    whole: bool,
+    show: Callable[[int], str],
+) -> tuple[npt.NDArray[np.float64], Any]:
+    """`values` and `present` once every present value is valid for `key`, else BadField
+    naming the first bad item (`show` renders its value as sent). `whole`: the values
+    are known to be whole numbers (Python or Arrow integers)."""
     tokens = key == "output_tokens"
     if present is _ALL:
-        # Two reductions vouch for the whole column (NaN fails both comparisons);
-        # Python ints are whole numbers already.
+        # Two reductions vouch for the whole column (NaN fails both comparisons).
         lo, hi = float(values.min()), float(values.max())
-        if lo >= (1.0 if tokens else 0.0) and hi < math.inf and (not tokens or kinds == {int}):
+        if lo >= (1.0 if tokens else 0.0) and hi < math.inf and (not tokens or whole):
             return values, present
     # NaN fails both comparisons, so one test catches NaN, infinities and negatives
     # (an absent value, NaN, is masked out below).
@@ -91,14 +112,14 @@ def _scalar(
         bad &= present
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        want = "a whole number >= 1" if key == "output_tokens" else "a number >= 0 (ms)"
-        raise BadField(f"item {i}: {key} must be {want}, got {_show(raw[i])}")
+        want = "a whole number >= 1" if tokens else "a number >= 0 (ms)"
+        raise BadField(f"item {i}: {key} must be {want}, got {show(i)}")
     return values, present
 
 
 def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
     if present is _ALL or present.all():  # the common case: every observation has it
-        return StageColumn(np.arange(values.shape[0], dtype=np.int64), values)
+        return StageColumn.every_row(values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
 
@@ -215,8 +236,24 @@ def llm_columns_of(
 ) -> dict[str, StageColumn]:
     """The same from per-key value lists aligned with the batch (None: absent)."""
     n = int(total_ms.shape[0])
+    return llm_series(lambda key: _scalar(columns, key, n), lambda: _itl(columns), total_ms)
+
+
+Scalar = Callable[[str], tuple[npt.NDArray[np.float64] | None, Any]]
+"""A key's values (NaN where absent, None when no observation has it) and its present
+mask (`_ALL` when every observation has it), validated; BadField naming an item."""
+
+
+def llm_series(
+    scalar: Scalar,
+    itl: Callable[[], dict[str, StageColumn]],
+    total_ms: npt.NDArray[np.float64],
+) -> dict[str, StageColumn]:
+    """The batch's series from a reader of scalar keys and of the inter-token gaps,
+    whatever the body form (JSON lists, Arrow columns)."""
+    n = int(total_ms.shape[0])
     out: dict[str, StageColumn] = {}
-    ttft, has_ttft = _scalar(columns, "ttft_ms", n)
+    ttft, has_ttft = scalar("ttft_ms")
     if ttft is not None:
         over = ttft > total_ms  # NaN (absent) compares False
         if over.any():
@@ -227,11 +264,11 @@ def llm_columns_of(
             )
         if _any(ttft, has_ttft):
             out["ttft"] = _column(ttft, has_ttft)
-    tpot = _tpot(columns, total_ms, ttft, has_ttft)
+    tpot = _tpot(scalar, total_ms, ttft, has_ttft)
     if tpot is not None:
         out["tpot"] = tpot
-    out.update(_itl(columns))
-    p99, has_p99 = _scalar(columns, "itl_p99_ms", n)
+    out.update(itl())
+    p99, has_p99 = scalar("itl_p99_ms")
     if _any(p99, has_p99):
         assert p99 is not None
         given = [c for c in (out.get("itl"), out.get(ITL_SUMMARY)) if c is not None]
@@ -251,22 +288,22 @@ def llm_columns_of(
 
 
 def _tpot(
-    columns: Mapping[str, list[Any]],
+    scalar: Scalar,
     total_ms: npt.NDArray[np.float64],
     ttft: npt.NDArray[np.float64] | None,
     has_ttft: Any,
 ) -> StageColumn | None:
     """tpot as given, else derived as vLLM defines it where ttft and tokens are given."""
     n = int(total_ms.shape[0])
-    tpot, has_tpot = _scalar(columns, "tpot_ms", n)
-    tokens, has_tokens = _scalar(columns, "output_tokens", n)
+    tpot, has_tpot = scalar("tpot_ms")
+    tokens, has_tokens = scalar("output_tokens")
     if ttft is None or tokens is None or has_tpot is _ALL:
         return _column(tpot, has_tpot) if tpot is not None and _any(tpot, has_tpot) else None
     if tpot is None and has_ttft is _ALL and has_tokens is _ALL:
         # The common case, every observation with ttft and tokens: no masks.
         steps = tokens - 1.0
         derived = np.where(steps > 0, (total_ms - ttft) / np.maximum(steps, 1.0), 0.0)
-        return StageColumn(np.arange(n, dtype=np.int64), derived)
+        return StageColumn.every_row(derived)
     if tpot is None:
         tpot = np.full(n, np.nan)
     full = np.ones(n, dtype=bool)
