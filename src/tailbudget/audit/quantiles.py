@@ -79,7 +79,8 @@ def method_note(ctx: Ctx) -> str:
     return (
         "exact percentiles (SLO verdicts, stages, cohorts, counterfactuals) in bounded "
         "memory: the row sample brackets each wanted rank, exact counts check the bracket, "
-        "and the values inside it are read back and sorted (where no bracket can be placed, "
+        "and the values inside it are read back (by the counting pass itself when they are "
+        "few) and sorted (where no bracket can be placed, "
         f"a histogram of {BUCKET_WIDTH:.1%}-wide log buckets finds the bucket holding the "
         "rank first)"
     )
