@@ -16,11 +16,12 @@ the service's HTTP, JSON and durability overheads are measured against.
     python bench/ingest.py --quick                  # 5 s, for development
     python bench/ingest.py --llm --seconds 10       # plain e2e vs LLM observations, side by side
 
-`--llm` runs the server on the same observations posted five ways in one run:
+`--llm` runs the server on the same observations posted eight ways in one run:
 as rows (a JSON array of objects) plain end-to-end, LLM (`ttft_ms`,
 `output_tokens` so the server derives tpot, and the flat `itl_p99_ms`
 summary), and LLM carrying every inter-token gap (`--gaps` of them, a list);
-and as columns (one list per key) plain and LLM. It prints the cost per
+as columns (one JSON list per key) plain and LLM; and as an Arrow IPC stream
+of those columns plain, LLM and with every gap (`--forms` picks the forms). It prints the cost per
 observation of each relative to plain end-to-end in the same body form, from
 the run's throughput and from the server's own CPU seconds per acknowledged
 observation (steadier on a shared machine), with the server's peak RSS.
@@ -335,6 +336,7 @@ def _llm_table(seconds: float, args: argparse.Namespace) -> None:
         ("columns", f"LLM: {llm}", {"llm": True, "columnar": True}),
         ("arrow", "plain e2e", {"arrow": True}),
         ("arrow", f"LLM: {llm}", {"llm": True, "arrow": True}),
+        ("arrow", f"LLM with every gap: `itl_ms` a list of {args.gaps}", {**gaps, "arrow": True}),
     )
     forms = set(args.forms.split(","))
     kinds = tuple(k for k in kinds if k[0] in forms)

@@ -191,6 +191,11 @@ def test_a_columnar_body_parses_to_the_same_batch_as_rows() -> None:
         ({"total_ms": [5, 5], "ttft_ms": [1, 9]}, "item 1: ttft_ms \\(9\\) exceeds total_ms"),
         ({"total_ms": []}, "no observations"),
         ({"total_ms": [1], "error": ["yes"]}, "item 0: error must be true/false"),
+        # a boolean is not a number, whether NumPy would read it as one or not
+        ({"total_ms": [9, 9], "ttft_ms": [2.5, True]}, "item 1: ttft_ms must be a number"),
+        ({"total_ms": [9, 9], "output_tokens": [3, False]}, "item 1: output_tokens must be"),
+        ({"total_ms": [9, 9], "ttft_ms": [2.5, "3"]}, "item 1: ttft_ms must be a number"),
+        ({"total_ms": [9, 9], "ttft_ms": [[1], [2]]}, "item 0: ttft_ms must be a number"),
         # the same bound on how old a ts may be as for rows (a clock or unit bug)
         ({"total_ms": [1, 1], "ts": [T0, T0 - 30 * 86_400]}, "item 1: ts .* 30 days before"),
     ],

@@ -64,6 +64,22 @@ _ALL = None
 """A present mask meaning every observation has the value (the common case, no mask made)."""
 
 
+def _plain_numbers(raw: list[Any]) -> npt.NDArray[Any] | None:
+    """`raw` as one array when it is certainly numbers only (floats, or ints within
+    int64), else None. NumPy's own type discovery reads the list once; a JSON boolean
+    would pass it as 0 or 1, so a column holding an exact 0 or 1 is left to the
+    type-by-type check."""
+    try:
+        values = np.array(raw)
+    except (ValueError, OverflowError):  # ragged lists, ints past int64
+        return None
+    if values.ndim != 1 or values.dtype.kind not in "if":
+        return None  # None, strings, objects, nested lists
+    if ((values == 0) | (values == 1)).any():
+        return None
+    return values
+
+
 def _scalar(
     columns: Mapping[str, list[Any]], key: str, n: int
 ) -> tuple[npt.NDArray[np.float64] | None, Any]:
@@ -72,6 +88,11 @@ def _scalar(
     raw = columns.get(key)
     if raw is None:
         return None, np.zeros(n, dtype=bool)
+    fast = _plain_numbers(raw)
+    if fast is not None:
+        whole = fast.dtype.kind == "i"
+        values = fast.astype(np.float64, copy=False)
+        return vouched(values, _ALL, key, whole, lambda i: _show(raw[i]))
     kinds = set(map(type, raw))
     if not kinds <= {int, float, type(None)}:
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
