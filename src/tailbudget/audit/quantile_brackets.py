@@ -364,8 +364,9 @@ def _rows(table: Any) -> list[dict[str, Any]]:
         col = table.column(name).combine_chunks()
         offsets = np.asarray(col.offsets)
         values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        valid = np.asarray(col.is_valid())
         for j, row in enumerate(rows):
-            row[name] = values[offsets[j] : offsets[j + 1]]
+            row[name] = values[offsets[j] : offsets[j + 1]] if valid[j] else None
     return rows
 
 
