@@ -198,3 +198,24 @@ def test_arrow_and_json_columns_agree_on_any_batch(rows: list[tuple[Any, ...]]) 
     else:
         same(got, want)
         assert np.all(got.ts == T0)
+
+
+def test_damaged_streams_are_refused_or_read_never_an_exception() -> None:
+    """Flipped bytes anywhere in a stream: a BadBatch or a valid batch, nothing else."""
+    rng = np.random.default_rng(11)
+    stages = pa.array([{"db": 1.0}, None, {"db": 3.0}, {"db": 4.0}])
+    body = bytearray(stream(pa.table(COLUMNS).append_column("stages", stages)))
+    outcomes = {"refused": 0, "read": 0}
+    for _ in range(400):
+        damaged = bytearray(body)
+        for pos in rng.integers(0, len(body), int(rng.integers(1, 4))):
+            damaged[pos] = int(rng.integers(0, 256))
+        try:
+            batch = parse_observations(bytes(damaged), now_s=T0 + 10, content_type=ARROW_STREAM)
+        except BadBatch as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+        else:
+            assert len(batch) == batch.total_ms.shape[0] > 0
+            outcomes["read"] += 1
+    assert outcomes["refused"] > 0

@@ -246,7 +246,19 @@ def _stages(table: pa.Table) -> dict[str, StageColumn]:
 
 def parse_arrow(body: bytes, *, now_s: float) -> ParsedBatch:
     """Validate an Arrow IPC stream body, or raise BadBatch with a one-line reason."""
+    import pyarrow as pa
+
     table = _table(body)
+    try:
+        return _batch(table, now_s)
+    except UnicodeDecodeError:  # a forged column or field name
+        raise BadBatch("a column or field name in the Arrow body is not UTF-8") from None
+    except pa.ArrowException as exc:  # a forged buffer the validation let through
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadBatch(f"the Arrow body cannot be read as observations ({first})") from None
+
+
+def _batch(table: pa.Table, now_s: float) -> ParsedBatch:
     n = table.num_rows
     if "total_ms" not in table.column_names:
         names = ", ".join(table.column_names[:8]) or "none"
