@@ -98,3 +98,28 @@ def test_memory_limit_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
     with pytest.raises(LogError, match="TAILBUDGET_MEMORY_LIMIT='lots' is not a memory size"):
         connect()
+
+
+def test_cohorts_and_their_p99s_in_one_pass_for_all_dimensions(big_log, monkeypatch) -> None:
+    # Three cohort dimensions whose values combine into few groups: one counting pass and
+    # one bracket-counting pass for all of them, with the figures of the engine's quantile.
+    from tailbudget.audit import cohorts, context
+
+    monkeypatch.setattr(context, "SAMPLE_ROWS", 50_000)
+    options = OPTIONS.with_(cohorts=("route", "model_variant", "region"))
+    labels: list[str] = []
+    bounded = run_audit(
+        read_log(str(big_log.log), options), AuditConfig(slo=SLO, progress=labels.append)
+    )
+    assert "cohorts" in labels and "cohort route" not in labels, labels
+    assert "cohort p99: bracket counts" in labels, labels
+    # Against one counting pass per dimension and the engine's own quantile.
+    monkeypatch.setattr(cohorts, "MOST_COMBINATIONS", 0)
+    labels.clear()
+    whole = run_audit(
+        read_log(str(big_log.log), options),
+        AuditConfig(slo=SLO, in_memory_rows=10**9, progress=labels.append),
+    )
+    assert "cohort route" in labels, labels
+    assert {c.dim for c in bounded.cohorts} == {"route", "model_variant", "region"}
+    _same(_figures(bounded), _figures(whole), "report")

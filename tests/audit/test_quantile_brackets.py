@@ -65,16 +65,35 @@ def test_filters_expressions_and_an_empty_ask() -> None:
     assert got["warm"][0] == pytest.approx(float(np.quantile(v[w < 20], 0.99)), rel=1e-12)
 
 
-def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch) -> None:
+@pytest.mark.parametrize("collect", [True, False])
+def test_a_misplaced_bracket_falls_back_to_the_histogram(monkeypatch, collect) -> None:
     # Brackets a few sample ranks wide miss most wanted ranks: every miss is caught by
     # the counts or by the values read, and the histogram finds the figure instead.
     monkeypatch.setattr(quantile_brackets, "Z", 0.0)
+    if not collect:
+        monkeypatch.setattr(quantile_brackets, "COLLECT_SHARE", 0.0)
     values = DISTRIBUTIONS["lognormal"]
     labels: list[str] = []
     ctx = ctx_for({"v": values}, labels)
     got = exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"]
     assert got == pytest.approx(list(np.quantile(values, QS)), rel=1e-12)
     assert "t: histogram" in labels
+
+
+@pytest.mark.parametrize("name", ["lognormal", "integer ms, many ties"])
+def test_values_are_collected_by_the_counts_or_read_by_a_select(monkeypatch, name) -> None:
+    # Brackets holding few values are collected by the counting pass (no select); more
+    # than COLLECT_SHARE of the rows are read back by one select after it. Both give the
+    # figures.
+    values = DISTRIBUTIONS[name]
+    want = list(np.quantile(values, QS))
+    for most, select in ((1.0, False), (0.0, True)):
+        monkeypatch.setattr(quantile_brackets, "COLLECT_SHARE", most)
+        labels: list[str] = []
+        ctx = ctx_for({"v": values}, labels)
+        assert exact(ctx, "t", [Ask("v", ctx.t["v"], QS)])["v"] == pytest.approx(want, rel=1e-12)
+        assert ("t: values" in labels) is select, labels
+        assert "t: histogram" not in labels, labels
 
 
 def test_brackets_that_would_read_too_much_are_not_tried(monkeypatch) -> None:
@@ -126,3 +145,16 @@ def test_a_group_the_sample_missed_sends_its_ask_to_the_histogram() -> None:
     assert got["once"] == [pytest.approx(float(values[7]))]
     for g in ("rare", "even", "odd"):
         assert got[g] == pytest.approx([float(np.quantile(values[groups == g], 0.99))], rel=1e-12)
+
+
+@pytest.mark.parametrize("n_groups", [3, quantile_brackets.MASKED_RUNS + 40])
+def test_sorted_runs_per_ask_and_group(n_groups) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2, 5_000).astype(np.int32)
+    g = np.array([f"g{i}" for i in rng.integers(0, n_groups, 5_000)], dtype=object)
+    v = rng.lognormal(3, 1, 5_000)
+    runs = quantile_brackets.sorted_runs(pa.table({"_a": a, "_g": g, "_v": v}))
+    keys = sorted({(int(x), str(y)) for x, y in zip(a, g, strict=True)})
+    assert sorted(runs) == keys
+    for i, name in keys:
+        assert np.array_equal(runs[(i, name)], np.sort(v[(a == i) & (g == name)]))

@@ -17,23 +17,30 @@ MIN_SLOW_SHARE = 0.10
 MIN_ROWS = 30
 TOP_VALUES = 50
 """Dimensions with many values (user ids) keep their busiest values only."""
+MOST_COMBINATIONS = 4_096
+"""Cohort dimensions whose values combine into at most this many groups (in the row
+sample) are counted in one pass."""
 
 
 def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> list[CohortRow]:
-    """Per cohort dimension, one grouped pass for the counts, then the exact p99 of its
-    busiest values."""
+    """Per cohort dimension its counts (one grouped pass for all dimensions when their
+    values combine into few groups, else one each), then the exact p99 of its busiest
+    values."""
     t = ctx.t
-    counts: dict[str, list[dict[str, Any]]] = {}
+    values = {dim: t[dim].cast("string").fill_null("(null)") for dim in ctx.log.cohorts}
+    counts = _combined(ctx, values, slow) if _few_combinations(ctx) else None
+    if counts is None:
+        counts = {}
+        for dim, value in values.items():
+            expr = (
+                t.group_by(value=value)
+                .aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
+                .order_by(ibis_desc("n"))
+                .limit(TOP_VALUES)
+            )
+            counts[dim] = ctx.run_frame(f"cohort {dim}", expr)
     asks = []
-    for dim in ctx.log.cohorts:
-        value = t[dim].cast("string").fill_null("(null)")
-        expr = (
-            t.group_by(value=value)
-            .aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
-            .order_by(ibis_desc("n"))
-            .limit(TOP_VALUES)
-        )
-        counts[dim] = ctx.run_frame(f"cohort {dim}", expr)
+    for dim, value in values.items():
         top = [str(r["value"]) for r in counts[dim]]
         asks.append(Ask(dim, t[TOTAL], (0.99,), where=value.isin(top), by=value))
     p99s = exact_grouped(ctx, "cohort p99", asks)
@@ -59,6 +66,37 @@ def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> 
                     weak=fnum(r["n_slow"]) < MIN_SLOW_REQUESTS,
                 )
             )
+    return out
+
+
+def _few_combinations(ctx: Ctx) -> bool:
+    """Whether a large log's cohort values combine into at most MOST_COMBINATIONS groups
+    in its row sample (a small log keeps one pass per dimension)."""
+    sub = ctx.sampled()
+    dims = list(ctx.log.cohorts)
+    if sub is ctx or len(dims) < 2:
+        return False
+    combos = sub.t.select(*dims).distinct()
+    rows = sub.run_frame("cohort combinations", combos.aggregate(n=combos.count()))
+    return int(rows[0]["n"]) <= MOST_COMBINATIONS
+
+
+def _combined(ctx: Ctx, values: dict[str, Any], slow: Any) -> dict[str, list[dict[str, Any]]]:
+    """Each dimension's busiest values with their counts, from one pass grouped by every
+    combination of the dimensions' values (counts add up across combinations)."""
+    t = ctx.t
+    keys = {f"_c{j}": value for j, value in enumerate(values.values())}
+    expr = t.group_by(**keys).aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
+    rows = ctx.run_frame("cohorts", expr)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for j, dim in enumerate(values):
+        acc: dict[str, list[int]] = {}
+        for r in rows:
+            mine = acc.setdefault(str(r[f"_c{j}"]), [0, 0])
+            mine[0] += int(r["n"])
+            mine[1] += int(r["n_slow"] or 0)
+        busiest = sorted(acc.items(), key=lambda kv: (-kv[1][0], kv[0]))[:TOP_VALUES]
+        out[dim] = [{"value": v, "n": n, "n_slow": k} for v, (n, k) in busiest]
     return out
 
 

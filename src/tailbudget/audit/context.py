@@ -78,7 +78,7 @@ class Ctx:
         """Run one aggregate pass over the log and return its single row as Python values."""
         self._progress(label)
         expr = self.t.aggregate(**exprs)
-        return {k: _py(v) for k, v in self._execute(expr)[0].items()}
+        return py_row(self._execute(expr)[0])
 
     def run_frame(self, label: str, expr: Any) -> list[dict[str, Any]]:
         """Run a grouped pass and return its rows as dicts of Python values."""
@@ -109,6 +109,11 @@ def to_arrow(log: LogTable, expr: Any) -> Any:
     if log.backend is not None:
         return log.backend.to_pyarrow(expr)
     return expr.to_pyarrow()
+
+
+def py_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A result row as plain Python values, None for NaN."""
+    return {k: _py(v) for k, v in row.items()}
 
 
 def _py(v: Any) -> Any:

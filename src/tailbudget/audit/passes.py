@@ -113,16 +113,17 @@ def distributions(ctx: Ctx) -> Distributions:
         **stages.sample_exprs(sub),
         **shape.covariate_exprs(sub),
     }
+    # The figures ride on a pass the percentiles make anyway: one scan fewer.
     if sub is ctx:
-        row = ctx.run_row("figures", {**exprs, **sample_exprs})
+        row = quantiles.exact(ctx, "percentiles", asks, also={**exprs, **sample_exprs})
     else:
-        row = {**ctx.run_row("figures", exprs), **sub.run_row("distributions", sample_exprs)}
+        row = quantiles.exact(ctx, "percentiles", asks, also=exprs)
+        row |= sub.run_row("distributions", sample_exprs)
     if not row.get("n"):
         log = ctx.log
         raise LogError(
             f"{log.source or 'log'}: no usable rows to audit ({log.rows.rejected} rejected)"
         )
-    row |= quantiles.exact(ctx, "percentiles", asks)
     ctx.notes.append(quantiles.method_note(ctx))
     snap, cdf, total_q = snapshot.build(ctx, row)
     stage_rows, overlap, grids = stages.build(ctx, row, snap.p99)

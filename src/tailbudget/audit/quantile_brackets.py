@@ -6,8 +6,9 @@ values of an ask, the sample brackets each quantile instead: a range [lo, hi] th
 the wanted order statistics with overwhelming probability. One aggregate pass then
 counts, exactly, the values under lo and inside [lo, hi]; the ranks are checked against
 those counts, so a bracket the sample misplaced is caught, never trusted: its ask goes
-back to the histogram. The figures stay exact either way; the sample only decides how
-much of the log has to be read back.
+back to the histogram. When the brackets of a pass hold few values, the same pass
+collects them (a list aggregate), so no second scan reads them back. The figures stay
+exact either way; the sample only decides how much of the log has to be read back.
 
 Grouped asks (a p99 per cohort value) are bracketed per group; a group the sample holds
 too few values of is read back whole, and an ask with a group the sample never saw goes
@@ -38,6 +39,10 @@ MOST_VALUES = 1_000_000
 """Values a bracket may read back at most (8 MB); a wider one is left to the histogram."""
 MIN_SAMPLE = 2_000
 """Fewest sampled values an ask needs to be bracketed."""
+COLLECT_SHARE = 0.01
+"""Share of the log's rows the brackets of one pass may hold, by the sample, for the
+counting pass to collect them too (a list aggregate costs a few microseconds a value);
+more are read back by a select, which costs one more scan but little per value."""
 
 
 Key = tuple[int, str]
@@ -48,15 +53,27 @@ Ranges = list[tuple[float, float]]
 @dataclass(frozen=True)
 class Bracket:
     """Values of one ask and group within [lo, hi], of which `below` lie under lo, and the
-    ranks (0-based, over all `n` values of the group) taken to lie within. `inside`, the
-    count within, is known when lo == hi (the values need no reading); else the select
-    that reads them counts them, and the ranks are checked then."""
+    ranks (0-based, over all `n` values of the group) taken to lie within. A bracket of
+    one value (lo == hi) is counted, not read; the `values` within another, sorted, come
+    with it when the counting pass collected them (the ranks are checked then), else the
+    select that reads them checks the ranks."""
 
     lo: float
     hi: float
     below: int
     ranks: tuple[int, ...]
-    inside: int | None = None
+    values: np.ndarray | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether every order statistic of `ranks` is known without reading."""
+        return self.lo == self.hi or self.values is not None
+
+    def value(self, rank: int) -> float:
+        """The order statistic `rank`, one of `ranks` (of a `known` bracket)."""
+        if self.values is None:
+            return self.lo
+        return float(self.values[rank - self.below])
 
 
 @dataclass(frozen=True)
@@ -68,22 +85,29 @@ class Settled:
 
 
 def settle(
-    ctx: Ctx, label: str, asks: Sequence[Any], ranks_of: Any, most: int
-) -> dict[Key, Settled]:
+    ctx: Ctx,
+    label: str,
+    asks: Sequence[Any],
+    ranks_of: Any,
+    most: int,
+    also: dict[str, Any] | None = None,
+) -> tuple[dict[Key, Settled], dict[str, Any] | None]:
     """Per (ask, group) settled by sample brackets; an ask with any group left out is
-    left out whole.
+    left out whole. Also the values of `also`, aggregates over the log computed in the
+    counting pass of the ungrouped asks (None when there was none).
 
     `ranks_of(n, ask)` gives the order statistics an ask needs; an ask whose brackets the
     sample says would read back more than `most` values each is left out.
     """
     sub = ctx.sampled()
     if sub is ctx or ctx.parent is not None:
-        return {}
+        return {}, None
     fraction = min(1.0, context.SAMPLE_ROWS / max(ctx.log.rows.used, 1))
-    guesses = _guesses(ctx, sub, label, asks, fraction, most)
+    guesses, held = _guesses(ctx, sub, label, asks, fraction, most)
     if not guesses:
-        return {}
-    counts = _counts(ctx, label, asks, guesses)
+        return {}, None
+    collect = held <= COLLECT_SHARE * ctx.log.rows.used
+    counts, extra = _counts(ctx, label, asks, guesses, collect, also or {})
     out: dict[Key, Settled] = {}
     for i in sorted({key[0] for key in guesses}):
         mine = {key: row for key, row in counts.items() if key[0] == i}
@@ -93,14 +117,15 @@ def settle(
         }
         if placed and all(p is not None for p in placed.values()):
             out.update({key: Settled(int(mine[key]["n"]), p) for key, p in placed.items() if p})
-    return out
+    return out, extra
 
 
 def _place(
     ranges: Ranges | None, row: dict[str, Any], wanted: list[int]
 ) -> tuple[Bracket, ...] | None:
     """Each wanted rank in the last bracket starting at or under it; None when the group
-    has no bracket, a rank lies under every bracket, or a bracket of one value misses."""
+    has no bracket, or a rank lies under every bracket or past the values counted or
+    collected in its own."""
     if ranges is None or not wanted:
         return None
     belows = [int(row[f"b{k}"] or 0) for k in range(len(ranges))]
@@ -110,12 +135,13 @@ def _place(
         mine = tuple(r for r in wanted if belows[k] <= r and (top is None or r < top))
         if not mine:
             continue
-        inside = None
+        values = None if lo == hi or f"l{k}" not in row else np.sort(_array(row[f"l{k}"]))
+        inside = len(values) if values is not None else None
         if lo == hi:
             inside = int(row[f"h{k}"] or 0) - belows[k]
-            if any(r >= belows[k] + inside for r in mine):
-                return None
-        found.append(Bracket(lo, hi, belows[k], mine, inside))
+        if inside is not None and any(r >= belows[k] + inside for r in mine):
+            return None
+        found.append(Bracket(lo, hi, belows[k], mine, values))
     if sum(len(b.ranks) for b in found) != len(wanted):
         return None
     return tuple(found)
@@ -123,29 +149,34 @@ def _place(
 
 def _guesses(
     ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any], fraction: float, most: int
-) -> dict[Key, Ranges]:
+) -> tuple[dict[Key, Ranges], float]:
     """Per (ask, group) in the sample, a [lo, hi] per quantile, merged where they
     overlap; a group with too few sampled values is read back whole. Asks whose brackets
-    would read back too many values are left out."""
+    would read back too many values are left out. Also the values all the brackets kept
+    would read back, by the sample."""
     out: dict[Key, Ranges] = {}
+    total = 0.0
     sampled = _sampled_values(ctx, sub, label, asks)
     for i, ask in enumerate(asks):
         groups = {key: v for key, v in sampled.items() if key[0] == i}
         mine: dict[Key, Ranges] = {}
+        held: list[int] = []
         for key, v in groups.items():
             if len(v) < MIN_SAMPLE:
-                held, ranges = len(v), [(-math.inf, math.inf)]
+                ranges, each = [(-math.inf, math.inf)], [len(v)]
             else:
                 ranges = _ranges(v, ask.qs)
-                held = max((_held(v, lo, hi) for lo, hi in ranges if lo < hi), default=0)
+                each = [_held(v, lo, hi) for lo, hi in ranges if lo < hi]
             # The sample's own count inside a bracket, ties included, says how many
             # values the select would read back; half as much again must fit.
-            if 1.5 * held / fraction > most:
-                mine = {}
+            if 1.5 * max(each, default=0) / fraction > most:
+                mine, held = {}, []
                 break
             mine[key] = ranges
+            held += each
         out.update(mine)
-    return out
+        total += sum(held) / fraction
+    return out, total
 
 
 def _ranges(v: np.ndarray, qs: Sequence[float]) -> Ranges:
@@ -192,22 +223,40 @@ def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict
     return sorted_runs(sub.run_arrow(f"{label}: sample", union))
 
 
+MOST_COMBINATIONS = 4_096
+"""Grouped asks whose groups (in the sample) combine into at most this many are counted in
+one pass, grouped by the combination, rather than one pass each."""
+MASKED_RUNS = 64
+"""Up to this many runs are cut out by a mask each (no permutation of the whole table)."""
+
+
 def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
     """The `_v` values of a table per (`_a`, `_g`), each run sorted. Groups are read as a
     dictionary's codes, so no Python string is made per value; sorted here, not by the
     engine, whose sort would need memory under a tight limit."""
     if table.num_rows == 0:
         return {}
-    a = np.asarray(table.column("_a").to_numpy(), dtype=np.int64)
+    a = table.column("_a").to_numpy()
     groups = pc.dictionary_encode(table.column("_g").combine_chunks())
-    g = np.asarray(groups.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    g = groups.indices.to_numpy(zero_copy_only=False)
     names = [str(x) for x in groups.dictionary.to_pylist()]
     v = np.asarray(table.column("_v").to_numpy(zero_copy_only=False), dtype=np.float64)
-    order = np.lexsort((v, g, a))
-    a, g, v = a[order], g[order], v[order]
-    cut = np.flatnonzero((np.diff(a) != 0) | (np.diff(g) != 0)) + 1
-    starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
-    return {(int(a[s]), names[g[s]]): v[s:e] for s, e in zip(starts, ends, strict=True)}
+    width = len(names)
+    code = a.astype(np.int64) * width + g if width > 1 else a
+    counts = np.bincount(code)
+    present = np.flatnonzero(counts)
+    # Each run's values sorted on their own: a few masks (or one stable sort by run when
+    # there are many runs) cost a fraction of one sort keyed by run and value.
+    if len(present) <= MASKED_RUNS:
+        runs = [v[code == c] for c in present]
+    else:
+        ends = np.cumsum(counts)
+        by_run = v[np.argsort(code, kind="stable")]
+        runs = [by_run[ends[c] - counts[c] : ends[c]] for c in present]
+    return {
+        (int(c) // width, names[int(c) % width]): np.sort(run)
+        for c, run in zip(present, runs, strict=True)
+    }
 
 
 def _rebind(expr: Any, old: Any, new: Any) -> Any:
@@ -216,34 +265,84 @@ def _rebind(expr: Any, old: Any, new: Any) -> Any:
 
 
 def _counts(
-    ctx: Ctx, label: str, asks: Sequence[Any], guesses: dict[Key, Ranges]
-) -> dict[Key, dict[str, Any]]:
+    ctx: Ctx,
+    label: str,
+    asks: Sequence[Any],
+    guesses: dict[Key, Ranges],
+    collect: bool,
+    also: dict[str, Any],
+) -> tuple[dict[Key, dict[str, Any]], dict[str, Any] | None]:
     """Per (ask, group) of the whole log: `n` values, `b<k>` under bracket k's lo and,
     for a bracket of one value, `h<k>` at most its hi. Ungrouped asks share one
-    aggregate; each grouped ask has a grouped one, whose brackets come by group."""
+    aggregate, which also collects (when `collect`) as `l<k>` the values within each
+    other bracket, and computes `also`; each grouped ask has a grouped one, whose
+    brackets come by group."""
     out: dict[Key, dict[str, Any]] = {}
+    extra = None
     plain = sorted({i for i, g in guesses if asks[i].by is None})
     if plain:
-        rows = ctx.t.select(**{f"v{i}": _value(asks[i]) for i in plain})
-        flags = {i: _flags(rows[f"v{i}"], _bounds(guesses[(i, "")])) for i in plain}
+        rows = ctx.t.mutate(**{f"_tb_v{i}": _value(asks[i]) for i in plain})
+        flags = {i: _flags(rows[f"_tb_v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain}
         exprs = {f"{i}_{k}": e for i, mine in flags.items() for k, e in mine.items()}
-        row = ctx.run_frame(f"{label}: bracket counts", rows.aggregate(**exprs))[0]
+        # The log's columns keep their names, so `also` is read from the same scan.
+        exprs |= {f"x_{k}": _rebind(e, ctx.t.op(), rows.op()) for k, e in also.items()}
+        row = _rows(ctx.run_arrow(f"{label}: bracket counts", rows.aggregate(**exprs)))[0]
         out |= {(i, ""): {k: row[f"{i}_{k}"] for k in mine} for i, mine in flags.items()}
-    for i in sorted({i for i, g in guesses if asks[i].by is not None}):
-        out |= _grouped_counts(
-            ctx, label, i, asks[i], {g: r for (j, g), r in guesses.items() if j == i}
-        )
-    return out
+        extra = context.py_row({k: row[f"x_{k}"] for k in also}) if also else None
+    grouped = sorted({i for i, g in guesses if asks[i].by is not None})
+    ranges = {i: {g: r for (j, g), r in guesses.items() if j == i} for i in grouped}
+    if len(grouped) > 1 and math.prod(len(ranges[i]) for i in grouped) <= MOST_COMBINATIONS:
+        return out | _combined_counts(ctx, label, asks, ranges), extra
+    for i in grouped:
+        out |= _grouped_counts(ctx, label, i, asks[i], ranges[i])
+    return out, extra
 
 
 def _grouped_counts(
     ctx: Ctx, label: str, i: int, ask: Any, ranges: dict[str, Ranges]
 ) -> dict[Key, dict[str, Any]]:
+    """The counts of a grouped ask; its values are read back by a select (a list
+    aggregate with per-group bounds costs more per row than the scan it saves)."""
     rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
-    g = rows["_g"]
-    bounds: list[tuple[Any, Any | None]] = []
+    exprs = _flags(rows["_v"], _group_bounds(rows["_g"], ranges))
+    expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
+    frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
+    return {(i, str(r.pop("_g"))): r for r in frame}
+
+
+def _combined_counts(
+    ctx: Ctx, label: str, asks: Sequence[Any], ranges: dict[int, dict[str, Ranges]]
+) -> dict[Key, dict[str, Any]]:
+    """The counts of several grouped asks in one pass, grouped by every combination of
+    their groups (few, by the sample), then summed per ask and group: counts add up."""
+    rows = ctx.t.select(
+        **{f"_v{i}": _value(asks[i]) for i in ranges},
+        **{f"_g{i}": asks[i].by.cast(dt.string) for i in ranges},
+    )
+    exprs = {
+        f"{i}_{k}": e
+        for i, mine in ranges.items()
+        for k, e in _flags(rows[f"_v{i}"], _group_bounds(rows[f"_g{i}"], mine)).items()
+    }
+    expr = rows.group_by(*(f"_g{i}" for i in ranges)).aggregate(**exprs)
+    out: dict[Key, dict[str, Any]] = {}
+    for r in ctx.run_frame(f"{label}: bracket counts", expr):
+        for i in ranges:
+            mine = out.setdefault((i, str(r[f"_g{i}"])), {})
+            prefix = f"{i}_"
+            for k, v in r.items():
+                if k.startswith(prefix):
+                    mine[k[len(prefix) :]] = mine.get(k[len(prefix) :], 0) + int(v or 0)
+    # A group none of whose rows the ask selects is no group of it (as the filter of
+    # `_grouped_counts` leaves it out).
+    return {key: row for key, row in out.items() if row["n"]}
+
+
+def _group_bounds(g: Any, ranges: dict[str, Ranges]) -> list[tuple[Any, Any | None, Any | None]]:
+    """Per bracket k, its lo in the row's group `g` (null where the group has fewer),
+    and its hi where the group's bracket k is of one value."""
+    bounds: list[tuple[Any, Any | None, Any | None]] = []
     for k in range(max(len(r) for r in ranges.values())):
-        # Bracket k's bounds of the row's group (null where the group has fewer).
         lo = g.cases(
             *((name, r[k][0]) for name, r in ranges.items() if k < len(r)),
             else_=ibis.null(dt.float64),
@@ -251,11 +350,35 @@ def _grouped_counts(
         single = [
             (name, r[k][1]) for name, r in ranges.items() if k < len(r) and r[k][0] == r[k][1]
         ]
-        bounds.append((lo, g.cases(*single, else_=ibis.null(dt.float64)) if single else None))
-    exprs = _flags(rows["_v"], bounds)
-    expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
-    frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
-    return {(i, str(r.pop("_g"))): r for r in frame}
+        hi = g.cases(*single, else_=ibis.null(dt.float64)) if single else None
+        bounds.append((lo, None, hi))
+    return bounds
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    """A result's rows as dicts, its list columns as NumPy arrays (no Python float per
+    value)."""
+    lists = [f.name for f in table.schema if _is_list(f.type)]
+    rows: list[dict[str, Any]] = table.drop_columns(lists).to_pylist()
+    for name in lists:
+        col = table.column(name).combine_chunks()
+        offsets = np.asarray(col.offsets)
+        values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        valid = np.asarray(col.is_valid())
+        for j, row in enumerate(rows):
+            row[name] = values[offsets[j] : offsets[j + 1]] if valid[j] else None
+    return rows
+
+
+def _array(values: Any) -> np.ndarray:
+    """A collected list as a float array (an empty one for null)."""
+    return np.empty(0) if values is None else np.asarray(values, dtype=np.float64)
+
+
+def _is_list(typ: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(typ) or pa.types.is_large_list(typ))
 
 
 def _value(ask: Any) -> Any:
@@ -264,19 +387,25 @@ def _value(ask: Any) -> Any:
     return v if ask.where is None else ibis.ifelse(ask.where, v, ibis.null(dt.float64))
 
 
-def _bounds(ranges: Ranges) -> list[tuple[Any, Any | None]]:
-    """Per bracket its lo, and its hi only when it is a bracket of one value: that one is
-    not read back, so it is counted here."""
-    return [(lo, hi if lo == hi else None) for lo, hi in ranges]
+def _bounds(ranges: Ranges, collect: bool) -> list[tuple[Any, Any | None, Any | None]]:
+    """Per bracket (lo, hi when its values are collected, hi when it is of one value)."""
+    return [
+        (lo, hi if collect and lo < hi else None, hi if lo == hi else None) for lo, hi in ranges
+    ]
 
 
-def _flags(v: Any, bounds: list[tuple[Any, Any | None]]) -> dict[str, Any]:
-    """`n`, and per bracket k: `b<k>` values under its lo, `h<k>` at most its hi (when
-    given). Bounds are numbers, or expressions giving each row's group its own."""
+def _flags(v: Any, bounds: list[tuple[Any, Any | None, Any | None]]) -> dict[str, Any]:
+    """`n`, and per bracket k: `b<k>` values under its lo, `l<k>` the values within
+    [lo, hi] when they are collected and `h<k>` those at most hi for a bracket of one
+    value (counted, not read). Bounds are numbers, or expressions giving each row's group its
+    own (null where the group's bracket is of the other kind)."""
     exprs: dict[str, Any] = {"n": v.count()}
-    for k, (lo, hi) in enumerate(bounds):
+    for k, (lo, read_hi, single_hi) in enumerate(bounds):
         # Sums of 0/1 flags: cheaper per row than COUNT ... FILTER on DuckDB.
         exprs[f"b{k}"] = (v < lo).cast(dt.int64).sum()
-        if hi is not None:
-            exprs[f"h{k}"] = (v <= hi).cast(dt.int64).sum()
+        if read_hi is not None:
+            # Collected in this pass: no second scan to read the values back.
+            exprs[f"l{k}"] = v.collect(where=(v >= lo) & (v <= read_hi))
+        if single_hi is not None:
+            exprs[f"h{k}"] = (v <= single_hi).cast(dt.int64).sum()
     return exprs

@@ -5,8 +5,9 @@ An engine's exact quantile holds every value of the column in memory (DuckDB's
 in two passes instead:
 
 0. where the audit's row sample brackets every wanted rank of an expression (see
-   quantile_brackets.py), one aggregate counts the values under each bracket and step 2
-   reads the values inside it: no histogram;
+   quantile_brackets.py), one aggregate counts the values under each bracket (and, when
+   the brackets hold few values, collects them) and step 2 reads the values inside the
+   others: no histogram;
 1. a histogram: for every expression, the count, min and max of its values in
    log-spaced buckets (BUCKET_WIDTH wide, sign-aware, one grouped aggregate for all
    expressions); the cumulative counts say which bucket holds each wanted rank;
@@ -78,21 +79,29 @@ def method_note(ctx: Ctx) -> str:
     return (
         "exact percentiles (SLO verdicts, stages, cohorts, counterfactuals) in bounded "
         "memory: the row sample brackets each wanted rank, exact counts check the bracket, "
-        "and the values inside it are read back and sorted (where no bracket can be placed, "
+        "and the values inside it are read back (by the counting pass itself when they are "
+        "few) and sorted (where no bracket can be placed, "
         f"a histogram of {BUCKET_WIDTH:.1%}-wide log buckets finds the bucket holding the "
         "rank first)"
     )
 
 
-def exact(ctx: Ctx, label: str, asks: Sequence[Ask]) -> dict[str, list[float | None]]:
-    """Per ask, its quantiles in the order of `qs` (None when it selects no value)."""
-    if not asks:
-        return {}
-    if _in_memory(ctx):
-        row = ctx.run_row(label, {a.key: a.expr.quantile(list(a.qs), where=a.where) for a in asks})
-        return {a.key: _as_list(row[a.key], len(a.qs)) for a in asks}
-    found = _Search(ctx, label, list(asks)).run()
-    return {a.key: found.get((i, _ALL), [None] * len(a.qs)) for i, a in enumerate(asks)}
+def exact(
+    ctx: Ctx, label: str, asks: Sequence[Ask], also: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Per ask, its quantiles in the order of `qs` (None when it selects no value).
+
+    `also` are more aggregates over the log, computed in a pass the quantiles make anyway
+    where there is one (else in one of their own); their values join the result."""
+    also = also or {}
+    if _in_memory(ctx) or not asks:
+        exprs = {a.key: a.expr.quantile(list(a.qs), where=a.where) for a in asks}
+        row = ctx.run_row(label, {**also, **exprs}) if also or exprs else {}
+        return {**row, **{a.key: _as_list(row[a.key], len(a.qs)) for a in asks}}
+    search = _Search(ctx, label, list(asks), also)
+    found = search.run()
+    quantiles = {a.key: found.get((i, _ALL), [None] * len(a.qs)) for i, a in enumerate(asks)}
+    return {**search.also_row, **quantiles}
 
 
 def exact_grouped(
@@ -148,6 +157,8 @@ class _Search:
     ctx: Ctx
     label: str
     asks: list[Ask]
+    also: dict[str, Any] = field(default_factory=dict)
+    also_row: dict[str, Any] = field(default_factory=dict)
     order: dict[tuple[int, str], dict[int, float]] = field(default_factory=dict)
     counts: dict[tuple[int, str], int] = field(default_factory=dict)
 
@@ -173,16 +184,19 @@ class _Search:
     def _bracketed(self) -> tuple[list[_Region], list[_Region]]:
         """(regions to read, first-round regions for the histogram): the asks the row
         sample brackets skip the histogram (quantile_brackets.py)."""
-        settled = quantile_brackets.settle(
-            self.ctx, self.label, self.asks, _ranks, quantile_brackets.MOST_VALUES
+        settled, extra = quantile_brackets.settle(
+            self.ctx, self.label, self.asks, _ranks, quantile_brackets.MOST_VALUES, self.also
         )
+        if extra is None and self.also:  # no counting pass to carry them
+            extra = self.ctx.run_row(f"{self.label}: figures", self.also)
+        self.also_row = extra or {}
         pulls: list[_Region] = []
         for (i, group), done in settled.items():
             self.counts[(i, group)] = done.n
             stats = self.order[(i, group)] = {}
             for b in done.brackets:
-                if b.lo == b.hi:  # every value inside is the same: no need to read them
-                    stats.update(dict.fromkeys(b.ranks, b.lo))
+                if b.known:  # one value throughout, or the values were collected
+                    stats.update({r: b.value(r) for r in b.ranks})
                 else:
                     pulls.append(_Region(i, group, b.lo, b.hi, b.below, list(b.ranks), True))
         done_asks = {i for i, _ in settled}

@@ -58,7 +58,7 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
-    # About twenty passes read the same few columns: reading the log and checking its
+    # About fifteen passes read the same few columns: reading the log and checking its
     # rows once is cheaper than each pass doing it again.
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     with scratch_copy(log.backend, log.table.select(*keep), name) as scratch:
