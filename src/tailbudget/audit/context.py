@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tailbudget.audit.config import AuditConfig
+from tailbudget.logs.engine import one_thread
 from tailbudget.logs.table import LogTable
 
 UNATTRIBUTED = "unattributed"
@@ -100,8 +101,16 @@ class Ctx:
 
     def _execute(self, expr: Any) -> list[dict[str, Any]]:
         # Arrow, not pandas: results are small, and this skips a pandas round trip.
-        rows: list[dict[str, Any]] = to_arrow(self.log, expr).to_pylist()
-        return rows
+        if not self._small():
+            return list(to_arrow(self.log, expr).to_pylist())
+        # The sample's approximate quantiles (CDF, bins, grids) are the same every run
+        # only when computed on one thread; on a table this small it costs little.
+        with one_thread(self.log.backend):
+            return list(to_arrow(self.log, expr).to_pylist())
+
+    def _small(self) -> bool:
+        """A row sample, or a log no bigger than one (its passes run on one thread)."""
+        return self.parent is not None or self.log.rows.used <= 2 * SAMPLE_ROWS
 
 
 def to_arrow(log: LogTable, expr: Any) -> Any:

@@ -205,6 +205,25 @@ def arrow_table(backend: Any, table: Any) -> Any:
     return ibis.memtable(table)
 
 
+@contextmanager
+def one_thread(backend: Any) -> Iterator[None]:
+    """Run what the block runs on one DuckDB thread (other engines: unchanged).
+
+    DuckDB merges the partial states of an approximate quantile in whatever order
+    its threads finish, so the same query can answer slightly differently twice;
+    on one thread it answers the same every time. For passes over small tables
+    (a row sample), where the second thread saves little."""
+    if engine_name(backend) != "duckdb":
+        yield
+        return
+    before = int(backend.raw_sql("SELECT current_setting('threads')").fetchone()[0])
+    backend.raw_sql("SET threads = 1")
+    try:
+        yield
+    finally:
+        backend.raw_sql(f"SET threads = {before}")
+
+
 def engine_name(backend: Any) -> str:
     """The backend's short name (duckdb, pyspark, ...)."""
     return str(getattr(backend, "name", type(backend).__name__))
