@@ -156,8 +156,16 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         if value is not None:
             out[f"o_n{j}"] = value.count()
     out["o_good"] = good_mask(ctx, objs.thresholds()).cast("int64").sum()
+    return out
+
+
+def cdf_exprs(sub: Ctx) -> dict[str, Any]:
+    """Aggregates of the row sample's pass: the approximate quantile functions of ttft
+    and tpot for the charts (on the sample, so the same every run)."""
+    objs = objectives_of(sub)
+    out: dict[str, Any] = {}
     for metric in ("ttft", "tpot"):
-        value = metric_value(ctx, metric) if metric in objs.metrics() else None
+        value = metric_value(sub, metric) if metric in objs.metrics() else None
         if value is not None:
             out[f"o_cdf_{metric}"] = value.approx_quantile(CDF_QS)
     return out

@@ -112,6 +112,7 @@ def distributions(ctx: Ctx) -> Distributions:
         **snapshot.sample_exprs(sub),
         **stages.sample_exprs(sub),
         **shape.covariate_exprs(sub),
+        **objectives.cdf_exprs(sub),
     }
     # The figures ride on a pass the percentiles make anyway: one scan fewer.
     if sub is ctx:
