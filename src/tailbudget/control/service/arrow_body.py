@@ -24,7 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.control.service.columns_body import checked_stamps, checked_totals
+from tailbudget.control.service.columns_body import (
+    checked_stage,
+    checked_stamps,
+    checked_totals,
+)
 from tailbudget.control.service.ingest import (
     MAX_BATCH,
     BadBatch,
@@ -38,7 +42,6 @@ from tailbudget.control.service.llm_fields import (
     llm_series,
     vouched,
 )
-from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
 if TYPE_CHECKING:
@@ -223,9 +226,9 @@ def _stamps(cols: Columns, n: int, now_s: float) -> npt.NDArray[np.float64]:
         arr = pc.cast(arr, pa.int64())
         values, present = _as_float(arr)
         values = values * scale
-    elif _kind(arr) == "null":
+    elif (kind := _kind(arr)) == "null":
         return np.full(n, now_s)
-    elif _kind(arr) in ("int", "float"):
+    elif kind in ("int", "float"):
         values, present = _as_float(arr)
     else:
         raise BadBatch(f"column ts must be epoch seconds or a timestamp, got an Arrow {arr.type}")
@@ -244,9 +247,10 @@ def _errors(cols: Columns, n: int) -> npt.NDArray[np.bool_]:
         flags = _bits(arr.buffers()[1], arr.offset, len(arr))
         valid = _valid(arr)
         return flags if valid is None else flags & valid  # null: no error, as in JSON
-    if _kind(arr) == "null":
+    kind = _kind(arr)
+    if kind == "null":
         return np.zeros(n, dtype=bool)
-    if _kind(arr) != "int":
+    if kind != "int":
         raise BadBatch(f"column error must be boolean (or 0/1), got an Arrow {arr.type}")
     values, present = _as_float(arr)
     if present is not None:
@@ -268,34 +272,25 @@ def _stages(cols: Columns) -> dict[str, StageColumn]:
         raise BadBatch(
             f"column stages must be a struct of one numeric field per stage, got {arr.type}"
         )
-    if arr.type.num_fields > MAX_STAGES:
-        raise BadBatch(
-            f"more than {MAX_STAGES} stage names in one batch; "
-            "name stages by pipeline step, not per request"
-        )
     out: dict[str, StageColumn] = {}
     # flatten() gives each field with the struct's nulls applied: a null struct is an
-    # observation without stage times.
+    # observation without stage times. A name past MAX_STAGES is refused by its check.
     for k, (field, child) in enumerate(zip(arr.type, arr.flatten(), strict=True)):
         _check_stage_name(0, field.name, k)
-        if _kind(child) == "null":
-            continue
-        if _kind(child) not in ("int", "float"):
-            raise BadBatch(f"stages.{field.name} must be numbers (ms), got an Arrow {child.type}")
-        ms, present = _as_float(child)
-        have = np.ones(len(ms), dtype=bool) if present is None else present
-        bad = have & ~((ms >= 0) & (ms < np.inf))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise BadBatch(
-                f"item {i}: stages.{field.name} must be a number >= 0 (ms), got {ms[i]:g}"
-            )
-        if present is None:
-            out[field.name] = StageColumn.every_row(ms)
-        elif have.any():
-            index = np.flatnonzero(have).astype(np.int64)
-            out[field.name] = StageColumn(index, ms[index])
+        column = _stage(field.name, child)
+        if column is not None:
+            out[field.name] = column
     return out
+
+
+def _stage(name: str, child: pa.Array) -> StageColumn | None:
+    kind = _kind(child)
+    if kind == "null":
+        return None
+    if kind not in ("int", "float"):
+        raise BadBatch(f"stages.{name} must be numbers (ms), got an Arrow {child.type}")
+    ms, present = _as_float(child)
+    return checked_stage(name, ms, present, lambda i: f"{ms[i]:g}")
 
 
 def parse_arrow(body: bytes, *, now_s: float) -> ParsedBatch:

@@ -31,10 +31,9 @@ from tailbudget.control.service.ingest import (
     behind_clock,
 )
 from tailbudget.control.service.llm_fields import LLM_KEYS, BadField, llm_columns_of
-from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["Show", "checked_stamps", "checked_totals", "parse_columns"]
+__all__ = ["Show", "checked_stage", "checked_stamps", "checked_totals", "parse_columns"]
 
 _NUM = frozenset({int, float})
 
@@ -122,24 +121,38 @@ def _stages(raw: Any, n: int) -> dict[str, StageColumn]:
         _check_stage_name(0, name, k)
         col = _list(raw, name, n)
         assert col is not None
-        if not set(map(type, col)) <= {int, float, type(None)}:
-            i = next(i for i, v in enumerate(col) if v is not None and type(v) not in _NUM)
-            raise BadBatch(f"item {i}: stages.{name} must be a number >= 0 (ms), got {col[i]!r}")
-        ms = np.array(col, dtype=np.float64)
-        have = np.array([v is not None for v in col], dtype=bool)
-        bad = have & ~(np.isfinite(ms) & (ms >= 0))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise BadBatch(f"item {i}: stages.{name} must be a number >= 0 (ms), got {col[i]!r}")
-        if have.any():
-            index = np.flatnonzero(have).astype(np.int64)
-            out[name] = StageColumn(index, ms[index])
-    if len(out) > MAX_STAGES:
-        raise BadBatch(
-            f"more than {MAX_STAGES} stage names in one batch; "
-            "name stages by pipeline step, not per request"
-        )
+        column = _stage(name, col)
+        if column is not None:
+            out[name] = column
     return out
+
+
+def _stage(name: str, col: list[Any]) -> StageColumn | None:
+    if not set(map(type, col)) <= {int, float, type(None)}:
+        i = next(i for i, v in enumerate(col) if v is not None and type(v) not in _NUM)
+        raise BadBatch(f"item {i}: stages.{name} must be a number >= 0 (ms), got {col[i]!r}")
+    ms = np.array(col, dtype=np.float64)
+    have = np.array([v is not None for v in col], dtype=bool)
+    return checked_stage(name, ms, have, lambda i: repr(col[i]))
+
+
+def checked_stage(
+    name: str, ms: npt.NDArray[np.float64], have: npt.NDArray[np.bool_] | None, show: Show
+) -> StageColumn | None:
+    """A stage's column once every time it carries is a number >= 0 (`have`: which
+    observations carry one; None: every one); else BadBatch naming the item. None
+    when no observation carries it."""
+    carried = np.ones(ms.shape[0], dtype=bool) if have is None else have
+    bad = carried & ~(np.isfinite(ms) & (ms >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise BadBatch(f"item {i}: stages.{name} must be a number >= 0 (ms), got {show(i)}")
+    if have is None or have.all():
+        return StageColumn.every_row(ms)
+    if not have.any():
+        return None
+    index = np.flatnonzero(have).astype(np.int64)
+    return StageColumn(index, ms[index])
 
 
 def parse_columns(obj: dict[str, Any], *, now_s: float) -> ParsedBatch:
