@@ -15,8 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.control.wal import StageColumn
-from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats, slot_groups
-from tailbudget.sketch.rows import add_rows
+from tailbudget.control.windows import (
+    RollingWindow,
+    SlotGroups,
+    WindowStats,
+    slot_groups,
+)
 
 __all__ = ["NamedWindows"]
 
@@ -52,29 +56,6 @@ class NamedWindows:
             window.observe_many(ts, col.ms, groups=groups)
         else:
             window.observe_many(ts[col.index], col.ms)
-
-    def _observe_dense(
-        self, names: list[str], rows: npt.NDArray[np.float64], groups: SlotGroups
-    ) -> None:
-        """Add columns over every row of the batch (row k of `rows` to window
-        `names[k]`), all in one pass per slot; the values are finite."""
-        windows = [self._window(name) for name in names]
-        newest = groups[-1][0]
-        for window in windows:  # the newest slot first, as observe_many does
-            window._slot(newest)
-        for slot_id, sel in groups:
-            live = [(k, window._slot(slot_id)) for k, window in enumerate(windows)]
-            for k, slot in live:
-                if slot is None:
-                    windows[k].late += int(rows[k, sel].size)
-            slots = [(k, slot) for k, slot in live if slot is not None]
-            if not slots:
-                continue
-            part = rows if len(slots) == len(windows) else rows[[k for k, _ in slots]]
-            part = part[:, sel]
-            add_rows([slot.sketch for _, slot in slots], part)
-            for _, slot in slots:
-                slot.count += int(part.shape[1])
 
     def groups(self, ts: npt.NDArray[np.float64]) -> SlotGroups | None:
         """The slot groups of a batch's timestamps on this ring (None: some not finite)."""

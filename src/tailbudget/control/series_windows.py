@@ -26,7 +26,7 @@ import numpy.typing as npt
 from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.named_windows import NamedWindows
 from tailbudget.control.wal import StageColumn
-from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats
+from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats, observe_rows
 
 __all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows", "judge"]
 
@@ -68,7 +68,7 @@ class SeriesWindows(NamedWindows):
     ) -> None:
         """Add a batch's series (`ts` is the batch's timestamps, rows by index; `groups`
         their slots, from `groups(ts)`)."""
-        dense: dict[str, npt.NDArray[np.float64]] = {}
+        dense: dict[str, StageColumn] = {}
         for name, col in series.items():
             if not len(col):
                 continue
@@ -76,22 +76,19 @@ class SeriesWindows(NamedWindows):
             if key not in LLM_SERIES:
                 continue  # a record from a newer writer: nothing here reads it
             if groups is not None and col.dense and key not in dense:
-                dense[key] = col.ms  # every row: fed below with the others, at once
+                dense[key] = col  # every row: fed below with the others, at once
             else:
                 self._observe(key, ts, col, groups)
             if name == ITL_SUMMARY:
                 self.itl_summaries += len(col)
-        if len(dense) == 1:
-            ((key, ms),) = dense.items()
-            self._observe(key, ts, StageColumn.every_row(ms), groups)
-        elif dense:
-            rows = np.stack(list(dense.values()))
+        if dense:
+            assert groups is not None
+            rows = np.stack([col.ms for col in dense.values()])
             if np.isfinite(rows).all():
-                assert groups is not None
-                self._observe_dense(list(dense), rows, groups)
+                observe_rows([self._window(key) for key in dense], rows, groups)
             else:  # not from a checked batch: each window counts what it rejects
-                for key, ms in dense.items():
-                    self._observe(key, ts, StageColumn.every_row(ms), groups)
+                for key, col in dense.items():
+                    self._observe(key, ts, col, groups)
         if self.good is not None:
             self._judge(ts, total_ms, error, series, stages)
 
