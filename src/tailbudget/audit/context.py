@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -101,11 +102,9 @@ class Ctx:
 
     def _execute(self, expr: Any) -> list[dict[str, Any]]:
         # Arrow, not pandas: results are small, and this skips a pandas round trip.
-        if not self._small():
-            return list(to_arrow(self.log, expr).to_pylist())
         # The sample's approximate quantiles (CDF, bins, grids) are the same every run
         # only when computed on one thread; on a table this small it costs little.
-        with one_thread(self.log.backend):
+        with one_thread(self.log.backend) if self._small() else nullcontext():
             return list(to_arrow(self.log, expr).to_pylist())
 
     def _small(self) -> bool:
