@@ -34,7 +34,7 @@ def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> 
         for dim, value in values.items():
             expr = (
                 t.group_by(value=value)
-                .aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
+                .aggregate(n=t.count(), n_slow=ctx.count(slow))
                 .order_by(ibis_desc("n"))
                 .limit(TOP_VALUES)
             )
@@ -86,7 +86,7 @@ def _combined(ctx: Ctx, values: dict[str, Any], slow: Any) -> dict[str, list[dic
     combination of the dimensions' values (counts add up across combinations)."""
     t = ctx.t
     keys = {f"_c{j}": value for j, value in enumerate(values.values())}
-    expr = t.group_by(**keys).aggregate(n=t.count(), n_slow=slow.cast("int64").sum())
+    expr = t.group_by(**keys).aggregate(n=t.count(), n_slow=ctx.count(slow))
     rows = ctx.run_frame("cohorts", expr)
     out: dict[str, list[dict[str, Any]]] = {}
     for j, dim in enumerate(values):

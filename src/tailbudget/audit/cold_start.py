@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from tailbudget._arrow_numpy import ints
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
@@ -29,19 +30,19 @@ def cold_mask(ctx: Ctx) -> Any | None:
     """True for requests inside a cold window; None without events or timestamps."""
     if not ctx.config.events or not ctx.log.has_timestamp:
         return None
-    es = ctx.t["ts"].epoch_seconds().cast("float64")
+    ts = ctx.t["ts"]
     window = int(ctx.config.cold_window_min * 60)
     mask = None
     for when, _ in ctx.config.events:
         e = _epoch(when)
-        part = (es >= e) & (es < e + window)
+        part = (ts >= ctx.instant(e)) & (ts < ctx.instant(e + window))
         mask = part if mask is None else mask | part
     return mask.fill_null(False) if mask is not None else None
 
 
 def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
     """Aggregate of the distributions pass: how many requests are cold."""
-    return {"cold_n": cold.cast("int64").sum()}
+    return {"cold_n": ctx.count(cold)}
 
 
 def asks(ctx: Ctx, cold: Any) -> list[Ask]:
@@ -87,9 +88,9 @@ def _minute_p99(ctx: Ctx, minute: Any) -> dict[int, float]:
     got = got.filter(ok)
     if not got.num_rows:
         return {}
-    m = np.asarray(got.column("minute").to_numpy(), dtype=np.int64)
-    b = np.asarray(got.column("b").to_numpy(), dtype=np.int64)
-    c = np.asarray(got.column("c").to_numpy(), dtype=np.int64)
+    m = ints(got.column("minute"))
+    b = ints(got.column("b"))
+    c = ints(got.column("c"))
     order = np.lexsort((b, m))
     m, b, c = m[order], b[order], c[order]
     starts = np.flatnonzero(np.r_[True, m[1:] != m[:-1]])

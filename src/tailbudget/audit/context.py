@@ -6,10 +6,11 @@ import math
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from tailbudget.audit.config import AuditConfig
-from tailbudget.logs.engine import one_thread
+from tailbudget.logs.engine import arrow_result, count_true, one_thread
 from tailbudget.logs.table import LogTable
 
 UNATTRIBUTED = "unattributed"
@@ -36,8 +37,8 @@ class Ctx:
     """The full-log context of a sample context; passes are counted on the root."""
     notes: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
-    keep: Callable[[Any], Any] | None = None
-    """Computes an expression once for many passes (the scratch copy's), if any."""
+    sampler: Callable[[float, int], Any] | None = None
+    """Draws a row sample kept for many passes (the scratch copy's), if any."""
     _sample: Ctx | None = field(default=None, repr=False)
 
     @property
@@ -59,12 +60,27 @@ class Ctx:
         if n <= 2 * SAMPLE_ROWS:
             return self
         if self._sample is None:
-            table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
             # Several passes read the sample: drawn once, it costs one scan, not one each.
-            if self.keep is not None:
-                table = self.keep(table)
+            if self.sampler is not None:
+                table = self.sampler(SAMPLE_ROWS / n, self.config.seed)
+            else:
+                table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
             self._sample = Ctx(replace(self.log, table=table), self.config, parent=self)
         return self._sample
+
+    def count(self, pred: Any) -> Any:
+        """Aggregate: how many rows `pred` is true for (see `count_true`)."""
+        return count_true(self.log.backend, pred)
+
+    def instant(self, epoch_s: float) -> Any:
+        """An epoch second as a literal of the log's `ts` (a UTC wall-clock timestamp).
+
+        Comparing `ts` with it costs a row far less than turning each `ts` into seconds.
+        """
+        import ibis
+
+        wall = datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
+        return ibis.literal(wall, type=self.t["ts"].type())
 
     def stage_sum(self) -> Any:
         """Sum of every stage column (a missing stage counts as 0)."""
@@ -114,9 +130,7 @@ class Ctx:
 
 def to_arrow(log: LogTable, expr: Any) -> Any:
     """Run an expression on the log's backend and return a pyarrow Table."""
-    if log.backend is not None:
-        return log.backend.to_pyarrow(expr)
-    return expr.to_pyarrow()
+    return arrow_result(expr, log.backend)
 
 
 def py_row(row: dict[str, Any]) -> dict[str, Any]:

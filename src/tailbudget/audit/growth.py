@@ -51,7 +51,7 @@ def _moment_exprs(
 ) -> dict[str, Any]:
     """Count, sum and sum of squares of each stage over the rows `where` selects."""
     t = ctx.t
-    exprs: dict[str, Any] = {"n": t.count() if where is None else where.cast("int64").sum()}
+    exprs: dict[str, Any] = {"n": t.count() if where is None else ctx.count(where)}
     for j, name in enumerate(names):
         y = ctx.col(name).fill_null(0.0)
         if where is not None:
@@ -106,15 +106,14 @@ def around_event(ctx: Ctx, names: list[str], span: tuple[float, float]) -> dict[
     if not inside or not names:
         return {}
     when, event = inside[-1]
-    es = ctx.t["ts"].epoch_seconds().cast("float64")
-    cut = float(_epoch(when))
+    ts, cut = ctx.t["ts"], ctx.instant(_epoch(when))
     against = f"before {event} at {when.isoformat(timespec='seconds')}"
     # Both sides in one pass over the log.
     row = ctx.run_row(
         "around event",
         {
-            **_moment_exprs(ctx, names, (es >= cut).fill_null(False), "a_"),
-            **_moment_exprs(ctx, names, (es < cut).fill_null(False), "b_"),
+            **_moment_exprs(ctx, names, (ts >= cut).fill_null(False), "a_"),
+            **_moment_exprs(ctx, names, (ts < cut).fill_null(False), "b_"),
         },
     )
     after = {k[2:]: v for k, v in row.items() if k.startswith("a_")}

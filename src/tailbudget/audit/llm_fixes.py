@@ -67,7 +67,7 @@ def counterfactual(
         {
             "q": after.quantile(parse_percentile(obj.percentile)[1]),
             "p99": total_after.quantile(0.99),
-            "g": ob.good_mask(ctx, thresholds, swap=swap).cast("int64").sum(),
+            "g": ctx.count(ob.good_mask(ctx, thresholds, swap=swap)),
             "n": ctx.t.count(),
         },
     )

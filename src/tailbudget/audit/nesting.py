@@ -39,7 +39,7 @@ def find(ctx: Ctx, names: list[str]) -> list[Nesting]:
         for j, b in enumerate(cols):
             if i == j:
                 continue
-            exprs[f"ge{i}_{j}"] = (a >= b - OVERLAP_TOLERANCE_MS).cast("int64").sum()
+            exprs[f"ge{i}_{j}"] = ctx.count(a >= b - OVERLAP_TOLERANCE_MS)
             if i < j:
                 exprs[f"x{i}_{j}"] = (a * b).sum()
     row = ctx.run_row("nesting", exprs)

@@ -155,7 +155,7 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
         if value is not None:
             out[f"o_n{j}"] = value.count()
-    out["o_good"] = good_mask(ctx, objs.thresholds()).cast("int64").sum()
+    out["o_good"] = ctx.count(good_mask(ctx, objs.thresholds()))
     return out
 
 
@@ -281,6 +281,6 @@ def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:
 
 def goodput_of(ctx: Ctx, mask: Any) -> float:
     """Share of requests (failed ones included in the denominator) where `mask` holds."""
-    row = ctx.run_row("goodput", {"g": mask.cast("int64").sum(), "n": ctx.t.count()})
+    row = ctx.run_row("goodput", {"g": ctx.count(mask), "n": ctx.t.count()})
     n = fnum(row["n"]) + float(ctx.log.rows.failed)
     return fnum(row["g"]) / n if n else 0.0

@@ -27,6 +27,7 @@ import ibis.expr.datatypes as dt
 import numpy as np
 import pyarrow.compute as pc
 
+from tailbudget._arrow_numpy import bools, floats, ints
 from tailbudget.audit import context
 from tailbudget.audit.context import Ctx
 
@@ -236,11 +237,11 @@ def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
     engine, whose sort would need memory under a tight limit."""
     if table.num_rows == 0:
         return {}
-    a = table.column("_a").to_numpy()
+    a = ints(table.column("_a"))
     groups = pc.dictionary_encode(table.column("_g").combine_chunks())
-    g = groups.indices.to_numpy(zero_copy_only=False)
+    g = ints(groups.indices)
     names = [str(x) for x in groups.dictionary.to_pylist()]
-    v = np.asarray(table.column("_v").to_numpy(zero_copy_only=False), dtype=np.float64)
+    v = floats(table.column("_v"))
     width = len(names)
     code = a.astype(np.int64) * width + g if width > 1 else a
     counts = np.bincount(code)
@@ -282,7 +283,9 @@ def _counts(
     plain = sorted({i for i, g in guesses if asks[i].by is None})
     if plain:
         rows = ctx.t.mutate(**{f"_tb_v{i}": _value(asks[i]) for i in plain})
-        flags = {i: _flags(rows[f"_tb_v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain}
+        flags = {
+            i: _flags(ctx, rows[f"_tb_v{i}"], _bounds(guesses[(i, "")], collect)) for i in plain
+        }
         exprs = {f"{i}_{k}": e for i, mine in flags.items() for k, e in mine.items()}
         # The log's columns keep their names, so `also` is read from the same scan.
         exprs |= {f"x_{k}": _rebind(e, ctx.t.op(), rows.op()) for k, e in also.items()}
@@ -304,7 +307,7 @@ def _grouped_counts(
     """The counts of a grouped ask; its values are read back by a select (a list
     aggregate with per-group bounds costs more per row than the scan it saves)."""
     rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
-    exprs = _flags(rows["_v"], _group_bounds(rows["_g"], ranges))
+    exprs = _flags(ctx, rows["_v"], _group_bounds(rows["_g"], ranges))
     expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
     frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
     return {(i, str(r.pop("_g"))): r for r in frame}
@@ -322,7 +325,7 @@ def _combined_counts(
     exprs = {
         f"{i}_{k}": e
         for i, mine in ranges.items()
-        for k, e in _flags(rows[f"_v{i}"], _group_bounds(rows[f"_g{i}"], mine)).items()
+        for k, e in _flags(ctx, rows[f"_v{i}"], _group_bounds(rows[f"_g{i}"], mine)).items()
     }
     expr = rows.group_by(*(f"_g{i}" for i in ranges)).aggregate(**exprs)
     out: dict[Key, dict[str, Any]] = {}
@@ -362,9 +365,9 @@ def _rows(table: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = table.drop_columns(lists).to_pylist()
     for name in lists:
         col = table.column(name).combine_chunks()
-        offsets = np.asarray(col.offsets)
-        values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float64)
-        valid = np.asarray(col.is_valid())
+        offsets = ints(col.offsets)
+        values = floats(col.values)
+        valid = bools(col.is_valid())
         for j, row in enumerate(rows):
             row[name] = values[offsets[j] : offsets[j + 1]] if valid[j] else None
     return rows
@@ -394,18 +397,17 @@ def _bounds(ranges: Ranges, collect: bool) -> list[tuple[Any, Any | None, Any | 
     ]
 
 
-def _flags(v: Any, bounds: list[tuple[Any, Any | None, Any | None]]) -> dict[str, Any]:
+def _flags(ctx: Ctx, v: Any, bounds: list[tuple[Any, Any | None, Any | None]]) -> dict[str, Any]:
     """`n`, and per bracket k: `b<k>` values under its lo, `l<k>` the values within
     [lo, hi] when they are collected and `h<k>` those at most hi for a bracket of one
     value (counted, not read). Bounds are numbers, or expressions giving each row's group its
     own (null where the group's bracket is of the other kind)."""
     exprs: dict[str, Any] = {"n": v.count()}
     for k, (lo, read_hi, single_hi) in enumerate(bounds):
-        # Sums of 0/1 flags: cheaper per row than COUNT ... FILTER on DuckDB.
-        exprs[f"b{k}"] = (v < lo).cast(dt.int64).sum()
+        exprs[f"b{k}"] = ctx.count(v < lo)
         if read_hi is not None:
             # Collected in this pass: no second scan to read the values back.
             exprs[f"l{k}"] = v.collect(where=(v >= lo) & (v <= read_hi))
         if single_hi is not None:
-            exprs[f"h{k}"] = (v <= single_hi).cast(dt.int64).sum()
+            exprs[f"h{k}"] = ctx.count(v <= single_hi)
     return exprs

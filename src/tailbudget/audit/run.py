@@ -62,15 +62,15 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     # rows once is cheaper than each pass doing it again.
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     with scratch_copy(log.backend, log.table.select(*keep), name) as scratch:
-        return _audit(replace(log, table=scratch.table), config, scratch.keep)
+        return _audit(replace(log, table=scratch.table), config, scratch.sample)
 
 
 ERROR_MAJORITY = 0.5
 """Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
-def _audit(log: LogTable, config: AuditConfig, keep: Callable[[Any], Any]) -> AuditReport:
-    ctx = Ctx(log, config, keep=keep)
+def _audit(log: LogTable, config: AuditConfig, sampler: Callable[[float, int], Any]) -> AuditReport:
+    ctx = Ctx(log, config, sampler=sampler)
     fixes = catalog(config.fixes)  # validate overrides before any pass over the log
     objectives.check(ctx)
     dist = passes.distributions(ctx)

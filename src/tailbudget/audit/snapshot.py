@@ -40,11 +40,11 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         "n": t.count(),
         "total_max": total.max(),
         "total_mean": total.mean(),
-        "errors": t["error"].cast("int64").sum(),
+        "errors": ctx.count(t["error"]),
     }
     target = _top_target(ctx)
     if target is not None:
-        out["n_over_top"] = (total > target[1]).cast("int64").sum()
+        out["n_over_top"] = ctx.count(total > target[1])
     if ctx.log.has_timestamp:
         es = t["ts"].epoch_seconds().cast("float64")
         out["ts_min"] = es.min()

@@ -17,6 +17,7 @@ import ibis.expr.operations as ops
 
 from tailbudget.errors import LogError
 from tailbudget.logs.columns import ColumnMap, engine_columns, resolve_columns
+from tailbudget.logs.engine import arrow_result
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -314,7 +315,7 @@ def _clean_counts(
         aggs["n_missing"] = missing.cast(dt.int64).sum()
     for i, v in enumerate(latencies):
         aggs[f"s{i}"], aggs[f"m{i}"] = v.sum(), v.min()
-    row = raw.aggregate(**aggs).to_pyarrow().to_pylist()[0]
+    row = arrow_result(raw.aggregate(**aggs)).to_pylist()[0]
     n = int(row["n"] or 0)
     if n == 0 or int(row["n_missing"] or 0) != 0:
         return None

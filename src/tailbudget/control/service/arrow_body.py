@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget._arrow_numpy import bits, primitive, valid_mask
 from tailbudget.control.service.columns_body import (
     checked_stage,
     checked_stamps,
@@ -128,49 +129,13 @@ def _as_float(arr: pa.Array) -> tuple[npt.NDArray[np.float64], Any]:
     """A numeric array as float64 (NaN where null) and its present mask (None: no
     nulls). Read from the Arrow buffers with NumPy: pyarrow's `to_numpy` would import
     pandas (tens of MiB the server otherwise never loads)."""
-    values = _primitive(arr).astype(np.float64, copy=False)
-    valid = _valid(arr)
+    values = primitive(arr).astype(np.float64, copy=False)
+    valid = valid_mask(arr)
     if valid is None:
         return values, None
     values = values.copy() if not values.flags.writeable else values
     values[~valid] = np.nan
     return values, valid
-
-
-def _primitive(arr: pa.Array) -> npt.NDArray[Any]:
-    """The values of a fixed-width numeric array, in place (read-only)."""
-    dtype = np.dtype(_NUMPY_TYPES[str(arr.type)])
-    data = arr.buffers()[1]
-    whole = np.frombuffer(data, dtype=dtype, count=arr.offset + len(arr))
-    return whole[arr.offset :]
-
-
-def _bits(buffer: pa.Buffer, offset: int, n: int) -> npt.NDArray[np.bool_]:
-    """n bits of an Arrow bitmap (validity or boolean values) from bit `offset`."""
-    raw = np.frombuffer(buffer, dtype=np.uint8, count=(offset + n + 7) // 8)
-    return np.unpackbits(raw, count=offset + n, bitorder="little")[offset:].astype(bool)
-
-
-def _valid(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
-    """Which slots hold a value (None: every one)."""
-    if arr.null_count == 0:
-        return None
-    return _bits(arr.buffers()[0], arr.offset, len(arr))
-
-
-_NUMPY_TYPES = {
-    "int8": "i1",
-    "int16": "<i2",
-    "int32": "<i4",
-    "int64": "<i8",
-    "uint8": "u1",
-    "uint16": "<u2",
-    "uint32": "<u4",
-    "uint64": "<u8",
-    "halffloat": "<f2",
-    "float": "<f4",
-    "double": "<f8",
-}
 
 
 def _scalar_of(cols: Columns, n: int) -> Scalar:
@@ -244,8 +209,8 @@ def _errors(cols: Columns, n: int) -> npt.NDArray[np.bool_]:
     if arr is None:
         return np.zeros(n, dtype=bool)
     if pa.types.is_boolean(arr.type):
-        flags = _bits(arr.buffers()[1], arr.offset, len(arr))
-        valid = _valid(arr)
+        flags = bits(arr.buffers()[1], arr.offset, len(arr))
+        valid = valid_mask(arr)
         return flags if valid is None else flags & valid  # null: no error, as in JSON
     kind = _kind(arr)
     if kind == "null":
