@@ -27,7 +27,7 @@ def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> 
     values combine into few groups, else one each), then the exact p99 of its busiest
     values."""
     t = ctx.t
-    values = {dim: t[dim].cast("string").fill_null("(null)") for dim in ctx.log.cohorts}
+    values = {dim: ctx.cohort(dim) for dim in ctx.log.cohorts}
     counts = _combined(ctx, values, slow) if _few_combinations(ctx) else None
     if counts is None:
         counts = {}

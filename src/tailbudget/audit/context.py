@@ -22,6 +22,9 @@ OVERLAP_TOLERANCE_MS = 1.0
 SAMPLE_ROWS = 250_000
 """Distribution shapes (CDF plot, gap test, covariate bins) come from a row sample this big."""
 
+NULL_LABEL = "(null)"
+"""The cohort value of a request whose dimension is null."""
+
 NESTED_SHARE = 0.05
 """Above this share of requests with sum(stages) > total, stages are treated as nested."""
 
@@ -39,6 +42,8 @@ class Ctx:
     refusals: list[str] = field(default_factory=list)
     sampler: Callable[[float, int], Any] | None = None
     """Draws a row sample kept for many passes (the scratch copy's), if any."""
+    labelled: frozenset[str] = frozenset()
+    """Cohort columns the table already holds as labels (`cohort_label`)."""
     _sample: Ctx | None = field(default=None, repr=False)
 
     @property
@@ -65,8 +70,15 @@ class Ctx:
                 table = self.sampler(SAMPLE_ROWS / n, self.config.seed)
             else:
                 table = self.t.sample(SAMPLE_ROWS / n, seed=self.config.seed)
-            self._sample = Ctx(replace(self.log, table=table), self.config, parent=self)
+            self._sample = Ctx(
+                replace(self.log, table=table), self.config, parent=self, labelled=self.labelled
+            )
         return self._sample
+
+    def cohort(self, dim: str) -> Any:
+        """A cohort dimension's label per request (see `cohort_label`)."""
+        column = self.t[dim]
+        return column if dim in self.labelled else cohort_label(column)
 
     def count(self, pred: Any) -> Any:
         """Aggregate: how many rows `pred` is true for (see `count_true`)."""
@@ -126,6 +138,11 @@ class Ctx:
     def _small(self) -> bool:
         """A row sample, or a log no bigger than one (its passes run on one thread)."""
         return self.parent is not None or self.log.rows.used <= 2 * SAMPLE_ROWS
+
+
+def cohort_label(column: Any) -> Any:
+    """A cohort dimension's value as text, NULL_LABEL for null."""
+    return column.cast("string").fill_null(NULL_LABEL)
 
 
 def to_arrow(log: LogTable, expr: Any) -> Any:

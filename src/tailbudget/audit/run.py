@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from tailbudget.audit import (
     canary,
@@ -27,7 +25,7 @@ from tailbudget.audit import (
 )
 from tailbudget.audit.baseline import compare
 from tailbudget.audit.config import AuditConfig
-from tailbudget.audit.context import TOTAL, Ctx
+from tailbudget.audit.context import TOTAL, Ctx, cohort_label
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
@@ -42,7 +40,8 @@ from tailbudget.audit.report import (
     Recommendation,
     Snapshot,
 )
-from tailbudget.logs.engine import engine_name, scratch_copy
+from tailbudget.logs.engine import engine_name
+from tailbudget.logs.scratch import scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
 
 
@@ -61,16 +60,26 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     # About fifteen passes read the same few columns: reading the log and checking its
     # rows once is cheaper than each pass doing it again.
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
-    with scratch_copy(log.backend, log.table.select(*keep), name) as scratch:
-        return _audit(replace(log, table=scratch.table), config, scratch.sample)
+    table = log.table.select(*keep)
+    # Cohort columns are copied as the labels the cohort passes group by (few values: as
+    # ENUM codes), so no pass turns each row's value into text again.
+    table = table.mutate(**{dim: cohort_label(table[dim]) for dim in log.cohorts})
+    with scratch_copy(log.backend, table, name, labels=log.cohorts) as scratch:
+        ctx = Ctx(
+            replace(log, table=scratch.table),
+            config,
+            sampler=scratch.sample,
+            labelled=frozenset(log.cohorts),
+        )
+        return _audit(ctx)
 
 
 ERROR_MAJORITY = 0.5
 """Share of error requests from which the audit draws no latency hypothesis or fix."""
 
 
-def _audit(log: LogTable, config: AuditConfig, sampler: Callable[[float, int], Any]) -> AuditReport:
-    ctx = Ctx(log, config, sampler=sampler)
+def _audit(ctx: Ctx) -> AuditReport:
+    log, config = ctx.log, ctx.config
     fixes = catalog(config.fixes)  # validate overrides before any pass over the log
     objectives.check(ctx)
     dist = passes.distributions(ctx)

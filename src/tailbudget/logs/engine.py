@@ -12,20 +12,17 @@ import uuid
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from tailbudget.errors import LogError
 
 __all__ = [
     "MEMORY_LIMIT_ENV",
-    "Scratch",
     "arrow_result",
     "capped_memory",
     "connect",
     "count_true",
     "engine_name",
-    "scratch_copy",
     "spark_session",
 ]
 
@@ -140,60 +137,6 @@ def _bytes(size: str) -> float | None:
         return float(match.group(1)) * _UNITS[match.group(2).lower()]
     except ValueError:
         return None
-
-
-@dataclass(frozen=True)
-class Scratch:
-    """A scratch copy of a log: `table`, and `sample` to keep a row sample of it in the
-    same scratch space (dropped with it)."""
-
-    table: Any
-    backend: Any
-    database: tuple[str, str] | None
-
-    def sample(self, fraction: float, seed: int) -> Any:
-        """A uniform sample of about `fraction` of the rows, for many passes.
-
-        On DuckDB it is kept, once, in the scratch database, and a row is drawn when a hash
-        of its position and `seed` falls under `fraction` of the hash's range: the same
-        rows every run, drawn on every thread (a seeded TABLESAMPLE runs on one). Other
-        engines draw their own seeded sample on each pass.
-        """
-        if self.database is None:
-            return self.table.sample(fraction, seed=seed)
-        name = f"_tailbudget_kept_{uuid.uuid4().hex[:12]}"
-        cut = min(int(fraction * 2.0**64), 2**64 - 1)
-        where = ".".join(f'"{part}"' for part in self.database)
-        self.backend.raw_sql(
-            f'CREATE TABLE {where}."{name}" AS SELECT * FROM {where}."{self.table.op().name}" '
-            f"WHERE hash(rowid, {int(seed)}) < {cut}::UBIGINT"
-        )
-        return self.backend.table(name, database=self.database)
-
-
-@contextmanager
-def scratch_copy(backend: Any, expr: Any, name: str) -> Iterator[Scratch]:
-    """`expr` computed once, for many passes over it; dropped on exit.
-
-    On DuckDB the copy goes to a temporary database file: it is compressed, and its
-    blocks are read back from disk once they no longer fit the memory limit (an
-    in-memory table would have to be spilled, and read back, in full). Other engines
-    scan `expr` itself each time.
-    """
-    if engine_name(backend) != "duckdb":
-        yield Scratch(expr, backend, None)
-        return
-    folder = tempfile.mkdtemp(prefix="tailbudget-scratch-")
-    alias = f"_tailbudget_scratch_{uuid.uuid4().hex[:12]}"
-    try:
-        backend.raw_sql(f"ATTACH '{_quote(os.path.join(folder, 'scratch.duckdb'))}' AS {alias}")
-        try:
-            database = (alias, "main")
-            yield Scratch(backend.create_table(name, expr, database=database), backend, database)
-        finally:
-            backend.raw_sql(f"DETACH {alias}")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _quote(text: str) -> str:

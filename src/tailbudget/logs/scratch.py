@@ -1,0 +1,119 @@
+"""A scratch copy of a log: read and checked once, for the audit's many passes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tailbudget.logs.engine import arrow_result, engine_name
+
+__all__ = ["ENUM_MOST", "Scratch", "scratch_copy"]
+
+ENUM_MOST = 4_096
+"""A text column with at most this many values is copied as a DuckDB ENUM (its codes)."""
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A scratch copy of a log: `table`, and `sample` to keep a row sample of it in the
+    same scratch space (dropped with it)."""
+
+    table: Any
+    backend: Any
+    database: tuple[str, str] | None
+
+    def sample(self, fraction: float, seed: int) -> Any:
+        """A uniform sample of about `fraction` of the rows, for many passes.
+
+        On DuckDB it is kept, once, in the scratch database, and a row is drawn when a hash
+        of its position and `seed` falls under `fraction` of the hash's range: the same
+        rows every run, drawn on every thread (a seeded TABLESAMPLE runs on one). Other
+        engines draw their own seeded sample on each pass.
+        """
+        if self.database is None:
+            return self.table.sample(fraction, seed=seed)
+        name = f"_tailbudget_kept_{uuid.uuid4().hex[:12]}"
+        cut = min(int(fraction * 2.0**64), 2**64 - 1)
+        where = ".".join(_ident(part) for part in self.database)
+        self.backend.raw_sql(
+            f"CREATE TABLE {where}.{_ident(name)} AS SELECT * FROM "
+            f"{where}.{_ident(self.table.op().name)} "
+            f"WHERE hash(rowid, {int(seed)}) < {cut}::UBIGINT"
+        )
+        return self.backend.table(name, database=self.database)
+
+
+@contextmanager
+def scratch_copy(
+    backend: Any, expr: Any, name: str, labels: Sequence[str] = ()
+) -> Iterator[Scratch]:
+    """`expr` computed once, for many passes over it; dropped on exit.
+
+    On DuckDB the copy goes to a temporary database file: it is compressed, and its
+    blocks are read back from disk once they no longer fit the memory limit (an
+    in-memory table would have to be spilled, and read back, in full). The text columns
+    named in `labels` are stored as an ENUM when they hold at most ENUM_MOST values:
+    writing codes costs a fraction of writing text, and passes group and compare codes.
+    Other engines scan `expr` itself each time.
+    """
+    if engine_name(backend) != "duckdb":
+        yield Scratch(expr, backend, None)
+        return
+    folder = tempfile.mkdtemp(prefix="tailbudget-scratch-")
+    alias = f"_tailbudget_scratch_{uuid.uuid4().hex[:12]}"
+    try:
+        path = os.path.join(folder, "scratch.duckdb").replace("'", "''")
+        backend.raw_sql(f"ATTACH '{path}' AS {alias}")
+        try:
+            database = (alias, "main")
+            table = _copy(backend, expr, name, database, labels)
+            yield Scratch(table, backend, database)
+        finally:
+            backend.raw_sql(f"DETACH {alias}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy(
+    backend: Any, expr: Any, name: str, database: tuple[str, str], labels: Sequence[str]
+) -> Any:
+    enums = {c: v for c in labels if (v := _few_values(backend, expr, c)) is not None}
+    if not enums:
+        return backend.create_table(name, expr, database=database)
+    from ibis.backends.sql.datatypes import DuckDBType
+
+    schema = expr.schema()
+    columns = ", ".join(
+        f"{_ident(c)} {_enum(enums[c]) if c in enums else DuckDBType.to_string(t)}"
+        for c, t in schema.items()
+    )
+    where = ".".join(_ident(part) for part in database)
+    backend.raw_sql(f"CREATE TABLE {where}.{_ident(name)} ({columns})")
+    # The text goes in as the ENUM's codes: DuckDB casts each value on insert.
+    backend.insert(name, expr, database=database)
+    return backend.table(name, database=database)
+
+
+def _few_values(backend: Any, expr: Any, column: str) -> list[str] | None:
+    """The distinct non-null text values of a column, when it is text and they are few."""
+    if not expr[column].type().is_string():
+        return None
+    values = expr.select(column).distinct().limit(ENUM_MOST + 1)
+    got = [v for v in arrow_result(values, backend).column(0).to_pylist() if v is not None]
+    return sorted(got) if len(got) <= ENUM_MOST else None
+
+
+def _enum(values: list[str]) -> str:
+    if not values:
+        return "VARCHAR"
+    return "ENUM(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
