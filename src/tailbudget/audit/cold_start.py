@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tailbudget._arrow_numpy import ints
-from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.config import AuditConfig
+from tailbudget.audit.context import TOTAL, Ctx, fnum, instant
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
 
@@ -26,16 +27,33 @@ def _epoch(t: datetime) -> int:
     return int(t.timestamp())
 
 
+COLD_COLUMN = "_tb_cold"
+"""The cold-window flag, when the audit's copy of the log holds it (see `window_flags`)."""
+
+
 def cold_mask(ctx: Ctx) -> Any | None:
     """True for requests inside a cold window; None without events or timestamps."""
     if not ctx.config.events or not ctx.log.has_timestamp:
         return None
-    ts = ctx.t["ts"]
-    window = int(ctx.config.cold_window_min * 60)
+    if COLD_COLUMN in ctx.t.columns:
+        return ctx.t[COLD_COLUMN]
+    return window_flags(ctx.t, ctx.config)
+
+
+def window_flags(table: Any, config: AuditConfig) -> Any | None:
+    """Per row of `table` (with a `ts`): whether it arrived in a cold window.
+
+    Computed once into the audit's copy of the log: the windows are a chain of
+    comparisons per row, which half a dozen passes would otherwise each evaluate.
+    """
+    if not config.events or "ts" not in table.columns:
+        return None
+    ts = table["ts"]
+    window = int(config.cold_window_min * 60)
     mask = None
-    for when, _ in ctx.config.events:
+    for when, _ in config.events:
         e = _epoch(when)
-        part = (ts >= ctx.instant(e)) & (ts < ctx.instant(e + window))
+        part = (ts >= instant(ts, e)) & (ts < instant(ts, e + window))
         mask = part if mask is None else mask | part
     return mask.fill_null(False) if mask is not None else None
 

@@ -85,14 +85,8 @@ class Ctx:
         return count_true(self.log.backend, pred)
 
     def instant(self, epoch_s: float) -> Any:
-        """An epoch second as a literal of the log's `ts` (a UTC wall-clock timestamp).
-
-        Comparing `ts` with it costs a row far less than turning each `ts` into seconds.
-        """
-        import ibis
-
-        wall = datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
-        return ibis.literal(wall, type=self.t["ts"].type())
+        """An epoch second as a literal of the log's `ts` (see `instant`)."""
+        return instant(self.t["ts"], epoch_s)
 
     def stage_sum(self) -> Any:
         """Sum of every stage column (a missing stage counts as 0)."""
@@ -138,6 +132,17 @@ class Ctx:
     def _small(self) -> bool:
         """A row sample, or a log no bigger than one (its passes run on one thread)."""
         return self.parent is not None or self.log.rows.used <= 2 * SAMPLE_ROWS
+
+
+def instant(ts: Any, epoch_s: float) -> Any:
+    """An epoch second as a literal of the type of `ts` (a UTC wall-clock timestamp).
+
+    Comparing `ts` with it costs a row far less than turning each `ts` into seconds.
+    """
+    import ibis
+
+    wall = datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
+    return ibis.literal(wall, type=ts.type())
 
 
 def cohort_label(column: Any) -> Any:

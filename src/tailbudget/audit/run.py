@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from tailbudget.audit import (
     canary,
+    cold_start,
     culprits,
     hypotheses,
     llm_causes,
@@ -64,6 +65,8 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     # Cohort columns are copied as the labels the cohort passes group by (few values: as
     # ENUM codes), so no pass turns each row's value into text again.
     table = table.mutate(**{dim: cohort_label(table[dim]) for dim in log.cohorts})
+    if log.has_timestamp and (flags := cold_start.window_flags(table, config)) is not None:
+        table = table.mutate(**{cold_start.COLD_COLUMN: flags})
     with scratch_copy(log.backend, table, name, labels=log.cohorts) as scratch:
         ctx = Ctx(
             replace(log, table=scratch.table),
