@@ -76,7 +76,11 @@ def bools(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
 
 
 def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
-    return list(column.chunks) if hasattr(column, "chunks") else [column]
+    if not hasattr(column, "chunks"):
+        return [column]
+    # An engine's result can come in thousands of small chunks: one copy into a single
+    # buffer costs less than a NumPy call per chunk.
+    return [column.combine_chunks()] if column.num_chunks > 1 else list(column.chunks)
 
 
 def _float_chunk(arr: pa.Array) -> npt.NDArray[np.float64]:
