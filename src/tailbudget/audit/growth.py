@@ -1,5 +1,5 @@
 """Per-stage growth: the change of each stage's mean against a baseline log, or after an
-event against before it, with a 95% interval (Welch), from one aggregate per side.
+event against before it (from the slow-vs-fast sums), with a 95% interval (Welch).
 
 Means, not percentiles: a fault in one service adds time to the requests that reach it,
 and a mean change of a few ms per request is measurable on a minute of traffic where a
@@ -8,16 +8,21 @@ per-stage p99 is one or two traces."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 
 from tailbudget.audit.context import Ctx, fnum
 from tailbudget.logs.table import LogTable
 
-__all__ = ["Growth", "against_baseline", "around_event"]
+if TYPE_CHECKING:
+    from tailbudget.audit.report import Delta
+    from tailbudget.audit.sums import GroupSums
+
+__all__ = ["EventCut", "Growth", "against_baseline", "around_event", "event_cut"]
 
 Z95 = 1.96
 
@@ -100,30 +105,44 @@ def against_baseline(ctx: Ctx, baseline: LogTable, names: list[str]) -> dict[str
     return out
 
 
-def around_event(ctx: Ctx, names: list[str], span: tuple[float, float]) -> dict[str, Growth]:
-    """Growth after the last event inside the log's time range (epoch s) against before it."""
+@dataclass(frozen=True)
+class EventCut:
+    """The last event inside the log's time range, whose before and after are compared."""
+
+    epoch_s: float
+    against: str
+
+
+def event_cut(ctx: Ctx, span: tuple[float, float] | None) -> EventCut | None:
+    """The last event strictly inside `span` (epoch s), if any."""
+    if span is None:
+        return None
     inside = [(t, e) for t, e in ctx.config.events if span[0] < _epoch(t) < span[1]]
-    if not inside or not names:
-        return {}
+    if not inside:
+        return None
     when, event = inside[-1]
-    ts, cut = ctx.t["ts"], ctx.instant(_epoch(when))
-    against = f"before {event} at {when.isoformat(timespec='seconds')}"
-    # Both sides in one pass over the log.
-    row = ctx.run_row(
-        "around event",
-        {
-            **_moment_exprs(ctx, names, (ts >= cut).fill_null(False), "a_"),
-            **_moment_exprs(ctx, names, (ts < cut).fill_null(False), "b_"),
-        },
-    )
-    after = {k[2:]: v for k, v in row.items() if k.startswith("a_")}
-    before = {k[2:]: v for k, v in row.items() if k.startswith("b_")}
+    return EventCut(_epoch(when), f"before {event} at {when.isoformat(timespec='seconds')}")
+
+
+def around_event(sums: GroupSums, deltas: Sequence[Delta], cut: EventCut) -> dict[str, Growth]:
+    """Growth of each stage after the cut against before it, from the slow-vs-fast sums
+    (grouped by side of the cut too: no pass of its own)."""
     out = {}
-    for j, name in enumerate(names):
-        g = _change(after, before, j, against)
+    for d in deltas:
+        j = sums.names.index(d.stage)
+        a, b = (
+            {k: sums.total(k, after=side) for k in ("n", f"sy{j}", f"syy{j}")}
+            for side in (True, False)
+        )
+        g = _change(_renamed(a, j), _renamed(b, j), j, cut.against)
         if g is not None:
-            out[name] = g
+            out[d.stage] = g
     return out
+
+
+def _renamed(moments: dict[str, float], j: int) -> dict[str, float]:
+    """Slow-vs-fast sums under the moment names `_change` reads."""
+    return {"n": moments["n"], f"s{j}": moments[f"sy{j}"], f"q{j}": moments[f"syy{j}"]}
 
 
 def _epoch(t: datetime) -> float:

@@ -12,6 +12,7 @@ Counterfactuals (ranking.py) and the baseline (baseline.py) add one pass each.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from tailbudget.audit import (
     cohorts,
     cold_start,
     goodput,
+    growth,
     hypotheses,
     objectives,
     quantiles,
@@ -64,6 +66,8 @@ class Distributions:
     objectives: list[ObjectiveRow]
     """Every objective measured (audit/objectives.py), folded into this pass."""
     metric_cdfs: dict[str, list[CdfPoint]]
+    span_s: tuple[float, float] | None = None
+    """The whole minutes the timestamps cover (epoch s), when the log has them."""
 
     @property
     def names(self) -> list[str]:
@@ -79,6 +83,9 @@ class SlowVsFast:
     shape: list[ShapeRow]
     cold_stage_means: dict[str, tuple[float, float]]
     cold_total_means: tuple[float, float] | None
+    event_growth: dict[str, growth.Growth]
+    """Each slow-vs-fast stage's growth after the last event against before it (no
+    baseline given), from the same pass."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,16 @@ def distributions(ctx: Ctx) -> Distributions:
         tokens_per_s=(float(q[0]), float(q[1])) if None not in q else None,
         objectives=obj_rows,
         metric_cdfs=objectives.distributions(ctx, row),
+        span_s=_minutes_span(ctx, row),
     )
+
+
+def _minutes_span(ctx: Ctx, row: dict[str, Any]) -> tuple[float, float] | None:
+    """From the first timestamp's minute to the end of the last one's (epoch s)."""
+    lo, hi = row.get("ts_min"), row.get("ts_max")
+    if not ctx.log.has_timestamp or lo is None or hi is None:
+        return None
+    return math.floor(float(lo) / 60) * 60.0, (math.floor(float(hi) / 60) + 1) * 60.0
 
 
 def slow_vs_fast(ctx: Ctx, dist: Distributions) -> SlowVsFast:
@@ -151,10 +167,13 @@ def slow_vs_fast(ctx: Ctx, dist: Distributions) -> SlowVsFast:
     slow_r, fast_r = tail_step.ranges(ctx, dist.total_q, dist.snapshot.max)
     slow, fast = tail_step.masks(ctx, slow_r, fast_r)
     names = dist.names
+    cut = None if ctx.config.baseline is not None else growth.event_cut(ctx, dist.span_s)
+    after = None if cut is None else ctx.t["ts"] >= ctx.instant(cut.epoch_s)
     group_sums = sums.group_sums(
-        ctx, names or [TOTAL], dist.covariates, slow, fast, cold_start.cold_mask(ctx)
+        ctx, names or [TOTAL], dist.covariates, slow, fast, cold_start.cold_mask(ctx), after
     )
     tail = tail_step.build(group_sums, names, slow_r, fast_r)
+    grown = {} if cut is None else growth.around_event(group_sums, tail.deltas, cut)
     if names and not tail.deltas:
         ctx.refusals.append(
             f"slow vs fast: {tail.n_slow} slow and {tail.n_fast} fast requests, so no "
@@ -172,7 +191,11 @@ def slow_vs_fast(ctx: Ctx, dist: Distributions) -> SlowVsFast:
     ]
     stage_means, total_means = cold_start.means(group_sums, names)
     return SlowVsFast(
-        tail=tail, shape=fits, cold_stage_means=stage_means, cold_total_means=total_means
+        tail=tail,
+        shape=fits,
+        cold_stage_means=stage_means,
+        cold_total_means=total_means,
+        event_growth=grown,
     )
 
 

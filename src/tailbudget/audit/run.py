@@ -126,7 +126,7 @@ def _audit(ctx: Ctx) -> AuditReport:
         hyps = [*llm.hypotheses, *hyps]
         ranked = sorted([*ranked, *llm.ranking], key=lambda f: -f.score)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
-    found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, seen.timeline)
+    found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, split.event_growth)
     rec = _recommend(config, snap, hyps, ranked, failing, dist.objectives, llm, found)
     judged = None
     if config.baseline is not None and dist.objectives:

@@ -33,10 +33,18 @@ class GroupSums:
     names: tuple[str, ...]
     covariates: tuple[Covariate, ...]
 
-    def total(self, key: str, *, group: int | None = None, cold: bool | None = None) -> float:
-        """Sum of one figure over the rows of a group (SLOW, FAST, OTHER; None = all) and a
-        cold flag (None = both)."""
-        return sum(fnum(r.get(key)) for r in self.rows if _selects(r, group, cold))
+    def total(
+        self,
+        key: str,
+        *,
+        group: int | None = None,
+        cold: bool | None = None,
+        after: bool | None = None,
+    ) -> float:
+        """Sum of one figure over the rows of a group (SLOW, FAST, OTHER; None = all), a
+        cold flag and a side of the event cut (None = both; a row without a timestamp is
+        on neither side)."""
+        return sum(fnum(r.get(key)) for r in self.rows if _selects(r, group, cold, after))
 
     def mean(self, key: str, *, group: int | None = None, cold: bool | None = None) -> float | None:
         """`key` summed over the selection divided by its row count (None when empty)."""
@@ -44,23 +52,32 @@ class GroupSums:
         return self.total(key, group=group, cold=cold) / n if n else None
 
 
-def _selects(row: dict[str, Any], group: int | None, cold: bool | None) -> bool:
-    return (group is None or int(row["_g"]) == group) and (
-        cold is None or bool(row["_cold"]) is cold
+def _selects(row: dict[str, Any], group: int | None, cold: bool | None, after: bool | None) -> bool:
+    return (
+        (group is None or int(row["_g"]) == group)
+        and (cold is None or bool(row["_cold"]) is cold)
+        and (after is None or row.get("_after") is after)
     )
 
 
 def group_sums(
-    ctx: Ctx, names: list[str], covs: list[Covariate], slow: Any, fast: Any, cold: Any | None
+    ctx: Ctx,
+    names: list[str],
+    covs: list[Covariate],
+    slow: Any,
+    fast: Any,
+    cold: Any | None,
+    after: Any | None = None,
 ) -> GroupSums:
-    """Run the pass: sums per (slow/fast/other, cold/warm) group."""
+    """Run the pass: sums per (slow/fast/other, cold/warm) group, and per side of an
+    event cut when `after` (true after it, null without a timestamp) is given."""
     t = ctx.t
     group = ibis.cases((slow, SLOW), (fast, FAST), else_=OTHER)
     is_cold = cold if cold is not None else ibis.literal(False)
     aggs: dict[str, Any] = {"n": t.count(), "s_total": t[TOTAL].sum()}
     for j, name in enumerate(names):
         aggs[f"sy{j}"] = ctx.col(name).sum()
-        if any(c.complete for c in covs):
+        if after is not None or any(c.complete for c in covs):
             aggs[f"syy{j}"] = (ctx.col(name) * ctx.col(name)).sum()
     for i, cov in enumerate(covs):
         xv = covariate(ctx, cov.name)
@@ -74,7 +91,8 @@ def group_sums(
                 y_x = y + xv * 0.0  # null where the covariate is null
                 aggs[f"syx{i}_{j}"] = y_x.sum()
                 aggs[f"syyx{i}_{j}"] = (y_x * y_x).sum()
-    expr = t.group_by(_g=group, _cold=is_cold).aggregate(**aggs)
+    keys = {"_g": group, "_cold": is_cold} | ({} if after is None else {"_after": after})
+    expr = t.group_by(**keys).aggregate(**aggs)
     rows = ctx.run_frame("slow vs fast", expr)
     for r in rows:
         # A covariate every request has selects every row: its y sums are the stage's own.

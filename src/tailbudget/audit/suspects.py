@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tailbudget.audit import growth, nesting
 from tailbudget.audit.context import Ctx
 from tailbudget.audit.culprits import WEAK_SLOW, Inputs, build
@@ -13,19 +11,17 @@ __all__ = ["collect"]
 
 
 def collect(
-    ctx: Ctx, tail: Tail, nested: bool, minutes: list[dict[str, Any]]
+    ctx: Ctx, tail: Tail, nested: bool, event_growth: dict[str, growth.Growth]
 ) -> tuple[list[Culprit], list[Nesting]]:
-    """Culprits and nesting pairs; notes what each figure is computed from."""
+    """Culprits and nesting pairs; notes what each figure is computed from. Growth is
+    against the baseline when one is given, else `event_growth` (after the last event)."""
     names = [d.stage for d in tail.deltas]
     if not names:
         return [], []
     pairs = nesting.find(ctx, names) if nested else []
-    grown: dict[str, growth.Growth] = {}
+    grown = event_growth
     if ctx.config.baseline is not None:
         grown = growth.against_baseline(ctx, ctx.config.baseline, names)
-    elif ctx.config.events and len(minutes) >= 1:
-        span = (float(minutes[0]["minute"]) * 60, (float(minutes[-1]["minute"]) + 1) * 60)
-        grown = growth.around_event(ctx, names, span)
     # Stages that do not nest add up to the total (with `unattributed` when derived).
     inp = Inputs(
         tail=tail,
