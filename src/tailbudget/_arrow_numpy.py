@@ -54,14 +54,19 @@ def valid_mask(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
 
 
 def floats(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.float64]:
-    """A numeric column as float64, NaN where null (a fresh, writeable array)."""
+    """A numeric column as float64, NaN where null (read-only when it is the column's
+    own buffer)."""
     parts = [_float_chunk(a) for a in _chunks(column)]
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate(parts) if parts else np.empty(0)
 
 
 def ints(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
     """An integer column without nulls as int64."""
-    parts = [primitive(a).astype(np.int64) for a in _chunks(column)]
+    parts = [primitive(a).astype(np.int64, copy=False) for a in _chunks(column)]
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
@@ -86,8 +91,8 @@ def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 def _float_chunk(arr: pa.Array) -> npt.NDArray[np.float64]:
     if str(arr.type) == "null":
         return np.full(len(arr), np.nan)
-    values = primitive(arr).astype(np.float64)
+    values = primitive(arr).astype(np.float64, copy=False)
     valid = valid_mask(arr)
     if valid is not None:
-        values[~valid] = np.nan
+        values = np.where(valid, values, np.nan)
     return values

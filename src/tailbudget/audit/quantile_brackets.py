@@ -214,11 +214,8 @@ def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict
         cond = v.notnull()
         if ask.where is not None:
             cond = cond & _rebind(ask.where, old, new)
-        g = (
-            ibis.literal("", dt.string)
-            if ask.by is None
-            else _rebind(ask.by, old, new).cast(dt.string)
-        )
+        # An ungrouped ask's group is null: no text per value to encode.
+        g = ibis.null(dt.string) if ask.by is None else _rebind(ask.by, old, new).cast(dt.string)
         parts.append(sub.t.filter(cond).select(_a=ibis.literal(i, dt.int32), _g=g, _v=v))
     union = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
     return sorted_runs(sub.run_arrow(f"{label}: sample", union))
@@ -232,18 +229,17 @@ MASKED_RUNS = 64
 
 
 def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
-    """The `_v` values of a table per (`_a`, `_g`), each run sorted. Groups are read as a
-    dictionary's codes, so no Python string is made per value; sorted here, not by the
-    engine, whose sort would need memory under a tight limit."""
+    """The `_v` values of a table per (`_a`, `_g`), each run sorted (`_g` absent or null:
+    group ""). Groups are read as a dictionary's codes, so no Python string is made per
+    value; sorted here, not by the engine, whose sort would need memory under a tight
+    limit."""
     if table.num_rows == 0:
         return {}
     a = ints(table.column("_a"))
-    groups = pc.dictionary_encode(table.column("_g").combine_chunks())
-    g = ints(groups.indices)
-    names = [str(x) for x in groups.dictionary.to_pylist()]
+    names, g = _group_codes(table)
     v = floats(table.column("_v"))
     width = len(names)
-    code = a.astype(np.int64) * width + g if width > 1 else a
+    code = a * width + g if width > 1 else a
     counts = np.bincount(code)
     present = np.flatnonzero(counts)
     # Each run's values sorted on their own: a few masks (or one stable sort by run when
@@ -258,6 +254,16 @@ def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
         (int(c) // width, names[int(c) % width]): np.sort(run)
         for c, run in zip(present, runs, strict=True)
     }
+
+
+def _group_codes(table: Any) -> tuple[list[str], Any]:
+    """The group names of a table's `_g` and each row's index among them. A null group is
+    the ungrouped ask's "" (a column of nulls only, or none, needs no encoding)."""
+    if "_g" not in table.column_names or table.column("_g").null_count == table.num_rows:
+        return [""], 0
+    column = pc.fill_null(table.column("_g").combine_chunks(), "")
+    groups = pc.dictionary_encode(column)
+    return [str(x) for x in groups.dictionary.to_pylist()], ints(groups.indices)
 
 
 def _rebind(expr: Any, old: Any, new: Any) -> Any:

@@ -297,8 +297,9 @@ class _Search:
         if not regions:
             return set()
         # Each ask and group is one sorted run, and each region a slice of it.
-        table = self.ctx.run_arrow(f"{self.label}: values", self._pull_expr(regions))
-        runs = quantile_brackets.sorted_runs(table)
+        expr, keys = self._pull_expr(regions)
+        table = self.ctx.run_arrow(f"{self.label}: values", expr)
+        runs = {keys[i]: run for (i, _), run in quantile_brackets.sorted_runs(table).items()}
         missed: set[int] = set()
         for region in regions:
             run = runs.get((region.ask, region.group), np.empty(0))
@@ -313,24 +314,22 @@ class _Search:
                 stats[rank] = float(mine[rank - region.below])
         return missed
 
-    def _pull_expr(self, regions: list[_Region]) -> Any:
+    def _pull_expr(self, regions: list[_Region]) -> tuple[Any, list[tuple[int, str]]]:
         """One select per ask and group of the values inside any of its regions: a scan
         each, not one per bucket (a group stays its own select, which the engine can
-        filter on first)."""
+        filter on first). Each select's rows carry its index in the (ask, group) list
+        returned with it, not the group's name."""
         t = self.ctx.t
         mine: dict[tuple[int, str], list[_Region]] = {}
         for region in regions:
             mine.setdefault((region.ask, region.group), []).append(region)
         parts = []
-        for (i, group), held in mine.items():
+        for k, ((i, _), held) in enumerate(mine.items()):
             v = self.asks[i].expr.cast(dt.float64)
             inside = ibis.or_(*(self._values(r)[1] for r in held))
-            parts.append(
-                t.filter(inside).select(
-                    _a=ibis.literal(i, dt.int32), _g=ibis.literal(group, dt.string), _v=v
-                )
-            )
-        return parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
+            parts.append(t.filter(inside).select(_a=ibis.literal(k, dt.int32), _v=v))
+        expr = parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False)
+        return expr, list(mine)
 
 
 def _ranks(n: int, ask: Ask) -> list[int]:
