@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tailbudget._arrow_numpy import ints
+from tailbudget._arrow_numpy import floats, ints
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import TOTAL, Ctx, fnum, instant
 from tailbudget.audit.quantiles import Ask
@@ -73,55 +73,43 @@ TIMELINE_ACCURACY = 0.01
 
 
 def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
-    """Per minute: n, p99 of total (within TIMELINE_ACCURACY) and each stage's mean.
+    """Per minute: n, p99 of total (within TIMELINE_ACCURACY) and each stage's mean, from
+    one pass grouped by minute and log bucket of the total (counts and stage sums).
 
-    The p99 comes from per-minute log-bucket counts, not the engine's approximate
+    The p99 comes from the per-minute bucket counts, not the engine's approximate
     quantile: DuckDB merges those states in thread order, so a run could differ from
     the one before; counts are the same every run (and cheaper)."""
-    t = ctx.t
-    minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
-    aggs: dict[str, Any] = {"n": t.count()}
-    for j, name in enumerate(names):
-        aggs[f"m{j}"] = ctx.col(name).mean()
-    expr = t.group_by(minute=minute).aggregate(**aggs)
-    rows = [r for r in ctx.run_frame("timeline", expr) if r["minute"] is not None]
-    p99 = _minute_p99(ctx, minute)
-    for r in rows:
-        r["p99"] = p99.get(int(r["minute"]))
-    return sorted(rows, key=lambda r: int(r["minute"]))
-
-
-def _minute_p99(ctx: Ctx, minute: Any) -> dict[int, float]:
-    """The p99 of total per minute from log-bucket counts (one grouped pass)."""
     import numpy as np
 
     gamma = (1 + TIMELINE_ACCURACY) / (1 - TIMELINE_ACCURACY)
     t = ctx.t
+    minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
     # Under 1 us is one bucket: a zero total has no logarithm.
     total = t[TOTAL].cast("float64")
     bucket = ((total.clip(lower=1e-3)).ln() / float(np.log(gamma))).floor().cast("int32")
-    expr = t.group_by(minute=minute, b=bucket).aggregate(c=t.count())
-    got = ctx.run_arrow("timeline p99", expr)
-    ok = got.column("minute").is_valid()
-    got = got.filter(ok)
+    aggs = {"c": t.count(), **{f"s{j}": ctx.col(name).sum() for j, name in enumerate(names)}}
+    got = ctx.run_arrow("timeline", t.group_by(minute=minute, b=bucket).aggregate(**aggs))
+    got = got.filter(got.column("minute").is_valid())
     if not got.num_rows:
-        return {}
-    m = ints(got.column("minute"))
-    b = ints(got.column("b"))
-    c = ints(got.column("c"))
+        return []
+    m, b, c = (ints(got.column(k)) for k in ("minute", "b", "c"))
     order = np.lexsort((b, m))
     m, b, c = m[order], b[order], c[order]
+    sums = [floats(got.column(f"s{j}"))[order] for j in range(len(names))]
     starts = np.flatnonzero(np.r_[True, m[1:] != m[:-1]])
+    ends = np.r_[starts[1:], len(m)]
     cum = np.cumsum(c)
-    out: dict[int, float] = {}
-    for k, start in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else len(m)
+    rows = []
+    for start, end in zip(starts, ends, strict=True):
         before = cum[start - 1] if start else 0
         n = int(cum[end - 1] - before)
         rank = 0.99 * (n - 1)  # the p99 by linear rank, as the sketch reads it
         i = start + int(np.searchsorted(cum[start:end] - before, rank, side="right"))
-        out[int(m[start])] = float(2 * gamma ** (b[i] + 1) / (gamma + 1))
-    return out
+        row: dict[str, Any] = {"minute": int(m[start]), "n": n}
+        row |= {f"m{j}": float(np.nansum(s[start:end])) / n for j, s in enumerate(sums)}
+        row["p99"] = float(2 * gamma ** (b[i] + 1) / (gamma + 1))
+        rows.append(row)
+    return rows
 
 
 def _iso(epoch_s: float) -> str:

@@ -83,7 +83,7 @@ def scratch_copy(
 def _copy(
     backend: Any, expr: Any, name: str, database: tuple[str, str], labels: Sequence[str]
 ) -> Any:
-    enums = {c: v for c in labels if (v := _few_values(backend, expr, c)) is not None}
+    enums = _few_values(backend, expr, [c for c in labels if expr[c].type().is_string()])
     if not enums:
         return backend.create_table(name, expr, database=database)
     from ibis.backends.sql.datatypes import DuckDBType
@@ -100,13 +100,28 @@ def _copy(
     return backend.table(name, database=database)
 
 
-def _few_values(backend: Any, expr: Any, column: str) -> list[str] | None:
-    """The distinct non-null text values of a column, when it is text and they are few."""
-    if not expr[column].type().is_string():
-        return None
-    values = expr.select(column).distinct().limit(ENUM_MOST + 1)
-    got = [v for v in arrow_result(values, backend).column(0).to_pylist() if v is not None]
-    return sorted(got) if len(got) <= ENUM_MOST else None
+def _few_values(backend: Any, expr: Any, columns: list[str]) -> dict[str, list[str]]:
+    """The distinct non-null values of each text column that has at most ENUM_MOST, from
+    one query (a distinct select per column, each cut at ENUM_MOST + 1)."""
+    if not columns:
+        return {}
+    import ibis
+    import ibis.expr.datatypes as dt
+
+    parts = [
+        expr.select(_v=expr[c]).distinct().limit(ENUM_MOST + 1).mutate(_c=ibis.literal(k, dt.int32))
+        for k, c in enumerate(columns)
+    ]
+    table = arrow_result(parts[0] if len(parts) == 1 else ibis.union(*parts), backend)
+    found: dict[int, list[str]] = {}
+    for k, v in zip(table.column("_c").to_pylist(), table.column("_v").to_pylist(), strict=True):
+        if v is not None:
+            found.setdefault(k, []).append(v)
+    return {
+        c: sorted(found.get(k, []))
+        for k, c in enumerate(columns)
+        if len(found.get(k, [])) <= ENUM_MOST
+    }
 
 
 def _enum(values: list[str]) -> str:
