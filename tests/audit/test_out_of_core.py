@@ -167,3 +167,68 @@ def test_the_per_minute_p99_is_within_one_percent(big_log) -> None:
         assert got.p99 == pytest.approx(want, rel=TIMELINE_ACCURACY * 1.05 + 0.01), key
         checked += 1
     assert checked >= 10
+
+
+def test_growth_after_the_last_event_is_the_change_of_the_stage_means(big_log) -> None:
+    """Read off the slow-vs-fast sums (grouped by side of the cut as well), the growth of
+    each culprit is its mean after the last event minus its mean before, as NumPy says."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    events = read_events(big_log.events)
+    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events))
+    raw = pq.read_table(big_log.log)
+    ts_s = raw.column("ts").cast("int64").to_numpy() / 1e6
+    span = (np.floor(ts_s.min() / 60) * 60, (np.floor(ts_s.max() / 60) + 1) * 60)
+    cut = max(w.timestamp() for w, _ in events if span[0] < w.timestamp() < span[1])
+    after = ts_s >= cut
+    checked = 0
+    for culprit in report.culprits:
+        if "growth_ms" not in culprit.figures or culprit.stage == "unattributed":
+            continue
+        y = raw.column(f"{culprit.stage}_ms").to_numpy()
+        want = y[after].mean() - y[~after].mean()
+        assert culprit.figures["growth_ms"] == pytest.approx(want, rel=1e-9, abs=1e-9)
+        checked += 1
+    assert checked
+
+
+def test_the_per_minute_stage_means_are_numpys(big_log) -> None:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from tailbudget.audit import cold_start
+    from tailbudget.audit.context import Ctx
+
+    log = read_log(str(big_log.log), OPTIONS)
+    rows = cold_start.timeline(Ctx(log, AuditConfig(slo=SLO)), ["llm", "total_ms"])
+    raw = pq.read_table(big_log.log, columns=["ts", "llm_ms", "total_ms"])
+    minute = raw.column("ts").cast("int64").to_numpy() // 60_000_000
+    llm, total = raw.column("llm_ms").to_numpy(), raw.column("total_ms").to_numpy()
+    assert [r["minute"] for r in rows] == sorted(np.unique(minute).tolist())
+    for r in rows[:: max(1, len(rows) // 25)]:
+        mine = minute == r["minute"]
+        assert r["n"] == int(mine.sum())
+        assert r["m0"] == pytest.approx(llm[mine].mean(), rel=1e-9)
+        assert r["m1"] == pytest.approx(total[mine].mean(), rel=1e-9)
+
+
+def test_the_audit_reads_its_results_without_pandas(tmp_path) -> None:
+    """Arrow results are read from their buffers: pandas (half a second to import) is never
+    loaded by an audit."""
+    import subprocess
+    import sys
+
+    log = generate(tmp_path, rows=20_000, seed=3)
+    code = (
+        "import sys\n"
+        "from tailbudget.audit import AuditConfig, run_audit\n"
+        "from tailbudget.audit.events import read_events\n"
+        "from tailbudget.logs import ReadOptions, read_log\n"
+        "o = ReadOptions(timestamp='ts', shape=('output_tokens',), cohorts=('route',))\n"
+        f"log = read_log({str(log.log)!r}, o)\n"
+        f"ev = read_events(__import__('pathlib').Path({str(log.events)!r}))\n"
+        "run_audit(log, AuditConfig(slo={'p99': 4000.0}, events=ev, in_memory_rows=0))\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
