@@ -24,6 +24,7 @@ from tailbudget.audit import (
     hypotheses,
     objectives,
     quantiles,
+    sample_stats,
     shape,
     snapshot,
     stages,
@@ -126,7 +127,7 @@ def distributions(ctx: Ctx) -> Distributions:
         row = quantiles.exact(ctx, "percentiles", asks, also={**exprs, **sample_exprs})
     else:
         row = quantiles.exact(ctx, "percentiles", asks, also=exprs)
-        row |= sub.run_row("distributions", sample_exprs)
+        row |= sample_stats.on_sample(sub, "distributions", sample_exprs)
     if not row.get("n"):
         log = ctx.log
         raise LogError(

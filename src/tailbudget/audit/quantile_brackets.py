@@ -261,9 +261,11 @@ def _group_codes(table: Any) -> tuple[list[str], Any]:
     the ungrouped ask's "" (a column of nulls only, or none, needs no encoding)."""
     if "_g" not in table.column_names or table.column("_g").null_count == table.num_rows:
         return [""], 0
-    column = pc.fill_null(table.column("_g").combine_chunks(), "")
-    groups = pc.dictionary_encode(column)
-    return [str(x) for x in groups.dictionary.to_pylist()], ints(groups.indices)
+    # Nulls get a code of their own (filling them first costs far more than encoding):
+    # one ask's rows are all ungrouped or all grouped, so "" names one group per ask.
+    groups = pc.dictionary_encode(table.column("_g").combine_chunks(), null_encoding="encode")
+    names = ["" if x is None else str(x) for x in groups.dictionary.to_pylist()]
+    return names, ints(groups.indices)
 
 
 def _rebind(expr: Any, old: Any, new: Any) -> Any:
