@@ -232,3 +232,12 @@ def test_the_audit_reads_its_results_without_pandas(tmp_path) -> None:
         "assert 'pandas' not in sys.modules, 'pandas imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_large_log_without_cohort_dimensions(big_log) -> None:
+    # The cohort step asks for no grouped percentile: no pass, no cohort rows (this
+    # crashed when a log too large for the engine's quantile named no cohort column).
+    options = OPTIONS.with_(cohorts=())
+    report = run_audit(read_log(str(big_log.log), options), AuditConfig(slo=SLO))
+    assert report.cohorts == []
+    assert report.snapshot.p99 > 0

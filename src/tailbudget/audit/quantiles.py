@@ -108,6 +108,8 @@ def exact_grouped(
     ctx: Ctx, label: str, asks: Sequence[Ask]
 ) -> dict[str, dict[str, list[float | None]]]:
     """Per ask (each with `by`), {group value: its quantiles}."""
+    if not asks:  # a log without cohort dimensions: no pass
+        return {}
     if _in_memory(ctx):
         out: dict[str, dict[str, list[float | None]]] = {}
         for a in asks:
