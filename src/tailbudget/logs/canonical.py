@@ -17,7 +17,7 @@ import ibis.expr.operations as ops
 
 from tailbudget.errors import LogError
 from tailbudget.logs.columns import ColumnMap, engine_columns, resolve_columns
-from tailbudget.logs.engine import arrow_result
+from tailbudget.logs.engine import arrow_result, count_true
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -340,9 +340,9 @@ def _count_sums(
     earlier = ibis.literal(False)
     for i, (_, cond) in enumerate(conditions):
         flag = cond.fill_null(False)
-        aggs[f"r{i}"] = (flag & ~earlier).cast(dt.int64).sum()
+        aggs[f"r{i}"] = count_true(backend, flag & ~earlier)
         earlier = earlier | flag
-    row = backend.execute(raw.aggregate(**aggs)).to_dict("records")[0]
+    row = arrow_result(raw.aggregate(**aggs), backend).to_pylist()[0]
     if int(row["n"]) == 0:
         return _row_counts(0, {}, source)  # raises: no rows
     by_reason = {name: int(row[f"r{i}"]) for i, (name, _) in enumerate(conditions)}
