@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
+from tailbudget.audit.quantile_brackets import MOST_COMBINATIONS
 from tailbudget.audit.quantiles import Ask, exact_grouped
 from tailbudget.audit.report import CohortRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
@@ -17,9 +18,6 @@ MIN_SLOW_SHARE = 0.10
 MIN_ROWS = 30
 TOP_VALUES = 50
 """Dimensions with many values (user ids) keep their busiest values only."""
-MOST_COMBINATIONS = 4_096
-"""Cohort dimensions whose values combine into at most this many groups (in the row
-sample) are counted in one pass."""
 
 
 def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> list[CohortRow]:

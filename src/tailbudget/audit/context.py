@@ -124,8 +124,9 @@ class Ctx:
 
     def _execute(self, expr: Any) -> list[dict[str, Any]]:
         # Arrow, not pandas: results are small, and this skips a pandas round trip.
-        # The sample's approximate quantiles (CDF, bins, grids) are the same every run
-        # only when computed on one thread; on a table this small it costs little.
+        # An approximate quantile (a small log's CDF, bins and grids; the sample's
+        # input-shape profiles) is the same every run only when computed on one thread;
+        # on a table this small it costs little.
         with one_thread(self.log.backend) if self._small() else nullcontext():
             return list(to_arrow(self.log, expr).to_pylist())
 

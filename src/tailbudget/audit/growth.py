@@ -48,22 +48,13 @@ class Growth:
 
 
 def _moments(ctx: Ctx, names: list[str], label: str) -> dict[str, Any]:
-    return ctx.run_row(label, _moment_exprs(ctx, names))
-
-
-def _moment_exprs(
-    ctx: Ctx, names: list[str], where: Any = None, prefix: str = ""
-) -> dict[str, Any]:
-    """Count, sum and sum of squares of each stage over the rows `where` selects."""
-    t = ctx.t
-    exprs: dict[str, Any] = {"n": t.count() if where is None else ctx.count(where)}
+    """Count, sum and sum of squares of each stage over the log (one pass)."""
+    exprs: dict[str, Any] = {"n": ctx.t.count()}
     for j, name in enumerate(names):
         y = ctx.col(name).fill_null(0.0)
-        if where is not None:
-            y = ibis.ifelse(where, y, ibis.null("float64"))
         exprs[f"s{j}"] = y.sum()
         exprs[f"q{j}"] = (y * y).sum()
-    return {prefix + k: v for k, v in exprs.items()}
+    return ctx.run_row(label, exprs)
 
 
 def _change(a: dict[str, Any], b: dict[str, Any], j: int, against: str) -> Growth | None:
@@ -130,19 +121,19 @@ def around_event(sums: GroupSums, deltas: Sequence[Delta], cut: EventCut) -> dic
     out = {}
     for d in deltas:
         j = sums.names.index(d.stage)
-        a, b = (
-            {k: sums.total(k, after=side) for k in ("n", f"sy{j}", f"syy{j}")}
+        # Under the moment names `_change` reads: n, s<j> (sum), q<j> (sum of squares).
+        after, before = (
+            {
+                "n": sums.total("n", after=side),
+                f"s{j}": sums.total(f"sy{j}", after=side),
+                f"q{j}": sums.total(f"syy{j}", after=side),
+            }
             for side in (True, False)
         )
-        g = _change(_renamed(a, j), _renamed(b, j), j, cut.against)
+        g = _change(after, before, j, cut.against)
         if g is not None:
             out[d.stage] = g
     return out
-
-
-def _renamed(moments: dict[str, float], j: int) -> dict[str, float]:
-    """Slow-vs-fast sums under the moment names `_change` reads."""
-    return {"n": moments["n"], f"s{j}": moments[f"sy{j}"], f"q{j}": moments[f"syy{j}"]}
 
 
 def _epoch(t: datetime) -> float:

@@ -27,7 +27,7 @@ import ibis.expr.datatypes as dt
 import numpy as np
 import pyarrow.compute as pc
 
-from tailbudget._arrow_numpy import bools, floats, ints
+from tailbudget._arrow_numpy import floats, ints, valid_mask
 from tailbudget.audit import context
 from tailbudget.audit.context import Ctx
 
@@ -223,7 +223,7 @@ def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict
 
 MOST_COMBINATIONS = 4_096
 """Grouped asks whose groups (in the sample) combine into at most this many are counted in
-one pass, grouped by the combination, rather than one pass each."""
+one pass, grouped by the combination, rather than one pass each (the cohort counts too)."""
 MASKED_RUNS = 64
 """Up to this many runs are cut out by a mask each (no permutation of the whole table)."""
 
@@ -375,9 +375,10 @@ def _rows(table: Any) -> list[dict[str, Any]]:
         col = table.column(name).combine_chunks()
         offsets = ints(col.offsets)
         values = floats(col.values)
-        valid = bools(col.is_valid())
+        valid = valid_mask(col)
         for j, row in enumerate(rows):
-            row[name] = values[offsets[j] : offsets[j + 1]] if valid[j] else None
+            present = valid is None or valid[j]
+            row[name] = values[offsets[j] : offsets[j + 1]] if present else None
     return rows
 
 

@@ -58,14 +58,14 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
-    # About fifteen passes read the same few columns: reading the log and checking its
+    # About a dozen passes read the same few columns: reading the log and checking its
     # rows once is cheaper than each pass doing it again.
     name = f"_tailbudget_audit_{uuid.uuid4().hex[:12]}"
     table = log.table.select(*keep)
     # Cohort columns are copied as the labels the cohort passes group by (few values: as
     # ENUM codes), so no pass turns each row's value into text again.
     table = table.mutate(**{dim: cohort_label(table[dim]) for dim in log.cohorts})
-    if log.has_timestamp and (flags := cold_start.window_flags(table, config)) is not None:
+    if (flags := cold_start.window_flags(table, config)) is not None:
         table = table.mutate(**{cold_start.COLD_COLUMN: flags})
     with scratch_copy(log.backend, table, name, labels=log.cohorts) as scratch:
         ctx = Ctx(

@@ -68,8 +68,8 @@ def scratch_copy(
     folder = tempfile.mkdtemp(prefix="tailbudget-scratch-")
     alias = f"_tailbudget_scratch_{uuid.uuid4().hex[:12]}"
     try:
-        path = os.path.join(folder, "scratch.duckdb").replace("'", "''")
-        backend.raw_sql(f"ATTACH '{path}' AS {alias}")
+        path = _text(os.path.join(folder, "scratch.duckdb"))
+        backend.raw_sql(f"ATTACH {path} AS {alias}")
         try:
             database = (alias, "main")
             table = _copy(backend, expr, name, database, labels)
@@ -127,7 +127,12 @@ def _few_values(backend: Any, expr: Any, columns: list[str]) -> dict[str, list[s
 def _enum(values: list[str]) -> str:
     if not values:
         return "VARCHAR"
-    return "ENUM(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+    return "ENUM(" + ", ".join(map(_text, values)) + ")"
+
+
+def _text(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _ident(name: str) -> str:

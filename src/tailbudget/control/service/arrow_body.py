@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget._arrow_numpy import bits, primitive, valid_mask
+from tailbudget._arrow_numpy import bits, floats, valid_mask
 from tailbudget.control.service.columns_body import (
     checked_stage,
     checked_stamps,
@@ -129,13 +129,7 @@ def _as_float(arr: pa.Array) -> tuple[npt.NDArray[np.float64], Any]:
     """A numeric array as float64 (NaN where null) and its present mask (None: no
     nulls). Read from the Arrow buffers with NumPy: pyarrow's `to_numpy` would import
     pandas (tens of MiB the server otherwise never loads)."""
-    values = primitive(arr).astype(np.float64, copy=False)
-    valid = valid_mask(arr)
-    if valid is None:
-        return values, None
-    values = values.copy() if not values.flags.writeable else values
-    values[~valid] = np.nan
-    return values, valid
+    return floats(arr), valid_mask(arr)
 
 
 def _scalar_of(cols: Columns, n: int) -> Scalar:
