@@ -11,6 +11,12 @@ second-order case is the one place the two differ.) Children are clipped to
 their parent, so the path of a trace adds up to its root's duration: every
 millisecond is counted once.
 
+Asynchronous children are off their parent's path, as Jaeger defines it: a
+child referenced by `FOLLOWS_FROM` (Jaeger), a CONSUMER span (OTLP's messaging
+kind: the producer never waits for it), and a child that starts after its
+parent ended (nothing of it is left once clipped). Their own subtrees are off
+the path with them, and they hide no sibling from the walk-back.
+
 A span is on the path when its whole chain of ancestors is; that is one join
 per tree level (a handful), never a loop over spans. A client span's time on
 the path that its callee's server span does not cover - connection, queueing,
@@ -36,13 +42,15 @@ MAX_DEPTH = 256
 
 _CLIENT_KINDS = ("3", "client", "span_kind_client", "spankind.client")
 _UNSPECIFIED = ("", "0", "span_kind_unspecified", "unspecified")
+_CONSUMER_KINDS = ("5", "consumer", "span_kind_consumer", "spankind.consumer")
 
 
 def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[Any, list[str]]:
     """Spans with `self_ms` = their time on the critical path, `stage_raw` re-attributed.
 
     `spans` holds trace, span, parent, stage_raw, service, kind (text or null),
-    start_ms, end_ms, dur_ms, err, is_root and the `attrs` columns. Returns the
+    follows (true for a FOLLOWS_FROM child), start_ms, end_ms, dur_ms, err, is_root
+    and the `attrs` columns. Returns the
     same spans (off-path ones with 0 ms) and notes for the report.
     """
     parents = spans.select(
@@ -53,7 +61,10 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
         p_service=spans.service,
     )
     # A span whose parent id reads as "root" is a root, never also a child.
-    kids = spans.filter(spans.parent.notnull() & ~spans.is_root)
+    consumer = spans.kind.lower().strip().isin(_CONSUMER_KINDS).fill_null(False)
+    kids = spans.filter(
+        spans.parent.notnull() & ~spans.is_root & ~spans.follows.fill_null(False) & ~consumer
+    )
     j = kids.join(parents, (kids.trace == parents.p_trace) & (kids.parent == parents.p_span))
     clipped = j.select(
         trace=j.trace,

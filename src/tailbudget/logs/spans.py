@@ -57,6 +57,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     ),
     "status": ("statuscode", "status", "error", "iserror"),
     "kind": ("spankind", "kind"),
+    "ref_type": ("reftype", "referencetype", "parentreftype"),
 }
 
 
@@ -74,6 +75,8 @@ class SpanColumns:
     duration: str | None
     status: str | None
     kind: str | None = None
+    ref_type: str | None = None
+    """FOLLOWS_FROM (an asynchronous child, off its parent's critical path) or CHILD_OF."""
 
 
 def span_columns(columns: list[str]) -> SpanColumns | None:
@@ -261,10 +264,19 @@ def _normalise(
         err=err,
         service=service if service is not None else ibis.null(dt.string),
         kind=raw[cols.kind].cast(dt.string) if cols.kind else ibis.null(dt.string),
+        follows=_follows(raw, cols),
         **_attributes(raw, options, source),
     )
     offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0
     return spans, timed, offset_ms
+
+
+def _follows(raw: Any, cols: SpanColumns) -> Any:
+    """True for a child that only follows from its parent (Jaeger's FOLLOWS_FROM)."""
+    if cols.ref_type is None:
+        return ibis.literal(False)
+    text = raw[cols.ref_type].cast(dt.string).upper().strip()
+    return text.isin(("FOLLOWS_FROM", "FOLLOWSFROM", "FOLLOWS")).fill_null(False)
 
 
 def _attributes(raw: Any, options: ReadOptions, source: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ _COLUMNS = SpanColumns(
     duration=None,
     status="error",
     kind="kind",
+    ref_type="ref_type",
 )
 _SCHEMA = pa.schema(
     [
@@ -47,6 +48,7 @@ _SCHEMA = pa.schema(
         ("end_ns", pa.int64()),
         ("error", pa.bool_()),
         ("kind", pa.string()),
+        ("ref_type", pa.string()),
     ]
 )
 
@@ -116,6 +118,7 @@ def _otlp_row(span: Any, resource: Any, service: str, keys: Sequence[str]) -> di
         "end_ns": _int(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
         "error": code in (2, "2", "STATUS_CODE_ERROR", "ERROR"),
         "kind": _text(_get(span, "kind")),
+        "ref_type": None,
     }
 
 
@@ -189,11 +192,12 @@ def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict
             tags = {
                 t.get("key"): t.get("value") for t in span.get("tags") or [] if isinstance(t, dict)
             }
+            parent, ref_type = _jaeger_parent(span)
             yield {
                 **{k: _text(tags.get(k)) for k in keys},
                 "trace_id": _text(span.get("traceID") or trace.get("traceID")),
                 "span_id": _text(span.get("spanID")),
-                "parent_id": _jaeger_parent(span),
+                "parent_id": parent,
                 "name": _text(span.get("operationName")) or "unknown",
                 "service": _text(service) or "unknown",
                 "start_ns": None if start_us is None else start_us * 1000,
@@ -204,6 +208,7 @@ def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict
                 ),
                 "error": _jaeger_error(span),
                 "kind": _text(tags.get("span.kind")),
+                "ref_type": ref_type,
             }
 
 
@@ -217,13 +222,14 @@ def _typed(row: dict[str, Any], options: ReadOptions) -> dict[str, Any]:
     return row
 
 
-def _jaeger_parent(span: dict[str, Any]) -> str | None:
+def _jaeger_parent(span: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The parent's span id and how the span refers to it (a CHILD_OF reference first)."""
     refs = [r for r in span.get("references") or [] if isinstance(r, dict)]
     for kind in ("CHILD_OF", "FOLLOWS_FROM"):
         for ref in refs:
             if ref.get("refType") == kind and ref.get("spanID"):
-                return _text(ref["spanID"])
-    return _text(span.get("parentSpanID"))
+                return _text(ref["spanID"]), kind
+    return _text(span.get("parentSpanID")), None
 
 
 def _jaeger_error(span: dict[str, Any]) -> bool:
