@@ -101,3 +101,76 @@ def test_llm_budget_policy_scales_on_ttft(fitted) -> None:  # type: ignore[no-un
     assert budget.peak_replicas > 1
     assert budget.objectives[0].minutes_in_breach < fixed.objectives[0].minutes_in_breach
     assert any("time to first token" in n for n in rep.notes)
+
+
+def _figures(q: str) -> dict[str, float]:
+    data = json.loads((GRID / NAME.format(q)).read_text())
+    ttft = np.asarray(data["ttfts"]) * 1000.0
+    dec = np.asarray([sum(x) for x in data["itls"]]) * 1000.0
+    out = np.asarray(data["output_lens"], dtype=np.float64)
+    tpot = np.where(out > 1, dec / np.maximum(out - 1.0, 1.0), 0.0)
+    v = {"ttft": ttft, "tpot": tpot, "e2e": ttft + dec}
+    return {f"{m}.p{p}": float(np.percentile(v[m], p)) for m, p in _KEYS}
+
+
+_KEYS = (
+    ("ttft", 50),
+    ("ttft", 95),
+    ("ttft", 99),
+    ("tpot", 50),
+    ("tpot", 99),
+    ("e2e", 50),
+    ("e2e", 99),
+)
+
+
+@pytest.fixture(scope="module")
+def burst_predicted(fitted):  # type: ignore[no-untyped-def]
+    from tailbudget.sim.objectives import metric_values
+
+    rows = []
+    for seed in range(3):
+        arr, horizon = make_arrivals(
+            ArrivalSpec("burst", count=200), pool=fitted.model.samples.size, load=1.0,
+            duration_s=None, max_requests=None, low_share=0.0, rng=np.random.default_rng(seed),
+        )  # fmt: skip
+        assert np.all(arr.t_s == 0.0)  # burst:N is N requests at once
+        trace = run_once(fitted.model, arr, FixedPolicy(1), replicas=1, end_s=horizon)
+        row = {}
+        for m, p in _KEYS:
+            v = metric_values(trace, m)
+            row[f"{m}.p{p}"] = float(np.percentile(v[np.isfinite(v)], p))
+        rows.append(row)
+    return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+
+# the figures docs/simulate.md's accuracy table states within these bounds
+_HOLDS = {"ttft.p50": 0.20, "tpot.p50": 0.20, "e2e.p50": 0.20, "e2e.p99": 0.20}
+# issue 26.5 asks 25% for these; the held-out run prefilled its 42,659 prompt tokens in
+# 1.23 s, less than 8 A100s need at peak FLOPs, so it was served from a prefix cache the
+# 1/s and 4/s runs cannot show; the model's error is documented, not hidden
+_TAILS = {"ttft.p95": 0.25, "ttft.p99": 0.25, "tpot.p99": 0.25}
+
+
+@pytest.mark.parametrize("key", sorted(_HOLDS))
+def test_burst_figure_within_bound_and_same_verdicts(burst_predicted, key: str) -> None:  # type: ignore[no-untyped-def]
+    want, got = _figures("inf")[key], burst_predicted[key]
+    assert got == pytest.approx(want, rel=_HOLDS[key])
+    for target in (0.8 * want, 1.2 * want):  # targets on both sides of the real value
+        assert (got <= target) == (want <= target)
+
+
+@pytest.mark.xfail(strict=True, reason="prefix-cached burst: see docs/simulate.md, Accuracy")
+@pytest.mark.parametrize("key", sorted(_TAILS))
+def test_burst_tail_within_25_percent(burst_predicted, key: str) -> None:  # type: ignore[no-untyped-def]
+    assert burst_predicted[key] == pytest.approx(_figures("inf")[key], rel=_TAILS[key])
+
+
+def test_burst_prefill_faster_than_the_hardware_allows() -> None:
+    # the reason the tails cannot be predicted from the 1/s and 4/s runs: the burst's prompt
+    # tokens, at 2 x 70e9 FLOPs each, need more than 8 x 312 TFLOP/s for the time it took
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    data = json.loads((GRID / NAME.format("inf")).read_text())
+    flops = 2 * 70e9 * float(np.sum(data["input_lens"]))
+    assert flops / (8 * 312e12) > 1.5 * max(data["ttfts"])

@@ -44,8 +44,8 @@ def simulate_markdown(rep: SimReport) -> str:
     lines = [
         "# Closed-loop simulation",
         "",
-        f"Arrivals: {rep.arrivals} ({fmt.count(rep.requests)} requests over "
-        f"{fmt.seconds(rep.duration_s)}), seed {rep.seed}.",
+        f"Arrivals: {rep.arrivals}: {fmt.count(rep.requests)} requests, "
+        f"{fmt.seconds(rep.duration_s)} simulated, seed {rep.seed}.",
         "",
         "## Policies side by side",
         "",

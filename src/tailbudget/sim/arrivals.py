@@ -177,7 +177,11 @@ def make_arrivals(
         low_priority=low,
         input_tokens=tin,
         output_tokens=tout,
-        description=spec.label + (f" x{load:g}" if load != 1 else ""),
+        description=(
+            f"burst:{t.size} (all at once, at t = 0)"
+            if spec.kind == "burst"
+            else spec.label + (f" x{load:g}" if load != 1 else "")
+        ),
     )
     return arrivals, float(horizon)
 
