@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from tailbudget._units import PERCENTILES
+from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
+from tailbudget.budget.llm_spec import Spread as Spread
 from tailbudget.budget.objectives import GATES as GATES
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.slo import SLO as SLO
@@ -67,30 +69,6 @@ class Percentiles(_Frozen):
             if value is not None:
                 out[name] = float(value)
         return out
-
-
-class LLMSpec(_Frozen):
-    """Time of an LLM call: prefill (TTFT), decode (tokens / rate), and a tail allowance."""
-
-    ttft_ms: Ms
-    tokens_per_s: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
-    output_tokens: Annotated[int, Field(gt=0, strict=True)]
-    tail_ms: NonNegMs = 0.0
-
-    @property
-    def decode_ms(self) -> float:
-        """Decode time: output tokens at the stated rate."""
-        return self.output_tokens / self.tokens_per_s * 1000.0
-
-    @property
-    def total_ms(self) -> float:
-        """TTFT + decode + tail."""
-        return self.ttft_ms + self.decode_ms + self.tail_ms
-
-    @property
-    def dominant(self) -> Literal["decode", "prefill"]:
-        """Which slice dominates the call's time."""
-        return "decode" if self.decode_ms >= self.ttft_ms else "prefill"
 
 
 class Stage(_Frozen):

@@ -16,6 +16,7 @@ from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
 from tailbudget.budget.distributions import Lognormal, SplicedLognormal
+from tailbudget.budget.plan_llm import ttft_holder
 from tailbudget.budget.plan_objectives import (
     ObjectiveCheck,
     Problem,
@@ -189,17 +190,23 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
             "decode_ms": round(spec.decode_ms, 3),
             "tail_ms": spec.tail_ms,
             "total_ms": round(spec.total_ms, 3),
-            "output_tokens": spec.output_tokens,
+            "output_tokens": spec.median_tokens,
             "tokens_per_s": spec.tokens_per_s,
             "dominant": spec.dominant,
             "decode_share": round(spec.decode_ms / spec.total_ms, 4),
         }
         llm_rows.append(row)
-        if stage.budget is None:
+        # A measured block (distributions) describes the slice it sits on: medians of
+        # tokens and TPOT do not multiply into a median decode time, so it is not checked.
+        if stage.budget is None or spec.tpot is not None:
             continue
+        # With a `ttft` stage before it, this stage's slice holds decode only.
+        held = ttft_holder(budget, stage) is not None
+        own_ms = spec.total_ms - (spec.ttft_ms if held else 0.0)
+        ttft_part = "" if held else f"TTFT {spec.ttft_ms:,.0f} ms + "
         for p in budget.gated:
             slice_ms = stage.budget.given().get(p)
-            if slice_ms is not None and spec.total_ms > slice_ms:
+            if slice_ms is not None and own_ms > slice_ms:
                 fix = (
                     "cap output_tokens or raise tokens/s (decode dominates)"
                     if spec.dominant == "decode"
@@ -211,10 +218,10 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                         stage=stage.name,
                         percentile=p,
                         message=(
-                            f"{stage.name}: TTFT {spec.ttft_ms:,.0f} ms + {spec.output_tokens} "
+                            f"{stage.name}: {ttft_part}{spec.median_tokens} "
                             f"tokens at {spec.tokens_per_s:g} tok/s ({spec.decode_ms:,.0f} ms) + "
-                            f"tail {spec.tail_ms:,.0f} ms = {_fmt(spec.total_ms)}, over its {p} "
-                            f"slice of {_fmt(slice_ms)} by {_fmt(spec.total_ms - slice_ms)}; {fix}"
+                            f"tail {spec.tail_ms:,.0f} ms = {_fmt(own_ms)}, over its {p} "
+                            f"slice of {_fmt(slice_ms)} by {_fmt(own_ms - slice_ms)}; {fix}"
                         ),
                     )
                 )

@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict
 from tailbudget._units import quantile_of
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import Node, monte_carlo, stage_points
-from tailbudget.budget.distributions import Constant, Distribution
+from tailbudget.budget.distributions import Constant, Distribution, fit_stage
+from tailbudget.budget.llm_spec import FLOOR_MS
 from tailbudget.budget.objectives import Objective
+from tailbudget.budget.plan_llm import before, streamed, ttft_holder
 
 Severity = Literal["error", "warning"]
 
@@ -73,7 +75,7 @@ class _Checker:
         self.fits = fits
         self.samples = samples
         self.seed = seed
-        self.llm = _streamed(budget)
+        self.llm = streamed(budget)
         self.limit = 1.0 - budget.headroom
         self.problems: list[Problem] = []
 
@@ -148,30 +150,36 @@ class _Checker:
             self.problems.append(_unchecked(obj, "an llm: block with ttft_ms"))
             return self._row(obj, None, None, note="no llm: block in the pipeline")
         stage, spec = self.llm
-        before, names = _before(self.b, stage)
-        parts = [_additive(self.b, self.fits, item, obj.percentile) for item in before]
-        add = self.b.overhead_ms + spec.ttft_ms + sum(parts)
+        items, names = before(self.b, stage)
+        # A `ttft` stage before the call is its TTFT: the block's is the same time, not more.
+        held = ttft_holder(self.b, stage)
+        own = 0.0 if held else spec.ttft_at(obj.percentile)
+        parts = [_additive(self.b, self.fits, item, obj.percentile) for item in items]
+        add = self.b.overhead_ms + own + sum(parts)
         names = [f"{n} {fmt_ms(v)}" for n, v in zip(names, parts, strict=True)]
         if self.b.overhead_ms:
             names.insert(0, f"overhead {fmt_ms(self.b.overhead_ms)}")
-        tree: Node = ("seq", [*(_node(self.fits, i) for i in before), ("stage", Constant(0.0))])
+        own_node: Node = ("stage", Constant(0.0) if held else _ttft_distribution(spec))
+        tree: Node = ("seq", [*(_node(self.fits, i) for i in items), own_node])
         comp = float(
             monte_carlo(
                 tree,
                 samples=self.samples,
                 seed=self.seed,
                 correlation=self.b.composition.correlation,
-                overhead_ms=self.b.overhead_ms + spec.ttft_ms,
+                overhead_ms=self.b.overhead_ms,
                 quantiles=[obj.q],
             )[0]
         )
-        steps = " + ".join([*names, f"{stage.name} TTFT {fmt_ms(spec.ttft_ms)}"])
+        steps = " + ".join(names if held else [*names, f"{stage.name} TTFT {fmt_ms(own)}"])
+        if held:
+            steps += f" (the {held} stage is {stage.name}'s TTFT)"
         row = self._row(obj, add, comp, stage=stage.name, note=steps)
         if row.fits is False:
             fix = (
                 f"cut {stage.name}'s TTFT (queueing: add capacity or limit concurrency; "
                 "prefill: shorter prompts, prefix caching, chunked prefill)"
-                if spec.ttft_ms >= add - spec.ttft_ms
+                if held or own >= add - own
                 else f"shrink the slices before {stage.name}"
             )
             self._over(obj, row, f"time to first token ({steps})", fix)
@@ -182,19 +190,17 @@ class _Checker:
             self.problems.append(_unchecked(obj, "an llm: block with tokens_per_s"))
             return self._row(obj, None, None, note="no llm: block in the pipeline")
         stage, spec = self.llm
-        tpot = 1000.0 / spec.tokens_per_s
-        note = f"{stage.name} at {spec.tokens_per_s:g} tok/s, the same at every percentile"
-        if obj.metric == "itl":
-            note += "; the plan knows the mean gap only, a log shows the spread of gaps"
-        row = self._row(obj, tpot, tpot, stage=stage.name, note=note)
+        p = obj.percentile
+        value, note = _decode_figure(stage.name, spec, obj.metric, p)
+        row = self._row(obj, value, value, stage=stage.name, note=note)
         if row.fits is False:
             self._over(
                 obj,
                 row,
-                f"{stage.name} decoding at {spec.tokens_per_s:g} tok/s gives {obj.metric.upper()}",
-                f"raise tokens/s to at least {1000.0 / row.limit_ms:,.1f} (speculative "
-                "decoding, fewer concurrent decoders, a smaller or quantized model) "
-                f"or relax slo.{obj.metric}.{obj.percentile}",
+                f"{stage.name}'s {obj.metric.upper()} at {p}",
+                f"bring {stage.name}'s {obj.metric.upper()} {p} under {fmt_ms(row.limit_ms)} "
+                "(speculative decoding, fewer concurrent decoders, a smaller or quantized "
+                f"model) or relax slo.{obj.metric}.{p}",
             )
         return row
 
@@ -233,39 +239,27 @@ def _unchecked(obj: Objective, needs: str) -> Problem:
     )
 
 
-def _streamed(budget: m.Budget) -> tuple[m.Stage, m.LLMSpec] | None:
-    """The LLM stage whose tokens the client sees: the last one with an llm: block."""
-    found = [(s, s.llm) for _, s in budget.stages() if s.llm is not None]
-    if not found:
-        return None
-    stage, spec = found[-1]
-    assert spec is not None
-    return stage, spec
+def _ttft_distribution(spec: m.LLMSpec) -> Distribution:
+    if spec.ttft is None:
+        return Constant(spec.ttft_ms)
+    points = {p: max(v, FLOOR_MS) for p, v in spec.ttft.given().items()}
+    return fit_stage(points) if len(points) > 1 else Constant(next(iter(points.values())))
 
 
-def _contains(item: Any, name: str) -> bool:
-    if isinstance(item, m.Stage):
-        return item.name == name
-    children = item.parallel if isinstance(item, m.Parallel) else item.sequence
-    return any(_contains(c, name) for c in children)
-
-
-def _before(budget: m.Budget, stage: m.Stage) -> tuple[list[Any], list[str]]:
-    """Top-level pipeline items before the one that holds `stage`, and their names."""
-    out: list[Any] = []
-    for item in budget.pipeline:
-        if _contains(item, stage.name):
-            break
-        out.append(item)
-    return out, [_label(i) for i in out]
-
-
-def _label(item: Any) -> str:
-    if isinstance(item, m.Stage):
-        return item.name
-    children = item.parallel if isinstance(item, m.Parallel) else item.sequence
-    inner = ", ".join(_label(c) for c in children)
-    return f"max({inner})" if isinstance(item, m.Parallel) else f"({inner})"
+def _decode_figure(name: str, spec: m.LLMSpec, metric: str, p: str) -> tuple[float, str]:
+    """TPOT or ITL at percentile `p`: the block's own distribution of that metric when it
+    states one (each at its own percentile, as the audit measures them)."""
+    if metric == "itl" and spec.itl is not None:
+        return spec.itl.at(p), f"{name}'s measured ITL distribution (every inter-token gap)"
+    if spec.tpot is not None:
+        note = f"{name}'s TPOT distribution at {p}"
+        if metric == "itl":
+            note += "; the block states no ITL, so TPOT stands in (single gaps spread wider)"
+        return spec.tpot.at(p), note
+    note = f"{name} at {spec.tokens_per_s:g} tok/s, the same at every percentile"
+    if metric == "itl":
+        note += "; the plan knows the mean gap only, a log shows the spread of gaps"
+    return 1000.0 / spec.tokens_per_s, note
 
 
 def _additive(budget: m.Budget, fits: dict[str, Distribution], item: Any, p: str) -> float:
@@ -298,11 +292,13 @@ def e2e_figures(
 ) -> dict[str, tuple[float, float]]:
     """(additive, composed) end-to-end ms per percentile, at N tokens when the SLO says so."""
     tokens = budget.objectives.e2e_output_tokens()
-    llm = _streamed(budget)
+    llm = streamed(budget)
     if tokens is None or llm is None:
         return {p: (add[p], comp[p]) for p in add}
     stage, spec = llm
-    call = spec.ttft_ms + (tokens - 1) * 1000.0 / spec.tokens_per_s + spec.tail_ms
+    # With a `ttft` stage holding the call's TTFT, the call's own stage is decode only.
+    ttft = 0.0 if ttft_holder(budget, stage) else spec.ttft_ms
+    call = ttft + (tokens - 1) * 1000.0 / spec.tokens_per_s + spec.tail_ms
     points = stage_points(stage, budget.gated)
     names = list(add)
     # Swap the LLM stage's slice for its time at N tokens: sequence sums shift by the

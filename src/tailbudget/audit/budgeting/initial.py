@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
 from tailbudget.budget.objectives import METRICS, Objectives
@@ -36,14 +37,29 @@ class MeasuredBudget:
 
 
 def sig(value: float, digits: int = 4) -> float:
-    """`value` to `digits` significant figures (slices stay within 0.05% of the log)."""
+    """`value` rounded up to `digits` significant figures: within 0.1% of the log, and
+    never below it, so the log meets the slice it was measured into."""
     if value <= 0 or not math.isfinite(value):
         return 0.001
-    return round(value, max(0, digits - 1 - math.floor(math.log10(value))))
+    places = max(0, digits - 1 - math.floor(math.log10(value)))
+    rounded = round(value, places)
+    if rounded < value:
+        rounded = round(rounded + 10.0**-places, places)
+    return rounded
 
 
 def _fmt(points: dict[str, float]) -> str:
-    return "{" + ", ".join(f"{p}: {sig(v):g}" for p, v in points.items()) + "}"
+    return "{" + ", ".join(f"{p}: {_num(sig(v))}" for p, v in points.items()) + "}"
+
+
+def _exact(points: dict[str, float]) -> str:
+    # Stated targets are written as given, never rounded.
+    return "{" + ", ".join(f"{p}: {_num(v)}" for p, v in points.items()) + "}"
+
+
+def _num(v: float) -> str:
+    # Positional always: `:g` would print 1234567 as 1.23457e+06, below the measured value.
+    return str(np.format_float_positional(v, trim="-"))
 
 
 def measured_budget(
@@ -69,24 +85,40 @@ def measured_budget(
         "# then check the file with `tailbudget plan` and the log with `tailbudget rebudget`.",
         f"service: {service}",
     ]
-    if slo_block is None:
-        e2e = profile.percentiles("total")
-        lines.append(f"slo: {_fmt(e2e)}   # measured end to end (no --slo given): yours go here")
-    else:
-        lines += slo_block
-    lines += ["headroom: 0.0", "pipeline:"]
-    lines += _pipeline(profile, shape)
+    body = ["headroom: 0.0", "pipeline:", *_pipeline(profile, shape)]
     if rest:
-        lines += [
+        body += [
             f"  - stage: {UNATTRIBUTED}   # time outside every stage: total - stages",
             f"    budget: {_fmt(rest)}   # measured",
         ]
-    lines += [
+    body += [
         "composition:",
         f"  correlation: {rho:g}   # the stages' measured rank correlation, as a Gaussian copula",
+        *log_block,
     ]
-    lines += log_block
+    if slo_block is None:
+        slo_block = _measured_slo(profile, body)
+    lines += [*slo_block, *body]
     return MeasuredBudget("\n".join(lines) + "\n", shape, rho, rest)
+
+
+def _measured_slo(profile: Profile, body: list[str]) -> list[str]:
+    # Without --slo, each end-to-end objective is what the measured slices add to (never
+    # below the log's own figure): the slices fit it by construction, the log passes it,
+    # and `rebudget` finds nothing to change. An SLO at the log's own percentile would
+    # be breached by every other window of the healthy service it was measured on.
+    from tailbudget.budget.compose import additive
+    from tailbudget.budget.load import parse_budget
+
+    e2e = profile.percentiles("total")
+    probe = parse_budget("\n".join([f"slo: {_fmt(e2e)}", *body]), source="the measured budget")
+    sums = additive(probe)
+    slo = {p: max(e2e[p], sums[p]) for p in e2e}
+    measured = ", ".join(f"{p} {_num(sig(v))}" for p, v in e2e.items())
+    return [
+        f"slo: {_fmt(slo)}   # the measured slices' sum (no --slo given; the log measures "
+        f"{measured} ms end to end): yours go here"
+    ]
 
 
 def _pipeline(profile: Profile, shape: Structure) -> list[str]:
@@ -114,22 +146,25 @@ def _stage(profile: Profile, name: str, indent: str) -> list[str]:
 
 
 def _llm_block(profile: Profile, name: str) -> str:
-    # The LLM call as a whole on its decode stage: median TTFT, the median per-request decode
-    # rate (vLLM's TPOT inverted) and the median answer length.
+    # The LLM call on its decode stage, with the audit's definitions: TTFT, TPOT and ITL
+    # as measured distributions and the answer lengths, so `plan` reads each objective at
+    # its own percentile. The `ttft` stage before it holds the same TTFT (not added again).
     out_tokens = profile.covariates.get("output_tokens")
-    if name != "decode" or "ttft" not in profile.times or out_tokens is None:
+    if name != "decode" or metrics.ttft(profile) is None or out_tokens is None:
         return ""
-    decode_s = profile.times["decode"] / 1000.0
-    ok = (out_tokens > 1) & (decode_s > 0)
-    if not ok.any():
+    parts = []
+    for key, data in (
+        ("ttft", metrics.ttft(profile)),
+        ("tpot", metrics.tpot(profile)),
+        ("itl", profile.gaps),
+        ("output_tokens", out_tokens),
+    ):
+        points = metrics.spread(None if data is None else data[np.isfinite(data)])
+        if points is not None and (key != "tpot" or points["p50"] > 0):
+            parts.append(f"{key}: {_fmt(points)}")
+    if not any(p.startswith("tpot") for p in parts):
         return ""
-    rate = float(np.median((out_tokens[ok] - 1) / decode_s[ok]))
-    ttft = float(np.median(profile.times["ttft"]))
-    tokens = max(int(np.median(out_tokens)), 1)
-    return (
-        f"llm: {{ttft_ms: {sig(ttft):g}, tokens_per_s: {sig(rate):g}, output_tokens: {tokens}}}"
-        "   # measured medians"
-    )
+    return "llm: {" + ", ".join(parts) + "}   # measured; ttft is the ttft stage, not added again"
 
 
 def _residual_points(residual: np.ndarray) -> dict[str, float]:
@@ -168,11 +203,11 @@ def slo_lines(objectives: Objectives) -> list[str]:
         if metric in METRICS:
             tokens = objectives.e2e_output_tokens() if metric == "e2e" else None
             extra = f", output_tokens: {tokens}" if tokens else ""
-            lines.append(f"  {metric}: {_fmt(points)[:-1]}{extra}}}")
+            lines.append(f"  {metric}: {_exact(points)[:-1]}{extra}}}")
         else:
             stages[metric] = points
     if stages:
-        inner = ", ".join(f"{s}: {_fmt(p)}" for s, p in stages.items())
+        inner = ", ".join(f"{s}: {_exact(p)}" for s, p in stages.items())
         lines.append(f"  stages: {{{inner}}}")
     if objectives.goodput is not None:
         g = objectives.goodput

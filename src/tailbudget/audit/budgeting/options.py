@@ -24,6 +24,7 @@ from tailbudget.audit.fixes import Fix
 from tailbudget.audit.hypotheses import cache_gap
 from tailbudget.audit.stages import STAGE_QS
 from tailbudget.budget import model as m
+from tailbudget.budget.plan_llm import TTFT_STAGE
 
 Times = dict[str, FloatArray]
 Rewrite = Callable[[Times], Times]
@@ -149,6 +150,8 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
         if not (isinstance(left, m.Stage) and isinstance(right, m.Stage)):
             continue
         a, b = left.name, right.name
+        if _one_call(left, right):
+            continue  # decode starts at the first token: TTFT precedes it, always
         if (
             a in profile.times
             and b in profile.times
@@ -156,6 +159,13 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
         ):
             pairs.append((a, b))
     return pairs
+
+
+def _one_call(left: m.Stage, right: m.Stage) -> bool:
+    """The two steps of one LLM call: its time to first token and the decode after it."""
+    names = {left.name, right.name}
+    llm = left.llm is not None or right.llm is not None or "decode" in names
+    return TTFT_STAGE in names and llm
 
 
 def rank_corr(profile: Profile, a: str, b: str) -> float:

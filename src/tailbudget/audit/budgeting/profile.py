@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget._units import quantile_of
+from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.logs.table import LogTable
 
 FloatArray = npt.NDArray[np.float64]
@@ -22,7 +23,9 @@ FloatArray = npt.NDArray[np.float64]
 MAX_ROWS = 2_000_000
 """Requests read into memory; a larger log is sampled uniformly (seeded)."""
 
-_LLM_COLUMNS = ("ttft_ms", "decode_ms", "output_tokens", "input_tokens")
+_LLM_COLUMNS = ("ttft_ms", "decode_ms", "output_tokens", "input_tokens", "tpot_ms")
+ITL = "itl_ms"
+"""The list column of a request's inter-token gaps (the LLM readers write it)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class Profile:
     sampled: bool
     covariates: dict[str, FloatArray] = field(default_factory=dict)
     """Token counts the LLM block needs (output_tokens, input_tokens), when the log has them."""
+    gaps: FloatArray | None = None
+    """Every inter-token gap of the profiled requests, pooled (ms), when the log has them."""
 
     @property
     def used(self) -> int:
@@ -85,8 +90,12 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
     if sampled:
         ok = ok.sample((MAX_ROWS * 1.02) / max(rows - errors, 1), seed=seed)
     wanted = ["total_ms", *(log.stage_column(s) for s in log.stages)]
-    extra = [c for c in _LLM_COLUMNS if c in table.columns and c not in wanted]
-    arrow = ok.select(*wanted, *extra).to_pyarrow()
+    tokens = output_tokens_column(table.columns)
+    if tokens is not None and tokens != "output_tokens" and "output_tokens" not in table.columns:
+        ok = ok.mutate(output_tokens=ok[tokens])  # the audit's answer-length column
+    extra = [c for c in _LLM_COLUMNS if c in ok.columns and c not in wanted]
+    lists = [ITL] if ITL in table.columns else []
+    arrow = ok.select(*wanted, *extra, *lists).to_pyarrow()
     if sampled and arrow.num_rows > MAX_ROWS:
         arrow = arrow.slice(0, MAX_ROWS)
     columns = {name: _floats(arrow.column(name)) for name in (*wanted, *extra)}
@@ -97,6 +106,7 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
     covs = {
         c: columns[c][keep] for c in extra if c not in {log.stage_column(s) for s in log.stages}
     }
+    gaps = _gaps(arrow.column(ITL), keep) if lists else None
     return Profile(
         source=log.source,
         stages=tuple(log.stages),
@@ -106,7 +116,19 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
         errors=errors,
         sampled=sampled,
         covariates=covs,
+        gaps=gaps,
     )
+
+
+def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+    lists = chunked.combine_chunks().filter(pa.array(keep))
+    flat = pc.list_flatten(lists)
+    out: FloatArray = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    return out[np.isfinite(out)]
 
 
 def _floats(column: Any) -> FloatArray:

@@ -12,6 +12,7 @@ import numpy as np
 import yaml
 
 from tailbudget._units import quantile_of
+from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.audit.budgeting.options import (
     Option,
@@ -411,15 +412,14 @@ def _compositions(
 
 
 def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
-    # Every objective the log can measure directly: end to end from the total, a stage (or
-    # ttft, a stage of LLM logs) from its column. TPOT and ITL need the audit.
+    # Every objective, with the audit's definitions (metrics.py): e2e from the total, TTFT
+    # from the ttft stage, TPOT from the answer lengths, ITL from the gaps, stages by name.
     out: list[ObjectiveCheck] = []
     for o in budget.objectives:
-        values = profile.total if o.metric == "e2e" else profile.times.get(o.metric)
-        if values is None or values.size == 0:
+        got = metrics.measured(profile, o)
+        if got is None:
             out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
             continue
-        got = float(np.quantile(values, o.q))
         out.append(
             ObjectiveCheck(o.key, o.target_ms, got, "pass" if got <= o.target_ms else "breach")
         )

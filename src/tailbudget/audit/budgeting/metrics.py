@@ -1,0 +1,91 @@
+"""Per-request objective metrics of a profile, with the audit's definitions.
+
+The same definitions as `audit.objectives` (vLLM's `bench serve`): TTFT is the `ttft`
+stage (or a `ttft_ms` column); TPOT is a `tpot_ms` column, else (e2e - ttft) /
+(output_tokens - 1), its percentiles leaving out one-token answers; ITL is every
+inter-token gap, pooled; e2e for an N-token answer is ttft + (N - 1) x tpot (TPOT 0 for
+a one-token answer). Percentiles interpolate linearly between order statistics, as
+numpy's default, vLLM and the audit do. `init --from` writes these figures and
+`rebudget` checks objectives with them, so both agree with the audit on the same log.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tailbudget.audit.budgeting.profile import FloatArray, Profile
+from tailbudget.budget.objectives import Objective
+
+TTFT_COLUMN = "ttft_ms"
+TPOT_COLUMN = "tpot_ms"
+
+
+def ttft(profile: Profile) -> FloatArray | None:
+    """Per-request TTFT (ms), when the log has it."""
+    if "ttft" in profile.times:
+        return profile.times["ttft"]
+    return profile.covariates.get(TTFT_COLUMN)
+
+
+def tpot(profile: Profile, *, one_token_as_zero: bool = False) -> FloatArray | None:
+    """Per-request TPOT (ms); one-token answers are NaN (left out of percentiles) unless
+    `one_token_as_zero` (goodput and e2e at N tokens count them as 0)."""
+    first = ttft(profile)
+    tokens = profile.covariates.get("output_tokens")
+    if TPOT_COLUMN in profile.covariates:
+        out = profile.covariates[TPOT_COLUMN].copy()
+    elif first is not None and tokens is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(tokens > 1, (profile.total - first) / (tokens - 1), np.nan)
+    else:
+        return None
+    if one_token_as_zero and tokens is not None:
+        out = np.where(tokens <= 1, 0.0, out)
+    return out
+
+
+def values(profile: Profile, metric: str, output_tokens: int | None = None) -> FloatArray | None:
+    """The values a metric's percentiles are taken over (finite ones), None when the log
+    lacks the metric."""
+    out: FloatArray | None
+    if metric == "e2e":
+        out = profile.total if output_tokens is None else _at_tokens(profile, output_tokens)
+    elif metric == "ttft":
+        out = ttft(profile)
+    elif metric == "tpot":
+        out = tpot(profile)
+    elif metric == "itl":
+        out = profile.gaps
+    else:
+        out = profile.times.get(metric)
+    if out is None:
+        return None
+    finite: FloatArray = out[np.isfinite(out)]
+    return finite
+
+
+def _at_tokens(profile: Profile, tokens: int) -> FloatArray | None:
+    first, per = ttft(profile), tpot(profile, one_token_as_zero=True)
+    if first is None or per is None:
+        return None
+    out: FloatArray = first + (tokens - 1) * per
+    return out
+
+
+def measured(profile: Profile, objective: Objective) -> float | None:
+    """The objective's measured figure on the profile (None: not in the log, or no data)."""
+    got = values(profile, objective.metric, objective.output_tokens)
+    if got is None or got.size == 0:
+        return None
+    return float(np.quantile(got, objective.q))
+
+
+def spread(
+    data: FloatArray | None, names: tuple[str, ...] = ("p50", "p95", "p99")
+) -> dict[str, float] | None:
+    """Percentiles of a metric's values by name, None without data."""
+    if data is None or data.size == 0:
+        return None
+    from tailbudget._units import quantile_of
+
+    return {p: float(np.quantile(data, quantile_of(p))) for p in names}

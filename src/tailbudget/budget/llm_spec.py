@@ -1,0 +1,133 @@
+"""An LLM stage's `llm:` block: TTFT, TPOT and ITL as distributions, and answer lengths.
+
+The single-number form (`ttft_ms`, `tokens_per_s`, `output_tokens`) states medians and
+stays valid. The distribution form is what `init --from` writes: each metric's measured
+p50/p95/p99, with the audit's definitions (TPOT = (e2e - ttft) / (output_tokens - 1),
+ITL = every inter-token gap), so `plan` reads each objective at its own percentile
+instead of stretching one median rate across them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget.budget.distributions import fit_stage
+
+Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+NonNeg = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+FLOOR_MS = 0.001
+"""A zero percentile (ITL gaps of tokens sent together) fits as this, for the log-space fit."""
+
+
+class Spread(BaseModel):
+    """A metric's percentiles (p50/p95/p99; at least one, non-decreasing, >= 0)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    p50: NonNeg | None = None
+    p95: NonNeg | None = None
+    p99: NonNeg | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Spread:
+        given = self.given()
+        if not given:
+            raise ValueError("give at least one of p50, p95, p99")
+        for (lo_name, lo), (hi_name, hi) in itertools.pairwise(given.items()):
+            if hi < lo:
+                raise ValueError(
+                    f"{hi_name} ({hi:g}) is below {lo_name} ({lo:g}); percentiles must not decrease"
+                )
+        return self
+
+    def given(self) -> dict[str, float]:
+        """The percentiles present, in order, as {name: value}."""
+        out: dict[str, float] = {}
+        for name in PERCENTILES:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = float(value)
+        return out
+
+    def at(self, percentile: str) -> float:
+        """The value at `percentile`: as stated, else from a spliced lognormal through the
+        stated points (one point alone: its value, the block states no spread)."""
+        given = self.given()
+        if percentile in given:
+            return given[percentile]
+        if len(given) == 1:
+            return next(iter(given.values()))
+        points = {p: max(v, FLOOR_MS) for p, v in given.items()}
+        return float(fit_stage(points).ppf(quantile_of(percentile)))
+
+
+class LLMSpec(BaseModel):
+    """Time of an LLM call: prefill (TTFT), decode (tokens x TPOT), and a tail allowance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttft_ms: Ms
+    """Median TTFT (from `ttft.p50` when only the distribution is given)."""
+    tokens_per_s: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+    """Median decode rate (1000 / `tpot.p50` when only the distribution is given)."""
+    output_tokens: Annotated[int, Field(gt=0, strict=True)] | Spread
+    tail_ms: Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)] = 0.0
+    ttft: Spread | None = None
+    tpot: Spread | None = None
+    itl: Spread | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _medians(cls, data: Any) -> Any:
+        # The distribution form states medians too: the scalar fields follow from them.
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        ttft, tpot = out.get("ttft"), out.get("tpot")
+        if "ttft_ms" not in out and isinstance(ttft, dict) and _positive(ttft.get("p50")):
+            out["ttft_ms"] = float(ttft["p50"])
+        if "tokens_per_s" not in out and isinstance(tpot, dict) and _positive(tpot.get("p50")):
+            out["tokens_per_s"] = 1000.0 / float(tpot["p50"])
+        return out
+
+    @property
+    def median_tokens(self) -> int:
+        """The median answer length in tokens."""
+        if isinstance(self.output_tokens, int):
+            return self.output_tokens
+        return max(1, round(self.output_tokens.at("p50")))
+
+    @property
+    def decode_ms(self) -> float:
+        """Decode time: the median answer at the median rate."""
+        return self.median_tokens / self.tokens_per_s * 1000.0
+
+    @property
+    def total_ms(self) -> float:
+        """TTFT + decode + tail."""
+        return self.ttft_ms + self.decode_ms + self.tail_ms
+
+    @property
+    def dominant(self) -> Literal["decode", "prefill"]:
+        """Which slice dominates the call's time."""
+        return "decode" if self.decode_ms >= self.ttft_ms else "prefill"
+
+    def ttft_at(self, percentile: str) -> float:
+        """TTFT at a percentile: the stated distribution, else the median at every one."""
+        return self.ttft.at(percentile) if self.ttft is not None else self.ttft_ms
+
+    def tpot_at(self, percentile: str) -> float:
+        """TPOT at a percentile: the stated distribution, else 1000 / tokens_per_s."""
+        return self.tpot.at(percentile) if self.tpot is not None else 1000.0 / self.tokens_per_s
+
+    def itl_at(self, percentile: str) -> float | None:
+        """ITL at a percentile when the block states its distribution."""
+        return self.itl.at(percentile) if self.itl is not None else None
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
