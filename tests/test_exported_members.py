@@ -9,17 +9,31 @@ def test_exported_members():
     public = {name for name in dir(tailbudget) if not name.startswith("_")}
     exported = set(tailbudget.__all__) - {"__version__"}
     assert exported <= public
+    # The Python API (issue 25): one function per CLI command, and the types they take.
     assert exported == {
         "Budget",
         "BudgetError",
         "LogError",
+        "MeasuredBudget",
+        "Objective",
+        "Objectives",
         "Plan",
         "PolicyError",
         "Recorder",
+        "Requests",
         "TailbudgetError",
+        "audit",
+        "capacity",
+        "export",
         "load_budget",
         "make_plan",
+        "measure_budget",
         "parse_budget",
+        "plan",
+        "read",
+        "rebudget",
+        "replay",
+        "simulate",
     }
 
 

@@ -99,7 +99,7 @@ def _clean(
 
 
 def _via_read_log(
-    source: str, timestamp: str | None, total: str | None, error: str | None, unit: str | None
+    source: Any, timestamp: str | None, total: str | None, error: str | None, unit: str | None
 ) -> ReplayLog:
     from tailbudget.logs import ReadOptions, read_log
 
@@ -113,6 +113,7 @@ def _via_read_log(
         if value is not None:
             opts[key] = value
     table = read_log(source, ReadOptions(**opts))
+    source = table.source
     if not table.has_timestamp:
         raise LogError(
             f"{source}: the log has no timestamp; replay needs one: pass --timestamp COL"
@@ -178,15 +179,17 @@ def _via_read_log(
 
 
 def load_replay_log(
-    source: str | Path,
+    source: str | Path | Any,
     *,
     timestamp: str | None = None,
     total: str | None = None,
     error: str | None = None,
     unit: str | None = None,
 ) -> ReplayLog:
-    """Read `source` with the log readers into time-ordered arrays; LogError on failure."""
-    return _via_read_log(str(source), timestamp, total, error, unit)
+    """Read `source` (a path, or data in memory as `read_log` takes it) with the log
+    readers into time-ordered arrays; LogError on failure."""
+    path = str(source) if isinstance(source, Path) else source
+    return _via_read_log(path, timestamp, total, error, unit)
 
 
 def p99_of_log(log: ReplayLog) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 from tailbudget.errors import LogError, TailbudgetError
 from tailbudget.logs.canonical import canonicalize
 from tailbudget.logs.engine import connect, engine_name
+from tailbudget.logs.frames import in_memory, is_in_memory, label_of
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable
 
@@ -31,7 +32,7 @@ _SNIFF_BYTES = 256 * 1024
 
 
 def read_log(
-    source: str | os.PathLike[str] | None,
+    source: str | os.PathLike[str] | Any,
     options: ReadOptions = ReadOptions(),
     *,
     engine: Any = None,
@@ -40,13 +41,17 @@ def read_log(
 
     `source` is a file, folder or glob (Parquet, CSV, JSONL, span tables, OTLP
     or Jaeger JSON traces, vLLM, SGLang, AIPerf, guidellm or LLMPerf results),
-    a table name on the engine, or None with `options.query` (SQL on the engine). `engine` None is
-    an in-memory DuckDB, "pyspark" a local Spark session, else an Ibis URL.
+    a table name on the engine, None with `options.query` (SQL on the engine), or data
+    in memory (a pandas or polars DataFrame, an Arrow or Ibis table: logs/frames.py).
+    `engine` None is an in-memory DuckDB, "pyspark" a local Spark session, else an Ibis URL.
     Raises LogError (one line, naming the file or column and the fix).
     """
     backend = connect(engine)
-    label = "query" if source is None else str(source)
+    label = "query" if source is None else label_of(source)
     try:
+        if is_in_memory(source):
+            raw, backend = in_memory(source, backend)
+            return _tabular(raw, options, backend, label, "frame", cache=False)
         return _read(source, options, backend, on_engine=engine is not None)
     except TailbudgetError:
         raise

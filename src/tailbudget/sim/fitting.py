@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,9 +49,10 @@ class Fitted:
 
 
 def fit_logs(
-    paths: Sequence[str], read: ReadOptions, opts: ModelOptions, *, kind: str | None = None
+    paths: Sequence[Any], read: ReadOptions, opts: ModelOptions, *, kind: str | None = None
 ) -> Fitted:
-    """Fit one model to all `paths` (logs of the same service, e.g. at several loads)."""
+    """Fit one model to all `paths` (logs of the same service, e.g. at several loads;
+    paths or data in memory, as `read_log` takes them)."""
     if not paths:
         raise TailbudgetError("give at least one LOG")
     pairs = [read_logged(p, read) for p in paths]

@@ -56,8 +56,9 @@ def _vllm_extras(path: str) -> LLMExtras | None:
     return LLMExtras(rate, float(data["duration"]), itls)
 
 
-def read_logged(path: str, options: ReadOptions) -> tuple[LoggedRequests, LLMExtras | None]:
-    """One log as arrays (sorted by time when it has time), plus vLLM extras."""
+def read_logged(path: Any, options: ReadOptions) -> tuple[LoggedRequests, LLMExtras | None]:
+    """One log (a path, or data in memory) as arrays (sorted by time when it has time),
+    plus vLLM extras."""
     table = read_log(path, options)
     cols = ["total_ms", "error", *(table.stage_column(s) for s in table.stages)]
     cols += [c for c in ("input_tokens", "output_tokens") if c in table.shape]
@@ -76,7 +77,7 @@ def read_logged(path: str, options: ReadOptions) -> tuple[LoggedRequests, LLMExt
         ts = np.asarray(micros.fill_null(0).to_numpy(zero_copy_only=False), np.float64) / 1e6
     order = np.argsort(ts, kind="stable") if ts is not None else np.arange(total.size)
     logged = LoggedRequests(
-        source=path,
+        source=table.source,
         total_ms=total[order],
         error=err[order],
         ts_s=None if ts is None else ts[order],
@@ -85,7 +86,7 @@ def read_logged(path: str, options: ReadOptions) -> tuple[LoggedRequests, LLMExt
         output_tokens=_pick(_col(arrow, "output_tokens"), order),
         ttft_ms=stages.get("ttft"),
     )
-    extras = _vllm_extras(path) if table.format == "vllm" else None
+    extras = _vllm_extras(str(path)) if table.format == "vllm" else None
     if extras is not None:
         logged = replace(logged, rate_per_s=extras.rate_per_s, duration_s=extras.duration_s)
     return logged, extras

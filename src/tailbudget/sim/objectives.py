@@ -65,9 +65,11 @@ class ObjectiveResult:
         }
 
 
-def objectives_for(budget: Budget | None, slo_text: str | None) -> Objectives:
+def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> Objectives:
     """`--slo` when given (every objective gates), else the budget's objectives."""
-    if slo_text:
+    if isinstance(slo_text, Objectives):
+        objs = slo_text
+    elif slo_text:
         objs = parse_objectives(slo_text)
     elif budget is not None:
         objs = budget.objectives

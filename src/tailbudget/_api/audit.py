@@ -1,0 +1,122 @@
+"""`tailbudget.audit`: what drives the tail of a latency log, and what to fix first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tailbudget._api.inputs import Columns, Data, budget_of, objectives_of, source_of
+from tailbudget._units import PERCENTILES
+from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.audit import AuditReport
+
+__all__ = ["SECONDS_HINT", "audit"]
+
+NO_SLO = (
+    "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) or "
+    "--budget FILE with an slo: block (tailbudget init writes one)"
+)
+BATCH = (
+    "--workload batch: a batch job has no per-request latency SLO, so a tail audit does not "
+    "apply; a throughput analysis (rows/s, job makespan, stragglers) is the right tool"
+)
+SECONDS_HINT = "latencies look like seconds, not ms"
+"""How the report's note begins when a log of plain numbers looks like seconds."""
+_TABULAR = ("parquet", "csv", "jsonl", "engine", "frame")
+
+
+def slow_group(value: str | float) -> str | float:
+    """`slow` as the audit takes it: "p95", "p99" or a number of ms."""
+    if isinstance(value, int | float) or value in ("p95", "p99"):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {value!r}") from None
+
+
+def _unit_hint(report: AuditReport) -> AuditReport:
+    """A log of plain numbers whose whole distribution sits within a few ms is most likely
+    in seconds: say so in the report's notes rather than find nothing to fix."""
+    snap = report.snapshot
+    if report.provenance.format not in _TABULAR or not (0 < snap.p99 < 30.0 and snap.max < 120.0):
+        return report
+    hint = (
+        f"{SECONDS_HINT} (p50 {snap.p50:.3g}, p99 {snap.p99:.3g}, "
+        f"max {snap.max:.3g}); if so, run again with --unit s"
+    )
+    notes = [*report.provenance.notes, hint]
+    return report.model_copy(
+        update={"provenance": report.provenance.model_copy(update={"notes": notes})}
+    )
+
+
+def audit(
+    data: Data,
+    slo: Any = None,
+    *,
+    budget: Any = None,
+    total: str | None = None,
+    stage: Sequence[str] = (),
+    stages: str | Sequence[str] | None = None,
+    timestamp: str | None = None,
+    unit: str | None = None,
+    span_stage: str | None = None,
+    shape: Sequence[str] = (),
+    cohorts: Sequence[str] = (),
+    events: str | Path | None = None,
+    cold_window_min: float = 5.0,
+    baseline: Data = None,
+    slow: str | float = "p95",
+    engine: Any = None,
+    query: str | None = None,
+    workload: str = "online",
+    progress: Callable[[str], None] | None = None,
+) -> AuditReport:
+    """Audit a latency log against `slo` (or the budget's objectives); the report is the
+    `audit --format json` document (`.to_json()`), and renders itself in Jupyter."""
+    from tailbudget.audit import AuditConfig, run_audit
+    from tailbudget.audit.events import read_events
+    from tailbudget.logs import read_log
+
+    if workload == "batch":
+        raise TailbudgetError(BATCH)
+    if slo is None and budget is None:
+        raise TailbudgetError(NO_SLO)
+    if data is None and query is None:
+        raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+    b = budget_of(budget)
+    columns = Columns(
+        total=total, stage=stage, stages=stages, timestamp=timestamp, unit=unit,
+        span_stage=span_stage, shape=shape, cohorts=cohorts, query=query,
+    )  # fmt: skip
+    options = columns.options(b)
+    extra: dict[str, Any] = {"slow": slow_group(slow), "cold_window_min": cold_window_min}
+    objectives = objectives_of(slo, environment=b.environment if b is not None else None)
+    if objectives is not None:
+        extra["objectives"] = objectives
+        extra["slo"] = {p: ms for p, ms in objectives.e2e().items() if p in PERCENTILES}
+        extra["gated"] = objectives.gated_percentiles("e2e")
+    if events is not None:
+        extra["events"] = read_events(Path(events))
+    extra["progress"] = progress
+    source = None if data is None else source_of(data)
+    table = read_log(source, options, engine=engine)
+    if baseline is not None:
+        # The baseline keeps every stage of the log, so each has a before to compare with.
+        same = options.with_(query=None, span_keep=table.stages)
+        extra["baseline"] = read_log(source_of(baseline), same, engine=engine)
+    config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
+    report = run_audit(table, config)
+    if (
+        source is not None
+        and table.has_timestamp
+        and any(r.fix == "add_capacity" for r in report.ranking)
+    ):
+        from tailbudget._api.audit_capacity import with_capacity
+
+        report = with_capacity(report, source, b, objectives_of(slo))
+    return _unit_hint(report) if unit is None else report

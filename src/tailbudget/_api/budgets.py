@@ -1,0 +1,172 @@
+"""The budget file's jobs: `plan`, `measure_budget` (`init --from`), `rebudget`, `export`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, objectives_of, source_of
+from tailbudget.errors import BudgetError, TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.audit.budgeting.proposal import Rebudget
+    from tailbudget.budget.model import Budget
+    from tailbudget.budget.plan import Plan
+
+__all__ = ["MeasuredBudget", "export", "measure_budget", "plan", "rebudget"]
+
+
+def _budget(budget: BudgetLike) -> Budget:
+    b = budget_of(budget)
+    if b is None:
+        raise BudgetError("give a budget: a file path, YAML text, a mapping or a Budget")
+    return b
+
+
+def plan(budget: BudgetLike, *, samples: int | None = None, seed: int | None = None) -> Plan:
+    """Check that a budget's slices fit its SLO with headroom (`tailbudget plan`)."""
+    from tailbudget.budget.plan import make_plan
+
+    if samples is not None and not 1000 <= samples <= 50_000_000:
+        raise BudgetError(f"--samples must be between 1,000 and 50,000,000, got {samples}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise BudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
+    return make_plan(_budget(budget), samples=samples, seed=seed)
+
+
+@dataclass(frozen=True)
+class MeasuredBudget:
+    """A budget measured from a log (`tailbudget init --from`): the commented file a team
+    edits, and whether the measured service fits the objectives (None: none given)."""
+
+    text: str
+    fits: bool | None
+
+    @property
+    def budget(self) -> Budget:
+        """The file, validated."""
+        from tailbudget.budget.load import parse_budget
+
+        return parse_budget(self.text, source="the measured budget")
+
+    def to_yaml(self) -> str:
+        """The budget file's text."""
+        return self.text
+
+    def save(self, path: str | Path) -> Path:
+        """Write the file; returns its path."""
+        out = Path(path)
+        out.write_text(self.text, encoding="utf-8")
+        return out
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return f"```yaml\n{self.text}```\n"
+
+
+def measure_budget(
+    data: Data,
+    slo: Any = None,
+    *,
+    service: str | None = None,
+    total: str | None = None,
+    stage: Sequence[str] = (),
+    stages: str | Sequence[str] | None = None,
+    parallel: Sequence[str] = (),
+    engine: Any = None,
+) -> MeasuredBudget:
+    """A budget measured from a log: each stage's slice is what the log measures.
+    `parallel` lists groups of stages that run at once ("a,b" each, as `--parallel`)."""
+    from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
+    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.budget.load import parse_budget
+    from tailbudget.budget.plan import make_plan
+    from tailbudget.logs import read_log
+
+    objectives = objectives_of(slo)
+    columns = Columns(total=total, stage=stage, stages=stages)
+    source = source_of(data)
+    log = read_log(source, columns.options(), engine=engine)
+    if not log.stages:
+        raise TailbudgetError(
+            f"{log.source}: no stage columns found; name them with --stage COL or --stages GLOB"
+        )
+    if objectives is not None:
+        objectives.check_stages(log.stages, source=log.source)
+    groups = [parallel] if isinstance(parallel, str) else parallel
+    stated = tuple(tuple(s.strip() for s in group.split(",") if s.strip()) for group in groups)
+    for group in stated:
+        unknown = [s for s in group if s not in log.stages]
+        if unknown or len(group) < 2:
+            raise TailbudgetError(
+                f"--parallel {','.join(group)}: give two or more of the log's stages "
+                f"({', '.join(log.stages)})"
+            )
+    result = measured_budget(
+        log,
+        profile_of(log),
+        service=service or (Path(source).stem if isinstance(source, str) else "service"),
+        slo_block=slo_lines(objectives) if objectives is not None else None,
+        log_block=_log_block(total, bool(stage or stages), log.stages),
+        stated=stated,
+    )
+    fits = None
+    if objectives is not None:
+        fits = make_plan(parse_budget(result.text, source="the measured budget")).fits
+    return MeasuredBudget(result.text, fits)
+
+
+def _log_block(total: str | None, named: bool, stages: tuple[str, ...]) -> list[str]:
+    # How to read the log again (audit, rebudget): only what was not the default.
+    lines: list[str] = []
+    if total:
+        lines.append(f"  total: {total}")
+    if named:
+        lines.append("  stages: {" + ", ".join(f"{s}: {s}" for s in stages) + "}")
+    return ["log:", *lines] if lines else []
+
+
+def rebudget(budget: BudgetLike, data: Data, *, engine: Any = None) -> Rebudget:
+    """Compare each slice with what the log measures; propose slices that fit, and price
+    the speed-ups (`tailbudget rebudget`)."""
+    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.audit.budgeting.proposal import rebudget as propose
+    from tailbudget.audit.fixes import catalog
+    from tailbudget.logs import ReadOptions, read_log
+
+    b = _budget(budget)
+    table = read_log(source_of(data), ReadOptions.from_budget(b), engine=engine)
+    return propose(b, profile_of(table), catalog(b.fixes))
+
+
+def export(
+    budget: BudgetLike,
+    to: str,
+    *,
+    metrics: str = "tailbudget",
+    prometheus_url: str | None = None,
+    verdict_url: str | None = None,
+    namespace: str | None = None,
+    scale_target: str | None = None,
+    burn: str | None = None,
+) -> str:
+    """The budget as configuration for `to`: prometheus-rules, keda, argo-rollouts,
+    flagger, openslo or grafana (`tailbudget export`)."""
+    from tailbudget.export import TARGETS, ExportOptions, parse_burn_windows
+    from tailbudget.export import export as render
+
+    given: dict[str, Any] = {
+        "prometheus_url": prometheus_url,
+        "verdict_url": verdict_url,
+        "namespace": namespace,
+        "target_name": scale_target,
+        "burn_windows": parse_burn_windows(burn) if burn else None,
+    }
+    options = ExportOptions(metrics=metrics, **{k: v for k, v in given.items() if v is not None})
+    if to not in TARGETS:
+        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")
+    return render(_budget(budget), to, options)

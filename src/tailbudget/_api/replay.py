@@ -1,0 +1,91 @@
+"""`tailbudget.replay`: the live policy run over a recorded log, every decision listed."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tailbudget._api.inputs import BudgetLike, Data, budget_of, source_of
+from tailbudget.errors import PolicyError
+
+if TYPE_CHECKING:
+    from tailbudget.budget.policy import Policy
+    from tailbudget.control.logsource import ReplayLog
+    from tailbudget.control.replay import Baseline
+    from tailbudget.control.replay_record import ReplayReport
+
+__all__ = ["replay"]
+
+
+def replay(
+    data: Data,
+    budget: BudgetLike = None,
+    *,
+    baseline_window: str | None = None,
+    baseline_p99: float | None = None,
+    baseline: Data = None,
+    total: str | None = None,
+    timestamp: str | None = None,
+    error: str | None = None,
+    unit: str | None = None,
+    dry_run: bool = False,
+) -> ReplayReport:
+    """Replay the budget's policy (the default policy without one) over the log in time
+    order (`tailbudget replay`). Give at most one baseline: a window of the log's start
+    (`baseline_window="10m"`), a p99 in ms, or a baseline log."""
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.logsource import load_replay_log
+    from tailbudget.control.replay import replay as run
+    from tailbudget.control.replay_record import ReplayReport
+
+    given = [
+        n
+        for n, v in (
+            ("--baseline-window", baseline_window),
+            ("--baseline-p99", baseline_p99),
+            ("--baseline", baseline),
+        )
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise PolicyError(f"give one baseline, not {' and '.join(given)}")
+    b = budget_of(budget)
+    policy = resolve_policy(b)
+    if dry_run:
+        policy = policy.model_copy(update={"dry_run": True})
+    if b is not None:
+        total = total or b.log.total
+        timestamp = timestamp or b.log.timestamp
+        error = error or b.log.error
+    log = load_replay_log(source_of(data), timestamp=timestamp, total=total, error=error, unit=unit)
+    base = _baseline(log, policy, baseline_window, baseline_p99, baseline, total, timestamp, unit)
+    rep = run(log, policy, baseline=base, service=b.service if b else None)
+    return ReplayReport.of(rep)
+
+
+def _baseline(
+    log: ReplayLog,
+    policy: Policy,
+    window: str | None,
+    p99: float | None,
+    other: Data,
+    total: str | None,
+    timestamp: str | None,
+    unit: str | None,
+) -> Baseline | None:
+    from tailbudget._units import parse_duration_s
+    from tailbudget.control.logsource import load_replay_log
+    from tailbudget.control.replay import Baseline, log_baseline, window_baseline
+
+    if p99 is not None:
+        if not (math.isfinite(p99) and 0 < p99 < 1e9):
+            raise PolicyError(
+                f"--baseline-p99 must be a positive, finite number of ms (below 1e9), got {p99:g}"
+            )
+        return Baseline(float(p99), "--baseline-p99")
+    if window is not None:
+        return window_baseline(log, parse_duration_s(window, field="--baseline-window"))
+    if other is not None:
+        base = load_replay_log(source_of(other), timestamp=timestamp, total=total, unit=unit)
+        return log_baseline(base, policy, base.source)
+    return None

@@ -1,0 +1,215 @@
+"""`tailbudget.simulate` and `tailbudget.capacity`: a service model fitted from logs, run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tailbudget._api.inputs import BudgetLike, Data, budget_of, objectives_of, sources_of
+from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.budget.model import Budget
+    from tailbudget.budget.objectives import Objectives
+    from tailbudget.budget.policy import Policy
+    from tailbudget.sim.capacity import CapacityReport
+    from tailbudget.sim.fitting import Fitted
+    from tailbudget.sim.run import SimReport
+
+__all__ = ["capacity", "simulate"]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    fitted: Fitted
+    objectives: Objectives
+    budget: Budget | None
+    policy: Policy
+    signal: str
+    """What the budget policy's Controller watches: e2e, or ttft (LLM default)."""
+
+
+@dataclass(frozen=True)
+class _ModelKnobs:
+    """The model's stated values (each None: fitted from the logs)."""
+
+    events: str | Path | None = None
+    cold_window_min: float | None = None
+    cold_factor: float | None = None
+    provision_delay: str | None = None
+    concurrency: int | None = None
+    logging_overhead_ms: float | None = None
+
+
+def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
+    """The budget's policy; without one, the default scaled to the e2e p95, or for an LLM
+    service judged on TTFT only, the LLM default on ttft.p95."""
+    from tailbudget.budget.model import SLO as SLOModel
+    from tailbudget.budget.policy import parse_policy, resolve_policy
+    from tailbudget.sim.policies import llm_default_policy
+
+    e2e = objectives.e2e()
+    ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
+    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default")):
+        return llm_default_policy(ttft.get("p95", max(ttft.values()))), "ttft"
+    if budget is not None:
+        return resolve_policy(budget), "e2e"
+    given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
+    return parse_policy("default", SLOModel(**given) if given else None), "e2e"
+
+
+def _inputs(
+    data: Data | Sequence[Data], budget: BudgetLike, slo: Any, knobs: _ModelKnobs
+) -> _Inputs:
+    """Read and fit; a bad value is a one-line TailbudgetError."""
+    from tailbudget._units import parse_duration_s
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.fit import ModelOptions, read_event_times
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.objectives import objectives_for
+
+    if budget is not None and slo is not None:
+        raise TailbudgetError("give --budget or --slo, not both")
+    conc, cold = knobs.concurrency, knobs.cold_factor
+    if conc is not None and conc < 1:
+        raise TailbudgetError(f"--concurrency must be a whole number >= 1, got {conc}")
+    if cold is not None and not cold >= 1:
+        raise TailbudgetError(f"--cold-factor must be >= 1 (a slowdown), got {cold:g}")
+    b = budget_of(budget)
+    objectives = objectives_for(b, objectives_of(slo))
+    delay = knobs.provision_delay
+    opts = ModelOptions(
+        concurrency=conc,
+        provision_delay_s=None
+        if delay is None
+        else parse_duration_s(delay, field="--provision-delay"),
+        cold_factor=cold,
+        cold_window_s=None if knobs.cold_window_min is None else knobs.cold_window_min * 60.0,
+        events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
+        logging_overhead_ms=knobs.logging_overhead_ms,
+    )
+    fitted = fit_logs(sources_of(data), ReadOptions.from_budget(b), opts)
+    policy, signal = _policy(b, objectives, fitted.model.kind == "llm")
+    return _Inputs(fitted, objectives, b, policy, signal)
+
+
+def _loads(load: str | float | Sequence[float]) -> list[float]:
+    if isinstance(load, str):
+        try:
+            out = [float(x) for x in load.split(",") if x.strip()]
+        except ValueError:
+            raise TailbudgetError(f"--load takes multiples such as 1,2,4, got {load!r}") from None
+    else:
+        out = [float(load)] if isinstance(load, int | float) else [float(x) for x in load]
+    if not out or any(not x > 0 for x in out):
+        raise TailbudgetError(f"--load takes positive multiples such as 1,2,4, got {load!r}")
+    return out
+
+
+def _horizon(duration: str | float | None) -> float | None:
+    from tailbudget._units import parse_duration_s
+
+    if duration is None or isinstance(duration, int | float):
+        return duration
+    return parse_duration_s(duration, field="--duration")
+
+
+def simulate(
+    data: Data | Sequence[Data],
+    slo: Any = None,
+    *,
+    budget: BudgetLike = None,
+    arrivals: str | None = None,
+    duration: str | float | None = None,
+    replicas: int | None = None,
+    concurrency: int | None = None,
+    policy: str | Sequence[str] = ("budget", "fixed"),
+    policies: Sequence[str] | None = None,
+    load: float = 1.0,
+    requests: int | None = None,
+    events: str | Path | None = None,
+    cold_window_min: float | None = None,
+    cold_factor: float | None = None,
+    provision_delay: str | None = None,
+    logging_overhead_ms: float | None = None,
+    seed: int = 0,
+) -> SimReport:
+    """Fit a service model from the log(s) and run each policy closed loop on the same
+    arrivals (`tailbudget simulate`). `policy` (or its alias `policies`) lists budget,
+    fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds."""
+    from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.policies import parse_policy_spec
+    from tailbudget.sim.run import simulate as run
+
+    if replicas is not None and replicas < 1:
+        raise TailbudgetError(f"--replicas must be a whole number >= 1, got {replicas}")
+    if requests is not None and requests < 1:
+        raise TailbudgetError(f"--requests must be a whole number >= 1, got {requests}")
+    if logging_overhead_ms is not None and not logging_overhead_ms >= 0:
+        raise TailbudgetError(f"--logging-overhead-ms must be >= 0, got {logging_overhead_ms:g}")
+    chosen = policies if policies is not None else policy
+    names = [chosen] if isinstance(chosen, str) else list(chosen)
+    specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
+    spec = parse_arrivals(arrivals)
+    horizon = _horizon(duration)
+    knobs = _ModelKnobs(
+        events, cold_window_min, cold_factor, provision_delay, concurrency, logging_overhead_ms
+    )
+    inputs = _inputs(data, budget, slo, knobs)
+    if arrivals is None:
+        spec = inputs.fitted.own_arrivals()
+    return run(
+        inputs.fitted.model,
+        inputs.objectives,
+        arrivals=spec,
+        policies=specs,
+        budget_policy=inputs.policy,
+        replicas=replicas or max(1, inputs.policy.replicas.min),
+        duration_s=horizon,
+        load=load,
+        max_requests=requests,
+        seed=seed,
+        log_times=inputs.fitted.log_times,
+        signal=inputs.signal,
+    )
+
+
+def capacity(
+    data: Data | Sequence[Data],
+    slo: Any = None,
+    *,
+    budget: BudgetLike = None,
+    load: str | Sequence[float] = (1, 2, 4),
+    loads: Sequence[float] | None = None,
+    arrivals: str | None = None,
+    duration: str | float | None = None,
+    concurrency: int | None = None,
+    events: str | Path | None = None,
+    cold_window_min: float | None = None,
+    cold_factor: float | None = None,
+    provision_delay: str | None = None,
+    seed: int = 0,
+) -> CapacityReport:
+    """The fewest replicas meeting every gated objective at each multiple of the log's
+    load (`tailbudget capacity`); `load` (or its alias `loads`) is "1,2,4" or a list."""
+    from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.capacity import capacity_curve
+
+    multiples = _loads(loads if loads is not None else load)
+    spec = parse_arrivals(arrivals)
+    horizon = _horizon(duration)
+    knobs = _ModelKnobs(events, cold_window_min, cold_factor, provision_delay, concurrency)
+    inputs = _inputs(data, budget, slo, knobs)
+    if arrivals is None:
+        spec = inputs.fitted.own_arrivals()
+    return capacity_curve(
+        inputs.fitted.model,
+        inputs.objectives,
+        arrivals=spec,
+        loads=multiples,
+        duration_s=horizon,
+        seed=seed,
+        log_times=inputs.fitted.log_times,
+    )
