@@ -145,3 +145,56 @@ def test_the_all_time_stage_name_set_is_bounded_like_the_window(tmp_path):
     status = rt.status(T0 + 300)
     assert len(status["stage_observations"]) <= _STAGE_NAMES + 10
     rt.close()
+
+
+def _strict(text: str) -> object:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in what should be strict JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_snapshot_and_journal_holding_infinity_load_with_it_skipped_and_reported(tmp_path):
+    # As an older (lenient) writer left them: a scale_up on an overflowed p95 in the
+    # snapshot's recent decisions and in the journal, bare Infinity and NaN.
+    rt = runtime(tmp_path)
+    for k in range(3):
+        _ingest(rt, 20, 900.0, T0 + k)
+        rt.evaluate(T0 + k + 0.5)
+    assert rt.status(T0 + 3)["decisions_total"] == 1
+    rt.close()
+    state = tmp_path / "state"
+    snap = json.loads((state / StateDir.SNAPSHOT).read_text())
+    snap["controller"]["recent"][0]["value"] = float("inf")
+    snap["controller"]["last_evaluated_s"] = float("nan")
+    (state / StateDir.SNAPSHOT).write_text(json.dumps(snap))
+    with open(state / StateDir.JOURNAL, "a") as fh:
+        fh.write('{"kind":"decision","action":"scale_up","rule":"scale","value":Infinity}\n')
+    again = runtime(tmp_path)
+    status = again.status(T0 + 4)
+    _strict(json.dumps(status))
+    notes = "\n".join(status["notes"])
+    assert "2 NaN/Infinity figure(s)" in notes and "controller.recent[0].value" in notes
+    assert "skipped 1 record(s) holding NaN or Infinity" in notes
+    assert status["decisions_total"] == 1  # the journal's good decision is kept
+    assert list(again.controller.recent) == []  # the decision on infinity is dropped
+    again.close()
+    _strict((state / StateDir.SNAPSHOT).read_text())  # written strict on the way out
+
+
+def test_the_verdict_goes_stale_when_no_evaluation_runs(tmp_path):
+    rt = runtime(tmp_path)
+    now = rt.started_s
+    _ingest(rt, 20, 100.0, now)
+    rt.evaluate(now + 0.5)
+    assert rt.verdict(now + 1)["verdict"] == "healthy"
+    rt.heartbeat.scheduled = True  # the service's evaluator runs it every second
+    assert rt.verdict(now + 2.4)["verdict"] == "healthy"  # within two periods
+    stale = rt.verdict(now + 3)
+    assert stale["verdict"] == "unknown"
+    assert "no good evaluation for 2 s (more than 2 periods of 1 s)" in stale["reason"]
+    assert stale["by"] == [{"rule": None, "metric": "evaluation"}]
+    rt.overran(5.0, 1.0)
+    assert "past its 1 s deadline" in rt.verdict(now + 1)["reason"]
+    assert rt.status(now + 3)["evaluation"]["errors"] == {"deadline": 1}
+    rt.close()

@@ -60,8 +60,11 @@ class Server:
         budget: Path | None,
         actions: Path | None = None,
         open_files: int | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.state_dir, self.token_file, self.budget = state_dir, token_file, budget
+        self.extra = extra
+        """Further `serve` options (e.g. `--prometheus URL`)."""
         self.actions = actions
         self.open_files = open_files
         """RLIMIT_NOFILE (soft and hard) for the server process, as on a box with a low one."""
@@ -79,6 +82,7 @@ class Server:
             argv += ["--budget", str(self.budget)]
         if self.actions is not None:
             argv += ["--actions", str(self.actions)]
+        argv += self.extra
         env = {**os.environ, "PYTHONPATH": str(SRC)}
         # The server's log goes to a file: a pipe nobody reads could fill and block it.
         limit = self.open_files

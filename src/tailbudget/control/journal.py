@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -80,7 +81,7 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
+    if isinstance(value, float) and not math.isfinite(value):  # NaN, Infinity: not JSON
         return None
     if value is None or isinstance(value, str | int | float | bool):
         return value
@@ -88,6 +89,14 @@ def _jsonable(value: Any) -> Any:
     if callable(item):
         return _jsonable(item())
     return str(value)
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
 
 
 class Journal:
@@ -107,6 +116,8 @@ class Journal:
                 "give a writable --state-dir"
             ) from None
         self._lock = threading.Lock()
+        self.skipped_nonfinite = 0
+        """Records the last `records()` skipped for holding NaN or Infinity."""
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record durably (a `journaled_at` wall-clock time is added)."""
@@ -131,17 +142,24 @@ class Journal:
         self.append({"kind": "outcome", "id": key, "action": action, "ok": ok, "detail": detail})
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record, oldest first; a torn last line (crash mid-write) is skipped."""
+        """Every complete record, oldest first; a torn last line (crash mid-write) is skipped.
+
+        A record holding NaN or Infinity (which RFC 8259 has not, and which an older
+        writer let through) is skipped too, and counted in `skipped_nonfinite`."""
+        self.skipped_nonfinite = 0
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return
         for line in text.splitlines():
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
+                value = json.loads(line, parse_constant=_refuse_constant)
+            except _NonFinite:
+                self.skipped_nonfinite += 1
+                continue
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(value, dict):
                 yield value

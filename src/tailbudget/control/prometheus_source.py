@@ -10,18 +10,27 @@ series a rule names: `ttft.p95` becomes a quantile of
 full answer (server down, timeout, no series yet, NaN quantiles, a metric the
 preset has no series for) is `known=False`: unknown is neither healthy nor
 breached, and the controller never acts on it.
+
+Every read runs under one total deadline (`deadline_s`; the HTTP client's own
+timeout is per socket read, which a server dripping a byte a second never
+trips), reads each answer with a cap on its decoded size, and checks each
+answer's shape and figure (`prometheus_answer`): a list, a string, a null, an
+overflow to 1e306 s is an unknown window with the reason in `last_error`, never
+an exception in the evaluation and never a number in the state.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
 from tailbudget._fleet import BucketCheck, FleetPreset, check_target, preset
 from tailbudget._metric_names import REQUEST_DURATION, STAGE_DURATION
 from tailbudget._units import parse_duration_s
+from tailbudget.control.prometheus_answer import MAX_ANSWER_BYTES, AnswerError, figure
 from tailbudget.control.stats import wilson, z_of
 from tailbudget.control.windows import UNKNOWN, WindowStats
 from tailbudget.errors import PolicyError
@@ -47,10 +56,15 @@ class PrometheusSource:
         min_samples: int = 1,
         confidence: float = 0.975,
         timeout_s: float = 2.0,
+        deadline_s: float = 5.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         metrics: str = "tailbudget",
         series: Mapping[str, Iterable[float]] | None = None,
     ) -> None:
-        """`metrics` names the fleet preset; `series` the quantiles each rule series needs."""
+        """`metrics` names the fleet preset; `series` the quantiles each rule series needs.
+
+        `timeout_s` bounds each read from the socket, `deadline_s` the whole read of
+        every query; `max_answer_bytes` each answer's decoded size."""
         if not url.startswith(("http://", "https://")):
             raise PolicyError(f"prometheus url must start with http:// or https://, got {url!r}")
         self.url = url.rstrip("/")
@@ -61,7 +75,10 @@ class PrometheusSource:
         self.min_samples = max(1, int(min_samples))
         self.z = z_of(confidence)
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.max_answer_bytes = max_answer_bytes
         self.last_error: str | None = None
+        self.last_error_kind: str | None = None
         self.preset: FleetPreset = preset(metrics)
         self.series = {k: sorted(set(v)) for k, v in (series or {}).items() if k != "e2e"}
         self.e2e_qs = sorted({0.5, 0.95, 0.99} | set((series or {}).get("e2e", ())))
@@ -117,20 +134,39 @@ class PrometheusSource:
                 out[metric] = check_target(found, target, metric)
         return out
 
-    def _query(self, client: Any, promql: str, now_s: float | None) -> float | None:
+    async def _query(
+        self, client: Any, name: str, promql: str, now_s: float | None
+    ) -> float | None:
         params: dict[str, str] = {"query": promql}
         if now_s is not None:
             params["time"] = f"{now_s:.3f}"
-        response = client.get(f"{self.url}/api/v1/query", params=params)
-        response.raise_for_status()
-        body = response.json()
-        if body.get("status") != "success":
-            raise RuntimeError(f"prometheus said {body.get('error', body.get('status'))}")
-        result = body["data"]["result"]
-        if not result:
-            return None
-        value = float(result[0]["value"][1])
-        return None if math.isnan(value) or math.isinf(value) else value
+        async with client.stream("GET", f"{self.url}/api/v1/query", params=params) as response:
+            raw = bytearray()
+            # Read with a cap on the decoded bytes (httpx undoes any gzip first), so a
+            # huge or endless answer costs at most MAX_ANSWER_BYTES of memory.
+            async for chunk in response.aiter_bytes():
+                raw += chunk
+                if len(raw) > self.max_answer_bytes:
+                    raise AnswerError(
+                        f"the answer to {name} passed {self.max_answer_bytes:,} bytes; "
+                        "an instant query of one series is far smaller"
+                    )
+        if response.status_code >= 400 and not raw.lstrip().startswith(b"{"):
+            raise AnswerError(f"HTTP {response.status_code} for {name}")
+        return figure(bytes(raw), name)
+
+    async def _read_all(self, now_s: float | None) -> dict[str, float | None]:
+        import httpx
+
+        queries = self.queries()
+        # The client's timeout is per read: a server dripping a byte a second never
+        # trips it, so the whole read runs under one deadline as well.
+        async with asyncio.timeout(self.deadline_s):
+            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                found = await asyncio.gather(
+                    *(self._query(client, name, q, now_s) for name, q in queries.items())
+                )
+        return dict(zip(queries, found, strict=True))
 
     def stats(self, now_s: float | None = None) -> WindowStats:
         """End-to-end window stats at `now_s` (default: the server's now); unknown on failure."""
@@ -139,21 +175,17 @@ class PrometheusSource:
     def read(self, now_s: float | None = None) -> tuple[WindowStats, dict[str, WindowStats]]:
         """End-to-end stats and each rule series' stats (`ttft`, a stage), all from one read.
 
-        Any failure makes everything unknown; a series the preset has no histogram
-        for is simply absent (the rules on it are unknown).
+        Any failure makes everything unknown (the reason in `last_error`, its kind in
+        `last_error_kind`); a series the preset has no histogram for is simply absent
+        (the rules on it are unknown). Never raises.
         """
-        import httpx
-
-        values: dict[str, float | None] = {}
         try:
-            with httpx.Client(timeout=self.timeout_s) as client:
-                for name, promql in self.queries().items():
-                    values[name] = self._query(client, promql, now_s)
-        except (httpx.HTTPError, RuntimeError, ValueError, KeyError, IndexError) as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("prometheus %s unreachable or bad answer: %s", self.url, exc)
+            values = _run(self._read_all(now_s))
+        except Exception as exc:  # whatever the upstream does, the answer is "unknown"
+            self.last_error_kind, self.last_error = _describe(exc, self.deadline_s)
+            log.warning("prometheus %s: %s", self.url, self.last_error)
             return UNKNOWN, {}
-        self.last_error = None
+        self.last_error = self.last_error_kind = None
         e2e = self._stats(values, "", errors=values.get("errors"))
         series = {
             name: self._stats(values, f"{name}.", errors=None)
@@ -187,6 +219,31 @@ class PrometheusSource:
             source=f"prometheus ({self.preset.name})",
             quantiles=extra,
         )
+
+
+def _run(work: Coroutine[Any, Any, dict[str, float | None]]) -> dict[str, float | None]:
+    """Run `work` on an event loop of its own (in another thread when this one has a loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+def _describe(exc: BaseException, deadline_s: float) -> tuple[str, str]:
+    """(kind, one line) of a failed read, for the status and the error counts."""
+    import httpx
+
+    if isinstance(exc, TimeoutError):
+        return "deadline", f"no full answer within the {deadline_s:g} s deadline"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", f"{type(exc).__name__}: the server stopped answering"
+    if isinstance(exc, httpx.HTTPError):
+        return "unreachable", f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, AnswerError):
+        return exc.kind, str(exc)
+    return "internal", f"{type(exc).__name__}: {exc}"
 
 
 def _pname(q: float) -> str:

@@ -66,15 +66,47 @@ def _dec(value: Any) -> Any:
 
 
 def dumps_state(state: dict[str, Any]) -> str:
-    """JSON text of a state dict; bytes (serialized sketches) travel as base64."""
-    return json.dumps(_enc(state), separators=(",", ":"))
+    """Strict JSON text of a state dict; bytes (serialized sketches) travel as base64.
+
+    ValueError for NaN or Infinity anywhere: the runtime checks every figure before
+    it enters the state, so one here is a bug, and a snapshot holding it would not
+    be JSON (nor readable by a strict parser)."""
+    return json.dumps(_enc(state), separators=(",", ":"), allow_nan=False)
 
 
-def loads_state(text: str) -> dict[str, Any]:
-    """Inverse of `dumps_state`."""
-    value = _dec(json.loads(text))
+class _NonFinite:
+    """Where a snapshot said NaN or Infinity (written by an older, lenient writer)."""
+
+
+_BAD = _NonFinite()
+
+
+def loads_state(text: str, found: list[str] | None = None) -> dict[str, Any]:
+    """Inverse of `dumps_state`; NaN and Infinity are read as missing (None), and a
+    recent decision holding one is dropped; each is listed in `found` by its path."""
+    value = _dec(json.loads(text, parse_constant=lambda _: _BAD))
     if not isinstance(value, dict):
         raise ValueError("state snapshot is not a JSON object")
+    cleaned = _scrub(value, "", found if found is not None else [])
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
+def _scrub(value: Any, path: str, found: list[str]) -> Any:
+    if value is _BAD:
+        found.append(path or "(top)")
+        return None
+    if isinstance(value, dict):
+        return {k: _scrub(v, f"{path}.{k}" if path else k, found) for k, v in value.items()}
+    if isinstance(value, list):
+        out = []
+        for i, item in enumerate(value):
+            before = len(found)
+            clean = _scrub(item, f"{path}[{i}]", found)
+            if len(found) > before and path.endswith("recent"):
+                continue  # a past decision on an impossible figure: dropped, reported
+            out.append(clean)
+        return out
     return value
 
 
@@ -99,6 +131,8 @@ class StateDir:
                 "give a writable --state-dir"
             ) from None
         self._lock_file = self._take_lock()
+        self.snapshot_notes: list[str] = []
+        """What loading the snapshot skipped or read as missing (NaN, Infinity)."""
         self.wal = ObservationLog(self.root / self.WAL)
         # A newly created log's directory entry must be durable too (power loss).
         fsync_dir(self.root)
@@ -133,16 +167,25 @@ class StateDir:
     def load_snapshot(self) -> dict[str, Any] | None:
         """The last snapshot, or None on a first start."""
         path = self.root / self.SNAPSHOT
+        self.snapshot_notes = []
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        found: list[str] = []
         try:
-            return loads_state(text)
+            snap = loads_state(text, found)
         except ValueError as exc:
             raise TailbudgetError(
                 f"{path}: the state snapshot is unreadable ({exc}); move it away to start fresh"
             ) from None
+        if found:
+            shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+            self.snapshot_notes.append(
+                f"{path}: {len(found)} NaN/Infinity figure(s) (not JSON) read as missing, "
+                f"recent decisions holding one skipped: {shown}"
+            )
+        return snap
 
     def write_snapshot(self, state: dict[str, Any]) -> None:
         """Replace the snapshot atomically and durably (OSError leaves the old one)."""

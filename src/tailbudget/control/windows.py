@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,21 @@ class WindowStats:
 
 
 UNKNOWN = WindowStats(0, 0, None, None, None, False, None)
+
+
+def unusable(stats: WindowStats | None, series: Mapping[str, WindowStats] | None) -> str | None:
+    """What makes handed-in stats unfit to judge (a non-finite or negative figure), or None.
+
+    Checked before the stats reach a rule: a figure like that would become a
+    decision, a journal record and a snapshot value."""
+    named = {"e2e": stats, **(series or {})}
+    for name, st in named.items():
+        if st is None:
+            continue
+        for key, value in st.to_dict().items():
+            if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+                return f"{name} {key} = {value!r} is not a finite figure >= 0"
+    return None
 
 
 @functools.lru_cache(maxsize=8)

@@ -35,9 +35,11 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSON
+from starlette.responses import Response
 from starlette.routing import Route
 
+from tailbudget._json import dumps
 from tailbudget.budget.policy import parse_baselines
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.metrics import make_registry
@@ -64,6 +66,14 @@ _VERDICT_MODES: dict[str | None, frozenset[str]] = {
 
 class _TooLarge(Exception):
     pass
+
+
+class JSONResponse(_StarletteJSON):
+    """Strict JSON (RFC 8259) where a non-finite figure, should one ever get this far,
+    is `null`: a status or verdict answer is never a 500 for it."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content, indent=None).encode()
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -238,17 +248,26 @@ def _baselines(value: Any) -> dict[str, float] | Response:
 
 async def _evaluator(runtime: Runtime) -> None:
     # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
-    # the cadence the rules' `for` spans are counted in.
+    # the cadence the rules' `for` spans are counted in. Each evaluation has one
+    # period to finish: a thread cannot be stopped, so one that overruns is left to
+    # finish while the verdict says unknown, and no second one starts beside it.
     period = runtime.policy.evaluate_every_s
     loop = asyncio.get_running_loop()
     due = loop.time() + period
+    running: asyncio.Future[Any] | None = None
+    started = 0.0
+    runtime.heartbeat.scheduled = True
     while True:
         await asyncio.sleep(max(0.0, due - loop.time()))
         due = max(due + period, loop.time())
-        try:
-            await asyncio.to_thread(runtime.evaluate)
-        except Exception:  # keep evaluating; the next tick may succeed
-            log.exception("policy evaluation failed")
+        if running is not None and not running.done():
+            runtime.overran(loop.time() - started, period)
+            continue
+        started = loop.time()
+        running = asyncio.ensure_future(asyncio.to_thread(runtime.evaluate))
+        done, _ = await asyncio.wait({running}, timeout=period)
+        if not done:
+            runtime.overran(loop.time() - started, period)
 
 
 @contextlib.asynccontextmanager

@@ -47,6 +47,20 @@ class RuntimeCollector(Collector):
         yield from _stage_metrics(view)
         yield from _series_metrics(view)
         yield GaugeMetricFamily(
+            "tailbudget_evaluation_age_seconds",
+            "Seconds since the last good policy evaluation (the verdict is unknown past two "
+            "evaluation periods).",
+            value=float(view["evaluation_age_s"]),
+        )
+        failed = CounterMetricFamily(
+            "tailbudget_evaluation_errors",
+            "Policy evaluations that could not judge, by kind (deadline, timeout, bad_answer...).",
+            labels=["kind"],
+        )
+        for kind, n in sorted(view["evaluation_errors"].items()):
+            failed.add_metric([kind], float(n))
+        yield failed
+        yield GaugeMetricFamily(
             "tailbudget_window_known",
             "1 when the window holds enough samples to judge, 0 when it is unknown.",
             value=1.0 if view["window"].get("known") else 0.0,

@@ -81,6 +81,9 @@ def build_runtime(options: ServeOptions) -> Runtime:
             confidence=policy.confidence,
             metrics=options.metrics,
             series=policy.series,
+            # Inside one evaluation period, so a slow upstream makes this evaluation
+            # unknown rather than making the next one late.
+            deadline_s=max(0.5, min(5.0, 0.8 * policy.evaluate_every_s)),
         )
     elif options.metrics != "tailbudget":
         raise TailbudgetError(

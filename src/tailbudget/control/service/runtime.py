@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import threading
 import time
@@ -42,12 +43,13 @@ from tailbudget.control.groupcommit import GroupCommit
 from tailbudget.control.journal import Journal
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service import views
+from tailbudget.control.service.heartbeat import Heartbeat
 from tailbudget.control.service.ingest import BadBatch
 from tailbudget.control.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
 from tailbudget.control.wal import Batch, StageColumn
-from tailbudget.control.windows import WindowStats
+from tailbudget.control.windows import UNKNOWN, WindowStats, unusable
 from tailbudget.errors import PolicyError, TailbudgetError
 
 __all__ = ["SNAPSHOT_VERSION", "Runtime", "RuntimeConfig"]
@@ -121,6 +123,7 @@ class Runtime:
         self.last_stats: WindowStats | None = None
         self.last_evaluated_s: float | None = None
         self.started_s = time.time()
+        self.heartbeat = Heartbeat(policy.evaluate_every_s, self.started_s)
         self.notes: list[str] = []
         self.snapshot_error: str | None = None
         """Why the last snapshot could not be written (None once one is written)."""
@@ -147,6 +150,9 @@ class Runtime:
 
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
+        for message in self.state.snapshot_notes:
+            log.error("%s", message)
+            self.notes.append(message)
         self._resumed = snap is not None
         self._older = snap is not None and snap.get("version") != SNAPSHOT_VERSION
         if snap is None:
@@ -228,6 +234,13 @@ class Runtime:
             if record.get("kind") == "decision":
                 self.decisions_total[(str(record.get("action")), str(record.get("rule")))] += 1
                 self.last_decisions.append(record)
+        if self.journal.skipped_nonfinite:
+            message = (
+                f"{self.journal.path}: skipped {self.journal.skipped_nonfinite} record(s) "
+                "holding NaN or Infinity (not JSON); the rest of the journal is read"
+            )
+            log.error("%s", message)
+            self.notes.append(message)
         if replayed:
             log.info("replayed %d acknowledged observations from the write-ahead log", replayed)
         return bool(found.corruption)
@@ -297,11 +310,37 @@ class Runtime:
     # --- evaluation --------------------------------------------------------------
 
     def evaluate(self, now_s: float | None = None) -> list[Decision]:
-        """Evaluate the policy once; journal and execute the decisions; snapshot if any."""
+        """Evaluate the policy once; journal and execute the decisions; snapshot if any.
+
+        Never raises: a failure (an exception anywhere in it, an upstream that did not
+        answer or answered nonsense) is counted by kind and makes the verdict unknown
+        with the reason until an evaluation succeeds."""
         now = time.time() if now_s is None else now_s
+        try:
+            decisions, failure = self._evaluate(now)
+        except Exception as exc:
+            log.exception("policy evaluation failed")
+            failure = ("internal", f"{type(exc).__name__}: {exc}")
+            decisions = []
+        with self.lock:
+            if failure is None:
+                self.heartbeat.good(now)
+            else:
+                self.heartbeat.failed(*failure)
+        return decisions
+
+    def _evaluate(self, now: float) -> tuple[list[Decision], tuple[str, str] | None]:
         stats = series = None
-        if self.config.prometheus is not None:
-            stats, series = self.config.prometheus.read(now)
+        failure: tuple[str, str] | None = None
+        source = self.config.prometheus
+        if source is not None:
+            stats, series = source.read(now)
+            if source.last_error is not None:
+                failure = (source.last_error_kind or "upstream", f"prometheus: {source.last_error}")
+            bad = unusable(stats, series)
+            if bad is not None:  # never a decision or a stored number from it
+                stats, series = UNKNOWN, {}
+                failure = ("bad_figure", f"prometheus: {bad}")
         with self.lock:
             decisions = list(self.controller.evaluate(now, stats, series))
             self.last_stats = stats
@@ -321,7 +360,15 @@ class Runtime:
             # A failure is logged and shown in the status; the log still holds every batch.
             with contextlib.suppress(OSError):
                 self.compact()
-        return decisions
+        return decisions, failure
+
+    def overran(self, running_s: float, deadline_s: float) -> None:
+        """The evaluation started `running_s` ago has not finished within its deadline."""
+        with self.lock:
+            self.heartbeat.failed(
+                "deadline",
+                f"the evaluation has run {running_s:.0f} s, past its {deadline_s:g} s deadline",
+            )
 
     def wait_for_actions(self, timeout_s: float | None = None) -> None:
         """Block until the actions submitted so far have run (tests, shutdown)."""
@@ -422,6 +469,10 @@ class Runtime:
             self.snapshot_error = f"cannot write the snapshot ({exc.strerror or exc})"
             log.error("%s; the write-ahead log keeps every batch", self.snapshot_error)
             raise
+        except ValueError as exc:  # a non-finite figure got past the checks: never stored
+            self.snapshot_error = f"cannot write the snapshot ({exc})"
+            log.error("%s; the write-ahead log keeps every batch", self.snapshot_error)
+            raise OSError(errno.EINVAL, str(exc)) from exc
         self.snapshot_error = None
         self.snapshot_written_s = time.time()
 

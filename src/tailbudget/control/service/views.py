@@ -68,10 +68,14 @@ def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
         active = sorted(rt.controller.active)
         rules = _rollback_rules(rt)
         fired = rt.controller.engaged_rules("rollback")
+        reason = rt.heartbeat.unknown_because(now_s)
     unknown = [r for r in rules if r["status"] == "unknown"]
-    if "rollback" in active:
+    if "rollback" in active:  # engaged until cleared: a failed evaluation is no recovery
         answer = "rollback"
         by = [{"rule": r["rule"], "metric": r["metric"]} for r in rules if r["rule"] in fired]
+    elif reason is not None:
+        answer = "unknown"
+        by = [{"rule": None, "metric": "evaluation"}]
     elif not window.get("known") or unknown:
         answer = "unknown"
         by = [{"rule": r["rule"], "metric": r["metric"]} for r in unknown]
@@ -82,8 +86,13 @@ def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
         by = [
             {"rule": r["rule"], "metric": r["metric"]} for r in rules if r["status"] != "inactive"
         ]
+    if answer == "unknown" and reason is None:
+        reason = "too few observations in the window to judge" + (
+            f" ({', '.join(str(b['metric']) for b in by)})" if by else ""
+        )
     return {
         "verdict": answer,
+        "reason": reason if answer == "unknown" else None,
         "healthy": answer == "healthy",
         "rollback": answer == "rollback",
         "by": by,
@@ -175,6 +184,8 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "decisions_total": sum(rt.decisions_total.values()),
             "last_decisions": list(rt.last_decisions)[-10:],
             "last_evaluated_s": rt.last_evaluated_s,
+            "evaluation": rt.heartbeat.view(now_s),
+            "last_error": rt.heartbeat.failure,
             "notes": notes,
             "controller": controller,
             "state_dir": str(rt.state.root),
@@ -192,6 +203,8 @@ def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
     """The figures `/metrics` exports."""
     with rt.lock:
         return {
+            "evaluation_age_s": rt.heartbeat.age_s(now_s),
+            "evaluation_errors": dict(rt.heartbeat.errors),
             "window": _window(rt, now_s),
             "active": set(rt.controller.active),
             "desired_replicas": rt.replicas.desired,
