@@ -44,6 +44,20 @@ def serve_command(
         "--metrics",
         help="Whose histograms --prometheus reads: tailbudget, vllm, sglang or tgi.",
     ),
+    traces: bool = typer.Option(
+        False, "--traces", help="Accept OpenTelemetry traces (OTLP/HTTP) on POST /v1/traces."
+    ),
+    span_stage: str | None = typer.Option(
+        None,
+        "--span-stage",
+        help="With --traces: a stage is a span's operation or its service "
+        "(default: the budget's log: {span_stage}, else operation).",
+    ),
+    trace_grace: str = typer.Option(
+        "10s",
+        "--trace-grace",
+        help="With --traces: how long after its root span a trace is held for late spans.",
+    ),
 ) -> None:
     """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
     from tailbudget.control.service.runner import ServeOptions, serve
@@ -59,5 +73,14 @@ def serve_command(
             prometheus=prometheus,
             service=service,
             metrics=metrics,
+            traces=traces,
+            span_stage=span_stage,
+            trace_grace_s=_seconds(trace_grace),
         )
     )
+
+
+def _seconds(text: str) -> float:
+    from tailbudget._units import parse_duration_s
+
+    return parse_duration_s(text, field="--trace-grace")

@@ -31,7 +31,13 @@ from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
 
-__all__ = ["SpanColumns", "read_span_table", "span_columns", "strip_replica"]
+__all__ = [
+    "SpanColumns",
+    "critical_path_stages",
+    "read_span_table",
+    "span_columns",
+    "strip_replica",
+]
 
 SPAN_MEMORY_LIMIT = "256MB"
 """DuckDB's memory while spans become requests (the joins of self time and critical path)."""
@@ -114,6 +120,26 @@ def read_span_table(
     """
     with capped_memory(backend, SPAN_MEMORY_LIMIT):
         return _read_span_table(raw, cols, options, backend, source, fmt, notes)
+
+
+def critical_path_stages(
+    raw: Any, cols: SpanColumns, options: ReadOptions, backend: Any, source: str
+) -> Any:
+    """Each trace's ms on the critical path by stage, as a pyarrow Table (trace, stage, ms).
+
+    The attribution `read_span_table` gives a file, for traces assembled live (serve
+    --traces): the same normalisation and the same `critical_times`, without the fold
+    into `other` (a live window names every stage it sees)."""
+    with capped_memory(backend, SPAN_MEMORY_LIMIT):
+        spans, timed, _ = _normalise(raw, cols, options, source, [])
+        if not timed:
+            raise LogError(f"{source}: spans need start and end times for a critical path")
+        spans = spans.mutate(
+            is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
+        )
+        cp, _ = critical_times(spans, backend, ())
+        per = cp.group_by(trace=cp.trace, stage=cp.stage_raw).aggregate(ms=cp.self_ms.sum())
+        return backend.to_pyarrow(per)
 
 
 def _read_span_table(

@@ -22,9 +22,9 @@ from tailbudget.logs.span_file import SpanFile
 from tailbudget.logs.spans import SpanColumns, read_span_table
 from tailbudget.logs.table import LogTable
 
-__all__ = ["jaeger_spans", "otlp_spans", "read_trace_json"]
+__all__ = ["SPAN_COLUMNS", "jaeger_spans", "otlp_spans", "read_trace_json"]
 
-_COLUMNS = SpanColumns(
+SPAN_COLUMNS = SpanColumns(
     trace="trace_id",
     span="span_id",
     parent="parent_id",
@@ -85,7 +85,7 @@ def read_trace_json(
             raise LogError(f"{label}: the {fmt} file holds no spans")
         table = sink.table(backend)
         # Inside the block: the requests are computed on the engine before the file goes.
-        return read_span_table(table, _COLUMNS, options, backend, label, fmt=fmt)
+        return read_span_table(table, SPAN_COLUMNS, options, backend, label, fmt=fmt)
 
 
 def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:

@@ -12,7 +12,9 @@
 - `POST /v1/verdict/clear` {"reason": "..."}: disengages the rollback rules (after the
   rollback is done and the cause fixed); journaled; bearer token when configured.
 - `POST /v1/baseline`      {"p99_ms": ...} and/or {"baselines": {"ttft.p99": ms, "goodput": share}};
+                            {"traces": true}: the window's traces become the culprits' baseline;
                             bearer token when configured.
+- `POST /v1/traces`        OTLP/HTTP traces (`serve --traces`; control/service/traces_route.py).
 
 The bearer token is checked by one middleware for every POST, so no handler
 can forget it. A change that cannot be made durable (the snapshot cannot be
@@ -44,6 +46,9 @@ from tailbudget.budget.policy import parse_baselines
 from tailbudget.control.service.ingest import BadBatch, parse_observations
 from tailbudget.control.service.metrics import make_registry
 from tailbudget.control.service.runtime import Runtime
+from tailbudget.control.service.traces_route import trace_status, traces
+from tailbudget.control.traces.metrics import TracesCollector
+from tailbudget.control.traces.receiver import TraceOptions
 from tailbudget.errors import PolicyError
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
@@ -180,7 +185,9 @@ async def metrics(request: Request) -> Response:
 
 async def status(request: Request) -> Response:
     """GET /v1/status."""
-    return JSONResponse(await asyncio.to_thread(_runtime(request).status))
+    body = await asyncio.to_thread(_runtime(request).status)
+    await trace_status(request, body)
+    return JSONResponse(body)
 
 
 async def verdict(request: Request) -> Response:
@@ -216,6 +223,12 @@ async def baseline(request: Request) -> Response:
     value = await _read_json(request, '{"p99_ms": 850}')
     if isinstance(value, Response):
         return value
+    if value == {"traces": True} and request.app.state.traces is not None:
+        try:
+            n = await asyncio.to_thread(request.app.state.traces.set_baseline)
+        except OSError as exc:
+            return _not_durable("the baseline", exc)
+        return JSONResponse({"baseline_traces": n})
     wanted = _baselines(value)
     if isinstance(wanted, Response):
         return wanted
@@ -281,6 +294,8 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if app.state.traces is not None:
+            await asyncio.to_thread(app.state.traces.close)
         await asyncio.to_thread(runtime.close)
 
 
@@ -292,11 +307,19 @@ _ROUTES = [
     Route("/v1/verdict", verdict, methods=["GET", "POST"]),
     Route("/v1/verdict/clear", clear_verdict, methods=["POST"]),
     Route("/v1/baseline", baseline, methods=["POST"]),
+    Route("/v1/traces", traces, methods=["POST"]),
 ]
 
 
-def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = True) -> Starlette:
-    """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task."""
+def create_app(
+    runtime: Runtime,
+    *,
+    token: str | None = None,
+    evaluate: bool = True,
+    traces: TraceOptions | None = None,
+) -> Starlette:
+    """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task;
+    `traces` enables POST /v1/traces (OTLP/HTTP)."""
     app = Starlette(
         routes=_ROUTES,
         middleware=[Middleware(_BearerAuth, token=token)],
@@ -305,4 +328,10 @@ def create_app(runtime: Runtime, *, token: str | None = None, evaluate: bool = T
     app.state.runtime = runtime
     app.state.registry = make_registry(runtime)
     app.state.evaluate = evaluate
+    app.state.traces = None
+    if traces is not None:
+        from tailbudget.control.traces.receiver import TraceReceiver
+
+        app.state.traces = TraceReceiver(runtime, traces)
+        app.state.registry.register(TracesCollector(app.state.traces))
     return app

@@ -13,9 +13,10 @@ from tailbudget.budget.policy import resolve_policy
 from tailbudget.control.actions import load_actions_config
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.control.traces.receiver import TraceOptions
 from tailbudget.errors import TailbudgetError
 
-__all__ = ["ServeOptions", "build_runtime", "read_token", "serve"]
+__all__ = ["ServeOptions", "build_runtime", "read_token", "serve", "trace_options"]
 
 log = logging.getLogger("tailbudget.serve")
 
@@ -34,6 +35,42 @@ class ServeOptions:
     service: str | None = None
     metrics: str = "tailbudget"
     """Fleet preset naming the series `--prometheus` reads (tailbudget, vllm, sglang, tgi)."""
+    traces: bool = False
+    """Accept OTLP/HTTP traces on POST /v1/traces."""
+    span_stage: str | None = None
+    """What a stage is in traces (operation or service; default: the budget's log block)."""
+    trace_grace_s: float = 10.0
+
+
+def trace_options(options: ServeOptions) -> TraceOptions | None:
+    """`--traces` settings, with the budget's `log: {span_stage}` and stage slices."""
+    from tailbudget.control.traces.assembler import Limits
+    from tailbudget.control.traces.receiver import TraceOptions
+
+    if not options.traces:
+        if options.span_stage is not None:
+            raise TailbudgetError("--span-stage applies to traces; add --traces")
+        return None
+    budget = load_budget(options.budget) if options.budget is not None else None
+    stage = options.span_stage or (budget.log.span_stage if budget is not None else "operation")
+    if stage not in ("operation", "service"):
+        raise TailbudgetError(f"--span-stage must be operation or service, got {stage!r}")
+    if not 0 <= options.trace_grace_s <= 3600:
+        raise TailbudgetError(
+            f"--trace-grace must be 0 to 3600 seconds, got {options.trace_grace_s:g}"
+        )
+    slices = []
+    for _, item in budget.stages() if budget is not None else ():
+        for pct in ("p50", "p95", "p99"):
+            ms = getattr(item.budget, pct, None) if item.budget is not None else None
+            if ms is not None:
+                slices.append((item.name, pct, float(ms)))
+    limits = Limits(grace_s=options.trace_grace_s, timeout_s=max(120.0, 6 * options.trace_grace_s))
+    return TraceOptions(
+        span_stage="service" if stage == "service" else "operation",
+        limits=limits,
+        slices=tuple(slices),
+    )
 
 
 def read_token(path: Path) -> str:
@@ -114,6 +151,7 @@ def serve(options: ServeOptions) -> None:
         raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
     token = read_token(options.token_file) if options.token_file is not None else None
     _check_bind(options.host, options.port)
+    traces = trace_options(options)
     runtime = build_runtime(options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if options.host not in ("127.0.0.1", "localhost", "::1"):
@@ -127,7 +165,7 @@ def serve(options: ServeOptions) -> None:
         options.state_dir,
         runtime.observations_total,
     )
-    app = create_app(runtime, token=token)
+    app = create_app(runtime, token=token, traces=traces)
     # Everything loaded so far lives as long as the process: out of the collector's
     # sight, a full collection (which each parsed batch's containers bring on every
     # few batches) walks only what ingest made, not every module's objects.

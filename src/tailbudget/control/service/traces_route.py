@@ -1,0 +1,57 @@
+"""POST /v1/traces (OTLP/HTTP) for `serve --traces`; the receiver lives in control/traces."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tailbudget.control.traces.otlp_body import BadTraces
+from tailbudget.control.traces.receiver import TraceReceiver
+
+__all__ = ["traces"]
+
+log = logging.getLogger(__name__)
+
+
+async def traces(request: Request) -> Response:
+    """POST /v1/traces: the body limits and timeout of observations; 2xx once durable."""
+    from tailbudget.control.service.app import (
+        BODY_TIMEOUT_S,
+        MAX_BODY,
+        _error,
+        _not_durable,
+        _read_body,
+        _TooLarge,
+    )
+
+    receiver: TraceReceiver | None = request.app.state.traces
+    if receiver is None:
+        return _error(404, "traces are not enabled; start serve with --traces")
+    try:
+        body = await _read_body(request)
+    except _TooLarge:
+        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
+    except TimeoutError:
+        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+    try:
+        content, media = await asyncio.to_thread(
+            receiver.receive,
+            body,
+            request.headers.get("content-type"),
+            request.headers.get("content-encoding"),
+        )
+    except BadTraces as exc:
+        return _error(exc.status, str(exc))
+    except OSError as exc:
+        return _not_durable("the spans", exc)
+    return Response(content, media_type=media)
+
+
+async def trace_status(request: Request, body: dict[str, object]) -> None:
+    """Adds `traces` and `culprits` to a status body when traces are enabled."""
+    receiver: TraceReceiver | None = request.app.state.traces
+    if receiver is not None:
+        body.update(await asyncio.to_thread(receiver.status))

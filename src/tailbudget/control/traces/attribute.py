@@ -1,0 +1,106 @@
+"""Completed traces -> one observation each: root duration, and each stage's ms on the
+critical path, computed by the audit's own attribution (`logs.spans.critical_path_stages`)
+on an embedded DuckDB over the batch's spans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import ibis
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from tailbudget.control.traces.assembler import OpenTrace
+from tailbudget.control.wal import StageColumn
+
+__all__ = ["Attributed", "Attributor"]
+
+_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("name", pa.string()),
+        ("service", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("error", pa.bool_()),
+        ("kind", pa.string()),
+        ("ref_type", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """One row per completed trace (in the order given) and its stage columns."""
+
+    traces: list[str]
+    ts: npt.NDArray[np.float64]
+    total_ms: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+    stages: dict[str, StageColumn]
+
+
+class Attributor:
+    """Owns one DuckDB connection (used from one thread: the receiver's flusher)."""
+
+    def __init__(self, span_stage: Literal["operation", "service"]) -> None:
+        from tailbudget.logs.engine import connect
+        from tailbudget.logs.options import ReadOptions
+        from tailbudget.logs.traces import SPAN_COLUMNS
+
+        self.backend = connect(None)
+        self.options = ReadOptions(span_stage=span_stage)
+        self.columns = SPAN_COLUMNS
+
+    def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
+        from tailbudget.logs.spans import critical_path_stages
+
+        roots = [t.root for t in traces if t.root is not None]
+        index = {r.trace: i for i, r in enumerate(roots)}
+        rows = [row for trace in traces for row in trace.spans.values()]
+        columns: list[Any] = [list(c) for c in zip(*rows, strict=True)] if rows else []
+        if not columns:
+            columns = [[] for _ in range(len(_SCHEMA) - 1)]
+        columns[2] = [p or None for p in columns[2]]
+        columns.append(pa.nulls(len(rows), pa.string()))  # OTLP has no FOLLOWS_FROM
+        table = pa.Table.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
+            schema=_SCHEMA,
+        )
+        per = critical_path_stages(
+            ibis.memtable(table), self.columns, self.options, self.backend, "traces"
+        )
+        stages = _stage_columns(per, index)
+        return Attributed(
+            traces=[r.trace for r in roots],
+            ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
+            total_ms=np.array([(r.end_ns - r.start_ns) / 1e6 for r in roots], dtype=np.float64),
+            error=np.array([r.error for r in roots], dtype=np.bool_),
+            stages=stages,
+        )
+
+
+def _stage_columns(per: pa.Table, index: dict[str, int]) -> dict[str, StageColumn]:
+    rows: dict[str, list[tuple[int, float]]] = {}
+    for trace, stage, ms in zip(
+        per.column("trace").to_pylist(),
+        per.column("stage").to_pylist(),
+        per.column("ms").to_pylist(),
+        strict=True,
+    ):
+        at = index.get(trace)
+        if at is not None and stage is not None:
+            rows.setdefault(stage, []).append((at, float(ms or 0.0)))
+    out = {}
+    for stage, pairs in rows.items():
+        pairs.sort()
+        out[stage] = StageColumn(
+            index=np.array([p[0] for p in pairs], dtype=np.int64),
+            ms=np.array([p[1] for p in pairs], dtype=np.float64),
+        )
+    return out

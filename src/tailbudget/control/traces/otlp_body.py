@@ -1,0 +1,217 @@
+"""OTLP/HTTP trace bodies -> span rows, as the Collector's `otlphttp` exporter and the SDKs
+send them: `application/x-protobuf` or `application/json`, gzip or not.
+
+JSON goes through the file reader's own span parser (`logs.traces.otlp_spans`), protobuf
+through opentelemetry-proto's generated classes; both give the same `SpanRow`. A span
+without a trace id, a span id or a start time, or (unless it is a root) an end, is
+rejected and counted: the response says so as OTLP's partial success.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+
+from tailbudget.errors import TailbudgetError
+
+__all__ = [
+    "MAX_DECODED",
+    "BadTraces",
+    "Decoded",
+    "SpanRow",
+    "decode_traces",
+    "export_response",
+]
+
+MAX_DECODED = 64 * 1024 * 1024
+"""Largest body once gunzipped (bytes): a small bomb never becomes a large buffer."""
+
+_PROTOBUF = "application/x-protobuf"
+_JSON = "application/json"
+
+
+class SpanRow(NamedTuple):
+    """One span as the assembler holds it (ids as lower-case hex; times in ns)."""
+
+    trace: str
+    span: str
+    parent: str
+    name: str
+    service: str
+    start_ns: int
+    end_ns: int
+    error: bool
+    kind: str
+
+
+class BadTraces(TailbudgetError):
+    """A body that is not an OTLP trace export (400), or in an encoding not taken (415)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Decoded:
+    """The spans of one request and what was rejected from it."""
+
+    spans: list[SpanRow] = field(default_factory=list)
+    rejected: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, reason: str) -> None:
+        self.rejected += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+
+def decode_traces(body: bytes, content_type: str | None, encoding: str | None) -> Decoded:
+    """The span rows of one POST /v1/traces body."""
+    kind = (content_type or _PROTOBUF).split(";")[0].strip().lower()
+    if kind not in (_PROTOBUF, _JSON):
+        raise BadTraces(
+            f"content type {kind!r}: send application/x-protobuf or application/json", 415
+        )
+    data = _inflate(body, (encoding or "identity").strip().lower())
+    out = Decoded()
+    if kind == _JSON:
+        _json_rows(data, out)
+    else:
+        _proto_rows(data, out)
+    return out
+
+
+def _inflate(body: bytes, encoding: str) -> bytes:
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise BadTraces(f"content encoding {encoding!r}: send gzip, deflate or none", 415)
+    # gzip, or deflate's zlib stream (47: either header, told apart by zlib itself)
+    inflater = zlib.decompressobj(wbits=47)
+    try:
+        data = inflater.decompress(body, MAX_DECODED)
+    except zlib.error as exc:
+        raise BadTraces(f"the {encoding} body is damaged ({exc})") from None
+    if inflater.unconsumed_tail:
+        raise BadTraces(f"body over {MAX_DECODED} bytes once decompressed; send smaller batches")
+    return data
+
+
+def _add(out: Decoded, row: SpanRow) -> None:
+    if not row.trace or set(row.trace) == {"0"}:
+        out.reject("no_trace_id")
+    elif not row.span or set(row.span) == {"0"}:
+        out.reject("no_span_id")
+    elif row.start_ns <= 0:
+        out.reject("no_start")
+    elif row.end_ns < row.start_ns and (row.parent or row.end_ns != 0):
+        # A root may come without its end (it never ended): held, counted incomplete.
+        out.reject("no_end")
+    else:
+        out.spans.append(row)
+
+
+def _proto_rows(data: bytes, out: Decoded) -> None:
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except DecodeError as exc:
+        raise BadTraces(f"not an OTLP ExportTraceServiceRequest ({exc})") from None
+    for resource_spans in request.resource_spans:
+        service = "unknown"
+        for attr in resource_spans.resource.attributes:
+            if attr.key == "service.name":
+                service = attr.value.string_value or "unknown"
+        for scope in resource_spans.scope_spans:
+            for span in scope.spans:
+                parent = span.parent_span_id.hex()
+                _add(
+                    out,
+                    SpanRow(
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        "" if set(parent) == {"0"} else parent,
+                        span.name or "unknown",
+                        service,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        span.status.code == 2,
+                        str(span.kind),
+                    ),
+                )
+
+
+def _json_rows(data: bytes, out: Decoded) -> None:
+    from tailbudget.logs.traces import otlp_spans
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadTraces(f"not JSON ({exc})") from None
+    try:
+        rows = list(otlp_spans(doc, "the body"))
+    except TailbudgetError as exc:
+        raise BadTraces(str(exc)) from None
+    for row in rows:
+        _add(out, _json_row(row))
+
+
+def _json_row(row: dict[str, Any]) -> SpanRow:
+    parent = (row.get("parent_id") or "").lower()
+    return SpanRow(
+        (row.get("trace_id") or "").lower(),
+        (row.get("span_id") or "").lower(),
+        "" if set(parent) == {"0"} else parent,
+        row.get("name") or "unknown",
+        row.get("service") or "unknown",
+        int(row.get("start_ns") or 0),
+        int(row.get("end_ns") or 0),
+        bool(row.get("error")),
+        _kind(row.get("kind")),
+    )
+
+
+_KIND_NUMBERS = {
+    "span_kind_internal": "1",
+    "span_kind_server": "2",
+    "span_kind_client": "3",
+    "span_kind_producer": "4",
+    "span_kind_consumer": "5",
+}
+
+
+def _kind(value: Any) -> str:
+    text = "" if value is None else str(value).strip()
+    return _KIND_NUMBERS.get(text.lower(), text or "0")
+
+
+def export_response(content_type: str | None, decoded: Decoded) -> tuple[bytes, str]:
+    """OTLP's ExportTraceServiceResponse in the request's encoding (partial success when
+    spans were rejected), and its media type."""
+    message = ""
+    if decoded.rejected:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(decoded.reasons.items()))
+        message = f"{decoded.rejected} spans rejected ({why})"
+    kind = (content_type or _PROTOBUF).split(";")[0].strip().lower()
+    if kind == _JSON:
+        body: dict[str, Any] = {}
+        if decoded.rejected:
+            body["partialSuccess"] = {"rejectedSpans": decoded.rejected, "errorMessage": message}
+        return orjson.dumps(body), _JSON
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    response = ExportTraceServiceResponse()
+    if decoded.rejected:
+        response.partial_success.rejected_spans = decoded.rejected
+        response.partial_success.error_message = message
+    return response.SerializeToString(), _PROTOBUF

@@ -1,0 +1,224 @@
+"""`serve --traces`: the OTLP/HTTP receiver behind POST /v1/traces.
+
+A request's spans are written to the span log (fsynced) and handed to the
+assembler before its 2xx, so an acknowledged span survives kill -9. A flusher
+thread takes the traces that completed, attributes them on the critical path
+(`attribute.Attributor`, the audit's code) and commits one observation per
+trace through the runtime's write-ahead log, the same path observations take;
+only then are the traces marked done in the span log. A crash between those two
+fsyncs attributes those traces again at the restart (counted twice, never lost).
+On start, the open traces in the span log are held again and finish after
+their grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from tailbudget.control.traces.assembler import Assembler, Limits
+from tailbudget.control.traces.live_culprits import TraceRow, TraceWindow, culprits
+from tailbudget.control.traces.otlp_body import decode_traces, export_response
+from tailbudget.control.traces.span_log import SpanLog
+
+if TYPE_CHECKING:
+    from tailbudget.control.service.runtime import Runtime
+
+__all__ = ["TraceOptions", "TraceReceiver"]
+
+log = logging.getLogger(__name__)
+
+_BATCH = 20_000
+"""Most traces attributed at once (one engine pass)."""
+_REWRITE_BYTES = 64 * 1024 * 1024
+"""The span log is rewritten to the open traces once it passes this size."""
+_BASELINE = "traces_baseline.json"
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """`serve --traces` settings."""
+
+    span_stage: Literal["operation", "service"] = "operation"
+    limits: Limits = field(default_factory=Limits)
+    flush_every_s: float = 0.25
+    slices: tuple[tuple[str, str, float], ...] = ()
+    """The budget's stage slices: (stage, percentile, ms), for the budget burn."""
+
+
+class TraceReceiver:
+    """Span log + assembler + attribution + the culprits window, for one runtime."""
+
+    def __init__(self, runtime: Runtime, options: TraceOptions) -> None:
+        from tailbudget.control.traces.attribute import Attributor
+
+        self.runtime = runtime
+        self.options = options
+        self.root: Path = runtime.state.root
+        self.span_log = SpanLog(self.root)
+        self.assembler = Assembler(options.limits)
+        self.attributor = Attributor(options.span_stage)
+        self.lock = threading.Lock()
+        self.window = TraceWindow(runtime.policy.window_s)
+        self.baseline = self._load_baseline()
+        self.spans_received = 0
+        self.spans_rejected: Counter[str] = Counter()
+        self.traces_completed = 0
+        self.traces_unattributed = 0
+        recovered = self.span_log.open_spans()
+        self.recovered = len(recovered)
+        if recovered:
+            self.assembler.add(recovered, time.monotonic())
+            log.info("holding %d spans of open traces from the span log again", len(recovered))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tailbudget-traces", daemon=True)
+        self._thread.start()
+
+    # --- ingest -----------------------------------------------------------------
+
+    def receive(
+        self, body: bytes, content_type: str | None, encoding: str | None
+    ) -> tuple[bytes, str]:
+        """Decode, make durable, hold; the OTLP response body and its media type.
+
+        Raises BadTraces (a 400/415) and OSError (not durable: a 503)."""
+        decoded = decode_traces(body, content_type, encoding)
+        with self.lock:
+            # Under the lock: a span-log rewrite never misses spans written but not held.
+            if decoded.spans:
+                self.span_log.append_spans(decoded.spans)
+                self.assembler.add(decoded.spans, time.monotonic())
+            self.spans_received += len(decoded.spans)
+            self.spans_rejected.update(decoded.reasons)
+        return export_response(content_type, decoded)
+
+    # --- completion ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.options.flush_every_s):
+            try:
+                self.flush(time.monotonic())
+            except Exception:  # keep flushing; the span log still holds the spans
+                log.exception("attributing completed traces failed")
+
+    def flush(self, now: float) -> int:
+        """Attribute every trace due by `now` (monotonic s); returns how many."""
+        done = 0
+        while True:
+            with self.lock:
+                ready, stale = self.assembler.take_due(now, _BATCH)
+            if stale:
+                self.span_log.mark_done(stale)
+            if not ready:
+                break
+            done += self._commit(ready)
+            if len(ready) < _BATCH:
+                break
+        if self.span_log.size() > _REWRITE_BYTES:
+            with self.lock:
+                self.span_log.rewrite(
+                    row for trace in self.assembler.open.values() for row in trace.spans.values()
+                )
+        return done
+
+    def _commit(self, ready: list[Any]) -> int:
+        from tailbudget.control.service.ingest import BadBatch
+
+        result = self.attributor.attribute(ready)
+        ids = [t.root.trace for t in ready if t.root is not None]
+        try:
+            self.runtime.ingest(result.ts, result.total_ms, result.error, result.stages)
+        except BadBatch as exc:  # too many stage names for the window: counted, not held
+            log.error("completed traces not attributed: %s", exc)
+            with self.lock:
+                self.traces_unattributed += len(ids)
+            self.span_log.mark_done(ids)
+            return 0
+        self.span_log.mark_done(ids)
+        arrived = time.time()
+        rows: list[dict[str, float]] = [{} for _ in ids]
+        for stage, column in result.stages.items():
+            for i, ms in zip(column.index.tolist(), column.ms.tolist(), strict=True):
+                rows[i][stage] = ms
+        with self.lock:
+            self.traces_completed += len(ids)
+            for total, stages in zip(result.total_ms.tolist(), rows, strict=True):
+                self.window.add(TraceRow(arrived, total, stages))
+        return len(ids)
+
+    # --- views ------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """`traces` and `culprits` of GET /v1/status."""
+        now = time.time()
+        with self.lock:
+            a = self.assembler
+            incomplete = dict(a.incomplete)
+            if self.traces_unattributed:
+                incomplete["too_many_stages"] = self.traces_unattributed
+            traces = {
+                "received": self.traces_completed + sum(a.incomplete.values()) + len(a.open),
+                "completed": self.traces_completed,
+                "open": len(a.open),
+                "incomplete": incomplete,
+                "spans": {
+                    "received": self.spans_received,
+                    "held": a.spans_held,
+                    "rejected": dict(self.spans_rejected),
+                    "dropped": dict(a.dropped),
+                },
+                "span_stage": self.options.span_stage,
+                "grace_s": self.options.limits.grace_s,
+                "recovered_spans": self.recovered,
+            }
+            rows = self.window.current(now)
+            baseline = list(self.baseline)
+        traces["in_window"] = len(rows)
+        traces["baseline_traces"] = len(baseline)
+        return {"traces": traces, "culprits": culprits(rows, baseline)}
+
+    def budget_burn(self) -> list[tuple[str, str, float]]:
+        """(stage, quantile, window percentile / its slice) for each budgeted stage seen."""
+        if not self.options.slices:
+            return []
+        rt = self.runtime
+        with rt.lock:
+            stats = rt.stage_windows.stats(
+                time.time(), min_samples=rt.policy.min_samples, confidence=rt.policy.confidence
+            )
+        out = []
+        for stage, pct, ms in self.options.slices:
+            measured = getattr(stats.get(stage), pct, None)
+            if measured is not None and ms > 0:
+                out.append((stage, "0." + pct[1:], float(measured) / ms))
+        return out
+
+    def set_baseline(self) -> int:
+        """The current window becomes the baseline culprits' growth is measured against."""
+        with self.lock:
+            rows = self.window.current(time.time())
+            self.baseline = rows
+        data = orjson.dumps([[r.t_s, r.total_ms, r.stages] for r in rows])
+        tmp = self.root / (_BASELINE + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(self.root / _BASELINE)
+        return len(rows)
+
+    def _load_baseline(self) -> list[TraceRow]:
+        try:
+            raw = orjson.loads((self.root / _BASELINE).read_bytes())
+            return [TraceRow(float(t), float(total), dict(st)) for t, total, st in raw]
+        except (OSError, orjson.JSONDecodeError, TypeError, ValueError):
+            return []
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30.0)
+        self.span_log.close()

@@ -1,0 +1,129 @@
+"""The write-ahead log of acknowledged spans (`spans.log` in the state dir).
+
+Two record kinds: the spans of one request (written and fsynced before its 2xx),
+and the ids of traces whose attribution reached the observation log (after that
+log's own fsync). On a restart the spans of traces not marked done are the open
+traces to finish. Each record: magic, kind, payload bytes, crc32 of the payload;
+the payload is JSON. Reading stops at the first record whose checksum fails: a
+torn tail is a write that was never acknowledged, cut before appending.
+`rewrite` keeps only open traces' spans (atomic rename), so the file stays about
+as large as what is open.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+
+from tailbudget.control.traces.otlp_body import SpanRow
+
+__all__ = ["SpanLog"]
+
+_HEAD = struct.Struct("<4sBII")
+_MAGIC = b"TBS1"
+_SPANS = 1
+_DONE = 2
+
+
+def _record(kind: int, payload: bytes) -> bytes:
+    return _HEAD.pack(_MAGIC, kind, len(payload), zlib.crc32(payload)) + payload
+
+
+def _spans_payload(rows: Iterable[SpanRow]) -> bytes:
+    return orjson.dumps(list(rows), default=tuple)
+
+
+class SpanLog:
+    """Append-only, fsynced; `open_spans` replays what is not done yet."""
+
+    NAME = "spans.log"
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / self.NAME
+        self._lock = threading.Lock()
+        self.torn_bytes = 0
+        self.fsyncs = 0
+        recovered, end = self._read()
+        self._recovered = recovered
+        if self.path.exists() and end < self.path.stat().st_size:
+            self.torn_bytes = self.path.stat().st_size - end
+            with open(self.path, "r+b") as fh:
+                fh.truncate(end)
+        self._fh = open(self.path, "ab")  # noqa: SIM115 - held open for appends
+
+    def open_spans(self) -> list[SpanRow]:
+        """Spans of traces acknowledged but not yet attributed (read at start-up)."""
+        rows, self._recovered = self._recovered, []
+        return rows
+
+    def _read(self) -> tuple[list[SpanRow], int]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return [], 0
+        spans: list[SpanRow] = []
+        done: set[str] = set()
+        pos = 0
+        while pos + _HEAD.size <= len(data):
+            magic, kind, size, crc = _HEAD.unpack_from(data, pos)
+            payload = data[pos + _HEAD.size : pos + _HEAD.size + size]
+            if magic != _MAGIC or len(payload) != size or zlib.crc32(payload) != crc:
+                break
+            value = orjson.loads(payload)
+            if kind == _SPANS:
+                spans.extend(SpanRow(*row) for row in value)
+            elif kind == _DONE:
+                done.update(value)
+            pos += _HEAD.size + size
+        return [row for row in spans if row.trace not in done], pos
+
+    def append_spans(self, rows: list[SpanRow]) -> None:
+        """Durable before returning (the request's 2xx waits for it)."""
+        self._write(_record(_SPANS, _spans_payload(rows)))
+
+    def mark_done(self, traces: list[str]) -> None:
+        """These traces are in the observation log: never replay them."""
+        if traces:
+            self._write(_record(_DONE, orjson.dumps(traces)))
+
+    def _write(self, record: bytes) -> None:
+        with self._lock:
+            self._fh.write(record)
+            self._fh.flush()
+            os.fdatasync(self._fh.fileno())
+            self.fsyncs += 1
+
+    def size(self) -> int:
+        with self._lock:
+            return self._fh.tell()
+
+    def rewrite(self, open_rows: Iterable[SpanRow]) -> None:
+        """Replace the log by one record of the open traces' spans (write, fsync, rename).
+
+        The caller holds off appends whose spans would be missed (the receiver's lock)."""
+        tmp = self.path.with_suffix(".tmp")
+        with self._lock:
+            with open(tmp, "wb") as fh:
+                rows = list(open_rows)
+                if rows:
+                    fh.write(_record(_SPANS, _spans_payload(rows)))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            self._fh.close()
+            self._fh = open(self.path, "ab")  # noqa: SIM115
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
