@@ -7,6 +7,9 @@ exported), so serialization off the request path is counted too.
 
 - otel-sdk span: TracerProvider + BatchSpanProcessor with a no-op exporter,
   one request span and K child spans via start_as_current_span.
+- otel-sdk span + BudgetSpanProcessor: the same spans, the processor in place of the
+  BatchSpanProcessor, each trace's critical-path stage times into a Recorder -> JSONL
+  (the clock stops once every trace is attributed and written).
 - plain timer -> JSONL: a class-based context-manager timer, one dict per
   request, json.dumps + write synchronously.
 - tailbudget -> JSONL / Parquet: Recorder(sink=...), timed through close();
@@ -69,6 +72,31 @@ def bench_otel(n: int, stages: list[str], tmp: Path) -> tuple[float, float, floa
     return hot, total, cpu
 
 
+def bench_budget_processor(n: int, stages: list[str], tmp: Path) -> tuple[float, float, float]:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from tailbudget.otel import BudgetSpanProcessor
+
+    rec = Recorder(sink=str(tmp / "p.jsonl"), capacity=n + 1)
+    provider = TracerProvider()
+    processor = BudgetSpanProcessor(rec, grace_s=0.0, max_traces=n + 1)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(n):
+        with tracer.start_as_current_span("request", attributes={"route": "chat", "seq_len": i}):
+            for s in stages:
+                with tracer.start_as_current_span(s):
+                    pass
+    hot = time.perf_counter() - t0
+    provider.force_flush()
+    rec.close()
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    provider.shutdown()
+    assert processor.traces_recorded == n, processor.traces_recorded
+    return hot, total, cpu
+
+
 class PlainTimer:
     """What a team writes by hand: a context manager that stores ms in a dict."""
 
@@ -120,6 +148,7 @@ def _bench_recorder(sink: str) -> Callable[[int, list[str], Path], tuple[float, 
 
 CONTENDERS: list[tuple[str, Callable[[int, list[str], Path], tuple[float, float, float]]]] = [
     ("otel-sdk span (BatchSpanProcessor, no-op exporter)", bench_otel),
+    ("otel-sdk span + tailbudget BudgetSpanProcessor -> JSONL", bench_budget_processor),
     ("plain class timer -> JSONL (sync)", bench_plain),
     ("tailbudget Recorder -> JSONL", _bench_recorder("t.jsonl")),
     ("tailbudget Recorder -> Parquet", _bench_recorder("t.parquet")),

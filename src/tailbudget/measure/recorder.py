@@ -186,6 +186,27 @@ class Recorder:
         req._top = None
         return req
 
+    def put(
+        self,
+        request_id: str,
+        start_ns: int,
+        end_ns: int,
+        stages: tuple[Any, ...],
+        error: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> bool:
+        """Record a request timed elsewhere (perf_counter_ns stamps; `stages` flat as
+        name, t0, t1, ...), e.g. from OpenTelemetry spans; False when refused (counted)."""
+        q = self._queue
+        n = len(q)
+        if n >= self._capacity:
+            self._refused()
+            return False
+        q.append((request_id, start_ns, end_ns, stages, error, fields or {}, None))
+        if n == self._wake_at:
+            self._wake()
+        return True
+
     def _refused(self) -> None:
         """The queue did not take a record (called by Request on the rare path)."""
         self._on_drop("closed" if self._closed else "queue_full", 1)
