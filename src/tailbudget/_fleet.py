@@ -252,7 +252,9 @@ def preset(name: str) -> FleetPreset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise PolicyError(f"--metrics must be one of {', '.join(PRESETS)}, got {name!r}") from None
+        raise PolicyError(
+            f"metrics must be one of {', '.join(PRESETS)}, got {name!r}", param="metrics"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

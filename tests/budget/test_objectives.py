@@ -52,16 +52,16 @@ def test_design_examples_parse() -> None:
     [
         ("ttft.p100=5", "'p100' is not a percentile; write p and a number in (0, 100)"),
         ("ttft.p0=5", "'p0' is not a percentile"),
-        ("tpot.p95=-1", "--slo tpot.p95 must be a positive number of ms, got '-1'"),
+        ("tpot.p95=-1", "slo tpot.p95 must be a positive number of ms, got '-1'"),
         ("goodput=1.5", "goodput: the minimum share must be in (0, 1]"),
         ("goodput=0", "goodput: the minimum share must be in (0, 1]"),
         ("ttft:p95=5", "'ttft:p95' is not an objective"),
-        ("p99=inf", "--slo p99 must be a finite number of ms, got 'inf'"),
+        ("p99=inf", "slo p99 must be a finite number of ms, got 'inf'"),
         ("p95=900,p99=800", "e2e.p99 (800 ms) is below e2e.p95 (900 ms)"),
         ("ttft.p95=1,ttft.p95=2", "ttft.p95 is given twice"),
         ("error_rate=1", "error_rate must be a share in [0, 1)"),
         ("p99", "is not NAME=VALUE"),
-        ("", "--slo is empty"),
+        ("", "slo is empty"),
         ("latency=5", "is not an objective"),
         ("e2e.output_tokens=2000", "needs an e2e objective"),
         ("e2e.p95=6000,e2e.output_tokens=2.5", "whole number"),
@@ -73,6 +73,7 @@ def test_bad_objectives_name_the_fix(text: str, needle: str) -> None:
         parse_objectives(text)
     assert "\n" not in str(exc.value)
     assert needle in str(exc.value)
+    assert exc.value.param == "slo" and "--" not in str(exc.value)
 
 
 def test_stage_not_in_the_log() -> None:
@@ -140,7 +141,7 @@ def test_any_text_parses_or_gives_one_line(text: str) -> None:
     try:
         objs = parse_objectives(text)
     except TailbudgetError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("--slo")
+        assert "\n" not in str(exc) and str(exc).startswith("slo") and exc.param == "slo"
     else:
         assert isinstance(objs, Objectives)
 
@@ -204,6 +205,7 @@ def test_bad_slo_blocks_name_the_path(slo: str, needle: str) -> None:
         parse_budget("slo: " + slo + "\n" + PIPE, source="b.yaml")
     assert "\n" not in str(exc.value)
     assert needle in str(exc.value)
+    assert "--" not in str(exc.value)
 
 
 def test_environment_without_a_gated_objective_is_refused() -> None:

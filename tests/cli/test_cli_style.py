@@ -138,3 +138,17 @@ def test_piped_output_neither_wraps_nor_colours() -> None:
     check = next(ln for ln in proc.stdout.splitlines() if ln.startswith("p99: additive"))
     assert check.endswith("does not fit") and len(check) > 80
     assert "928% of the SLO used" in check and "-828%" not in proc.stdout
+
+
+def test_library_errors_name_the_flag_on_the_command_line(tmp_path: Path) -> None:
+    # The library says `total: ...`; the CLI's one line says `--total: ...`, same value and fix.
+    log = tmp_path / "x.csv"
+    log.write_text("Latency,rpc\n10,1\n12,2\n", encoding="utf-8")
+    line = _error_line(["audit", str(log), "--slo", "p99=500", "--total", "Nope"])
+    assert line.startswith("error: --total: column 'Nope' not found") and "Latency" in line
+    line = _error_line(["audit", str(log), "--slo", "p99=abc"])
+    assert line.startswith("error: --slo p99 must be a finite number")
+    line = _error_line(["audit", str(log), "--slo", "p99=500", "--stages", "zz*"])
+    assert line.startswith("error: --stages: 'zz*' matches no column")
+    line = _error_line(["simulate", str(log), "--slo", "p95=100", "--policy", "sometimes"])
+    assert line.startswith("error: --policy must be budget, fixed")

@@ -106,11 +106,12 @@ def _bad(args: list[str]) -> str:
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     no_ts = tmp_path / "nots.csv"
     write_csv(no_ts, {"total_ms": np.array([1.0, 2.0])})
-    assert "replay needs one: pass --timestamp COL" in _bad([str(no_ts)])
+    line = _bad([str(no_ts)])
+    assert line.startswith("error: --timestamp: ") and "replay needs one" in line
     assert re.search("not found|no such file", _bad([str(tmp_path / "missing.parquet")]))
     log = _ramp_log(tmp_path)
     assert "give one baseline" in _bad([str(log), "--baseline-p99", "5", "--baseline-window", "1m"])
-    assert "column 'nope' (from --total) not found" in _bad([str(log), "--total", "nope"])
+    assert "--total: column 'nope' not found" in _bad([str(log), "--total", "nope"])
     assert "--baseline-window" in _bad([str(log), "--baseline-window", "soon"])
 
 

@@ -128,7 +128,7 @@ def test_fleet_rule_files_pass_promtool(metrics: str, which: str, tmp_path) -> N
 
 
 def test_an_unknown_preset_is_one_line() -> None:
-    with pytest.raises(PolicyError, match="--metrics must be one of tailbudget, vllm"):
+    with pytest.raises(PolicyError, match=r"^metrics must be one of tailbudget, vllm"):
         export(budget_with_policy(LLM_RULES), "keda", ExportOptions(metrics="triton"))
 
 

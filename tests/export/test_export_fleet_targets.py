@@ -151,7 +151,7 @@ def test_openslo_error_rate_and_goodput_where_the_server_counts_them() -> None:
 
 def test_openslo_with_nothing_the_preset_maps_is_refused_in_one_line() -> None:
     budget = ttft_only(slo={"ttft": {"p95": 500}})
-    with pytest.raises(BudgetError, match=r"--metrics tgi: no objective .* maps to a tgi series"):
+    with pytest.raises(BudgetError, match=r"^metrics tgi: no objective .* maps to a tgi series"):
         export(budget, "openslo", ExportOptions(metrics="tgi"))
 
 

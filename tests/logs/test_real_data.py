@@ -71,7 +71,7 @@ def test_delag_glob_and_auto_detection():
     # Plain auto-detection: total found, no stages guessed, and the notes say how to map them.
     assert auto.stages == () and auto.rows.used == by_glob.rows.used
     assert any("'Latency'" in n for n in auto.notes)
-    assert any("--stages" in n and rpcs[0] in n for n in auto.notes)
+    assert any("stages" in n and rpcs[0] in n for n in auto.notes)
 
 
 def test_vllm_result():

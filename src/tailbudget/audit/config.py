@@ -53,27 +53,37 @@ class AuditConfig:
             object.__setattr__(self, "objectives", Objectives(items))
         if not self.slo and not len(self.objectives or ()):
             raise TailbudgetError(
-                "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) "
-                "or --budget FILE with an slo: block"
+                "slo: none to audit against; give slo as p99=MS (e.g. p95=2800,p99=5200) "
+                "or a budget file with an slo: block",
+                param="slo",
             )
         for name, value in self.slo.items():
             if name not in PERCENTILES:
-                raise TailbudgetError(f"SLO percentile must be one of p50, p95, p99, got {name!r}")
+                raise TailbudgetError(
+                    f"slo: a percentile must be one of p50, p95, p99, got {name!r}", param="slo"
+                )
             if not value > 0:
-                raise TailbudgetError(f"SLO {name} must be a positive number of ms, got {value!r}")
+                raise TailbudgetError(
+                    f"slo {name} must be a positive number of ms, got {value!r}", param="slo"
+                )
         if isinstance(self.slow, str):
             if self.slow not in ("p95", "p99"):
                 raise TailbudgetError(
-                    f"--slow must be p95, p99 or a number of ms, got {self.slow!r}"
+                    f"slow must be p95, p99 or a number of ms, got {self.slow!r}", param="slow"
                 )
             quantile_of(self.slow)
         elif not self.slow > 0:
-            raise TailbudgetError(f"--slow must be a positive number of ms, got {self.slow!r}")
+            raise TailbudgetError(
+                f"slow must be a positive number of ms, got {self.slow!r}", param="slow"
+            )
         if self.in_memory_rows < 0:
-            raise TailbudgetError(f"in_memory_rows must be >= 0, got {self.in_memory_rows!r}")
+            raise TailbudgetError(
+                f"in_memory_rows must be >= 0, got {self.in_memory_rows!r}", param="in_memory_rows"
+            )
         if not 0 < self.cold_window_min <= 24 * 60:
             raise TailbudgetError(
-                f"--cold-window-min must be in (0, 1440] minutes, got {self.cold_window_min!r}"
+                f"cold_window_min must be in (0, 1440] minutes, got {self.cold_window_min!r}",
+                param="cold_window_min",
             )
 
     @classmethod
@@ -110,7 +120,8 @@ def parse_slo(text: str) -> dict[str, float]:
     if other or objectives.goodput is not None or not out:
         what = other[0] if other else "goodput" if objectives.goodput is not None else text
         raise TailbudgetError(
-            f"--slo {what}: only p50, p95 and p99 of end-to-end latency fit here; "
-            "read the full objectives with parse_objectives"
+            f"slo {what}: only p50, p95 and p99 of end-to-end latency fit here; "
+            "read the full objectives with parse_objectives",
+            param="slo",
         )
     return out

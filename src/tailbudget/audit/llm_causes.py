@@ -128,8 +128,8 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         )
     if "busy" not in fit.coef and ref is None:
         parts.append(
-            "the log has no start times and no --baseline was given, so waiting cannot be "
-            "separated from prefill; pass a low-load run as --baseline or a log with timestamps"
+            "the log has no start times and no baseline was given, so waiting cannot be "
+            "separated from prefill; give a low-load run as the baseline or a log with timestamps"
         )
     figures |= {"queue_ms": queue, "prefill_ms": prefill}
     if queue >= SHARE * mean and queue >= prefill:
@@ -216,8 +216,8 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         what = "undetermined"
         if not timed and ref is None:
             parts.append(
-                "no start times and no --baseline: contention cannot be measured; pass a "
-                "low-load run as --baseline"
+                "no start times and no baseline: contention cannot be measured; give a "
+                "low-load run as the baseline"
             )
     evidence = f"{key} breach is {what}: " + "; ".join(parts)
     hyp = Hypothesis(

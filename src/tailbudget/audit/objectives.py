@@ -64,8 +64,8 @@ def check(ctx: Ctx) -> None:
 
 def _missing(metric: str) -> str:
     hint = {
-        "ttft": "a ttft stage (--stage ttft=COL) or a ttft_ms column",
-        "tpot": "ttft plus an output_tokens column (--shape output_tokens), or a tpot_ms column",
+        "ttft": "a ttft stage (a column mapped to stage ttft) or a ttft_ms column",
+        "tpot": "ttft plus an output_tokens column (in shape), or a tpot_ms column",
         "itl": "per-request inter-token gaps (an itl_ms list column, as the vLLM, AIPerf and "
         "SGLang readers give)",
     }[metric]

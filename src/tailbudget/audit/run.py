@@ -116,7 +116,7 @@ def _audit(ctx: Ctx) -> AuditReport:
     elif not log.stages:
         ctx.refusals.append(
             "no per-stage columns: fixes cannot be ranked without stage timings to rewrite; "
-            "map them with --stage COL (repeatable) or --stages GLOB"
+            "map them with stages (column names or globs)"
         )
         ranked = []
     else:

@@ -35,7 +35,7 @@ def collect(
         lean = (
             "it leans on the growth against the baseline"
             if grown
-            else "give --baseline (a fault-free log of the same service) to lean on"
+            else "give a baseline (a fault-free log of the same service) to lean on"
         )
         ctx.notes.append(
             f"the slow group holds {tail.n_slow} requests (fewer than {WEAK_SLOW}): slow-vs-fast "

@@ -6,7 +6,7 @@ percentile (`p95`, `p99.9`: `p` and a number in (0, 100)) and a target in ms;
 `gated` says whether a breach fails a release gate. Goodput is the share of
 requests that are not errors and meet every per-request threshold.
 
-`parse_objectives` reads the `--slo` grammar (`p99=900,ttft.p95=500,goodput=0.95`).
+`parse_objectives` reads the SLO string grammar (`p99=900,ttft.p95=500,goodput=0.95`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Objective:
     """Canonical percentile name: 'p95', 'p99.9'."""
     target_ms: float
     gated: bool = True
-    """A breach fails the release gate (plan exit 1, audit --fail-on-breach)."""
+    """A breach fails the release gate (plan exit 1, an audit's fail-on-breach gate)."""
     output_tokens: int | None = None
     """e2e only: the target holds for an answer this long (ttft + (N - 1) x tpot)."""
 
@@ -110,7 +110,7 @@ class Objective:
 
     @property
     def key(self) -> str:
-        """'ttft.p95', 'e2e.p99', 'retrieval.p99' (the `--slo` spelling, metric first)."""
+        """'ttft.p95', 'e2e.p99', 'retrieval.p99' (the SLO string's spelling, metric first)."""
         return f"{self.metric}.{self.percentile}"
 
     @property
@@ -165,7 +165,7 @@ class Goodput:
 
 @dataclass(frozen=True, slots=True)
 class Objectives:
-    """Every objective of a budget or an `--slo` string, with goodput and error rate."""
+    """Every objective of a budget or an SLO string, with goodput and error rate."""
 
     items: tuple[Objective, ...] = ()
     goodput: Goodput | None = None
@@ -261,8 +261,8 @@ class Objectives:
                 have = ", ".join(sorted(known)) or "none"
                 raise TailbudgetError(
                     f"objective on {name!r}: not a metric (e2e, ttft, tpot, itl) and {source} "
-                    f"has no such stage (stages: {have}); fix the name or map the stage "
-                    "column with --stage COL"
+                    f"has no such stage (stages: {have}); fix the name or map its column "
+                    "with stages"
                 )
 
 
@@ -291,23 +291,31 @@ def _number(key: str, text: str, unit: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise TailbudgetError(f"--slo {key} must be a finite number{unit}, got {text.strip()!r}")
+        raise TailbudgetError(f"slo {key} must be a finite number{unit}, got {text.strip()!r}")
     return value
 
 
 def _ms(key: str, text: str) -> float:
     value = _number(key, text, " of ms")
     if not value > 0:
-        raise TailbudgetError(f"--slo {key} must be a positive number of ms, got {text.strip()!r}")
+        raise TailbudgetError(f"slo {key} must be a positive number of ms, got {text.strip()!r}")
     return value
 
 
 def parse_objectives(text: str, *, environment: str | None = None) -> Objectives:
-    """Read the `--slo` grammar into Objectives; one-line TailbudgetError naming the fix.
+    """Read the SLO string grammar into Objectives; a one-line error (param `slo`) on bad text.
 
     `p99=900` is end-to-end; `METRIC.pNN=ms` for e2e, ttft, tpot, itl or a stage;
     `e2e.output_tokens=N`; `goodput=SHARE`, `goodput.METRIC=ms`; `error_rate=SHARE`.
     """
+    try:
+        out = _parse_objectives(text)
+    except TailbudgetError as exc:
+        raise TailbudgetError(str(exc), param="slo") from None
+    return out.with_environment(environment)
+
+
+def _parse_objectives(text: str) -> Objectives:
     items: list[Objective] = []
     share: float | None = None
     thresholds: dict[str, float] = {}
@@ -319,7 +327,7 @@ def parse_objectives(text: str, *, environment: str | None = None) -> Objectives
             continue
         key, sep, value = (s.strip() for s in part.partition("="))
         if not sep or not key or not value:
-            raise TailbudgetError(f"--slo: {part!r} is not NAME=VALUE; {_GRAMMAR}")
+            raise TailbudgetError(f"slo: {part!r} is not NAME=VALUE; {_GRAMMAR}")
         if key == "error_rate":
             error_rate = _number(key, value, " in [0, 1)")
         elif key == "goodput":
@@ -329,24 +337,21 @@ def parse_objectives(text: str, *, environment: str | None = None) -> Objectives
         elif key == "e2e.output_tokens":
             number = _number(key, value, " of tokens")
             if not (number >= 1 and number.is_integer()):
-                raise TailbudgetError(f"--slo {key} must be a whole number >= 1, got {value!r}")
+                raise TailbudgetError(f"slo {key} must be a whole number >= 1, got {value!r}")
             tokens = int(number)
         else:
             items.append(_objective(key, value))
     if tokens is not None:
         if not any(o.metric == "e2e" for o in items):
-            raise TailbudgetError(
-                "--slo e2e.output_tokens needs an e2e objective, e.g. e2e.p95=6000"
-            )
+            raise TailbudgetError("slo e2e.output_tokens needs an e2e objective, e.g. e2e.p95=6000")
         items = [replace(o, output_tokens=tokens) if o.metric == "e2e" else o for o in items]
     if not items and share is None and error_rate is None and not thresholds:
-        raise TailbudgetError(f"--slo is empty: {_GRAMMAR}")
+        raise TailbudgetError(f"slo is empty: {_GRAMMAR}")
     try:
         goodput = Goodput(share, thresholds) if share is not None or thresholds else None
-        out = Objectives(tuple(items), goodput, error_rate)
+        return Objectives(tuple(items), goodput, error_rate)
     except TailbudgetError as exc:
-        raise TailbudgetError(f"--slo {exc}") from None
-    return out.with_environment(environment)
+        raise TailbudgetError(f"slo {exc}") from None
 
 
 def _objective(key: str, value: str) -> Objective:
@@ -354,13 +359,13 @@ def _objective(key: str, value: str) -> Objective:
     if m is None:
         metric, _, tail = key.rpartition(".")
         if metric and tail.startswith("p"):
-            parse_percentile(tail, where=f"--slo {key}")
-        raise TailbudgetError(f"--slo: {key!r} is not an objective; {_GRAMMAR}")
+            parse_percentile(tail, where=f"slo {key}")
+        raise TailbudgetError(f"slo: {key!r} is not an objective; {_GRAMMAR}")
     metric = m.group("metric") or "e2e"
-    name, _ = parse_percentile(m.group("p"), where=f"--slo {key}")
+    name, _ = parse_percentile(m.group("p"), where=f"slo {key}")
     if metric not in METRICS and not _STAGE.match(metric):
         raise TailbudgetError(
-            f"--slo {key}: {metric!r} is not a metric; use e2e, ttft, tpot, itl or a stage name"
+            f"slo {key}: {metric!r} is not a metric; use e2e, ttft, tpot, itl or a stage name"
         )
     return Objective(metric, name, _ms(key, value))
 

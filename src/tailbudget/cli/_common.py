@@ -51,9 +51,33 @@ def clean_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except TailbudgetError as exc:
-            raise fail(str(exc)) from None
+            raise fail(in_flags(exc)) from None
 
     return wrapper
+
+
+_FLAGS = {"cohorts": "--cohort"}
+"""Parameters whose flag is not `--` + the name with dashes (a repeatable flag is singular)."""
+
+
+def flag_of(param: str) -> str:
+    """The command-line flag of an API parameter: total -> --total, span_stage -> --span-stage."""
+    return _FLAGS.get(param, "--" + param.replace("_", "-"))
+
+
+def in_flags(exc: TailbudgetError) -> str:
+    """The error in the CLI's words: the parameter it is about spelled as its flag.
+
+    The library says `total: column 'X' not found ...`; the CLI says `--total: ...`.
+    A message that does not start with its parameter gets the flag in front.
+    """
+    message = str(exc)
+    if exc.param is None:
+        return message
+    flag, n = flag_of(exc.param), len(exc.param)
+    if message.startswith(exc.param) and message[n : n + 1] in (":", " ", ""):
+        return flag + message[n:]
+    return f"{flag}: {message}"
 
 
 def emit(text: str, output: Path | None, *, next_step: str = "") -> None:

@@ -113,7 +113,8 @@ class Journal:
         except OSError as exc:
             raise TailbudgetError(
                 f"{self.path}: cannot open the decision journal ({exc.strerror}); "
-                "give a writable --state-dir"
+                "give a writable state_dir",
+                param="state_dir",
             ) from None
         self._lock = threading.Lock()
         self.skipped_nonfinite = 0

@@ -116,7 +116,8 @@ def _via_read_log(
     source = table.source
     if not table.has_timestamp:
         raise LogError(
-            f"{source}: the log has no timestamp; replay needs one: pass --timestamp COL"
+            f"{source}: the log has no timestamp; replay needs one: name it with timestamp",
+            param="timestamp",
         )
     import pyarrow as pa
 

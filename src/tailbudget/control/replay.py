@@ -74,8 +74,9 @@ def window_baseline(log: ReplayLog, window_s: float) -> Baseline:
     n = int(np.searchsorted(log.ts_s, end, side="left"))
     if n < 100:
         raise PolicyError(
-            f"--baseline-window {window_s:g}s holds only {n} requests; a p99 needs at least "
-            "100: widen the window or pass --baseline-p99 MS"
+            f"baseline_window {window_s:g}s holds only {n} requests; a p99 needs at least "
+            "100: widen the window or state baseline_p99 in ms",
+            param="baseline_window",
         )
     p99 = float(np.quantile(log.total_ms[:n], 0.99))
     return Baseline(p99, f"p99 of the log's first {window_s:g}s ({n} requests)")

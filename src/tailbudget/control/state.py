@@ -128,7 +128,8 @@ class StateDir:
         except OSError as exc:
             raise TailbudgetError(
                 f"{self.root}: state dir is not writable ({exc.strerror}); "
-                "give a writable --state-dir"
+                "give a writable state_dir",
+                param="state_dir",
             ) from None
         self._lock_file = self._take_lock()
         self.snapshot_notes: list[str] = []
@@ -149,7 +150,8 @@ class StateDir:
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise TailbudgetError(
                 f"{self.root}: the state dir is in use by another tailbudget serve{who}; "
-                "stop it or give another --state-dir"
+                "stop it or give another state_dir",
+                param="state_dir",
             ) from None
         try:  # who holds it, for the message above; the lock itself is what counts
             fh.truncate(0)

@@ -59,7 +59,9 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
     try:
         render = TARGETS[target]
     except KeyError:
-        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}") from None
+        raise BudgetError(
+            f"to must be one of {', '.join(TARGETS)}, got {target!r}", param="to"
+        ) from None
     metrics = options.metrics if options is not None else "tailbudget"
     preset(metrics)  # a bad name is a one-line error before anything renders
     if metrics != "tailbudget":

@@ -63,8 +63,9 @@ def parse_burn_windows(text: str) -> tuple[BurnWindow, ...]:
         m = _BURN.match(part)
         if not m:
             raise BudgetError(
-                f"--burn: each window pair looks like LONG/SHORT:FACTOR, e.g. 1h/5m:14.4, "
-                f"got {part.strip()!r}"
+                f"burn: each window pair looks like LONG/SHORT:FACTOR, e.g. 1h/5m:14.4, "
+                f"got {part.strip()!r}",
+                param="burn",
             )
         long_s = parse_promql_duration(m.group(1))
         short_s = parse_promql_duration(m.group(2))

@@ -104,7 +104,7 @@ def _share_alert(
         if kind in ("vs_baseline", "goodput_vs_baseline"):
             return (
                 f"rule {rule.name} ({rule.metric}): the rules have no baseline version to "
-                "compare with; --to argo-rollouts and --to flagger compare the canary with "
+                "compare with; the argo-rollouts and flagger targets compare the canary with "
                 "the stable pods"
             )
         return f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series"
@@ -238,7 +238,7 @@ def build_keda(
     notes = [
         f"scales on {rule.metric} > {num(seconds(rule.threshold))} s from "
         f"{series.histogram} (rule {rule.name!r}; {where.around} around it); the alert of "
-        f"`--to prometheus-rules --metrics {fleet.name}` compares the same expression.",
+        f"the prometheus-rules target on the {fleet.name} preset compares the same expression.",
         *([where.check.warning] if where.check.warning else []),
         *scaling_notes(policy),
     ]

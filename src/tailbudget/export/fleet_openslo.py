@@ -121,8 +121,9 @@ def build(
             docs.append(_share_slo(budget, fleet, found, ("goodput", goodput.min, True), notes))
     if not docs:
         raise BudgetError(
-            f"--metrics {fleet.name}: no objective of the budget maps to a {fleet.name} "
-            f"series ({'; '.join(notes)}); use another preset or drop --metrics"
+            f"metrics {fleet.name}: no objective of the budget maps to a {fleet.name} "
+            f"series ({'; '.join(notes)}); use another metrics preset or the default",
+            param="metrics",
         )
     return docs, notes
 

@@ -150,7 +150,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     doc = scaled_object(budget, options, rule, query(budget, policy, rule))
     notes = [
         f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
-        f"{rule.expr or 'threshold'}); needs the recording rules of `--to prometheus-rules`.",
+        f"{rule.expr or 'threshold'}); needs the recording rules of the prometheus-rules target.",
         *scaling_notes(policy),
     ]
     return doc, notes

@@ -270,7 +270,7 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
         if isinstance(kind, str) and ("." in kind or kind == "goodput"):
             raise BudgetError(
                 f"{where}: objective {kind} is not end to end; import reads end-to-end "
-                "latency and error-rate SLOs (export without --metrics for those)"
+                "latency and error-rate SLOs (export those on the default tailbudget series)"
             )
         p = kind if kind in PERCENTILES else _target_percentile(target, where)
         ms = _threshold_ms(doc, ann, where)

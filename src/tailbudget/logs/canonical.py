@@ -232,7 +232,8 @@ def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
         return ibis.null(dt.float64), ibis.literal(False)
     raise LogError(
         f"{source}: latency column {name!r} has type {typ}, not a number; "
-        "map the right column with --total COL / --stages 'GLOB'"
+        "map the right column with total (a column) or stages (column names or globs)",
+        param="total",
     )
 
 
@@ -270,7 +271,8 @@ def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
         return parsed, text.notnull() & parsed.isnull()
     raise LogError(
         f"{source}: timestamp column {column!r} has type {typ}; "
-        "give a time or epoch column with --timestamp COL"
+        "give a time or epoch column with timestamp",
+        param="timestamp",
     )
 
 
@@ -366,12 +368,12 @@ def _count(grouped: Any, backend: Any, source: str) -> RowCounts:
 def _row_counts(total: int, by_reason: dict[str, int], source: str) -> RowCounts:
     used = total - sum(by_reason.values())
     if total == 0:
-        raise LogError(f"{source}: the log has no rows; check the file (or the --query)")
+        raise LogError(f"{source}: the log has no rows; check the file (or the query)")
     if used == 0:
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items()))
         raise LogError(
             f"{source}: all {total} rows were rejected ({detail}); "
-            "check the column mapping (--total COL, --stages 'GLOB') and --unit"
+            "check the column mapping (total, stages) and the unit"
         )
     ordered = {k: by_reason[k] for k in REASONS if k in by_reason}
     return RowCounts(total, used, total - used, ordered)

@@ -81,44 +81,49 @@ def resolve_columns(
     cols = list(columns)
     notes: list[str] = []
 
-    def find(col: str, flag: str) -> str:
+    def find(col: str, param: str) -> str:
         if col in cols:
             return col
         folded = [c for c in cols if c.lower() == col.lower()]
         if len(folded) == 1:
             return folded[0]
         raise LogError(
-            f"{source}: column {col!r} (from {flag}) not found; columns are: {_list(cols)}"
+            f"{param}: column {col!r} not found in {source}; columns are: {_list(cols)}",
+            param=param,
         )
 
     def guess(names: Sequence[str]) -> str | None:
         lower = {c.lower(): c for c in cols}
         return next((lower[n] for n in names if n in lower), None)
 
-    total = find(options.total, "--total") if options.total else None
+    total = find(options.total, "total") if options.total else None
     if total is None:
         total = guess(_TOTAL_GUESSES)
         if total is not None and total != "total_ms":
-            notes.append(f"total latency taken from column {total!r} (set --total COL to change)")
+            notes.append(
+                f"total latency taken from column {total!r} (name another with total to change)"
+            )
             if not total.lower().endswith("_ms") and options.unit is None:
-                notes.append(f"{total!r} assumed to be in milliseconds (set --unit s|us if not)")
+                notes.append(
+                    f"{total!r} assumed to be in milliseconds (set unit to s or us if not)"
+                )
 
-    timestamp = find(options.timestamp, "--timestamp") if options.timestamp else guess(_TS_GUESSES)
+    timestamp = find(options.timestamp, "timestamp") if options.timestamp else guess(_TS_GUESSES)
     request_id = (
         find(options.request_id, "request_id") if options.request_id else guess(_ID_GUESSES)
     )
     error = find(options.error, "error") if options.error else guess(_ERROR_GUESSES)
-    shape = tuple(find(c, "--shape") for c in options.shape)
-    cohorts = tuple(find(c, "--cohort") for c in options.cohorts)
+    shape = tuple(find(c, "shape") for c in options.shape)
+    cohorts = tuple(find(c, "cohorts") for c in options.cohorts)
     roles = {total: "total latency", timestamp: "timestamp", error: "error flag"}
-    _check_roles(source, roles, "--cohort", cohorts, "a grouping column such as route")
+    _check_roles(source, roles, "cohorts", cohorts, "a grouping column such as route")
     roles[request_id] = "request id"
-    _check_roles(source, roles, "--shape", shape, "a size column such as input_tokens")
+    _check_roles(source, roles, "shape", shape, "a size column such as input_tokens")
     taken = {total, timestamp, request_id, error, *shape, *cohorts, *extras}
 
     explicit = options.stage_map()
     if explicit is not None:
-        stages = {k: find(v, "--stage") for k, v in explicit.items()}
+        stages = {k: find(v, "stage") for k, v in explicit.items()}
     elif options.stages_glob:
         globs = [g.strip() for g in options.stages_glob.split(",") if g.strip()]
         matched = [
@@ -126,8 +131,9 @@ def resolve_columns(
         ]
         if not matched:
             raise LogError(
-                f"{source}: --stages {options.stages_glob!r} matches no column; "
-                f"columns are: {_list(cols)}"
+                f"stages: {options.stages_glob!r} matches no column of {source}; "
+                f"columns are: {_list(cols)}",
+                param="stages",
             )
         stages = {_stage_of(c): c for c in matched}
     else:
@@ -142,15 +148,16 @@ def resolve_columns(
         hint = [c for c in cols if c in numeric]
         raise LogError(
             f"{source}: no latency column found (looked for total_ms and <stage>_ms); "
-            f"columns are: {_list(cols)}; name them with --total COL and --stages 'GLOB'"
-            + (f" (numeric: {_list(hint)})" if hint else "")
+            f"columns are: {_list(cols)}; name them with total (a column) and stages "
+            "(column names or globs)" + (f" (numeric: {_list(hint)})" if hint else ""),
+            param="total",
         )
     if explicit is None and not options.stages_glob and not stages:
         unused = [c for c in cols if c in numeric and c not in taken]
         if unused:
             notes.append(
                 "no <stage>_ms columns; numeric columns not used as stages: "
-                f"{_list(unused)} (map them with --stages 'GLOB' or --stage COL)"
+                f"{_list(unused)} (map them with stages: column names or globs)"
             )
     return ColumnMap(
         total=total,
@@ -166,14 +173,16 @@ def resolve_columns(
 
 
 def _check_roles(
-    source: str, roles: Mapping[str | None, str], flag: str, chosen: Sequence[str], kind: str
+    source: str, roles: Mapping[str | None, str], param: str, chosen: Sequence[str], kind: str
 ) -> None:
-    """A column given to `flag` must not already play another role (one line, exit 2)."""
+    """A column given to `param` must not already play another role (one line, exit 2)."""
     for col in chosen:
         role = roles.get(col)
         if role is not None:
             raise LogError(
-                f"{source}: {flag} {col!r} is the log's {role} column; give {flag} {kind}"
+                f"{param} {col!r}: in {source} that is the log's {role} column; "
+                f"give {param} {kind}",
+                param=param,
             )
 
 

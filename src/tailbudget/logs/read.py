@@ -72,12 +72,15 @@ def _read(
 ) -> LogTable:
     if source is None:
         if not options.query:
-            raise LogError("no log given: pass a log file, or --engine URL with --query SQL")
+            raise LogError(
+                "no log given: pass a log file, or a query (SQL) on an engine (an Ibis URL)",
+                param="query",
+            )
         raw = _sql_table(backend, options.query)
         return _tabular(raw, options, backend, "query", "engine", cache=False)
     text = str(source)
     if options.query:
-        raise LogError(f"give either a log ({text}) or --query, not both")
+        raise LogError(f"query: give either a log ({text}) or a query, not both", param="query")
     if on_engine and not os.path.exists(text) and not any(ch in text for ch in "*?[/\\"):
         # A bare name on an engine the user named is a table there.
         raw = backend.table(text)

@@ -310,9 +310,11 @@ def _attributes(raw: Any, options: ReadOptions, source: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, name in enumerate((*options.shape, *options.cohorts)):
         if name not in raw.columns:
+            param = "shape" if i < len(options.shape) else "cohorts"
             raise LogError(
-                f"{source}: span attribute or column {name!r} (from --shape/--cohort) not found; "
-                f"columns are: {', '.join(c for c in raw.columns if not c.startswith(_ATTR))}"
+                f"{param}: span attribute or column {name!r} not found in {source}; "
+                f"columns are: {', '.join(c for c in raw.columns if not c.startswith(_ATTR))}",
+                param=param,
             )
         column = raw[name]
         if i < len(options.shape):
@@ -449,7 +451,7 @@ def _duration_ms(
     else:
         unit = "us"
         if not (cols.start and cols.end):
-            notes.append(f"span column {cols.duration!r} assumed in microseconds (set --unit)")
+            notes.append(f"span column {cols.duration!r} assumed in microseconds (set unit if not)")
     factor = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
     return value * factor
 

@@ -202,7 +202,7 @@ def _culprits(r: AuditReport) -> list[str]:
 
 def _shape(r: AuditReport) -> list[str]:
     if not r.shape:
-        return ["No covariates given (`--shape COL`)."]
+        return ["No covariates given (shape columns)."]
     shown, folded = view.split_fits(r.shape)
     rows = [
         [s.stage, s.covariate, fmt.r2(s.r2), fmt.number(s.slope), "flag" if s.flag else ""]
@@ -216,7 +216,7 @@ def _shape(r: AuditReport) -> list[str]:
 
 def _cohorts(r: AuditReport) -> list[str]:
     if not r.cohorts:
-        return ["No cohort dimensions given (`--cohort COL`)."]
+        return ["No cohort dimensions given (cohort columns)."]
     return _table(
         ["dim", "value", "requests", "share", "p99", "vs global", "share of slow", ""],
         [

@@ -1,6 +1,6 @@
 """Arrival processes: the log's own times, a CSV trace, `poisson:RATE` or `burst:N`.
 
-`--load L` scales the offered rate: Poisson and burst multiply rate or count;
+A load multiple L scales the offered rate: Poisson and burst multiply rate or count;
 recorded times (the log's, a trace's) are compressed by L (bursts keep their
 shape, only closer together) and repeated to fill the duration.
 """
@@ -37,7 +37,7 @@ class TraceTimes:
 
 @dataclass(frozen=True)
 class ArrivalSpec:
-    """A parsed `--arrivals` value."""
+    """A parsed arrivals value (poisson:RATE, burst:N or a CSV trace)."""
 
     kind: str
     """log | trace | poisson | burst"""
@@ -112,10 +112,11 @@ def parse_arrivals(text: str | None) -> ArrivalSpec:
         if kind == "burst" and value >= 1 and value == int(value):
             return ArrivalSpec("burst", count=int(value))
         what = "a positive rate per second" if kind == "poisson" else "a whole number >= 1"
-        raise TailbudgetError(f"--arrivals {text!r}: {kind} takes {what}")
+        raise TailbudgetError(f"arrivals {text!r}: {kind} takes {what}", param="arrivals")
     if not Path(text).is_file():
         raise TailbudgetError(
-            f"--arrivals {text!r}: not poisson:RATE, burst:N or an existing CSV file"
+            f"arrivals {text!r}: not poisson:RATE, burst:N or an existing CSV file",
+            param="arrivals",
         )
     return ArrivalSpec("trace", trace=read_trace(text))
 
@@ -133,7 +134,7 @@ def make_arrivals(
 ) -> tuple[Arrivals, float]:
     """The arrivals and the policy horizon (s)."""
     if not load > 0:
-        raise TailbudgetError(f"--load must be positive, got {load:g}")
+        raise TailbudgetError(f"load must be positive, got {load:g}", param="load")
     src: npt.NDArray[np.int64] | None = None
     tin = tout = None
     if spec.kind == "poisson":
@@ -194,7 +195,8 @@ def _recorded(
         return spec.trace.t_s, spec.trace.input_tokens, spec.trace.output_tokens
     if log_times is None or log_times.size < 2:
         raise TailbudgetError(
-            "the log has no timestamps to replay as arrivals; pass --arrivals poisson:RATE, "
-            "burst:N or a CSV trace"
+            "arrivals: the log has no timestamps to replay; give arrivals as poisson:RATE, "
+            "burst:N or a CSV trace",
+            param="arrivals",
         )
     return log_times - log_times[0], None, None

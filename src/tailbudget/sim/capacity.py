@@ -89,7 +89,7 @@ class CapacityReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The `capacity --format json` contract."""
+        """The capacity report's JSON contract."""
         return {
             "curve": [p.to_dict() for p in self.curve],
             "scale_before_breach": (
@@ -233,7 +233,9 @@ def capacity_curve(
     """Replicas needed at each load multiple, and (unless `scale_before` is False) where
     to scale before breach."""
     if not loads or any(not (x > 0 and math.isfinite(x)) for x in loads):
-        raise TailbudgetError(f"--load takes positive multiples such as 1,2,4, got {list(loads)}")
+        raise TailbudgetError(
+            f"loads: positive multiples such as 1,2,4, got {list(loads)}", param="load"
+        )
     s = _Setup(model, objectives, arrivals, duration_s, seed, log_times)
     curve, start = [], 1
     for load in sorted(loads):

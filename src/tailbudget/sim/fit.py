@@ -131,8 +131,8 @@ def _cold(lg: Sequence[LoggedRequests], opts: ModelOptions) -> tuple[Param, Para
         return Param("cold_factor", opts.cold_factor, "x", "stated"), wparam, []
     timed = [g for g in lg if g.ts_s is not None]
     if not opts.events_s or not timed:
-        why = "no --events" if not opts.events_s else "the log has no timestamps"
-        note = f"{why}: no cold windows to measure; replicas start warm (pass --cold-factor)"
+        why = "no events" if not opts.events_s else "the log has no timestamps"
+        note = f"{why}: no cold windows to measure; replicas start warm (state cold_factor)"
         return Param("cold_factor", 1.0, "x", "default", note), wparam, []
     ts = np.concatenate([g.ts_s for g in timed if g.ts_s is not None])
     tot = np.concatenate([g.total_ms for g in timed])
@@ -163,7 +163,7 @@ def common_params(
             DEFAULT_PROVISION_DELAY_S,
             "s",
             "default",
-            "a log does not show how long a replica takes to start; pass --provision-delay",
+            "a log does not show how long a replica takes to start; state provision_delay",
         )
     )
     overhead = (
@@ -174,7 +174,7 @@ def common_params(
             0.0,
             "ms",
             "default",
-            "trim_logging saves nothing unless --logging-overhead-ms states its cost",
+            "trim_logging saves nothing unless logging_overhead_ms states its cost",
         )
     )
     share = (
@@ -257,8 +257,7 @@ def fit_queue_model(logs: Sequence[LoggedRequests], opts: ModelOptions) -> Servi
             1.0,
             "requests",
             "default",
-            "a log does not show how many requests one replica serves at once; "
-            "pass --concurrency K",
+            "a log does not show how many requests one replica serves at once; state concurrency",
         )
     levels = tuple(load_level(lg) for lg in logs)
     return ServiceModel(

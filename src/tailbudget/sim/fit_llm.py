@@ -184,7 +184,7 @@ def fit_llm_model(
             opts.batch_limit or opts.concurrency,
             "batch_limit",
             VLLM_MAX_NUM_SEQS,
-            "never reached in the logs; vLLM V1's max_num_seqs (pass --concurrency)",
+            "never reached in the logs; vLLM V1's max_num_seqs (state concurrency)",
         ),
         token_budget=_count(
             opts.token_budget,

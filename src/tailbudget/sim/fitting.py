@@ -44,7 +44,8 @@ class Fitted:
             return ArrivalSpec("burst", count=int(first.total_ms.size))
         raise TailbudgetError(
             f"{first.source}: no timestamps and no stated rate, so its load is unknown; "
-            "pass --arrivals poisson:RATE, burst:N or a CSV trace"
+            "give arrivals as poisson:RATE, burst:N or a CSV trace",
+            param="arrivals",
         )
 
 

@@ -66,7 +66,7 @@ class ObjectiveResult:
 
 
 def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> Objectives:
-    """`--slo` when given (every objective gates), else the budget's objectives."""
+    """The SLO (a string or Objectives) when given (every objective gates), else the budget's objectives."""
     if isinstance(slo_text, Objectives):
         objs = slo_text
     elif slo_text:
@@ -74,7 +74,9 @@ def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> 
     elif budget is not None:
         objs = budget.objectives
     else:
-        raise TailbudgetError("no objectives: pass --budget FILE or --slo p95=MS,...")
+        raise TailbudgetError(
+            "slo: no objectives; give a budget file or slo such as p95=MS,...", param="slo"
+        )
     for o in objs:
         if o.metric == "itl":
             raise TailbudgetError(
@@ -86,7 +88,9 @@ def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> 
                 f"{o.key}: e2e for an N-token answer is not simulated; use ttft and tpot objectives"
             )
     if not len(objs):
-        raise TailbudgetError("no latency objectives to simulate: give e.g. --slo p95=2800")
+        raise TailbudgetError(
+            "slo: no latency objectives to simulate; give e.g. slo p95=2800", param="slo"
+        )
     return objs
 
 

@@ -44,7 +44,7 @@ _HPA_DOWN_STABILIZATION_S = 300.0
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A parsed `--policy` value."""
+    """A parsed policy value (budget, fixed:N, hpa:...)."""
 
     kind: str
     """budget | fixed | hpa"""
@@ -73,25 +73,33 @@ def parse_policy_spec(text: str) -> PolicySpec:
         if not arg:
             return PolicySpec("fixed")
         if not arg.isdigit() or int(arg) < 1:
-            raise PolicyError(f"--policy fixed:N needs a whole number N >= 1, got {raw!r}")
+            raise PolicyError(
+                f"policy fixed:N needs a whole number N >= 1, got {raw!r}", param="policy"
+            )
         return PolicySpec("fixed", replicas=int(arg))
     if kind == "hpa":
         metric, sep, value = arg.partition("=")
         if not sep or metric not in ("concurrency", "utilization"):
             raise PolicyError(
-                f"--policy hpa takes hpa:concurrency=X or hpa:utilization=U, got {raw!r}"
+                f"policy hpa takes hpa:concurrency=X or hpa:utilization=U, got {raw!r}",
+                param="policy",
             )
         try:
             target = float(value)
         except ValueError:
-            raise PolicyError(f"--policy {raw!r}: the target must be a number") from None
+            raise PolicyError(
+                f"policy {raw!r}: the target must be a number", param="policy"
+            ) from None
         if not target > 0 or not math.isfinite(target) or (metric == "utilization" and target > 1):
             bound = "in (0, 1]" if metric == "utilization" else "a positive number"
-            raise PolicyError(f"--policy {raw!r}: the {metric} target must be {bound}")
+            raise PolicyError(
+                f"policy {raw!r}: the {metric} target must be {bound}", param="policy"
+            )
         return PolicySpec("hpa", metric=metric, target=target)
     raise PolicyError(
-        f"--policy must be budget, fixed, fixed:N, hpa:concurrency=X or hpa:utilization=U, "
-        f"got {raw!r}"
+        f"policy must be budget, fixed, fixed:N, hpa:concurrency=X or hpa:utilization=U, "
+        f"got {raw!r}",
+        param="policy",
     )
 
 

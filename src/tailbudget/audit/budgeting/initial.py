@@ -79,7 +79,7 @@ def measured_budget(
     rest = _residual_points(residual)
     rho = _copula_rho(profile, top, residual if rest else None)
     lines = [
-        f"# Budget measured from {log.source} by `tailbudget init --from`:",
+        f"# Budget measured by tailbudget from {log.source}:",
         f"# {profile.how()}.",
         "# Each slice is what the stage measures today: edit them into the slices you commit to,",
         "# then check the file with `tailbudget plan` and the log with `tailbudget rebudget`.",
@@ -116,7 +116,7 @@ def _measured_slo(profile: Profile, body: list[str]) -> list[str]:
     slo = {p: max(e2e[p], sums[p]) for p in e2e}
     measured = ", ".join(f"{p} {_num(sig(v))}" for p, v in e2e.items())
     return [
-        f"slo: {_fmt(slo)}   # the measured slices' sum (no --slo given; the log measures "
+        f"slo: {_fmt(slo)}   # the measured slices' sum (no slo given; the log measures "
         f"{measured} ms end to end): yours go here"
     ]
 
@@ -195,8 +195,8 @@ def _copula_rho(profile: Profile, stages: list[str], residual: np.ndarray | None
 
 
 def slo_lines(objectives: Objectives) -> list[str]:
-    """The `slo:` block, in the budget file's full form, for parsed `--slo` objectives."""
-    lines = ["slo:   # from --slo"]
+    """The `slo:` block, in the budget file's full form, for objectives from an SLO string."""
+    lines = ["slo:   # as given"]
     stages: dict[str, dict[str, float]] = {}
     for metric in objectives.metrics():
         points = {o.percentile: o.target_ms for o in objectives.of(metric)}

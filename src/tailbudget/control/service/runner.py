@@ -91,7 +91,7 @@ def _check_bind(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise TailbudgetError(f"--host {host!r}: cannot resolve ({exc})") from None
+        raise TailbudgetError(f"host {host!r}: cannot resolve ({exc})", param="host") from None
     family, kind, proto, _, addr = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -99,7 +99,8 @@ def _check_bind(host: str, port: int) -> None:
             probe.bind(addr)
         except OSError as exc:
             raise TailbudgetError(
-                f"{host}:{port}: cannot listen ({exc.strerror}); pick another --port"
+                f"port {port}: cannot listen on {host}:{port} ({exc.strerror}); pick another port",
+                param="port",
             ) from None
 
 
@@ -124,8 +125,9 @@ def build_runtime(options: ServeOptions) -> Runtime:
         )
     elif options.metrics != "tailbudget":
         raise TailbudgetError(
-            f"--metrics {options.metrics} names the series to read from Prometheus; "
-            "add --prometheus URL"
+            f"metrics {options.metrics} names the series to read from Prometheus; "
+            "give prometheus (its URL) too",
+            param="metrics",
         )
     config = RuntimeConfig(
         state_dir=options.state_dir,
@@ -148,7 +150,7 @@ def serve(options: ServeOptions) -> None:
     )
 
     if not 0 < options.port < 65536:
-        raise TailbudgetError(f"--port must be in 1-65535, got {options.port}")
+        raise TailbudgetError(f"port must be in 1-65535, got {options.port}", param="port")
     token = read_token(options.token_file) if options.token_file is not None else None
     _check_bind(options.host, options.port)
     traces = trace_options(options)
@@ -157,7 +159,7 @@ def serve(options: ServeOptions) -> None:
     if options.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding %s: reachable beyond this machine", options.host)
     if token is None:
-        log.warning("no --token-file: anyone who can reach the port may post observations")
+        log.warning("no token file: anyone who can reach the port may post observations")
     log.info(
         "tailbudget serve on http://%s:%d (state %s, %d observations restored)",
         options.host,

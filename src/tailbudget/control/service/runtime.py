@@ -161,7 +161,8 @@ class Runtime:
         if snap.get("version") not in _READABLE_VERSIONS:
             raise TailbudgetError(
                 f"{path}: snapshot version {snap.get('version')!r} is not "
-                f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another --state-dir"
+                f"{SNAPSHOT_VERSION}; use the tailbudget that wrote it, or another state_dir",
+                param="state_dir",
             )
         check_snapshot(path, snap)
         try:
@@ -254,7 +255,8 @@ class Runtime:
                 return
             raise TailbudgetError(
                 f"{self.state.root}: cannot write the first snapshot ({exc.strerror or exc}); "
-                "free some space or give another --state-dir"
+                "free some space or give another state_dir",
+                param="state_dir",
             ) from None
 
     # --- ingest ----------------------------------------------------------------
