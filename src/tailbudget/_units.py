@@ -13,18 +13,25 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _FACTORS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-def parse_duration_s(value: str | float | int, *, field: str = "duration") -> float:
-    """Parse '2m', '30s', '1500ms', '1h' or a bare number of seconds into seconds."""
+def parse_duration_s(
+    value: str | float | int, *, field: str = "duration", param: str | None = None
+) -> float:
+    """Parse '2m', '30s', '1500ms', '1h' or a bare number of seconds into seconds.
+
+    `field` names the value in the message (a budget file's path, or an argument);
+    `param` is the argument's name when a caller passed it (TailbudgetError.param)."""
     if isinstance(value, bool):
-        raise TailbudgetError(f"{field}: must be a duration such as 30s or 2m, got {value!r}")
+        raise TailbudgetError(
+            f"{field}: must be a duration such as 30s or 2m, got {value!r}", param=param
+        )
     if isinstance(value, int | float):
         if value < 0:
-            raise TailbudgetError(f"{field}: must be a duration >= 0, got {value!r}")
+            raise TailbudgetError(f"{field}: must be a duration >= 0, got {value!r}", param=param)
         return float(value)
     m = _DURATION.match(str(value))
     if not m:
         raise TailbudgetError(
-            f"{field}: must be a duration such as 30s, 2m or 1500ms, got {value!r}"
+            f"{field}: must be a duration such as 30s, 2m or 1500ms, got {value!r}", param=param
         )
     return float(m.group(1)) * _FACTORS[m.group(2)]
 

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
 __all__ = ["SECONDS_HINT", "audit"]
 
 NO_SLO = (
-    "no SLO to audit against: give --slo p99=MS (e.g. --slo p95=2800,p99=5200) or "
-    "--budget FILE with an slo: block (tailbudget init writes one)"
+    "slo: none to audit against; give slo as p99=MS (e.g. p95=2800,p99=5200) or "
+    "a budget with an slo: block (tailbudget init writes one)"
 )
 BATCH = (
-    "--workload batch: a batch job has no per-request latency SLO, so a tail audit does not "
+    "workload batch: a batch job has no per-request latency SLO, so a tail audit does not "
     "apply; a throughput analysis (rows/s, job makespan, stragglers) is the right tool"
 )
 SECONDS_HINT = "latencies look like seconds, not ms"
@@ -35,7 +35,9 @@ def slow_group(value: str | float) -> str | float:
     try:
         return float(value)
     except ValueError:
-        raise TailbudgetError(f"--slow must be p95, p99 or a number of ms, got {value!r}") from None
+        raise TailbudgetError(
+            f"slow must be p95, p99 or a number of ms, got {value!r}", param="slow"
+        ) from None
 
 
 def _unit_hint(report: AuditReport) -> AuditReport:
@@ -46,7 +48,7 @@ def _unit_hint(report: AuditReport) -> AuditReport:
         return report
     hint = (
         f"{SECONDS_HINT} (p50 {snap.p50:.3g}, p99 {snap.p99:.3g}, "
-        f"max {snap.max:.3g}); if so, run again with --unit s"
+        f"max {snap.max:.3g}); if so, read it again with unit s"
     )
     notes = [*report.provenance.notes, hint]
     return report.model_copy(
@@ -83,11 +85,13 @@ def audit(
     from tailbudget.logs import read_log
 
     if workload == "batch":
-        raise TailbudgetError(BATCH)
+        raise TailbudgetError(BATCH, param="workload")
     if slo is None and budget is None:
-        raise TailbudgetError(NO_SLO)
+        raise TailbudgetError(NO_SLO, param="slo")
     if data is None and query is None:
-        raise TailbudgetError("give a LOG file, or --engine URL --query SQL")
+        raise TailbudgetError(
+            "give data (a log file or a table), or a query (SQL) on an engine", param="query"
+        )
     b = budget_of(budget)
     columns = Columns(
         total=total, stage=stage, stages=stages, timestamp=timestamp, unit=unit,

@@ -30,9 +30,11 @@ def plan(budget: BudgetLike, *, samples: int | None = None, seed: int | None = N
     from tailbudget.budget.plan import make_plan
 
     if samples is not None and not 1000 <= samples <= 50_000_000:
-        raise BudgetError(f"--samples must be between 1,000 and 50,000,000, got {samples}")
+        raise BudgetError(
+            f"samples must be between 1,000 and 50,000,000, got {samples}", param="samples"
+        )
     if seed is not None and not 0 <= seed < 2**63:
-        raise BudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
+        raise BudgetError(f"seed must be an integer from 0 to 2**63 - 1, got {seed}", param="seed")
     return make_plan(_budget(budget), samples=samples, seed=seed)
 
 
@@ -93,7 +95,9 @@ def measure_budget(
     log = read_log(source, columns.options(), engine=engine)
     if not log.stages:
         raise TailbudgetError(
-            f"{log.source}: no stage columns found; name them with --stage COL or --stages GLOB"
+            f"stages: {log.source} has no stage columns; name them with stages (column names "
+            "or globs)",
+            param="stages",
         )
     if objectives is not None:
         objectives.check_stages(log.stages, source=log.source)
@@ -103,8 +107,9 @@ def measure_budget(
         unknown = [s for s in group if s not in log.stages]
         if unknown or len(group) < 2:
             raise TailbudgetError(
-                f"--parallel {','.join(group)}: give two or more of the log's stages "
-                f"({', '.join(log.stages)})"
+                f"parallel {','.join(group)}: give two or more of the log's stages "
+                f"({', '.join(log.stages)})",
+                param="parallel",
             )
     result = measured_budget(
         log,
@@ -168,5 +173,5 @@ def export(
     }
     options = ExportOptions(metrics=metrics, **{k: v for k, v in given.items() if v is not None})
     if to not in TARGETS:
-        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")
+        raise BudgetError(f"to must be one of {', '.join(TARGETS)}, got {to!r}", param="to")
     return render(_budget(budget), to, options)

@@ -41,14 +41,14 @@ def replay(
     given = [
         n
         for n, v in (
-            ("--baseline-window", baseline_window),
-            ("--baseline-p99", baseline_p99),
-            ("--baseline", baseline),
+            ("baseline_window", baseline_window),
+            ("baseline_p99", baseline_p99),
+            ("baseline", baseline),
         )
         if v is not None
     ]
     if len(given) > 1:
-        raise PolicyError(f"give one baseline, not {' and '.join(given)}")
+        raise PolicyError(f"give one baseline, not {' and '.join(given)}", param=given[-1])
     b = budget_of(budget)
     policy = resolve_policy(b)
     if dry_run:
@@ -80,11 +80,14 @@ def _baseline(
     if p99 is not None:
         if not (math.isfinite(p99) and 0 < p99 < 1e9):
             raise PolicyError(
-                f"--baseline-p99 must be a positive, finite number of ms (below 1e9), got {p99:g}"
+                f"baseline_p99 must be a positive, finite number of ms (below 1e9), got {p99:g}",
+                param="baseline_p99",
             )
-        return Baseline(float(p99), "--baseline-p99")
+        return Baseline(float(p99), "stated")
     if window is not None:
-        return window_baseline(log, parse_duration_s(window, field="--baseline-window"))
+        return window_baseline(
+            log, parse_duration_s(window, field="baseline_window", param="baseline_window")
+        )
     if other is not None:
         base = load_replay_log(source_of(other), timestamp=timestamp, total=total, unit=unit)
         return log_baseline(base, policy, base.source)

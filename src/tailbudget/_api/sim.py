@@ -71,12 +71,16 @@ def _inputs(
     from tailbudget.sim.objectives import objectives_for
 
     if budget is not None and slo is not None:
-        raise TailbudgetError("give --budget or --slo, not both")
+        raise TailbudgetError("give a budget or an slo, not both", param="slo")
     conc, cold = knobs.concurrency, knobs.cold_factor
     if conc is not None and conc < 1:
-        raise TailbudgetError(f"--concurrency must be a whole number >= 1, got {conc}")
+        raise TailbudgetError(
+            f"concurrency must be a whole number >= 1, got {conc}", param="concurrency"
+        )
     if cold is not None and not cold >= 1:
-        raise TailbudgetError(f"--cold-factor must be >= 1 (a slowdown), got {cold:g}")
+        raise TailbudgetError(
+            f"cold_factor must be >= 1 (a slowdown), got {cold:g}", param="cold_factor"
+        )
     b = budget_of(budget)
     objectives = objectives_for(b, objectives_of(slo))
     delay = knobs.provision_delay
@@ -84,7 +88,7 @@ def _inputs(
         concurrency=conc,
         provision_delay_s=None
         if delay is None
-        else parse_duration_s(delay, field="--provision-delay"),
+        else parse_duration_s(delay, field="provision_delay", param="provision_delay"),
         cold_factor=cold,
         cold_window_s=None if knobs.cold_window_min is None else knobs.cold_window_min * 60.0,
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
@@ -100,11 +104,15 @@ def _loads(load: str | float | Sequence[float]) -> list[float]:
         try:
             out = [float(x) for x in load.split(",") if x.strip()]
         except ValueError:
-            raise TailbudgetError(f"--load takes multiples such as 1,2,4, got {load!r}") from None
+            raise TailbudgetError(
+                f"load takes multiples such as 1,2,4, got {load!r}", param="load"
+            ) from None
     else:
         out = [float(load)] if isinstance(load, int | float) else [float(x) for x in load]
     if not out or any(not x > 0 for x in out):
-        raise TailbudgetError(f"--load takes positive multiples such as 1,2,4, got {load!r}")
+        raise TailbudgetError(
+            f"load takes positive multiples such as 1,2,4, got {load!r}", param="load"
+        )
     return out
 
 
@@ -113,7 +121,7 @@ def _horizon(duration: str | float | None) -> float | None:
 
     if duration is None or isinstance(duration, int | float):
         return duration
-    return parse_duration_s(duration, field="--duration")
+    return parse_duration_s(duration, field="duration", param="duration")
 
 
 def simulate(
@@ -144,11 +152,18 @@ def simulate(
     from tailbudget.sim.run import simulate as run
 
     if replicas is not None and replicas < 1:
-        raise TailbudgetError(f"--replicas must be a whole number >= 1, got {replicas}")
+        raise TailbudgetError(
+            f"replicas must be a whole number >= 1, got {replicas}", param="replicas"
+        )
     if requests is not None and requests < 1:
-        raise TailbudgetError(f"--requests must be a whole number >= 1, got {requests}")
+        raise TailbudgetError(
+            f"requests must be a whole number >= 1, got {requests}", param="requests"
+        )
     if logging_overhead_ms is not None and not logging_overhead_ms >= 0:
-        raise TailbudgetError(f"--logging-overhead-ms must be >= 0, got {logging_overhead_ms:g}")
+        raise TailbudgetError(
+            f"logging_overhead_ms must be >= 0, got {logging_overhead_ms:g}",
+            param="logging_overhead_ms",
+        )
     chosen = policies if policies is not None else policy
     names = [chosen] if isinstance(chosen, str) else list(chosen)
     specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
