@@ -12,9 +12,11 @@ import pytest
 from tailbudget.cli import COMMANDS
 
 HEAVY = ("ibis", "duckdb", "pyarrow", "numpy", "pandas", "scipy", "matplotlib", "sqlglot")
-# typer itself builds a command's parameters with pydantic (typer >= 0.2x), so only the
-# top-level help, which builds no command, can stay without it.
+# typer coerces values through pydantic, but `--help` coerces none (cli/_lazy.py keeps the
+# group's unset `--help` from doing so): no help needs pydantic, YAML or Rich either.
 TOP_LEVEL_ONLY = ("pydantic", "yaml", "rich")
+# What a command's module may import at the top: typer, the standard library and these.
+LIGHT = {"tailbudget", "tailbudget.errors", "tailbudget._units"}
 
 PROBE = """
 import json, sys
@@ -23,16 +25,23 @@ try:
     app(sys.argv[1:], prog_name="tailbudget")
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules})}))
+ours = sorted(m for m in sys.modules if m.startswith("tailbudget"))
+loaded = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"code": code, "loaded": loaded, "ours": ours}))
 """
 
 
-def _loaded(*args: str) -> tuple[int, set[str]]:
+def _probe(*args: str) -> dict[str, object]:
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True
     )
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return int(result["code"] or 0), set(result["loaded"])
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _loaded(*args: str) -> tuple[int, set[str]]:
+    result = _probe(*args)
+    return int(result["code"] or 0), set(result["loaded"])  # type: ignore[call-overload]
 
 
 def test_top_level_help_loads_nothing_heavy() -> None:
@@ -45,7 +54,24 @@ def test_top_level_help_loads_nothing_heavy() -> None:
 def test_command_help_loads_nothing_heavy(name: str) -> None:
     code, loaded = _loaded(name, "--help")
     assert code == 0
-    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    assert not loaded & {*HEAVY, *TOP_LEVEL_ONLY}, sorted(loaded & {*HEAVY, *TOP_LEVEL_ONLY})
+
+
+@pytest.mark.parametrize("args", [*([name, "--help"] for name in COMMANDS), ["--version"]])
+def test_help_loads_only_the_cli_of_tailbudget(args: list[str]) -> None:
+    # A command module imports its library inside the command body, never at the top.
+    result = _probe(*args)
+    ours = {m for m in result["ours"] if not m.startswith("tailbudget.cli")}  # type: ignore[attr-defined]
+    assert result["code"] in (0, None) and ours <= LIGHT, sorted(ours - LIGHT)
+
+
+def test_version_prints_the_package_version() -> None:
+    import tailbudget
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tailbudget", "--version"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == f"tailbudget {tailbudget.__version__}"
 
 
 def test_export_help_names_the_real_targets_and_defaults() -> None:

@@ -47,8 +47,20 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from tailbudget import __version__
+
+        typer.echo(f"tailbudget {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
+    ),
+) -> None:
     """Latency budgets for AI/ML inference: plan, measure, audit the tail, act on it."""
 
 

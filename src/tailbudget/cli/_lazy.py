@@ -73,6 +73,14 @@ class LazyGroup(TyperGroup):
         super().__init__(**kwargs)
         self.commands = _Commands(self.commands, dict(self.lazy))
 
+    def get_help_option(self, ctx: Any) -> Any:
+        """The group's `--help`, False when not given: typer coerces a flag left unset (None)
+        through a pydantic adapter, which put pydantic's import on every `CMD --help`."""
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
     def list_commands(self, ctx: Any) -> list[str]:
         """Every command name, without building any."""
         return list(self.commands)
