@@ -49,15 +49,20 @@ def trace_options(options: ServeOptions) -> TraceOptions | None:
 
     if not options.traces:
         if options.span_stage is not None:
-            raise TailbudgetError("--span-stage applies to traces; add --traces")
+            raise TailbudgetError(
+                "span_stage applies to traces; turn traces on", param="span_stage"
+            )
         return None
     budget = load_budget(options.budget) if options.budget is not None else None
     stage = options.span_stage or (budget.log.span_stage if budget is not None else "operation")
     if stage not in ("operation", "service"):
-        raise TailbudgetError(f"--span-stage must be operation or service, got {stage!r}")
+        raise TailbudgetError(
+            f"span_stage must be operation or service, got {stage!r}", param="span_stage"
+        )
     if not 0 <= options.trace_grace_s <= 3600:
         raise TailbudgetError(
-            f"--trace-grace must be 0 to 3600 seconds, got {options.trace_grace_s:g}"
+            f"trace_grace must be 0 to 3600 seconds, got {options.trace_grace_s:g}",
+            param="trace_grace",
         )
     slices = []
     for _, item in budget.stages() if budget is not None else ():

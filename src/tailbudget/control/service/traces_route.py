@@ -29,7 +29,7 @@ async def traces(request: Request) -> Response:
 
     receiver: TraceReceiver | None = request.app.state.traces
     if receiver is None:
-        return _error(404, "traces are not enabled; start serve with --traces")
+        return _error(404, "traces are not enabled; start serve with traces on")
     try:
         body = await _read_body(request)
     except _TooLarge:
