@@ -8,11 +8,20 @@ and the spans flattened into one pyarrow table - no requests computed. Each read
 
     python bench/traces.py             # about 150 MB and 300 MB files
     python bench/traces.py --quick     # about 15 MB and 30 MB files
+    python bench/traces.py --live [--spans 1000000]
+
+`--live`: the same traces as OTLP/HTTP protobuf requests of about 512 spans (the
+SDK's BatchSpanProcessor batch) POSTed by four clients to `serve --traces` on
+loopback, timed until every trace is attributed (observations_total), next to a
+bare protobuf decode of the same requests in this process (ParseFromString and a
+walk over every span's ids and times: no durability, no assembly, no attribution).
+The server's RSS is sampled as the spans go in (flat = bounded memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import multiprocessing as mp
 import os
@@ -194,6 +203,133 @@ def _run(target: Any, path: str) -> tuple[float, int, float]:
     return result
 
 
+def _protobuf_requests(spans: int) -> list[bytes]:
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    out = []
+    for doc in _requests(spans, 512):
+        for rs in doc["resourceSpans"]:
+            for scope in rs["scopeSpans"]:
+                for span in scope["spans"]:
+                    # json_format reads ids as base64; OTLP/JSON writes them as hex
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        raw = bytes.fromhex(span[key]) if span[key] else b""
+                        span[key] = base64.b64encode(raw).decode()
+        out.append(json_format.ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+    return out
+
+
+def _bare_decode(bodies: list[bytes]) -> tuple[float, int]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    t = time.perf_counter()
+    n = 0
+    for body in bodies:
+        req = ExportTraceServiceRequest.FromString(body)
+        for rs in req.resource_spans:
+            for scope in rs.scope_spans:
+                for span in scope.spans:
+                    _ = (span.trace_id, span.span_id, span.parent_span_id)
+                    _ = (span.start_time_unix_nano, span.end_time_unix_nano)
+                    n += 1
+    return time.perf_counter() - t, n
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def live(spans: int) -> None:
+    import concurrent.futures
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    bodies = _protobuf_requests(spans)
+    n_traces = sum(1 for _ in _trace_ids(bodies))
+    bare_s, n_spans = _bare_decode(bodies)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(__file__).resolve().parents[1] / "src"
+        argv = [sys.executable, "-m", "tailbudget", "serve", "--traces", "--port", str(port)]
+        argv += ["--state-dir", tmp, "--span-stage", "service", "--trace-grace", "1s"]
+        proc = subprocess.Popen(
+            argv, env={**os.environ, "PYTHONPATH": str(src)}, stderr=subprocess.DEVNULL
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            while True:
+                try:
+                    httpx.get(f"{url}/v1/status", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            rss = [(0, _rss_mb(proc.pid))]
+            headers = {"Content-Type": "application/x-protobuf"}
+            step = max(1, len(bodies) // 8)
+            with httpx.Client(timeout=60) as client:
+
+                def post(body: bytes) -> None:
+                    r = client.post(f"{url}/v1/traces", content=body, headers=headers)
+                    r.raise_for_status()
+
+                t = time.perf_counter()
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    for k in range(0, len(bodies), step):
+                        list(pool.map(post, bodies[k : k + step]))
+                        rss.append(
+                            (min(k + step, len(bodies)) * n_spans // len(bodies), _rss_mb(proc.pid))
+                        )
+                posted = time.perf_counter() - t
+                while (
+                    httpx.get(f"{url}/v1/status", timeout=30).json()["observations_total"]
+                    < n_traces
+                ):
+                    time.sleep(0.2)
+                done = time.perf_counter() - t
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    print(f"{n_spans:,} spans in {len(bodies):,} protobuf requests ({n_traces:,} traces)\n")
+    print("| what | wall time (s) | spans/s | ratio to bare decode |")
+    print("|---|---:|---:|---:|")
+    print(
+        f"| bare protobuf decode (ParseFromString + span walk) | {bare_s:.2f} | {n_spans / bare_s:,.0f} | 1.00 |"
+    )
+    print(
+        f"| serve --traces: acknowledged (durable) | {posted:.2f} | {n_spans / posted:,.0f} | {posted / bare_s:.1f} |"
+    )
+    print(
+        f"| serve --traces: every trace attributed | {done:.2f} | {n_spans / done:,.0f} | {done / bare_s:.1f} |"
+    )
+    print("\nserver RSS (MB) as spans go in: " + ", ".join(f"{k:,}: {mb:.0f}" for k, mb in rss))
+
+
+def _trace_ids(bodies: list[bytes]) -> set[bytes]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    ids = set()
+    for body in bodies:
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+            for scope in rs.scope_spans:
+                ids.update(span.trace_id for span in scope.spans)
+    return ids
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about 15 MB and 30 MB files")
@@ -201,7 +337,12 @@ def main() -> None:
     parser.add_argument(
         "--layout", choices=("lines", "document"), nargs="*", help="only these layouts"
     )
+    parser.add_argument("--live", action="store_true", help="serve --traces over loopback")
+    parser.add_argument("--spans", type=int, default=1_000_000, help="spans sent with --live")
     args = parser.parse_args()
+    if args.live:
+        live(args.spans)
+        return
     layouts = [(lay, ext) for lay, ext in LAYOUTS if not args.layout or lay in args.layout]
     sizes = args.mb or ([15, 30] if args.quick else [150, 300])
     print("| file | what | wall time (s) | traces | peak RSS (MB) | time ratio |")

@@ -28,7 +28,7 @@ from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.engine import capped_memory
 from tailbudget.logs.options import ReadOptions
-from tailbudget.logs.span_stages import choose_stages
+from tailbudget.logs.span_stages import MAX_SPAN_STAGES, choose_stages
 from tailbudget.logs.table import LogTable
 
 __all__ = [
@@ -123,13 +123,22 @@ def read_span_table(
 
 
 def critical_path_stages(
-    raw: Any, cols: SpanColumns, options: ReadOptions, backend: Any, source: str
-) -> Any:
-    """Each trace's ms on the critical path by stage, as a pyarrow Table (trace, stage, ms).
+    raw: Any,
+    cols: SpanColumns,
+    options: ReadOptions,
+    backend: Any,
+    source: str,
+    *,
+    named: tuple[str, ...] = (),
+    most: int = MAX_SPAN_STAGES,
+) -> tuple[Any, tuple[str, ...]]:
+    """Each trace's ms on the critical path by stage, as a pyarrow Table (trace, stage, ms),
+    and the stages named so far.
 
     The attribution `read_span_table` gives a file, for traces assembled live (serve
-    --traces): the same normalisation and the same `critical_times`, without the fold
-    into `other` (a live window names every stage it sees)."""
+    --traces): the same normalisation, the same `critical_times` and the same choice of
+    stages (`choose_stages`) on each batch. A stage once named stays named (`named`, at
+    most `most`), so a live window keeps its stages; the rest are summed into `other`."""
     with capped_memory(backend, SPAN_MEMORY_LIMIT):
         spans, timed, _ = _normalise(raw, cols, options, source, [])
         if not timed:
@@ -138,8 +147,14 @@ def critical_path_stages(
             is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
         )
         cp, _ = critical_times(spans, backend, ())
-        per = cp.group_by(trace=cp.trace, stage=cp.stage_raw).aggregate(ms=cp.self_ms.sum())
-        return backend.to_pyarrow(per)
+        cp = materialize(backend, cp)
+        keep = list(named)
+        for name in choose_stages(cp, backend, options).keep:
+            if name not in keep and len(keep) < most:
+                keep.append(name)
+        label = ibis.ifelse(cp.stage_raw.isin(keep), cp.stage_raw, "other")
+        per = cp.group_by(trace=cp.trace, stage=label).aggregate(ms=cp.self_ms.sum())
+        return backend.to_pyarrow(per), tuple(keep)
 
 
 def _read_span_table(

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.traces.assembler import OpenTrace
 from tailbudget.control.wal import StageColumn
 
@@ -56,6 +57,8 @@ class Attributor:
         self.backend = connect(None)
         self.options = ReadOptions(span_stage=span_stage)
         self.columns = SPAN_COLUMNS
+        self.named: tuple[str, ...] = ()
+        """Stages named so far (sticky); the rest are `other`, as the audit folds them."""
 
     def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
         from tailbudget.logs.spans import critical_path_stages
@@ -72,10 +75,16 @@ class Attributor:
             [pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
             schema=_SCHEMA,
         )
-        per = critical_path_stages(
-            ibis.memtable(table), self.columns, self.options, self.backend, "traces"
+        per, self.named = critical_path_stages(
+            ibis.memtable(table),
+            self.columns,
+            self.options,
+            self.backend,
+            "traces",
+            named=self.named,
+            most=MAX_STAGES - 1,
         )
-        stages = _stage_columns(per, index)
+        stages = _stage_columns(per, index, self.named)
         return Attributed(
             traces=[r.trace for r in roots],
             ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
@@ -85,8 +94,13 @@ class Attributor:
         )
 
 
-def _stage_columns(per: pa.Table, index: dict[str, int]) -> dict[str, StageColumn]:
-    rows: dict[str, list[tuple[int, float]]] = {}
+def _stage_columns(
+    per: pa.Table, index: dict[str, int], named: tuple[str, ...]
+) -> dict[str, StageColumn]:
+    """Every named stage for every trace (0 ms where the trace has none of it), as a
+    stage column of a log is: the window's percentiles are then the audit's."""
+    n = len(index)
+    columns = {stage: np.zeros(n, dtype=np.float64) for stage in named}
     for trace, stage, ms in zip(
         per.column("trace").to_pylist(),
         per.column("stage").to_pylist(),
@@ -95,12 +109,8 @@ def _stage_columns(per: pa.Table, index: dict[str, int]) -> dict[str, StageColum
     ):
         at = index.get(trace)
         if at is not None and stage is not None:
-            rows.setdefault(stage, []).append((at, float(ms or 0.0)))
-    out = {}
-    for stage, pairs in rows.items():
-        pairs.sort()
-        out[stage] = StageColumn(
-            index=np.array([p[0] for p in pairs], dtype=np.int64),
-            ms=np.array([p[1] for p in pairs], dtype=np.float64),
-        )
-    return out
+            column = columns.get(stage)
+            if column is None:
+                column = columns[stage] = np.zeros(n, dtype=np.float64)
+            column[at] += float(ms or 0.0)
+    return {stage: StageColumn.every_row(ms) for stage, ms in columns.items()}

@@ -48,7 +48,7 @@ class TraceOptions:
 
     span_stage: Literal["operation", "service"] = "operation"
     limits: Limits = field(default_factory=Limits)
-    flush_every_s: float = 0.25
+    flush_every_s: float = 1.0
     slices: tuple[tuple[str, str, float], ...] = ()
     """The budget's stage slices: (stage, percentile, ms), for the budget burn."""
 
