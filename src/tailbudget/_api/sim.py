@@ -61,7 +61,11 @@ def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[P
 
 
 def _inputs(
-    data: Data | Sequence[Data], budget: BudgetLike, slo: Any, knobs: _ModelKnobs
+    data: Data | Sequence[Data],
+    budget: BudgetLike,
+    slo: Any,
+    knobs: _ModelKnobs,
+    max_events: int | None = None,
 ) -> _Inputs:
     """Read and fit; a bad value is a one-line TailbudgetError."""
     from tailbudget._units import parse_duration_s
@@ -94,7 +98,7 @@ def _inputs(
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
         logging_overhead_ms=knobs.logging_overhead_ms,
     )
-    fitted = fit_logs(sources_of(data), ReadOptions.from_budget(b), opts)
+    fitted = fit_logs(sources_of(data), ReadOptions.from_budget(b), opts, max_events=max_events)
     policy, signal = _policy(b, objectives, fitted.model.kind == "llm")
     return _Inputs(fitted, objectives, b, policy, signal)
 
@@ -117,11 +121,19 @@ def _loads(load: str | float | Sequence[float]) -> list[float]:
 
 
 def _horizon(duration: str | float | None) -> float | None:
+    """Seconds; zero (or less, or not finite) is refused, it simulates nothing."""
+    import math
+
     from tailbudget._units import parse_duration_s
 
-    if duration is None or isinstance(duration, int | float):
-        return duration
-    return parse_duration_s(duration, field="duration", param="duration")
+    if duration is None:
+        return None
+    seconds = parse_duration_s(duration, field="duration", param="duration")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise TailbudgetError(
+            f"duration must be a positive time such as 1h, got {duration!r}", param="duration"
+        )
+    return seconds
 
 
 def simulate(
@@ -143,11 +155,16 @@ def simulate(
     provision_delay: str | None = None,
     logging_overhead_ms: float | None = None,
     seed: int = 0,
+    max_events: int | None = None,
 ) -> SimReport:
     """Fit a service model from the log(s) and run each policy closed loop on the same
     arrivals (`tailbudget simulate`). `policy` (or its alias `policies`) lists budget,
-    fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds."""
+    fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds.
+    A call implying more than `max_events` simulated events a run (default 4,000,000;
+    20x that in all) is refused before it starts (sim/bounds.py)."""
     from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.bounds import parse_max_events
+    from tailbudget.sim.estimate import Given, check_simulate
     from tailbudget.sim.policies import parse_policy_spec
     from tailbudget.sim.run import simulate as run
 
@@ -167,21 +184,31 @@ def simulate(
     chosen = policies if policies is not None else policy
     names = [chosen] if isinstance(chosen, str) else list(chosen)
     specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
+    bound = parse_max_events(max_events)
     spec = parse_arrivals(arrivals)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events, cold_window_min, cold_factor, provision_delay, concurrency, logging_overhead_ms
     )
-    inputs = _inputs(data, budget, slo, knobs)
+    inputs = _inputs(data, budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
+    start = replicas or max(1, inputs.policy.replicas.min)
+    given = Given(
+        arrivals, None if duration is None else str(duration), None if load == 1 else str(load),
+        replicas, concurrency, tuple(names), requests, flags=False,
+    )  # fmt: skip
+    check_simulate(
+        inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
+        given=given, max_events=bound,
+    )  # fmt: skip
     return run(
         inputs.fitted.model,
         inputs.objectives,
         arrivals=spec,
         policies=specs,
         budget_policy=inputs.policy,
-        replicas=replicas or max(1, inputs.policy.replicas.min),
+        replicas=start,
         duration_s=horizon,
         load=load,
         max_requests=requests,
@@ -206,19 +233,33 @@ def capacity(
     cold_factor: float | None = None,
     provision_delay: str | None = None,
     seed: int = 0,
+    max_events: int | None = None,
 ) -> CapacityReport:
     """The fewest replicas meeting every gated objective at each multiple of the log's
-    load (`tailbudget capacity`); `load` (or its alias `loads`) is "1,2,4" or a list."""
+    load (`tailbudget capacity`); `load` (or its alias `loads`) is "1,2,4" or a list.
+    A search implying more than `max_events` simulated events a run (20x that in all)
+    is refused before it starts (sim/bounds.py)."""
     from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.bounds import parse_max_events
     from tailbudget.sim.capacity import capacity_curve
+    from tailbudget.sim.estimate import Given, check_capacity
 
+    bound = parse_max_events(max_events)
     multiples = _loads(loads if loads is not None else load)
     spec = parse_arrivals(arrivals)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(events, cold_window_min, cold_factor, provision_delay, concurrency)
-    inputs = _inputs(data, budget, slo, knobs)
+    inputs = _inputs(data, budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
+    given = Given(
+        arrivals, None if duration is None else str(duration), None, None, concurrency,
+        flags=False,
+    )  # fmt: skip
+    check_capacity(
+        inputs.fitted, inputs.policy, spec, multiples, duration_s=horizon, given=given,
+        max_events=bound,
+    )  # fmt: skip
     return capacity_curve(
         inputs.fitted.model,
         inputs.objectives,

@@ -78,6 +78,23 @@ COLD = typer.Option(None, "--cold-factor", help="Work multiplier on a cold repli
 DELAY = typer.Option(None, "--provision-delay", help="Time a new replica takes (e.g. 45s).")
 CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at once.")
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
+MAX_EVENTS = typer.Option(
+    None,
+    "--max-events",
+    help="Refuse a run implying more simulated events than this (default 4,000,000 a run).",
+)
+
+
+def horizon(duration: str | None) -> float | None:
+    """`--duration` in seconds; zero (or less) is refused, it simulates nothing."""
+    from tailbudget._units import parse_duration_s
+
+    if duration is None:
+        return None
+    seconds = parse_duration_s(duration, field="--duration")
+    if not seconds > 0:
+        raise TailbudgetError(f"--duration must be a positive time such as 1h, got {duration!r}")
+    return seconds
 
 
 def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
@@ -108,6 +125,7 @@ def sim_inputs(
     provision_delay: str | None,
     concurrency: int | None,
     extra: dict[str, Any] | None = None,
+    max_events: int | None = None,
 ) -> SimInputs:
     """Read and fit; a bad value is a one-line TailbudgetError."""
     from tailbudget._units import parse_duration_s
@@ -135,6 +153,6 @@ def sim_inputs(
         events_s=read_event_times(events) if events is not None else (),
         **(extra or {}),
     )
-    fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts)
+    fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts, max_events=max_events)
     policy, signal = _policy(budget, objectives, fitted.model.kind == "llm")
     return SimInputs(fitted, objectives, budget, policy, signal)

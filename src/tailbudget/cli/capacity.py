@@ -37,6 +37,7 @@ def capacity_command(
     cold_factor: float | None = _sim.COLD,
     provision_delay: str | None = _sim.DELAY,
     seed: int = _sim.SEED,
+    max_events: int | None = _sim.MAX_EVENTS,
     format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     fail_on_breach: bool = typer.Option(
@@ -44,19 +45,26 @@ def capacity_command(
     ),
 ) -> None:
     """Fewest replicas meeting every gated objective, per load multiple, with a chart."""
-    from tailbudget._units import parse_duration_s
     from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.bounds import parse_max_events
     from tailbudget.sim.capacity import capacity_curve
+    from tailbudget.sim.estimate import Given, check_capacity
 
+    bound = parse_max_events(max_events)
     loads = _loads(load)
     spec = parse_arrivals(arrivals)
-    horizon = None if duration is None else parse_duration_s(duration, field="--duration")
+    horizon = _sim.horizon(duration)
     inputs = _sim.sim_inputs(
         logs, budget, slo, events=events, cold_window_min=cold_window_min,
         cold_factor=cold_factor, provision_delay=provision_delay, concurrency=concurrency,
+        max_events=bound,
     )  # fmt: skip
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
+    given = Given(arrivals, duration, load if load != "1,2,4" else None, None, concurrency)
+    check_capacity(
+        inputs.fitted, inputs.policy, spec, loads, duration_s=horizon, given=given, max_events=bound
+    )
     rep = capacity_curve(
         inputs.fitted.model,
         inputs.objectives,

@@ -35,12 +35,14 @@ def simulate_command(
         None, "--logging-overhead-ms", help="Per-request time trim_logging saves."
     ),
     seed: int = _sim.SEED,
+    max_events: int | None = _sim.MAX_EVENTS,
     format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
-    from tailbudget._units import parse_duration_s
     from tailbudget.sim.arrivals import parse_arrivals
+    from tailbudget.sim.bounds import parse_max_events
+    from tailbudget.sim.estimate import Given, check_simulate
     from tailbudget.sim.policies import parse_policy_spec
     from tailbudget.sim.run import simulate
 
@@ -50,17 +52,26 @@ def simulate_command(
         raise TailbudgetError(f"--requests must be a whole number >= 1, got {requests}")
     if logging_overhead_ms is not None and not logging_overhead_ms >= 0:
         raise TailbudgetError(f"--logging-overhead-ms must be >= 0, got {logging_overhead_ms:g}")
+    bound = parse_max_events(max_events)
     specs = [parse_policy_spec(p) for p in (policy or ["budget", "fixed"])]
     spec = parse_arrivals(arrivals)
-    horizon = None if duration is None else parse_duration_s(duration, field="--duration")
+    horizon = _sim.horizon(duration)
     inputs = _sim.sim_inputs(
         logs, budget, slo, events=events, cold_window_min=cold_window_min,
         cold_factor=cold_factor, provision_delay=provision_delay, concurrency=concurrency,
-        extra={"logging_overhead_ms": logging_overhead_ms},
+        extra={"logging_overhead_ms": logging_overhead_ms}, max_events=bound,
     )  # fmt: skip
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
     start = replicas or max(1, inputs.policy.replicas.min)
+    given = Given(
+        arrivals, duration, None if load == 1 else f"{load:g}", replicas, concurrency,
+        tuple(policy), requests,
+    )  # fmt: skip
+    check_simulate(
+        inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
+        given=given, max_events=bound,
+    )  # fmt: skip
     rep = simulate(
         inputs.fitted.model,
         inputs.objectives,

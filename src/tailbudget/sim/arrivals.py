@@ -57,17 +57,23 @@ class ArrivalSpec:
         return "the log's own arrival times"
 
 
-def _time_s(text: str) -> float:
+def _time_s(text: str, where: str = "") -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
-    try:
-        return float(np.datetime64(text.strip().replace("Z", ""), "us").astype(np.int64)) / 1e6
-    except ValueError:
+        try:
+            stamp = np.datetime64(text.strip().replace("Z", ""), "us")
+        except ValueError:
+            raise TailbudgetError(
+                f"{where}arrival time {text!r} is neither ISO-8601 nor epoch seconds"
+            ) from None
+        value = math.nan if np.isnat(stamp) else float(stamp.astype(np.int64)) / 1e6
+    if not (math.isfinite(value) and value >= 0):
         raise TailbudgetError(
-            f"arrival time {text!r} is neither ISO-8601 nor epoch seconds"
-        ) from None
+            f"{where}arrival time {text!r} must be a finite time at or after 1970 (epoch seconds, "
+            "or seconds from the start)"
+        )
+    return value
 
 
 def read_trace(path: str) -> TraceTimes:
@@ -77,13 +83,25 @@ def read_trace(path: str) -> TraceTimes:
             rows = list(csv.DictReader(fh))
     except OSError as exc:
         raise TailbudgetError(f"{path}: cannot read arrival trace ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise TailbudgetError(
+            f"{path}: the arrival trace is not UTF-8 text (byte {exc.start}); give a CSV "
+            "with a time column"
+        ) from None
+    except csv.Error as exc:
+        raise TailbudgetError(f"{path}: not a readable CSV arrival trace ({exc})") from None
     if not rows:
         raise TailbudgetError(f"{path}: the arrival trace has no rows")
     cols = {k.strip().lower(): k for k in rows[0] if k}
     tcol = next((cols[c] for c in _TIME if c in cols), None)
     if tcol is None:
         raise TailbudgetError(f"{path}: no arrival time column; name one of {', '.join(_TIME)}")
-    t = np.sort(np.asarray([_time_s(r[tcol] or "") for r in rows], dtype=np.float64))
+    t = np.sort(
+        np.asarray(
+            [_time_s(r[tcol] or "", f"{path}, line {i + 2}: ") for i, r in enumerate(rows)],
+            dtype=np.float64,
+        )
+    )
 
     def tokens(names: tuple[str, ...]) -> npt.NDArray[np.float64] | None:
         col = next((cols[c] for c in names if c in cols), None)

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.logs import ReadOptions, read_log
+from tailbudget.sim.bounds import check_span, parse_max_events
 from tailbudget.sim.fit import LoggedRequests
 
 __all__ = ["LLMExtras", "read_logged"]
@@ -56,9 +57,12 @@ def _vllm_extras(path: str) -> LLMExtras | None:
     return LLMExtras(rate, float(data["duration"]), itls)
 
 
-def read_logged(path: Any, options: ReadOptions) -> tuple[LoggedRequests, LLMExtras | None]:
+def read_logged(
+    path: Any, options: ReadOptions, *, max_events: int | None = None
+) -> tuple[LoggedRequests, LLMExtras | None]:
     """One log (a path, or data in memory) as arrays (sorted by time when it has time),
-    plus vLLM extras."""
+    plus vLLM extras; a log whose times span more minutes than `max_events`
+    (sim/bounds.py) is refused."""
     table = read_log(path, options)
     cols = ["total_ms", "error", *(table.stage_column(s) for s in table.stages)]
     cols += [c for c in ("input_tokens", "output_tokens") if c in table.shape]
@@ -76,6 +80,10 @@ def read_logged(path: Any, options: ReadOptions) -> tuple[LoggedRequests, LLMExt
         micros = arrow.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
         ts = np.asarray(micros.fill_null(0).to_numpy(zero_copy_only=False), np.float64) / 1e6
     order = np.argsort(ts, kind="stable") if ts is not None else np.arange(total.size)
+    if ts is not None and ts.size:
+        check_span(
+            table.source, float(ts[order[0]]), float(ts[order[-1]]), parse_max_events(max_events)
+        )
     logged = LoggedRequests(
         source=table.source,
         total_ms=total[order],

@@ -1,0 +1,144 @@
+"""The events a `simulate` or `capacity` call implies, checked before any run.
+
+The arguments are named as the caller wrote them (flags on the command line,
+parameters in Python), so the refusal says which one to lower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tailbudget.sim.bounds import (
+    CAPACITY_BREACH_RUNS,
+    CAPACITY_MAX_REPLICAS,
+    CAPACITY_RUNS_PER_LOAD,
+    Estimate,
+    RunShape,
+    arrivals_per_run,
+    check_estimate,
+    run_total,
+)
+
+if TYPE_CHECKING:
+    from tailbudget.budget.policy import Policy
+    from tailbudget.sim.arrivals import ArrivalSpec
+    from tailbudget.sim.fitting import Fitted
+    from tailbudget.sim.policies import PolicySpec
+
+
+@dataclass(frozen=True)
+class Given:
+    """The arguments as written (None when not given) and how the caller spells them."""
+
+    arrivals: str | None = None
+    duration: str | None = None
+    load: str | None = None
+    replicas: int | None = None
+    concurrency: int | None = None
+    policies: tuple[str, ...] = ()
+    requests: int | None = None
+    flags: bool = True
+    """True: `--duration 10000h` (the CLI); False: `duration='10000h'` (the Python API)."""
+
+    def say(self, name: str, value: object) -> str:
+        """An argument as the caller wrote it."""
+        if self.flags:
+            return f"--{name.replace('_', '-')} {value}"
+        return f"{name}={value!r}"
+
+
+def _blame(given: Given, spec: ArrivalSpec) -> dict[str, str]:
+    say = given.say
+    flow = [say("arrivals", given.arrivals)] if given.arrivals is not None else []
+    flow += [say("duration", given.duration)] if given.duration is not None else []
+    flow += [say("load", given.load)] if given.load is not None else []
+    where = "the trace's" if spec.kind == "trace" else "the log's"
+    slots = [say("replicas", given.replicas)] if given.replicas is not None else []
+    slots += [say("concurrency", given.concurrency)] if given.concurrency is not None else []
+    slots += [say("policy", p) for p in given.policies if p.startswith("fixed:")]
+    return {
+        "arrivals": " ".join(flow) or f"{where} own arrivals",
+        "ticks": say("duration", given.duration) if given.duration else f"{where} time span",
+        "slots": " ".join(slots) or "the budget policy's replicas.max",
+        "raise": say("max_events", "N").rpartition(" ")[0] if given.flags else "max_events",
+    }
+
+
+def _recorded(spec: ArrivalSpec, fitted: Fitted) -> tuple[int, float]:
+    t = spec.trace.t_s if spec.trace is not None else fitted.log_times
+    if t is None or t.size == 0:
+        return 0, 0.0
+    return int(t.size), float(t[-1] - t[0])
+
+
+def _shape(
+    spec: ArrivalSpec,
+    fitted: Fitted,
+    policy: Policy,
+    *,
+    load: float,
+    duration_s: float | None,
+    requests: int | None,
+    replicas: int,
+) -> RunShape:
+    recorded, span = _recorded(spec, fitted)
+    n, horizon = arrivals_per_run(
+        spec, load=load, duration_s=duration_s, max_requests=requests, recorded=recorded,
+        span_s=span,
+    )  # fmt: skip
+    every = policy.evaluate_every_s
+    slots = float(replicas) * max(1.0, float(fitted.model.concurrency.value))
+    return RunShape(n, horizon / every, slots)
+
+
+def check_simulate(
+    fitted: Fitted,
+    policy: Policy,
+    spec: ArrivalSpec,
+    policies: Sequence[PolicySpec],
+    *,
+    start: int,
+    load: float,
+    duration_s: float | None,
+    given: Given,
+    max_events: int,
+) -> None:
+    """Refuse a `simulate` run above the bound, before its arrivals are drawn."""
+    shapes = []
+    for p in policies:
+        peak = max(start, p.replicas or 0)
+        if p.kind != "fixed":
+            peak = max(peak, policy.replicas.max)
+        shapes.append(
+            _shape(spec, fitted, policy, load=load, duration_s=duration_s, requests=given.requests,
+                   replicas=peak)
+        )  # fmt: skip
+    worst = max(shapes, key=lambda s: s.events)
+    est = Estimate(len(shapes), worst, run_total(shapes), _blame(given, spec))
+    check_estimate(est, max_events, "simulate")
+
+
+def check_capacity(
+    fitted: Fitted,
+    policy: Policy,
+    spec: ArrivalSpec,
+    loads: Sequence[float],
+    *,
+    duration_s: float | None,
+    given: Given,
+    max_events: int,
+) -> None:
+    """Refuse a `capacity` search above the bound (counted at its most runs)."""
+    shapes = []
+    for load in loads:
+        one = _shape(spec, fitted, policy, load=load, duration_s=duration_s, requests=None,
+                     replicas=CAPACITY_MAX_REPLICAS)  # fmt: skip
+        shapes += [one] * CAPACITY_RUNS_PER_LOAD
+    top = _shape(spec, fitted, policy, load=2.0 * max(loads), duration_s=duration_s, requests=None,
+                 replicas=CAPACITY_MAX_REPLICAS)  # fmt: skip
+    shapes += [top] * CAPACITY_BREACH_RUNS
+    worst = max(shapes, key=lambda s: s.events)
+    est = Estimate(len(shapes), worst, run_total(shapes), _blame(given, spec))
+    check_estimate(est, max_events, "capacity")

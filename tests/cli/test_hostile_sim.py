@@ -1,0 +1,154 @@
+"""`simulate` and `capacity` under hostile input: the work a command line implies is
+estimated and refused before anything is allocated (one `error:` line, exit 2, naming the
+option, the estimate and the bound), arrival files are checked, spans are bounded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tailbudget.cli import app
+
+runner = CliRunner()
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _log(path: Path, epochs: np.ndarray) -> Path:
+    rng = np.random.default_rng(1)
+    db, llm = rng.lognormal(3, 0.5, epochs.size), rng.lognormal(5, 0.5, epochs.size)
+    rows = [
+        f"{t!r},{d + m + 5:.3f},{d:.3f},{m:.3f},0"
+        for t, d, m in zip(epochs.tolist(), db, llm, strict=True)
+    ]
+    path.write_text("ts,total_ms,db_ms,llm_ms,error\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _log(tmp_path_factory.mktemp("sim") / "log.csv", 1.7e9 + np.arange(300) * 0.5)
+
+
+def _one_line(result, *needles: str) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--duration", "10000h"], "--duration 10000h"),
+        (["--concurrency", "1000000000000"], "--concurrency 1000000000000"),
+        (["--arrivals", "poisson:1e9"], "--arrivals poisson:1e9"),
+        (["--arrivals", "burst:1e12"], "--arrivals burst:1e12"),
+    ],
+)
+def test_a_run_too_large_is_refused_before_it_starts(log, command, args, needle):
+    result = runner.invoke(app, [command, str(log), "--slo", "p95=800", *args])
+    line = _one_line(result, needle, "simulated events", "above the bound of", "--max-events")
+    assert "4,000,000" in line or "80,000,000" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--replicas", "1000000000000"], ["--policy", "fixed:100000000000"]],
+)
+def test_replicas_too_many_are_refused(log, args):
+    result = runner.invoke(app, ["simulate", str(log), "--slo", "p95=800", *args])
+    _one_line(result, " ".join(args), "replica slots", "--max-events")
+
+
+@pytest.mark.parametrize("args", [["--replicas", "1e12"], ["--policy", "fixed:1e11"]])
+def test_replicas_in_exponent_form_are_one_line(log, args):
+    result = runner.invoke(app, ["simulate", str(log), "--slo", "p95=800", *args])
+    _one_line(result)
+
+
+def test_max_events_raises_the_bound_and_refuses_nonsense(log):
+    args = ["simulate", str(log), "--slo", "p95=800", "--arrivals", "poisson:2", "--duration"]
+    _one_line(runner.invoke(app, [*args, "1000h", "--policy", "fixed"]), "--duration 1000h")
+    fine = runner.invoke(app, [*args, "2m", "--policy", "fixed", "--max-events", "100000"])
+    assert fine.exit_code == 0, fine.output
+    _one_line(runner.invoke(app, [*args, "2m", "--max-events", "0"]), "--max-events must be")
+
+
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+@pytest.mark.parametrize("duration", ["0", "0s", "0m"])
+def test_a_zero_duration_is_refused(log, command, duration):
+    result = runner.invoke(app, [command, str(log), "--slo", "p95=800", "--duration", duration])
+    _one_line(result, "--duration must be a positive time", repr(duration))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("binary.csv", b"\x00\xff\xfe\x01binary", "not UTF-8 text"),
+        ("latin1.csv", "ts\n1\n2\ncaf\xe9\n".encode("latin-1"), "not UTF-8 text"),
+        ("nan.csv", b"ts\n1\nnan\n3\n", "line 3: arrival time 'nan' must be a finite time"),
+        ("inf.csv", b"ts\n1\ninf\n3\n", "arrival time 'inf' must be a finite time"),
+        ("neginf.csv", b"ts\n1\n-inf\n3\n", "arrival time '-inf' must be a finite time"),
+        ("negative.csv", b"ts\n1\n-1e12\n3\n", "arrival time '-1e12' must be a finite time"),
+        ("nat.csv", b"ts\n2023-01-01T00:00:00\nNaT\n", "arrival time 'NaT'"),
+        ("far.csv", b"ts\n1\n1e12\n", "policy evaluations"),
+    ],
+)
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+def test_hostile_arrival_files_are_one_line(log, tmp_path, command, name, content, needle):
+    trace = tmp_path / name
+    trace.write_bytes(content)
+    result = runner.invoke(app, [command, str(log), "--slo", "p95=800", "--arrivals", str(trace)])
+    _one_line(result, needle)
+
+
+@pytest.mark.parametrize(
+    ("name", "second", "needle"),
+    [("y2200.csv", 7_258_118_400.0, "to 2200-01-01"), ("y1970.csv", 0.0, "1970-01-01 to")],
+)
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+def test_a_log_spanning_centuries_is_refused(tmp_path, command, name, second, needle):
+    epochs = 1.7e9 + np.arange(300) * 0.5
+    epochs[::2] = second
+    log = _log(tmp_path / name, epochs)
+    result = runner.invoke(app, [command, str(log), "--slo", "p95=800"])
+    _one_line(result, needle, "minutes to fit over", "check its timestamps", "--max-events")
+
+
+def test_refused_runs_stay_under_a_gigabyte(log):
+    """Each case in a child process that reports its peak RSS: a refusal that allocated
+    first would show it (the cases used to die of MemoryError after 4 GB)."""
+    cases = [
+        ["--duration", "10000h"],
+        ["--replicas", "1000000000000"],
+        ["--arrivals", "poisson:1e9"],
+        ["--arrivals", "burst:1e12"],
+    ]
+    script = (
+        "import resource, sys\n"
+        "from tailbudget.cli import main\n"
+        "sys.argv = ['tailbudget', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for args in cases:
+        done = subprocess.run(
+            [sys.executable, "-c", script, "simulate", str(log), "--slo", "p95=800", *args],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr[-2000:]
+        *lines, peak_kib = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--max-events" in lines[0], done.stderr[-2000:]
+        assert int(peak_kib) < 1 << 20, (args, peak_kib)
