@@ -152,3 +152,19 @@ def test_refused_runs_stay_under_a_gigabyte(log):
         *lines, peak_kib = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "--max-events" in lines[0], done.stderr[-2000:]
         assert int(peak_kib) < 1 << 20, (args, peak_kib)
+
+
+def test_the_python_api_refuses_the_same_runs_in_its_own_words(log):
+    import tailbudget as tb
+    from tailbudget.errors import TailbudgetError
+
+    with pytest.raises(TailbudgetError, match=r"duration='10000h'.*raise max_events"):
+        tb.simulate(str(log), slo="p95=800", duration="10000h")
+    with pytest.raises(TailbudgetError, match=r"arrivals='poisson:1e9'"):
+        tb.capacity(str(log), slo="p95=800", arrivals="poisson:1e9")
+    with pytest.raises(TailbudgetError, match="duration must be a positive time") as err:
+        tb.simulate(str(log), slo="p95=800", duration=0)
+    assert err.value.param == "duration"
+    with pytest.raises(TailbudgetError, match="max_events must be") as err:
+        tb.simulate(str(log), slo="p95=800", max_events=0)
+    assert err.value.param == "max_events"

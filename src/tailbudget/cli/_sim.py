@@ -131,6 +131,7 @@ def sim_inputs(
     from tailbudget._units import parse_duration_s
     from tailbudget.budget import load_budget
     from tailbudget.logs import ReadOptions
+    from tailbudget.sim.bounds import SpanError
     from tailbudget.sim.fit import ModelOptions, read_event_times
     from tailbudget.sim.fitting import fit_logs
     from tailbudget.sim.objectives import objectives_for
@@ -153,6 +154,9 @@ def sim_inputs(
         events_s=read_event_times(events) if events is not None else (),
         **(extra or {}),
     )
-    fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts, max_events=max_events)
+    try:
+        fitted = fit_logs(logs, ReadOptions.from_budget(budget), opts, max_events=max_events)
+    except SpanError as exc:
+        raise exc.in_words("--max-events") from None
     policy, signal = _policy(budget, objectives, fitted.model.kind == "llm")
     return SimInputs(fitted, objectives, budget, policy, signal)

@@ -24,6 +24,7 @@ __all__ = [
     "TOTAL_FACTOR",
     "Estimate",
     "RunShape",
+    "SpanError",
     "arrivals_per_run",
     "check_estimate",
     "check_span",
@@ -138,15 +139,27 @@ def check_estimate(est: Estimate, max_events: int, command: str) -> None:
         )
 
 
+class SpanError(TailbudgetError):
+    """A log's times span more minutes than the bound; `in_words` spells the bound's
+    argument as the caller does (`--max-events` on the command line)."""
+
+    def __init__(self, head: str, bound: str = "max_events") -> None:
+        super().__init__(f"{head}, or raise {bound}")
+        self.head = head
+
+    def in_words(self, bound: str) -> SpanError:
+        """The same error naming the bound as `bound`."""
+        return SpanError(self.head, bound)
+
+
 def check_span(source: str, first_s: float, last_s: float, max_events: int) -> None:
     """Refuse a log or trace whose times span more minutes than the bound."""
     span = last_s - first_s
     if not math.isfinite(span) or span / 60.0 > max_events:
-        raise TailbudgetError(
+        raise SpanError(
             f"{source}: its times span {_span(span)} ({_date(first_s)} to {_date(last_s)}), "
             f"about {_count(span / 60.0)} minutes to fit over, above the bound of "
-            f"{max_events:,}; check its timestamps (epoch seconds, ms or ISO-8601), "
-            "or raise max_events (--max-events)"
+            f"{max_events:,}; check its timestamps (epoch seconds, ms or ISO-8601)"
         )
 
 
