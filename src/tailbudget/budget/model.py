@@ -33,7 +33,10 @@ Environment = Literal["dev", "qa", "uat", "prd"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 NonNegMs = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
+_NAME = re.compile(r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\s\x00-\x1f\x7f])?\Z")
+"""A stage keeps the name its log gives it (span operations such as `/api/v1/{id}` or
+`/*` included): any text up to 200 characters without control characters or outer
+spaces (exports quote and escape it)."""
 
 
 class _Frozen(BaseModel):
@@ -88,8 +91,8 @@ class Stage(_Frozen):
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError(
-                f"stage name must start with a letter or _ and hold letters, digits, "
-                f"_ . / -, got {v!r}"
+                "stage name must be 1 to 200 characters without line breaks, control "
+                f"characters or leading/trailing spaces, got {v!r}"
             )
         return v
 

@@ -60,11 +60,13 @@ def init_command(
         emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")
         return
     columns = {"total": total, "stages": tuple(stage) or None, "stages_glob": stages}
-    text, fits = _from_log(from_log, slo, service, columns, parallel, engine)
+    text, fits, notes = _from_log(from_log, slo, service, columns, parallel, engine)
     where = str(output) if output is not None else "the budget"
     if fits is not None:
         verdict = "fits" if fits else "does NOT fit"
         typer.echo(f"the measured service {verdict} the objectives in {where}", err=True)
+    for line in notes:
+        typer.echo(line, err=True)
     emit(text, output, next_step=f"tailbudget plan {output}")
 
 
@@ -75,7 +77,7 @@ def _from_log(
     columns: dict[str, Any],
     parallel: list[str],
     engine: str | None,
-) -> tuple[str, bool | None]:
+) -> tuple[str, bool | None, list[str]]:
     from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
     from tailbudget.audit.budgeting.profile import profile_of
     from tailbudget.budget.load import parse_budget
@@ -111,7 +113,7 @@ def _from_log(
     fits = None
     if objectives is not None:
         fits = make_plan(parse_budget(result.text, source="the measured budget")).fits
-    return result.text, fits
+    return result.text, fits, result.notes()
 
 
 def _log_block(columns: dict[str, Any], stages: tuple[str, ...]) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,9 @@ from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.llm_log import RawSeries, order_series, read_series
 from tailbudget.control.wal import StageColumn
 from tailbudget.errors import LogError
+
+if TYPE_CHECKING:
+    from tailbudget.logs.table import LogTable
 
 __all__ = ["ReplayLog", "load_replay_log", "p99_of_log"]
 
@@ -112,15 +115,19 @@ def _via_read_log(
     ):
         if value is not None:
             opts[key] = value
-    table = read_log(source, ReadOptions(**opts))
+    return replay_log_of(read_log(source, ReadOptions(**opts)))
+
+
+def replay_log_of(table: LogTable) -> ReplayLog:
+    """A canonical log reduced to what the controller sees; LogError without timestamps."""
+    import pyarrow as pa
+
     source = table.source
     if not table.has_timestamp:
         raise LogError(
             f"{source}: the log has no timestamp; replay needs one: name it with timestamp",
             param="timestamp",
         )
-    import pyarrow as pa
-
     wanted = [
         c for c in ("ttft_ms", "tpot_ms", "output_tokens", "itl_ms") if c in table.table.columns
     ]

@@ -92,3 +92,37 @@ def test_a_measured_budget_fits_and_needs_no_change(measured):
     audit = run_json("audit", str(log), "--budget", str(budget))
     assert {o["verdict"] for o in audit["objectives"]} == {"pass"}
     assert audit["recommendation"]["choice"] != "renegotiate_slo"
+
+
+AIPERF = "aiperf_profile_export.jsonl"  # timestamped: replay and KEDA read its windows
+
+
+def test_a_measured_budget_replays_quietly_and_keda_leaves_it_alone(tmp_path):
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data folder not found: {SHARED_DATA}")
+    log, budget = SHARED_DATA / AIPERF, tmp_path / "measured.yaml"
+    result = runner.invoke(app, ["init", "--from", str(log), "-o", str(budget)])
+    assert result.exit_code == 0, result.output
+    replay = run_json("replay", str(log), "--budget", str(budget))
+    acted = [d for d in replay["decisions"] if d["action"] in ("scale_up", "shed_load", "rollback")]
+    assert acted == []
+    peak_s = max(p["p95"] for p in replay["timeline"] if p["p95"] is not None) / 1000.0
+    keda = runner.invoke(app, ["export", str(budget), "--to", "keda"])
+    assert keda.exit_code == 0, keda.output
+    thresholds = [
+        float(line.split("'")[1]) for line in keda.stdout.splitlines() if "threshold: '" in line
+    ]
+    # The HPA scales by value / threshold: above 1 on the healthy service, it runs to max.
+    assert thresholds and min(thresholds) > peak_s
+
+
+def test_init_says_when_a_stated_objective_is_tighter_than_the_log(tmp_path):
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data folder not found: {SHARED_DATA}")
+    target = tmp_path / "b.yaml"
+    result = runner.invoke(
+        app, ["init", "--from", str(SHARED_DATA / VLLM), "--slo", SLO, "-o", str(target)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "the log breaches tpot.p99: measured 75.8 ms" in result.output
+    assert "breaches ttft" not in result.output  # 448 ms meets 500

@@ -8,13 +8,16 @@ measured ones, labelled as such, when none is.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.budgeting.quiet_policy import quiet_policy
 from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
 from tailbudget.budget.objectives import METRICS, Objectives
 from tailbudget.logs.table import LogTable
@@ -23,6 +26,7 @@ PERCENTILES = ("p50", "p95", "p99")
 UNATTRIBUTED = "unattributed"
 """The stage that holds time outside every measured stage (as the audit names it)."""
 NEGLIGIBLE_MS = 1.0
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,24 @@ class MeasuredBudget:
     correlation: float
     unattributed: dict[str, float]
     """Measured percentiles of the time outside every stage (empty when negligible)."""
+    breaches: tuple[str, ...] = ()
+    """Stated objectives the log does not meet, each with its measured figure."""
+    raised: tuple[str, ...] = ()
+    """Default policy rules raised above the log's own windows (see quiet_policy)."""
+
+    def notes(self) -> list[str]:
+        """What `init --from` says beside the file: breached objectives, raised rules."""
+        out = [
+            f"the log breaches {b}: the policy will act on this service as measured"
+            for b in self.breaches
+        ]
+        if self.raised:
+            out.append(
+                "policy: the default rules fire on this log's own windows; raised above "
+                "them (" + ", ".join(self.raised) + ") so the service as measured triggers "
+                "nothing"
+            )
+        return out
 
 
 def sig(value: float, digits: int = 4) -> float:
@@ -98,8 +120,25 @@ def measured_budget(
     ]
     if slo_block is None:
         slo_block = _measured_slo(profile, body)
-    lines += [*slo_block, *body]
-    return MeasuredBudget("\n".join(lines) + "\n", shape, rho, rest)
+    text = "\n".join([*lines, *slo_block, *body]) + "\n"
+    breaches = _breaches(text, profile)
+    raised: list[str] = []
+    if not breaches:
+        policy, raised = quiet_policy(text, log)
+        text += "".join(f"{line}\n" for line in policy)
+    return MeasuredBudget(text, shape, rho, rest, tuple(breaches), tuple(raised))
+
+
+def _breaches(text: str, profile: Profile) -> list[str]:
+    # With the audit's definitions (metrics.py): what `audit` will call a breach.
+    from tailbudget.budget.load import parse_budget
+
+    out = []
+    for o in parse_budget(text, source="the measured budget").objectives:
+        got = metrics.measured(profile, o)
+        if got is not None and got > o.target_ms:
+            out.append(f"{o.key}: measured {got:,.1f} ms against {o.target_ms:,.6g} ms")
+    return out
 
 
 def _measured_slo(profile: Profile, body: list[str]) -> list[str]:
@@ -138,11 +177,16 @@ def _pipeline(profile: Profile, shape: Structure) -> list[str]:
 
 def _stage(profile: Profile, name: str, indent: str) -> list[str]:
     p = profile.percentiles(name)
-    lines = [f"{indent}- stage: {name}", f"{indent}  budget: {_fmt(p)}   # measured"]
+    lines = [f"{indent}- stage: {_yaml_name(name)}", f"{indent}  budget: {_fmt(p)}   # measured"]
     llm = _llm_block(profile, name)
     if llm:
         lines.append(f"{indent}  {llm}")
     return lines
+
+
+def _yaml_name(name: str) -> str:
+    # Span operations (`/*`, `/api/v1/{id}`) are kept as the log names them, quoted.
+    return name if _PLAIN.match(name) else json.dumps(name)
 
 
 def _llm_block(profile: Profile, name: str) -> str:

@@ -80,6 +80,12 @@ def measured(profile: Profile, objective: Objective) -> float | None:
     return float(np.quantile(got, objective.q))
 
 
+def count(profile: Profile, objective: Objective) -> int:
+    """How many values the objective's percentile is taken over."""
+    got = values(profile, objective.metric, objective.output_tokens)
+    return 0 if got is None else int(got.size)
+
+
 def spread(
     data: FloatArray | None, names: tuple[str, ...] = ("p50", "p95", "p99")
 ) -> dict[str, float] | None:

@@ -25,6 +25,7 @@ from tailbudget.audit.budgeting.options import (
 )
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.fixes import Fix
+from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
 
@@ -62,7 +63,7 @@ class ObjectiveCheck:
     target_ms: float
     measured_ms: float | None
     verdict: str
-    """pass | breach | not_measured (the log has no such metric)."""
+    """pass | breach | inconclusive (too few requests) | not_measured (not in the log)."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,10 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     allocations = tuple(
         allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}) for p in gated
     )
-    proposed = _proposed(budget, allocations, measured)
-    changes = _changes(budget, proposed, old, measured, allocations)
+    fits_now = _fits_now(budget, allocations, old, measured, gated)
+    # A budget the log already meets is the proposal: re-slicing it would only round.
+    proposed = budget if fits_now else _proposed(budget, allocations, measured)
+    changes = () if fits_now else _changes(budget, proposed, old, measured, allocations)
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
@@ -129,7 +132,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         gated=gated,
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
-        fits_now=_fits_now(budget, allocations, old, measured, gated),
+        fits_now=fits_now,
         measured=measured,
         measured_e2e=profile.percentiles("total"),
         allocations=allocations,
@@ -197,6 +200,8 @@ def _ordered(
             continue
         if p not in fixed and out[p] > ceiling:
             out[p] = round(min(measured.get(p, ceiling), ceiling), 1)
+        elif out[p] > ceiling:
+            out[p] = ceiling  # two gated slices crossed by rounding: the lower one gives way
         ceiling = min(ceiling, out[p])
     return {p: max(v, 0.1) for p, v in out.items()}
 
@@ -420,9 +425,10 @@ def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveChec
         if got is None:
             out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
             continue
-        out.append(
-            ObjectiveCheck(o.key, o.target_ms, got, "pass" if got <= o.target_ms else "breach")
-        )
+        verdict = "pass" if got <= o.target_ms else "breach"
+        if metrics.count(profile, o) < min_rows(o.percentile):
+            verdict = "inconclusive"  # the audit's rule: one request beyond it on average
+        out.append(ObjectiveCheck(o.key, o.target_ms, got, verdict))
     return tuple(out)
 
 
