@@ -17,6 +17,7 @@ from tests.report import html_probe as hp
 from tests.report import html_sample
 
 ORDER = [
+    "verdict",  # the verdict and the recommendation open the page (issue 26)
     "objectives",
     "provenance",
     "snapshot",

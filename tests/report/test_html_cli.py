@@ -47,7 +47,7 @@ def test_audit_format_html_writes_a_page_with_charts(log_csv, tmp_path):
     assert result.exit_code == 0, result.output
     html = out.read_text()
     page = hp.parse(html)
-    assert page.sections[:4] == ["objectives", "provenance", "snapshot", "stages"]
+    assert page.sections[:5] == ["verdict", "objectives", "provenance", "snapshot", "stages"]
     figs = hp.figures(html)
     assert {"cdf", "stages", "delta", "cohorts"} <= set(figs)
     assert figs["delta"][0].split(" drives ")[0] in {

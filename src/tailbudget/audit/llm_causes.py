@@ -35,6 +35,7 @@ from tailbudget.audit.llm_fits import (
 )
 from tailbudget.audit.llm_fixes import counterfactual
 from tailbudget.audit.report import Hypothesis, ObjectiveRow, RankedFix, Recommendation, Snapshot
+from tailbudget.logs.bench_rows import DECODE_BATCH
 
 SHARE = 0.3
 """A component explains a breach when it holds at least this share of the mean."""
@@ -160,6 +161,10 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
     if "output_tokens" in ctx.t.columns:
         values["output_tokens"] = ctx.t["output_tokens"].cast("float64")
     timed = ctx.log.has_timestamp and ttft is not None
+    # An all-at-once benchmark has no start times but says who decoded together.
+    batched = not timed and DECODE_BATCH in ctx.t.columns
+    if batched:
+        values["busy"] = ctx.t[DECODE_BATCH].cast("float64")
     if timed:
         first = start_ms(ctx) + ttft
         d = concurrent(ctx, first, start_ms(ctx) + ctx.t[TOTAL], values)
@@ -173,18 +178,28 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
     fit = fit_sums(row, terms)
     if fit is None:
         return None
+    if "busy" in fit.coef:
+        # A longer answer or prompt cannot make each token faster: a negative length slope
+        # is the batch a request ran in showing through its length, so it is left out.
+        kept = [k for k in terms if k == "busy" or fit.coef[k] >= 0]
+        fit = (fit_sums(row, kept) if len(kept) < len(terms) else None) or fit
     ref = reference(ctx, ctx.config.baseline, "tpot", ["output_tokens"])
     key = f"{obj.metric}.{obj.percentile}"
     mean = fit.means["y"]
     parts: list[str] = []
     figures: dict[str, float] = {"tpot_mean_ms": mean, "r2": fit.r2}
     contention = 0.0
-    if timed:
+    if "busy" in fit.coef:
         b = fit.coef["busy"]
         contention = max(b, 0.0) * fit.means["busy"]
         figures |= {"ms_per_concurrent_decoder": b, "decoders_mean": fit.means["busy"]}
+        beside = (
+            "in the decode batch it ran in (every request was sent at once; mean batch "
+            if batched
+            else "decoding at the same time (mean "
+        )
         parts.append(
-            f"TPOT rises {b:,.3g} ms per other request decoding at the same time (mean "
+            f"TPOT rises {b:,.3g} ms per other request {beside}"
             f"{fit.means['busy']:,.1f}): about {contention:,.1f} ms of the {mean:,.1f} ms mean"
         )
     if ref is not None:
@@ -214,7 +229,7 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         what = "long answers" if longest[0] == "output_tokens" else "long contexts"
     else:
         what = "undetermined"
-        if not timed and ref is None:
+        if "busy" not in fit.coef and ref is None:
             parts.append(
                 "no start times and no baseline: contention cannot be measured; give a "
                 "low-load run as the baseline"

@@ -41,9 +41,11 @@ from tailbudget.audit.report import (
     Recommendation,
     Snapshot,
 )
+from tailbudget.logs.bench_rows import DECODE_BATCH
 from tailbudget.logs.engine import engine_name
 from tailbudget.logs.scratch import scratch_copy
 from tailbudget.logs.table import LogTable, RowCounts
+from tailbudget.logs.units import check_unit
 
 
 def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
@@ -54,7 +56,7 @@ def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     tokens = output_tokens_column(log.table.columns)
     if tokens is not None:
         cols.append(tokens)
-    cols += [c for c in objectives.COLUMNS if c in log.table.columns]
+    cols += [c for c in (*objectives.COLUMNS, DECODE_BATCH) if c in log.table.columns]
     keep = [c for c in dict.fromkeys(cols) if c in log.table.columns]
     if config.progress is not None and engine_name(log.backend) == "duckdb":
         config.progress("loading")
@@ -86,6 +88,8 @@ def _audit(ctx: Ctx) -> AuditReport:
     fixes = catalog(config.fixes)  # validate overrides before any pass over the log
     objectives.check(ctx)
     dist = passes.distributions(ctx)
+    snap = dist.snapshot
+    check_unit(log.unit_stated, snap.p50, snap.p99, snap.max)
     split = passes.slow_vs_fast(ctx, dist)
     seen = passes.traffic(ctx, dist, split)
     ev = Evidence(
@@ -103,7 +107,6 @@ def _audit(ctx: Ctx) -> AuditReport:
         tokens_per_s=dist.tokens_per_s,
     )
     hyps = hypotheses.find(ev, *_llm_budgets(config, dist.names))
-    snap = dist.snapshot
     failing = snap.count > 0 and snap.errors >= ERROR_MAJORITY * snap.count
     if failing:
         # The times of failed requests say how fast they failed, not what slows service:

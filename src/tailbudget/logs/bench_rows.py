@@ -50,6 +50,9 @@ class BenchRows:
     skipped: Counter[str] = field(default_factory=Counter)
     """Requests left out for a reason other than an error (e.g. still running at the end)."""
     notes: list[str] = field(default_factory=list)
+    all_at_once: bool = False
+    """Every request was sent at the same instant (an unlimited request rate, no cap on
+    concurrency): each one's start is the run's start, so who ran together is known."""
 
     def extend(self, other: BenchRows, prefix: str) -> None:
         """Add another file's (or run's) requests, their ids prefixed."""
@@ -166,3 +169,39 @@ def text_lines(path: str) -> list[tuple[int, str]]:
             return [(i, ln) for i, ln in enumerate(fh, 1) if ln.strip()]
     except (OSError, UnicodeDecodeError) as exc:
         raise LogError(f"{path}: cannot read ({exc}); check the file") from exc
+
+
+DECODE_BATCH = "decode_batch"
+"""Column: the mean number of other requests decoding while this one decoded."""
+
+
+def with_decode_batch(rows: list[dict[str, Any]]) -> None:
+    """Give each row of an all-at-once run the batch it decoded in (`decode_batch`).
+
+    Every request starts at 0, so its decode runs from its TTFT to its end: the
+    time-average of how many other decodes overlap that span is the batch it ran at.
+    F(t), the integral of the number decoding up to t, is piecewise linear between
+    events, so each span costs two look-ups (a sweep, n log n), never a pair loop.
+    """
+    spans = [
+        (i, float(r["ttft_ms"]), float(r["total_ms"]))
+        for i, r in enumerate(rows)
+        if isinstance(r.get("ttft_ms"), float) and isinstance(r.get("total_ms"), float)
+    ]
+    if len(spans) < 2:
+        return
+    begin = np.array([s[1] for s in spans])
+    end = np.array([s[2] for s in spans])
+    at = np.concatenate([begin, end])
+    step = np.concatenate([np.ones_like(begin), -np.ones_like(end)])
+    order = np.lexsort((step, at))  # an end before a start at the same instant
+    at, step = at[order], step[order]
+    decoding = np.cumsum(step)[:-1]  # how many decode between event k and k+1
+    area = np.concatenate([[0.0], np.cumsum(decoding * np.diff(at))])
+    total = np.interp(end, at, area) - np.interp(begin, at, area)
+    length = end - begin
+    with np.errstate(invalid="ignore", divide="ignore"):
+        batch = np.where(length > 0, total / length - 1.0, np.nan)
+    for (i, _, _), b in zip(spans, batch, strict=True):
+        if math.isfinite(b):
+            rows[i][DECODE_BATCH] = max(float(b), 0.0)

@@ -20,6 +20,12 @@ from tailbudget.logs.columns import ColumnMap, engine_columns, resolve_columns
 from tailbudget.logs.engine import arrow_result, count_true
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
+from tailbudget.logs.units import unit_stated
+
+OWN_UNITS = frozenset(
+    {"spans", "otlp", "jaeger", "vllm", "llmperf", "aiperf", "guidellm", "sglang"}
+)
+"""Formats that define their latency units (a span's duration, a benchmark's seconds)."""
 
 __all__ = ["REASONS", "canonicalize", "epoch_to_timestamp"]
 
@@ -141,6 +147,8 @@ def canonicalize(
         notes=tuple(all_notes),
         backend=backend,
         stage_columns=idents,
+        unit_stated=fmt in OWN_UNITS
+        or unit_stated(options.unit, mapping.total, mapping.stages.values()),
     )
 
 

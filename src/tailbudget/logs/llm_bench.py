@@ -20,6 +20,7 @@ from typing import Any
 
 from tailbudget.errors import LogError
 from tailbudget.logs.bench_rows import (
+    DECODE_BATCH,
     BenchRows,
     derived_row,
     epoch_us,
@@ -27,6 +28,7 @@ from tailbudget.logs.bench_rows import (
     is_number,
     seconds,
     to_arrow,
+    with_decode_batch,
     with_itls,
 )
 from tailbudget.logs.canonical import canonicalize
@@ -37,7 +39,7 @@ from tailbudget.logs.table import LogTable, RowCounts
 __all__ = ["BENCH_FORMATS", "llmperf_rows", "read_llm_bench", "vllm_rows"]
 
 BENCH_FORMATS = ("vllm", "llmperf", "aiperf", "guidellm", "sglang")
-_EXTRAS = ("tpot_ms", "itl_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms")
+_EXTRAS = (DECODE_BATCH, "tpot_ms", "itl_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms")
 _VLLM_ARRAYS = ("ttfts", "itls", "input_lens", "output_lens")
 _VLLM_E2E = ("e2els", "latencies")
 
@@ -48,7 +50,10 @@ def read_llm_bench(
     """Read LLM benchmark result files of one format (several files are concatenated)."""
     found = BenchRows()
     for k, path in enumerate(files):
-        found.extend(_file_rows(path, fmt), f"{k}:" if len(files) > 1 else "")
+        one = _file_rows(path, fmt)
+        if one.all_at_once and len(files) == 1:
+            with_decode_batch(one.rows)
+        found.extend(one, f"{k}:" if len(files) > 1 else "")
     failed = sum(found.failed.values())
     if not found.rows:
         detail = _reasons(found.failed + found.skipped)
@@ -191,7 +196,20 @@ def per_request_arrays(data: dict[str, Any], path: str, tool: str) -> BenchRows:
         found.notes.append(
             f"{tool} start_times are a monotonic clock: ts counts from the first request's start"
         )
+    elif _unlimited(data):
+        found.all_at_once = True
+        found.notes.append(
+            f"{tool} request rate inf and no max concurrency: all {n} requests were sent at "
+            "once, so the requests decoding beside each one are known from its TTFT and end"
+        )
     return found
+
+
+def _unlimited(data: dict[str, Any]) -> bool:
+    """An unlimited request rate with no concurrency cap: every request starts at once."""
+    rate = data.get("request_rate")
+    inf = rate in ("inf", "Infinity") or (isinstance(rate, float) and rate == float("inf"))
+    return inf and data.get("max_concurrency") is None
 
 
 def _starts(values: Any, n: int) -> list[Any] | None:

@@ -60,6 +60,8 @@ class LogTable:
     """How stage times were derived: "critical_path" or "self" (span tables), "" as logged."""
     stage_columns: dict[str, str] = field(default_factory=dict)
     """Stage name (as the log wrote it) -> its column in `table`; `<stage>_ms` when absent."""
+    unit_stated: bool = True
+    """False when the latency unit was assumed (ms) from a column that does not name it."""
 
     def stage_column(self, stage: str) -> str:
         """Column name of a stage on the engine."""

@@ -388,6 +388,37 @@ def _recommendation(r: AuditReport) -> str:
     )
 
 
+_WORD = {"breach": "over", "pass": "within", "inconclusive": "too few requests to judge"}
+
+
+def verdict_line(r: AuditReport) -> str:
+    """Every gated objective in one sentence, breaches first: the page's headline."""
+    rows = sorted((o for o in r.objectives if o.gated), key=lambda o: o.verdict != "breach")
+    parts = []
+    for o in rows:
+        got = "no data" if o.measured_ms is None else f"{fmt.ms(o.measured_ms)} ms"
+        how = _WORD.get(o.verdict, o.verdict)
+        parts.append(f"{o.metric} {o.percentile} {got}: {how} its {fmt.ms(o.target_ms)} ms target")
+    if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
+        parts.append(
+            f"goodput {fmt.share(r.goodput.share)}: {_WORD[r.goodput.verdict]} its "
+            f"{fmt.share(r.goodput.min)} minimum"
+        )
+    head = "Breach" if r.breaches_gate() else "No gated breach"
+    return f"{head}: {'; '.join(parts)}." if parts else f"{head}: no gated objective."
+
+
+def _verdict(r: AuditReport) -> str:
+    """The verdict and what to do about it, before any evidence."""
+    cls = "bad" if r.breaches_gate() else "ok"
+    return f'<p class="verdict {cls}"><strong>{esc(verdict_line(r))}</strong></p>' + (
+        _recommendation(r)
+    )
+
+
+VERDICT = ("verdict", "Verdict", _verdict)
+"""The page's first section; the markdown report keeps its own order."""
+
 SECTIONS: tuple[tuple[str, str, Callable[[AuditReport], str]], ...] = (
     ("objectives", "Objectives", objectives_html),
     ("provenance", "Provenance", _provenance),
@@ -409,4 +440,5 @@ def render_audit_html(report: AuditReport) -> str:
     sub = f"Generated {prov.generated_at}" if prov.generated_at else "tailbudget audit"
     if prov.version:
         sub += f" by tailbudget {prov.version}"
-    return page.document(view.title(report), sub, page.render_sections(report, SECTIONS))
+    parts = page.render_sections(report, (VERDICT, *SECTIONS))
+    return page.document(view.title(report), sub, parts)

@@ -95,7 +95,7 @@ def cdf_chart(r: AuditReport) -> str | None:
         ax.yaxis.set_major_formatter(FuncFormatter(_q_tick))
         ax.yaxis.set_minor_locator(NullLocator())  # logit minor ticks: clutter, and slow to lay out
         ax.set_xlabel("end-to-end latency (ms, log scale)")
-        ax.set_ylabel("share of requests at or below (logit scale)")
+        ax.set_ylabel("percentile (logit scale)")
         ax.set_title("Latency distribution vs SLO")
         ax.legend(loc="lower right")
         return to_svg(fig)

@@ -117,7 +117,7 @@ def quantile_chart(
                 ax.scatter([o.measured_ms], [q], color=INK, zorder=5, s=22)
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel(f"{metric} (ms, log scale)")
-        ax.set_ylabel("share of requests at or below (logit scale)")
+        ax.set_ylabel("percentile (logit scale)")
         ax.set_title(f"{metric.upper()} distribution vs its objectives")
         ax.legend(loc="lower right")
         return to_svg(fig)

@@ -59,6 +59,8 @@ table.sortable thead th[aria-sort="descending"]::after { content: " \\25BC"; col
 .card { border:1px solid var(--line); border-radius:6px; padding: 8px 12px; min-width: 130px; }
 .card .k { color: var(--muted); font-size: .8rem; }
 .card .v { font-size: 1.2rem; font-weight: 600; font-variant-numeric: tabular-nums; }
+.verdict { font-size: 1.08em; margin: 4px 0 10px; }
+.verdict.bad { color: var(--bad, #b3261e); }
 .rec { border-left: 4px solid var(--accent); background: var(--soft); padding: 10px 14px; }
 dl.kv { display:grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 6px 0; }
 dl.kv dt { color: var(--muted); }

@@ -9,6 +9,7 @@ from tailbudget.report import fmt
 from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
+from tailbudget.report.html.ticks import integer_axis
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
@@ -48,6 +49,7 @@ def timeline_chart(rep: SimReport) -> str | None:
         ax.set_ylim(bottom=0)
         ax.set_title("Simulated service: each policy in the loop")
         ax2.set_ylabel("replicas (paid)")
+        integer_axis(ax2.yaxis)
         ax2.set_ylim(bottom=0)
         ax2.set_xlabel("time (min)")
         fig.legend(
@@ -70,6 +72,7 @@ def capacity_chart(rep: CapacityReport) -> str | None:
         ln.set_gid("tb-capacity-curve")
         ax.set_xlabel("load (x the log's)")
         ax.set_ylabel("replicas needed")
+        integer_axis(ax.yaxis)
         ax.set_ylim(bottom=0)
         ax.set_title("Fewest replicas meeting every gated objective")
         return to_svg(fig)
@@ -131,6 +134,27 @@ def _decisions(runs: list[RunResult]) -> str:
     )
 
 
+def _run_verdict(r: RunResult) -> str:
+    gated = [o for o in r.objectives if o.objective.gated]
+    parts = [
+        f"{o.objective.key} {fmt.ms(o.measured_ms)} ms "
+        f"({'over' if o.verdict == 'breach' else 'within'} {fmt.ms(o.objective.target_ms)} ms, "
+        f"{o.minutes_in_breach} minutes in breach)"
+        for o in gated
+    ]
+    head = "breach" if any(o.verdict == "breach" for o in gated) else "meets every objective"
+    return (
+        f"{r.policy}: {head}: {'; '.join(parts) or 'no gated objective'}; "
+        f"{fmt.number(r.replica_hours)} replica-hours"
+    )
+
+
+def _verdict_block(headline: str, lines: list[str], bad: bool) -> str:
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    cls = "bad" if bad else "ok"
+    return f'<p class="verdict {cls}"><strong>{esc(headline)}</strong></p><ul>{items}</ul>'
+
+
 def render_simulate_html(rep: SimReport) -> str:
     """The simulation report: side by side, timeline, decisions, model."""
     best = min(
@@ -146,7 +170,17 @@ def render_simulate_html(rep: SimReport) -> str:
         f"at {fmt.number(best.replica_hours)} replica-hours"
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
+    breached = any(o.verdict == "breach" and o.objective.gated for o in best.objectives)
+    headline = (
+        f"Every policy breaches; the best, {best.policy}, is in breach "
+        f"{max((o.minutes_in_breach for o in best.objectives), default=0)} minutes"
+        if breached
+        else f"{best.policy} meets every gated objective at "
+        f"{fmt.number(best.replica_hours)} replica-hours"
+    )
+    verdict = _verdict_block(headline, [_run_verdict(r) for r in rep.runs], breached)
     sections = [
+        ("verdict", "Verdict", verdict),
         ("runs", "Policies side by side", _runs_table(rep.runs) + f"<ul>{notes}</ul>"),
         (
             "timeline",
@@ -179,7 +213,21 @@ def render_capacity_html(rep: CapacityReport) -> str:
         for p in rep.curve
     ]  # fmt: skip
     names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
+    needs = [
+        f"at {p.load:g}x the log's load: "
+        + (f"{p.replicas} replica{'s' if p.replicas != 1 else ''}" if p.replicas else "not met")
+        for p in rep.curve
+    ]
+    first = rep.curve[0] if rep.curve else None
+    headline = (
+        "No replica count found"
+        if first is None or first.replicas is None
+        else f"{first.replicas} {'replica meets' if first.replicas == 1 else 'replicas meet'} "
+        f"every gated objective at {first.load:g}x the log's load; {take}"
+    )
+    short = first is None or not first.replicas
     sections = [
+        ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
          + table(["load", "replicas", *names], rows)),
         ("model", "Model", _model(rep.model)),

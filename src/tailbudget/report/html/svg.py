@@ -20,6 +20,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from tailbudget.report import fmt
+from tailbudget.report.html.ticks import tidy
 
 # Okabe-Ito: readable for colour-blind readers and in greyscale print.
 P50 = "#56B4E9"
@@ -93,6 +94,7 @@ def new_figure(width: float = 7.6, height: float = 3.5) -> Figure:
 
 def to_svg(fig: Figure) -> str:
     """Serialize inside `style()`: the inline <svg> element, series groups tagged by class."""
+    tidy(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()

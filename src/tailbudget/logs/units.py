@@ -1,0 +1,59 @@
+"""Whether a log's latency unit is known, and the check that refuses to guess it.
+
+A tabular log whose latency column is named `total` or `Latency` says nothing
+about its unit; tailbudget reads it as milliseconds. Read as ms, a log in
+seconds is a service answering in about one millisecond: every SLO passes and
+a gate waves it through. So when the unit is only assumed and the figures
+look like seconds, the audit stops and asks for the unit instead of gating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tailbudget.errors import LogError
+
+__all__ = ["SECONDS_MAX", "SECONDS_P99", "check_unit", "looks_like_seconds", "names_unit"]
+
+SECONDS_P99 = 30.0
+"""A p99 under this many "ms" (a 30 s answer when in seconds) may be seconds."""
+SECONDS_MAX = 120.0
+"""...and so may a slowest request under this many (two minutes when in seconds)."""
+
+_MS_SUFFIXES = ("_ms", "_msec", "_millis")
+
+
+def names_unit(column: str) -> bool:
+    """True when a column's name says it holds milliseconds, the unit it is read in.
+
+    `latency_s` names a unit too, but not the one an unstated unit is read in.
+    """
+    return column.lower().endswith(_MS_SUFFIXES)
+
+
+def unit_stated(unit: str | None, total: str | None, stages: Iterable[str]) -> bool:
+    """True when the reader need not guess the unit: given, or named by every latency column."""
+    if unit is not None:
+        return True
+    columns = [total] if total is not None else list(stages)
+    return bool(columns) and all(names_unit(c) for c in columns)
+
+
+def looks_like_seconds(p50: float, p99: float, maximum: float) -> bool:
+    """A whole distribution within a few "ms" (slowest under two minutes as seconds)."""
+    return 0.0 < p99 < SECONDS_P99 and 0.0 < maximum < SECONDS_MAX and p50 <= p99
+
+
+def check_unit(stated: bool, p50: float, p99: float, maximum: float) -> None:
+    """Raise when the unit was assumed and the figures look like seconds.
+
+    A verdict from a guessed unit would gate a log in seconds as a 1 ms service;
+    stating the unit (ms too: a fast service in ms is fine) lets it through.
+    """
+    if stated or not looks_like_seconds(p50, p99, maximum):
+        return
+    raise LogError(
+        f"unit: the latencies look like seconds, not milliseconds (p50 {p50:.3g}, "
+        f"p99 {p99:.3g}, max {maximum:.3g}) and the log does not say which; state the "
+        "unit: s if they are seconds, ms if they really are milliseconds"
+    )
