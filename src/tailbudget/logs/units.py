@@ -54,6 +54,7 @@ def check_unit(stated: bool, p50: float, p99: float, maximum: float) -> None:
         return
     raise LogError(
         f"unit: the latencies look like seconds, not milliseconds (p50 {p50:.3g}, "
-        f"p99 {p99:.3g}, max {maximum:.3g}) and the log does not say which; state the "
-        "unit: s if they are seconds, ms if they really are milliseconds"
+        f"p99 {p99:.3g}, max {maximum:.3g}) and the log does not say which; state it: "
+        "s if they are seconds, ms if they really are milliseconds",
+        param="unit",
     )
