@@ -228,3 +228,54 @@ def test_slow_clients_do_not_starve_the_others(tmp_path):
         for s in held:
             s.close()
         srv.stop()
+
+
+def _server_peak_mib(srv: Server) -> float:
+    assert srv.proc is not None
+    for line in Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc status")
+
+
+def test_hostile_bodies_are_refused_in_bounded_memory(tmp_path):
+    from tests.control.test_service_limits import gaps_table, zstd_stream
+
+    token, budget = _files(tmp_path)
+    state = tmp_path / "state"
+    srv = Server(state, token_file=token, budget=budget).start()
+    try:
+        acked = _post_all(srv, 2, 10)
+        table = gaps_table(10_000_000)  # 80 MB of gaps: 3 KiB of zstd per copy
+        arrow = "application/vnd.apache.arrow.stream"
+        for copies in (1, 3, 6):  # 3, 9 and 18 KiB bodies
+            body = zstd_stream(table, copies)
+            r = srv.post(body, content_type=arrow)
+            assert r.status_code == 413, r.text
+            assert "past --max-decoded-bytes 8,388,608" in r.json()["error"]
+        hostile = [
+            (b'[{"total_ms": 5, "itl_ms": {"p50": 50, "p99": 10}}]', "itl_ms.p50"),
+            (b'[{"total_ms": 5, "itl_ms": {"p50": "junk", "p99": 10}}]', "itl_ms.p50"),
+            (b'[{"total_ms": 5, "output_tokens": 1' + b"0" * 30 + b"}]", "output_tokens"),
+        ]
+        for raw, field in hostile:
+            r = srv.post(raw)
+            assert r.status_code == 400 and field in r.json()["error"], r.text
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        for value, field in [
+            ({"baselines": {"nosuch.p99": 5}}, "baselines.nosuch.p99"),
+            ({"baselines": {f"s{i}.p99": 5 for i in range(3_000)}}, "3,000 keys; at most 64"),
+            ({"p99_ms": 850, "baselines": {"ttft.p99": 400}}, "not both"),
+        ]:
+            r = httpx.post(f"{srv.url}/v1/baseline", json=value, headers=auth, timeout=10)
+            assert r.status_code == 400 and field in r.json()["error"], r.text
+        many = {"baselines": {f"s{i}.p99": 5 for i in range(10_000)}}  # 10,000 keys: 140 KB
+        r = httpx.post(f"{srv.url}/v1/baseline", json=many, headers=auth, timeout=10)
+        assert r.status_code == 413 and "64 KiB" in r.json()["error"]
+        assert _server_peak_mib(srv) < 256
+        assert srv.status()["observations_total"] == acked
+        srv.stop(signal.SIGKILL)
+        srv = Server(state, token_file=token, budget=budget).start()
+        assert srv.status()["observations_total"] == acked  # restart clean, nothing lost
+    finally:
+        srv.stop()

@@ -58,6 +58,11 @@ def serve_command(
         "--trace-grace",
         help="With --traces: how long after its root span a trace is held for late spans.",
     ),
+    max_decoded_bytes: int = typer.Option(
+        8 * 1024 * 1024,
+        "--max-decoded-bytes",
+        help="Most bytes a body may decode to (Arrow buffers, decompressed); past it, 413.",
+    ),
 ) -> None:
     """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
     from tailbudget.control.service.runner import ServeOptions, serve
@@ -76,6 +81,7 @@ def serve_command(
             traces=traces,
             span_stage=span_stage,
             trace_grace_s=_seconds(trace_grace),
+            max_decoded_bytes=max_decoded_bytes,
         )
     )
 

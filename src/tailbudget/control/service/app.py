@@ -11,9 +11,9 @@
   unless healthy (a confirm-promotion hook: promotion waits for evidence).
 - `POST /v1/verdict/clear` {"reason": "..."}: disengages the rollback rules (after the
   rollback is done and the cause fixed); journaled; bearer token when configured.
-- `POST /v1/baseline`      {"p99_ms": ...} and/or {"baselines": {"ttft.p99": ms, "goodput": share}};
-                            {"traces": true}: the window's traces become the culprits' baseline;
-                            bearer token when configured.
+- `POST /v1/baseline`      {"p99_ms": ...} or {"baselines": {"ttft.p99": ms, "goodput": share}}
+                            (`baseline_body`); {"traces": true}: the window's traces become the
+                            culprits' baseline; bearer token when configured.
 - `POST /v1/traces`        OTLP/HTTP traces (`serve --traces`; control/service/traces_route.py).
 
 The bearer token is checked by one middleware for every POST, so no handler
@@ -42,19 +42,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tailbudget._json import dumps
-from tailbudget.budget.policy import parse_baselines
+from tailbudget.control.service.baseline_body import EXAMPLE, BadBaseline, parse_baseline_body
 from tailbudget.control.service.ingest import BadBatch, parse_observations
+from tailbudget.control.service.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.control.service.metrics import make_registry
 from tailbudget.control.service.runtime import Runtime
 from tailbudget.control.service.traces_route import trace_status, traces
 from tailbudget.control.traces.metrics import TracesCollector
 from tailbudget.control.traces.receiver import TraceOptions
-from tailbudget.errors import PolicyError
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
-
-MAX_BODY = 1024 * 1024
-"""Largest request body accepted (bytes)."""
 
 BODY_TIMEOUT_S = 30.0
 """Longest a client may take to send a body; a slower one gets 408 and its slot back."""
@@ -150,10 +147,10 @@ class _BearerAuth(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _ingest(runtime: Runtime, body: bytes, content_type: str | None = None) -> int:
+def _ingest(runtime: Runtime, body: bytes, content_type: str | None, limits: BodyLimits) -> int:
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
-    batch = parse_observations(body, now_s=time.time(), content_type=content_type)
+    batch = parse_observations(body, now_s=time.time(), content_type=content_type, limits=limits)
     return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
 
 
@@ -167,8 +164,14 @@ async def observations(request: Request) -> Response:
         return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
     try:
         accepted = await asyncio.to_thread(
-            _ingest, _runtime(request), body, request.headers.get("content-type")
+            _ingest,
+            _runtime(request),
+            body,
+            request.headers.get("content-type"),
+            request.app.state.limits,
         )
+    except TooLarge as exc:
+        return _error(413, str(exc))
     except BadBatch as exc:
         return _error(400, str(exc))
     except OSError as exc:  # disk full, I/O error: not durable, so not accepted
@@ -220,7 +223,7 @@ async def clear_verdict(request: Request) -> Response:
 
 async def baseline(request: Request) -> Response:
     """POST /v1/baseline."""
-    value = await _read_json(request, '{"p99_ms": 850}')
+    value = await _read_json(request, EXAMPLE)
     if isinstance(value, Response):
         return value
     if value == {"traces": True} and request.app.state.traces is not None:
@@ -229,34 +232,20 @@ async def baseline(request: Request) -> Response:
         except OSError as exc:
             return _not_durable("the baseline", exc)
         return JSONResponse({"baseline_traces": n})
-    wanted = _baselines(value)
-    if isinstance(wanted, Response):
-        return wanted
+    runtime = _runtime(request)
     try:
-        await asyncio.to_thread(_runtime(request).set_baselines, wanted)
+        with runtime.lock:
+            stages = {*runtime.policy.series, *runtime.stage_observations}
+            kept = set(runtime.controller.baselines)
+        wanted = parse_baseline_body(value, stages, kept)
+    except BadBaseline as exc:
+        return _error(400, str(exc))
+    try:
+        await asyncio.to_thread(runtime.set_baselines, wanted)
     except OSError as exc:
         return _not_durable("the baseline", exc)
     body = {"baseline_p99_ms": wanted.pop("p99", None), "baselines": wanted}
     return JSONResponse({k: v for k, v in body.items() if v})
-
-
-def _baselines(value: Any) -> dict[str, float] | Response:
-    # {"p99_ms": ms} (end to end) and/or {"baselines": {"ttft.p99": ms, "goodput": share}}.
-    p99 = value.get("p99_ms") if isinstance(value, dict) else None
-    others = value.get("baselines") if isinstance(value, dict) else None
-    wanted: dict[str, float] = {}
-    if others is not None:
-        try:
-            wanted = parse_baselines(others, "baselines")
-        except PolicyError as exc:
-            return _error(400, str(exc))
-    if p99 is not None or not wanted:
-        if isinstance(p99, bool) or not isinstance(p99, int | float) or not 0 < p99 < 1e9:
-            return _error(
-                400, f'p99_ms must be a positive number of ms, got {p99!r}; send {{"p99_ms": 850}}'
-            )
-        wanted["p99"] = float(p99)
-    return wanted
 
 
 async def _evaluator(runtime: Runtime) -> None:
@@ -317,9 +306,11 @@ def create_app(
     token: str | None = None,
     evaluate: bool = True,
     traces: TraceOptions | None = None,
+    limits: BodyLimits | None = None,
 ) -> Starlette:
     """The ASGI app over a runtime; `evaluate` runs the periodic policy evaluation task;
-    `traces` enables POST /v1/traces (OTLP/HTTP)."""
+    `traces` enables POST /v1/traces (OTLP/HTTP); `limits` bounds what bodies decode to
+    (`serve --max-decoded-bytes`)."""
     app = Starlette(
         routes=_ROUTES,
         middleware=[Middleware(_BearerAuth, token=token)],
@@ -334,4 +325,5 @@ def create_app(
 
         app.state.traces = TraceReceiver(runtime, traces)
         app.state.registry.register(TracesCollector(app.state.traces))
+    app.state.limits = limits or BodyLimits()
     return app

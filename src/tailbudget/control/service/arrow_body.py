@@ -19,12 +19,14 @@ sidecar holding a pyarrow table already) should prefer this form.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from tailbudget._arrow_numpy import bits, floats, valid_mask
+from tailbudget.control.service.arrow_size import ipc_size
 from tailbudget.control.service.columns_body import (
     checked_stage,
     checked_stamps,
@@ -33,14 +35,17 @@ from tailbudget.control.service.columns_body import (
 from tailbudget.control.service.ingest import (
     MAX_BATCH,
     BadBatch,
+    BatchTooLarge,
     ParsedBatch,
     _check_stage_name,
 )
+from tailbudget.control.service.limits import MAX_ITL_GAPS, BodyLimits
 from tailbudget.control.service.llm_fields import (
     LLM_KEYS,
     BadField,
     Scalar,
     llm_series,
+    too_many_gaps,
     vouched,
 )
 from tailbudget.control.wal import StageColumn
@@ -53,12 +58,37 @@ __all__ = ["ARROW_STREAM", "parse_arrow"]
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 """The media type of an Arrow IPC stream (IANA registered)."""
 
+DEFAULT_LIMITS = BodyLimits()
+
 _SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
-def _table(body: bytes) -> pa.Table:
+def _declared(body: bytes, limits: BodyLimits) -> None:
+    """Refuse a stream on the sizes it declares, before pyarrow decodes (and
+    decompresses) any of it."""
     import pyarrow as pa
 
+    try:
+        size = ipc_size(body)
+    except (pa.ArrowException, OSError, ValueError, IndexError, struct.error) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadBatch(
+            f"body is not a valid Arrow IPC stream ({first}); "
+            f"send pyarrow.ipc.new_stream output as {ARROW_STREAM}"
+        ) from None
+    if size.decoded_bytes > limits.max_decoded_bytes:
+        raise BatchTooLarge(str(limits.decoded_over(size.decoded_bytes, "the Arrow body")))
+    if size.rows > MAX_BATCH:
+        raise BadBatch(f"{size.rows} observations in one request; send at most {MAX_BATCH}")
+    if size.elements > limits.max_decoded_bytes // 8:
+        # Arrays of nulls hold no buffers; their lengths are still what gets allocated.
+        raise BatchTooLarge(str(limits.decoded_over(8 * size.elements, "the Arrow body's arrays")))
+
+
+def _table(body: bytes, limits: BodyLimits) -> pa.Table:
+    import pyarrow as pa
+
+    _declared(body, limits)
     try:
         # One thread: a batch is small, and pyarrow's pool would only add wake-ups.
         options = pa.ipc.IpcReadOptions(use_threads=False)
@@ -157,6 +187,9 @@ def _itl_of(cols: Columns) -> dict[str, StageColumn]:
         raise BadBatch(f"column itl_ms must hold numbers (ms), got lists of {gaps.type}")
     lengths, _ = _as_float(pc.list_value_length(arr))
     lengths[np.isnan(lengths)] = 0  # a null list: no gaps
+    if lengths.size and lengths.max() > MAX_ITL_GAPS:
+        i = int(np.argmax(lengths))
+        raise BadBatch(too_many_gaps(i, int(lengths[i])))
     rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths.astype(np.int64))
     ms, present = _as_float(gaps)
     bad = ~((ms >= 0) & (ms < np.inf))
@@ -252,11 +285,12 @@ def _stage(name: str, child: pa.Array) -> StageColumn | None:
     return checked_stage(name, ms, present, lambda i: f"{ms[i]:g}")
 
 
-def parse_arrow(body: bytes, *, now_s: float) -> ParsedBatch:
-    """Validate an Arrow IPC stream body, or raise BadBatch with a one-line reason."""
+def parse_arrow(body: bytes, *, now_s: float, limits: BodyLimits = DEFAULT_LIMITS) -> ParsedBatch:
+    """Validate an Arrow IPC stream body, or raise BadBatch with a one-line reason
+    (TooLarge, a 413, when it declares more than `limits` allow)."""
     import pyarrow as pa
 
-    table = _table(body)
+    table = _table(body, limits)
     try:
         return _batch(table, now_s)
     except BadBatch:

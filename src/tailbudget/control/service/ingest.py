@@ -25,11 +25,19 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from tailbudget.control.service.limits import BodyLimits, TooLarge
 from tailbudget.control.service.llm_fields import BadField, llm_columns, values_of
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.wal import StageColumn
 
-__all__ = ["MAX_BATCH", "MAX_STAGE_NAME", "BadBatch", "ParsedBatch", "parse_observations"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_STAGE_NAME",
+    "BadBatch",
+    "BatchTooLarge",
+    "ParsedBatch",
+    "parse_observations",
+]
 
 MAX_BATCH = 200_000
 """Most observations one request may carry (a 1 MiB body holds far fewer anyway)."""
@@ -53,6 +61,10 @@ MAX_STAGE_NAME = 100
 
 class BadBatch(ValueError):
     """The body is not a valid batch; the message is the one-line reason for the 400."""
+
+
+class BatchTooLarge(BadBatch, TooLarge):
+    """The body declares more than the limits allow (a 413, naming the limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +197,17 @@ _FLAG_TYPES = frozenset({bool, type(None)})
 
 
 def parse_observations(
-    body: bytes, *, now_s: float, content_type: str | None = None
+    body: bytes,
+    *,
+    now_s: float,
+    content_type: str | None = None,
+    limits: BodyLimits | None = None,
 ) -> ParsedBatch:
     """Validate a body into columns, or raise BadBatch with a one-line reason.
 
     `content_type` (the request's header) picks an Arrow IPC stream body; anything
-    else is JSON (an array, NDJSON or columns, told apart by the body itself)."""
+    else is JSON (an array, NDJSON or columns, told apart by the body itself).
+    `limits` bounds what an Arrow body decodes to (TooLarge, a 413)."""
     media = (content_type or "").partition(";")[0].strip().lower()
     if media.startswith("application/vnd.apache.arrow"):
         from tailbudget.control.service.arrow_body import ARROW_STREAM, parse_arrow
@@ -200,7 +217,7 @@ def parse_observations(
                 f"Content-Type {media} is not read; send the Arrow IPC stream format "
                 f"as {ARROW_STREAM} (pyarrow.ipc.new_stream)"
             )
-        return parse_arrow(body, now_s=now_s)
+        return parse_arrow(body, now_s=now_s, limits=limits or BodyLimits())
     items = _items(body)
     if isinstance(items, dict):
         from tailbudget.control.service.columns_body import parse_columns

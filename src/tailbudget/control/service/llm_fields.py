@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.control.series_windows import ITL_SUMMARY
+from tailbudget.control.service.limits import MAX_ITL_GAPS, MAX_OUTPUT_TOKENS
 from tailbudget.control.wal import StageColumn
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "llm_columns",
     "llm_columns_of",
     "llm_series",
+    "too_many_gaps",
     "values_of",
     "vouched",
 ]
@@ -45,6 +47,14 @@ _NUM = frozenset({int, float})
 
 class BadField(ValueError):
     """An LLM field is not valid; the message is the one-line reason (names the item)."""
+
+
+def too_many_gaps(i: int, n: int) -> str:
+    """The 400 for an observation with more inter-token gaps than MAX_ITL_GAPS."""
+    return (
+        f"item {i}: itl_ms has {n:,} gaps; at most {MAX_ITL_GAPS:,} per observation "
+        "(send the {'p50': ms, 'p99': ms} summary for longer answers)"
+    )
 
 
 def _show(value: Any) -> str:
@@ -122,18 +132,19 @@ def vouched(
     if present is _ALL:
         # Two reductions vouch for the whole column (NaN fails both comparisons).
         lo, hi = float(values.min()), float(values.max())
-        if lo >= (1.0 if tokens else 0.0) and hi < math.inf and (not tokens or whole):
+        top = MAX_OUTPUT_TOKENS if tokens else math.inf
+        if lo >= (1.0 if tokens else 0.0) and hi < top and (not tokens or whole):
             return values, present
     # NaN fails both comparisons, so one test catches NaN, infinities and negatives
     # (an absent value, NaN, is masked out below).
     bad = ~((values >= 0) & (values < np.inf))
     if tokens:
-        bad |= (values < 1) | (values != np.floor(values))
+        bad |= (values < 1) | (values != np.floor(values)) | (values > MAX_OUTPUT_TOKENS)
     if present is not _ALL:
         bad &= present
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        want = "a whole number >= 1" if tokens else "a number >= 0 (ms)"
+        want = f"a whole number in 1..{MAX_OUTPUT_TOKENS:,}" if tokens else "a number >= 0 (ms)"
         raise BadField(f"item {i}: {key} must be {want}, got {show(i)}")
     return values, present
 
@@ -171,6 +182,9 @@ def _itl_lists(raw: list[Any]) -> dict[str, StageColumn] | None:
     if not lists:
         return {}
     lengths = np.array([0 if v is None else len(v) for v in raw], dtype=np.int64)
+    if lengths.max() > MAX_ITL_GAPS:
+        i = int(np.argmax(lengths))
+        raise BadField(too_many_gaps(i, int(lengths[i])))
     # The gaps are read straight into the array, never gathered into one more list;
     # the type check first, as fromiter would also read strings and booleans.
     if not set(map(type, itertools.chain.from_iterable(lists))) <= _NUM:
@@ -188,6 +202,8 @@ def _itl_summaries(raw: list[Any]) -> dict[str, StageColumn] | None:
     p99 = [None if v is None else v.get("p99") for v in raw]
     if not {type(v) for v in p99} <= {int, float, type(None)}:
         return None
+    if any(v is not None and "p50" in v for v in raw):
+        return None  # the checked path vouches for each p50 against its p99
     have = np.array([v is not None for v in raw], dtype=bool)
     values = np.array(p99, dtype=np.float64)
     if not (np.isfinite(values[have]).all() and (values[have] >= 0).all()):
@@ -206,6 +222,8 @@ def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
         if v is None:
             continue
         if type(v) is list:
+            if len(v) > MAX_ITL_GAPS:
+                raise BadField(too_many_gaps(i, len(v)))
             rows.extend([i] * len(v))
             gaps.extend(v)
             continue
@@ -215,6 +233,7 @@ def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
                 f"item {i}: itl_ms must be a list of gaps (ms) or {{'p50': ms, 'p99': ms}}, "
                 f"got {_show(v)}"
             )
+        _check_p50(i, v.get("p50"), float(p99), "itl_ms.p50")
         sum_rows.append(i)
         sum_p99.append(float(p99))
     out: dict[str, StageColumn] = {}
@@ -235,6 +254,18 @@ def _itl_checked(raw: list[Any]) -> dict[str, StageColumn]:
             np.array(sum_rows, dtype=np.int64), np.array(sum_p99, dtype=np.float64)
         )
     return out
+
+
+def _check_p50(i: int, p50: Any, p99: float, key: str) -> None:
+    """An ITL summary's p50, when given, is a number >= 0 and at most its p99."""
+    if p50 is None:
+        return
+    if type(p50) not in _NUM or not (math.isfinite(p50) and p50 >= 0):
+        raise BadField(f"item {i}: {key} must be a number >= 0 (ms), got {_show(p50)}")
+    if p50 > p99:
+        raise BadField(
+            f"item {i}: {key} ({p50:g}) exceeds the p99 ({p99:g}); a median cannot pass the p99"
+        )
 
 
 def llm_columns(
@@ -290,6 +321,12 @@ def llm_series(
         out["tpot"] = tpot
     out.update(itl())
     p99, has_p99 = scalar("itl_p99_ms")
+    p50, _ = scalar("itl_p50_ms")
+    if p50 is not None and p99 is not None:
+        over = p50 > p99  # NaN (either absent) compares False
+        if over.any():
+            i = int(np.flatnonzero(over)[0])
+            _check_p50(i, float(p50[i]), float(p99[i]), "itl_p50_ms")
     if _any(p99, has_p99):
         assert p99 is not None
         given = [c for c in (out.get("itl"), out.get(ITL_SUMMARY)) if c is not None]

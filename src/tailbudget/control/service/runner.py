@@ -12,6 +12,7 @@ from tailbudget.budget import load_budget
 from tailbudget.budget.policy import resolve_policy
 from tailbudget.control.actions import load_actions_config
 from tailbudget.control.prometheus_source import PrometheusSource
+from tailbudget.control.service.limits import DECODED_FACTOR, MAX_BODY, BodyLimits
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.control.traces.receiver import TraceOptions
 from tailbudget.errors import TailbudgetError
@@ -40,6 +41,9 @@ class ServeOptions:
     span_stage: str | None = None
     """What a stage is in traces (operation or service; default: the budget's log block)."""
     trace_grace_s: float = 10.0
+
+    max_decoded_bytes: int = DECODED_FACTOR * MAX_BODY
+    """Most bytes a body may decode to (an Arrow IPC stream's buffers, decompressed)."""
 
 
 def trace_options(options: ServeOptions) -> TraceOptions | None:
@@ -156,6 +160,12 @@ def serve(options: ServeOptions) -> None:
 
     if not 0 < options.port < 65536:
         raise TailbudgetError(f"port must be in 1-65535, got {options.port}", param="port")
+    if not MAX_BODY <= options.max_decoded_bytes <= 1 << 30:
+        raise TailbudgetError(
+            f"max_decoded_bytes must be from {MAX_BODY:,} (the body limit) to 1 GiB, "
+            f"got {options.max_decoded_bytes:,}",
+            param="max_decoded_bytes",
+        )
     token = read_token(options.token_file) if options.token_file is not None else None
     _check_bind(options.host, options.port)
     traces = trace_options(options)
@@ -172,7 +182,12 @@ def serve(options: ServeOptions) -> None:
         options.state_dir,
         runtime.observations_total,
     )
-    app = create_app(runtime, token=token, traces=traces)
+    app = create_app(
+        runtime,
+        token=token,
+        traces=traces,
+        limits=BodyLimits(max_decoded_bytes=options.max_decoded_bytes),
+    )
     # Everything loaded so far lives as long as the process: out of the collector's
     # sight, a full collection (which each parsed batch's containers bring on every
     # few batches) walks only what ingest made, not every module's objects.
