@@ -1,0 +1,163 @@
+"""One truth on every real file in ../shared/data: init -> plan -> rebudget -> audit ->
+replay agree (issue 26, item 7).
+
+For each file, a budget measured from it (`init --from`, no `--slo`) must plan as
+fitting, re-budget to no change, audit as passing and replay without acting; LLM files
+also get stated objectives on both sides of what they measure, and every command must
+give each objective the audit's figure and verdict (the plan: ttft, tpot and itl as
+measured, e2e never "fits" what the log breaches), with a recommendation that names an
+action for every gated breach. The Azure trace has arrivals only: it drives `simulate`
+over the vLLM grid, whose objectives must be the budget's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tailbudget.cli import app
+from tests.conftest import SHARED_DATA
+
+runner = CliRunner()
+
+LLM_SLO = "ttft.p95=500,tpot.p99=60,itl.p99=100,e2e.p99=20000"
+LLM_FILES = [
+    "vllm_llama33-70b_tp8_sharegpt_qps_inf.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_01.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_04.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_inf.json",
+    "llmperf_anyscale_70b.json",
+    "aiperf_profile_export.jsonl",
+]
+NO_ITL = {"llmperf_anyscale_70b.json"}  # LLMPerf keeps each request's mean gap only
+SPAN_FILES = [
+    "nezha_trainticket_baseline_spans.csv",
+    *(f"nezha_faults/{p.name}" for p in sorted((SHARED_DATA / "nezha_faults").glob("*.csv"))),
+]
+READ_ARGS = {"delag_eshopper_000.csv": ["--total", "Latency", "--stages", "*Controller*,Gateway*"]}
+ACTING = ("scale_up", "shed_load", "rollback")
+
+
+def covered() -> set[str]:
+    """Every file of the data folder this module runs (the test below checks it is all)."""
+    return {*LLM_FILES, *SPAN_FILES, *READ_ARGS, "azure_llm_inference_trace_code_2023.csv"}
+
+
+def cli(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    out: dict = json.loads(result.stdout)
+    return out
+
+
+def init(log: Path, target: Path, slo: str | None) -> str:
+    extra = ["--slo", slo] if slo else []
+    args = ["init", "--from", str(log), *READ_ARGS.get(log.name, []), *extra, "-o", str(target)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def by_key(rows: list[dict], key: str = "objective") -> dict[str, dict]:
+    return {r[key] if key in r else f"{r['metric']}.{r['percentile']}": r for r in rows}
+
+
+def commands(log: Path, budget: Path) -> tuple[dict, dict, dict, dict | None]:
+    plan = cli("plan", str(budget))
+    rebudget = cli("rebudget", str(budget), str(log))
+    audit = cli("audit", str(log), "--budget", str(budget), *READ_ARGS.get(log.name, []))
+    replay = runner.invoke(app, ["replay", str(log), "--budget", str(budget), "--format", "json"])
+    # A log without timestamps cannot be replayed: one `error:` line, exit 2.
+    assert replay.exit_code in (0, 2), replay.output
+    if replay.exit_code == 2:
+        assert "no timestamp" in replay.output
+    return plan, rebudget, audit, json.loads(replay.stdout) if replay.exit_code == 0 else None
+
+
+def same_figures(rebudget: dict, audit: dict) -> None:
+    # rebudget and the audit measure every objective with the same definitions.
+    measured = by_key(rebudget["objectives"])
+    for o in audit["objectives"]:
+        key = f"{o['metric']}.{o['percentile']}"
+        assert measured[key]["measured_ms"] == pytest.approx(o["measured_ms"], rel=1e-9), key
+        assert measured[key]["verdict"] == o["verdict"], key
+
+
+def recommendation_follows(audit: dict) -> None:
+    breached = [o for o in audit["objectives"] if o["gated"] and o["verdict"] == "breach"]
+    if breached:
+        assert audit["recommendation"]["choice"] != "none", audit["recommendation"]
+    else:
+        assert audit["recommendation"]["choice"] != "renegotiate_slo", audit["recommendation"]
+
+
+def quiet(replay: dict | None) -> None:
+    if replay is not None:
+        assert [d for d in replay["decisions"] if d["action"] in ACTING] == []
+
+
+def check_measured(log: Path, tmp_path: Path) -> None:
+    budget = tmp_path / "measured.yaml"
+    init(log, budget, None)
+    plan, rebudget, audit, replay = commands(log, budget)
+    assert plan["fits"] is True, plan["problems"]
+    assert rebudget["fits_now"] is True and rebudget["changes"] == []
+    assert {o["verdict"] for o in audit["objectives"]} <= {"pass", "inconclusive"}
+    same_figures(rebudget, audit)
+    recommendation_follows(audit)
+    quiet(replay)
+
+
+@pytest.fixture
+def data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data folder not found: {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def test_every_file_is_covered(data):
+    files = {
+        str(p.relative_to(data)) for p in data.rglob("*") if p.suffix in (".csv", ".json", ".jsonl")
+    }
+    files -= {str(p.relative_to(data)) for p in data.glob("nezha_faults/*fault_list.json")}
+    assert files == covered()
+
+
+@pytest.mark.parametrize("name", [*LLM_FILES, *READ_ARGS, *SPAN_FILES])
+def test_a_measured_budget_agrees_with_its_log(data, tmp_path, name):
+    check_measured(data / name, tmp_path)
+
+
+@pytest.mark.parametrize("name", LLM_FILES)
+def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
+    log, budget = data / name, tmp_path / "stated.yaml"
+    slo = LLM_SLO.replace("itl.p99=100,", "") if name in NO_ITL else LLM_SLO
+    said = init(log, budget, slo)
+    plan, rebudget, audit, replay = commands(log, budget)
+    same_figures(rebudget, audit)
+    recommendation_follows(audit)
+    planned = by_key(plan["objectives"])
+    for o in audit["objectives"]:
+        key, row = f"{o['metric']}.{o['percentile']}", planned[f"{o['metric']}.{o['percentile']}"]
+        if o["verdict"] == "breach":
+            assert f"the log breaches {key}" in said
+            assert row["fits"] is False, key  # the plan never fits what the log breaches
+        if o["metric"] != "e2e":  # written as measured: the same figure and verdict
+            assert row["additive_ms"] == pytest.approx(o["measured_ms"], rel=2e-3), key
+            if o["verdict"] != "inconclusive":
+                assert row["fits"] is (o["verdict"] == "pass"), key
+    if all(o["verdict"] != "breach" for o in audit["objectives"]):
+        quiet(replay)
+
+
+def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
+    grid = sorted((data / "vllm_grid").glob("*qps_0*.json"))
+    budget = tmp_path / "grid.yaml"
+    init(grid[-1], budget, "ttft.p95=500,tpot.p99=60,e2e.p99=40000")
+    arrivals = data / "azure_llm_inference_trace_code_2023.csv"
+    sim = cli("simulate", *map(str, grid), "--budget", str(budget), "--arrivals", str(arrivals))
+    keys = {f"{o['metric']}.{o['percentile']}" for o in sim["objectives"]}
+    assert keys == {"ttft.p95", "tpot.p99", "e2e.p99"}
