@@ -66,6 +66,8 @@ class LlmSlice(_Row):
     tokens_per_s: float
     dominant: str
     decode_share: float
+    ttft_stage: str | None = None
+    """The stage that holds this call's TTFT (then `total_ms` is decode + tail only)."""
 
 
 class GateCheck(_Row):
@@ -184,12 +186,15 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         if stage.llm is None:
             continue
         spec = stage.llm
+        holder = ttft_holder(budget, stage)
+        own = spec.total_ms - (spec.ttft_ms if holder else 0.0)
         row: dict[str, Any] = {
             "stage": stage.name,
             "ttft_ms": spec.ttft_ms,
             "decode_ms": round(spec.decode_ms, 3),
             "tail_ms": spec.tail_ms,
-            "total_ms": round(spec.total_ms, 3),
+            "total_ms": round(own, 3),
+            "ttft_stage": holder,
             "output_tokens": spec.median_tokens,
             "tokens_per_s": spec.tokens_per_s,
             "dominant": spec.dominant,
@@ -201,9 +206,8 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         if stage.budget is None or spec.tpot is not None:
             continue
         # With a `ttft` stage before it, this stage's slice holds decode only.
-        held = ttft_holder(budget, stage) is not None
-        own_ms = spec.total_ms - (spec.ttft_ms if held else 0.0)
-        ttft_part = "" if held else f"TTFT {spec.ttft_ms:,.0f} ms + "
+        own_ms = own
+        ttft_part = "" if holder else f"TTFT {spec.ttft_ms:,.0f} ms + "
         for p in budget.gated:
             slice_ms = stage.budget.given().get(p)
             if slice_ms is not None and own_ms > slice_ms:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tailbudget._units import PERCENTILES
-from tailbudget.budget.plan import ObjectiveCheck, Plan
+from tailbudget.budget.plan import LlmSlice, ObjectiveCheck, Plan
 from tailbudget.report import fmt
 
 _BAR = 16
@@ -93,8 +93,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         )
     for row in plan.llm:
         console.print(
-            f"llm {row.stage}: TTFT {_ms(row.ttft_ms)} + decode {_ms(row.decode_ms)} + "
-            f"tail {_ms(row.tail_ms)} = {_ms(row.total_ms)} ms ({row.dominant} dominates)"
+            f"llm {row.stage}: {_ttft(row, '')}decode {_ms(row.decode_ms)} + tail "
+            f"{_ms(row.tail_ms)} = {_ms(row.total_ms)} ms{_held(row)} ({row.dominant} dominates)"
         )
     if comp.default_spread_stages:
         console.print(
@@ -181,9 +181,10 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row.stage}: TTFT {_ms(row.ttft_ms)} ms + decode {_ms(row.decode_ms)} ms "
+                f"- {row.stage}: {_ttft(row, ' ms')}decode {_ms(row.decode_ms)} ms "
                 f"({fmt.count(row.output_tokens)} tokens at {row.tokens_per_s:g} tok/s) + tail "
-                f"{_ms(row.tail_ms)} ms = {_ms(row.total_ms)} ms; {row.dominant} dominates"
+                f"{_ms(row.tail_ms)} ms = {_ms(row.total_ms)} ms{_held(row)}; "
+                f"{row.dominant} dominates"
             )
         lines.append("")
     lines += ["## Problems", ""]
@@ -191,3 +192,14 @@ def plan_markdown(plan: Plan) -> str:
         f"- **{PROBLEM_LABELS.get(p.severity, p.severity)}**: {p.message}" for p in plan.problems
     ] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _ttft(row: LlmSlice, unit: str) -> str:
+    return "" if row.ttft_stage is not None else f"TTFT {_ms(row.ttft_ms)}{unit} + "
+
+
+def _held(row: LlmSlice) -> str:
+    # The call's TTFT is a stage of its own: shown once, not added to this stage again.
+    if row.ttft_stage is None:
+        return ""
+    return f"; its TTFT (median {_ms(row.ttft_ms)} ms) is the {row.ttft_stage} stage"

@@ -45,7 +45,11 @@ def objectives(plan: dict) -> dict[str, dict]:
 
 def test_plan_counts_ttft_once(measured):
     _, budget, _ = measured
-    row = objectives(run_json("plan", str(budget)))["ttft.p95"]
+    plan = run_json("plan", str(budget))
+    (llm,) = plan["llm"]
+    assert llm["ttft_stage"] == "ttft"  # decode's own time leaves the ttft stage's out
+    assert llm["total_ms"] == pytest.approx(llm["decode_ms"] + llm["tail_ms"], abs=0.01)
+    row = objectives(plan)["ttft.p95"]
     assert row["additive_ms"] == pytest.approx(448.2, abs=0.5)  # not 448 + 350 = 798
     assert row["composed_ms"] == pytest.approx(448.2, abs=2.0)
     assert row["fits"] is True
