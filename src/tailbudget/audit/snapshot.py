@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tailbudget._units import quantile_of
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, Snapshot
@@ -69,7 +70,7 @@ def _top_target(ctx: Ctx) -> tuple[str, float] | None:
 
 def min_rows(percentile: str) -> int:
     """Fewest requests for a verdict on `percentile`: one beyond it on average (100 for p99)."""
-    q = float(percentile[1:]) / 100.0
+    q = quantile_of(percentile)
     return math.ceil(1.0 / (1.0 - q) - 1e-9)
 
 

@@ -9,12 +9,11 @@ instead of stretching one median rate across them.
 
 from __future__ import annotations
 
-import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget._units import PERCENTILES, order_problem, quantile_of
 from tailbudget.budget.distributions import fit_stage
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
@@ -37,11 +36,9 @@ class Spread(BaseModel):
         given = self.given()
         if not given:
             raise ValueError("give at least one of p50, p95, p99")
-        for (lo_name, lo), (hi_name, hi) in itertools.pairwise(given.items()):
-            if hi < lo:
-                raise ValueError(
-                    f"{hi_name} ({hi:g}) is below {lo_name} ({lo:g}); percentiles must not decrease"
-                )
+        problem = order_problem(given.items(), unit="")
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def given(self) -> dict[str, float]:

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tailbudget.errors import PolicyError
+from tailbudget._units import parse_percentile
+from tailbudget.errors import PolicyError, TailbudgetError
 
 __all__ = ["LLM_SERIES", "MetricRef", "parse_metric"]
 
@@ -75,10 +76,12 @@ class MetricRef:
 
 
 def _quantile(text: str, whole: str) -> float:
-    q = float(text)
-    if not 0.0 < q < 100.0:
-        raise PolicyError(f"metric {whole!r}: a percentile is in (0, 100), e.g. p99 or p99.9")
-    return round(q / 100.0, 12)  # 99.9 / 100 is 0.9990000000000001 in binary
+    try:
+        return parse_percentile(f"p{text}")[1]
+    except TailbudgetError:
+        raise PolicyError(
+            f"metric {whole!r}: a percentile is in (0, 100), e.g. p99 or p99.9"
+        ) from None
 
 
 def parse_metric(text: str) -> MetricRef:

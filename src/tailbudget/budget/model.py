@@ -6,7 +6,6 @@ threads and layers without copies.
 
 from __future__ import annotations
 
-import itertools
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from tailbudget._units import PERCENTILES
+from tailbudget._units import PERCENTILES, order_problem
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
 from tailbudget.budget.llm_spec import Spread as Spread
 from tailbudget.budget.objectives import GATES as GATES
@@ -55,13 +54,9 @@ class Percentiles(_Frozen):
         given = self.given()
         if not given and type(self) is Percentiles:
             raise ValueError("give at least one of p50, p95, p99 (milliseconds)")
-        values = list(given.items())
-        for (lo_name, lo), (hi_name, hi) in itertools.pairwise(values):
-            if hi < lo:
-                raise ValueError(
-                    f"{hi_name} ({hi:g} ms) is below {lo_name} ({lo:g} ms); "
-                    "percentiles must not decrease"
-                )
+        problem = order_problem(given.items())
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def given(self) -> dict[str, float]:

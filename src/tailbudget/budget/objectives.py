@@ -11,12 +11,12 @@ requests that are not errors and meet every per-request threshold.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from tailbudget._units import order_problem, parse_percentile
 from tailbudget.errors import TailbudgetError
 
 __all__ = [
@@ -45,25 +45,12 @@ LLM_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl")
 METRICS: tuple[str, ...] = ("e2e", *LLM_METRICS)
 """Metrics with a fixed meaning; any other name is a stage."""
 
-_PCT = re.compile(r"p(\d+(?:\.\d+)?)")
 _STAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
 _KEY = re.compile(r"^(?:(?P<metric>.+)\.)?(?P<p>p\d+(?:\.\d+)?)\Z")
 _GRAMMAR = (
     "write objectives as p99=900, e2e.p99.9=20000, ttft.p95=500, tpot.p99=60, itl.p99=150, "
     "STAGE.p99=800, goodput=0.95, goodput.ttft=1200 or error_rate=0.01"
 )
-
-
-def parse_percentile(name: str, *, where: str = "percentile") -> tuple[str, float]:
-    """'p99.9' -> ('p99.9', 0.999); the canonical name drops trailing zeros ('p90.0' -> 'p90')."""
-    m = _PCT.fullmatch(name.strip()) if isinstance(name, str) else None
-    value = float(m.group(1)) if m else math.nan
-    if not 0.0 < value < 100.0:
-        raise TailbudgetError(
-            f"{where}: {name!r} is not a percentile; write p and a number in (0, 100), "
-            "e.g. p50, p95 or p99.9"
-        )
-    return f"p{value:g}", value / 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,12 +264,9 @@ def _metric_order(metric: str) -> int:
 
 
 def _check_order(objectives: list[Objective]) -> None:
-    for lo, hi in itertools.pairwise(objectives):
-        if hi.target_ms < lo.target_ms:
-            raise TailbudgetError(
-                f"{hi.key} ({hi.target_ms:,.6g} ms) is below {lo.key} ({lo.target_ms:,.6g} ms); "
-                "a higher percentile's target must not be lower"
-            )
+    problem = order_problem((o.key, o.target_ms) for o in objectives)
+    if problem is not None:
+        raise TailbudgetError(problem)
 
 
 def _number(key: str, text: str, unit: str) -> float:

@@ -4,12 +4,12 @@ typed objectives (tailbudget.budget.objectives)."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tailbudget._units import order_problem
 from tailbudget.budget.objectives import Goodput, Objectives, from_targets, parse_percentile
 from tailbudget.errors import TailbudgetError
 
@@ -195,9 +195,6 @@ def _given(raw: dict[str, float]) -> dict[str, float]:
 
 
 def _check_order(given: dict[str, float]) -> None:
-    for (lo_name, lo), (hi_name, hi) in itertools.pairwise(given.items()):
-        if hi < lo:
-            raise ValueError(
-                f"{hi_name} ({hi:g} ms) is below {lo_name} ({lo:g} ms); "
-                "percentiles must not decrease"
-            )
+    problem = order_problem(given.items())
+    if problem is not None:
+        raise ValueError(problem)
