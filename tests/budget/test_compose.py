@@ -135,3 +135,16 @@ def test_spliced_fast_path_matches_interpolation():
     z = np.linspace(-6, 6, 1001)
     zz, yy = fit._knots()
     np.testing.assert_allclose(fit.from_normal(z.copy()), np.exp(np.interp(z, zz, yy)), rtol=1e-12)
+
+
+def test_a_mostly_absent_stage_does_not_explode_past_its_last_percentile():
+    # A span-table stage most requests never call: 0.001 ms to p95, 228 ms at p99. At its
+    # own slope (sigma 18) p99.9 would be ~2e8 ms; the tail grows as a sigma-2 lognormal.
+    from tailbudget.budget.distributions import MAX_TAIL_SIGMA, fit_stage
+
+    fit = fit_stage({"p50": 0.001, "p95": 0.001, "p99": 228.0})
+    assert fit.ppf(0.99) == pytest.approx(228.0, rel=1e-6)
+    bound = 228.0 * np.exp(MAX_TAIL_SIGMA * (3.0902 - 2.3263))
+    assert fit.ppf(0.999) == pytest.approx(bound, rel=1e-3)
+    draws = fit.from_normal(np.array([2.3263, 3.0902]))
+    assert draws[1] == pytest.approx(bound, rel=1e-3)

@@ -126,7 +126,7 @@ class SplicedLognormal:
         z = np.asarray(self.z)
         y = np.asarray(self.log_ms)
         lo = (y[1] - y[0]) / (z[1] - z[0])
-        hi = (y[-1] - y[-2]) / (z[-1] - z[-2])
+        hi = min((y[-1] - y[-2]) / (z[-1] - z[-2]), MAX_TAIL_SIGMA)
         # Outer knots far beyond any draw turn np.interp's clamping into extrapolation.
         zz = np.concatenate(([-_FAR], z, [_FAR]))
         yy = np.concatenate(([y[0] + lo * (-_FAR - z[0])], y, [y[-1] + hi * (_FAR - z[-1])]))
@@ -142,7 +142,7 @@ class SplicedLognormal:
 
     def from_normal(self, z: FloatArray) -> FloatArray:
         slopes = self.sigmas
-        if len(slopes) > 2:
+        if len(slopes) > 2 or slopes[-1] > MAX_TAIL_SIGMA:
             zz, yy = self._knots()
             out = np.interp(z, zz, yy)
             return np.exp(out, out=out)
@@ -165,6 +165,11 @@ class SplicedLognormal:
 
 
 _FAR = 40.0
+MAX_TAIL_SIGMA = 2.0
+"""Beyond the last stated percentile the tail grows at most as a lognormal of this sigma.
+A jump of orders of magnitude between the last two points (p95 0.001 ms, p99 228 ms) is a
+stage most requests never call, measured from a span table, not a tail growing that fast:
+extended at its own slope it would put minutes at p99.9 and swamp every composition."""
 
 
 def fit_stage(
