@@ -39,6 +39,10 @@ def model_markdown(model: ServiceModel) -> list[str]:
     return lines
 
 
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
 def simulate_markdown(rep: SimReport) -> str:
     """Policies side by side, the objectives per policy, decisions, the model."""
     lines = [
@@ -57,6 +61,7 @@ def simulate_markdown(rep: SimReport) -> str:
         "goodput",
         "minutes in breach",
         "replica-hours",
+        "vs floor",
         "peak",
         "shed",
         "decisions",
@@ -67,10 +72,18 @@ def simulate_markdown(rep: SimReport) -> str:
         breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
         rows.append(
             [r.policy, *objs, fmt.share(r.goodput), fmt.count(breach),
-             fmt.number(r.replica_hours), fmt.count(r.peak_replicas), fmt.count(r.shed),
-             fmt.count(len(r.decisions))]
+             fmt.number(r.replica_hours), _ratio(r.replica_hours_vs_floor),
+             fmt.count(r.peak_replicas), fmt.count(r.shed), fmt.count(len(r.decisions))]
+        )  # fmt: skip
+    if rep.floor is not None:
+        rows.append(
+            ["floor (hindsight)", *("" for _ in names), "", "0",
+             fmt.number(rep.floor.replica_hours), "1x",
+             fmt.count(max((n or 0 for n in rep.floor.per_minute), default=0)), "", ""]
         )  # fmt: skip
     lines += _table(head, rows)
+    if rep.floor is not None:
+        lines += ["", f"Floor: {rep.floor.to_dict()['method']}."]
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
     lines += _table(
         ["policy", *names],

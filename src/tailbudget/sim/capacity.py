@@ -9,7 +9,7 @@ gated objective reaches 90% of its target on that many replicas.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "CapacityReport",
     "ScaleBeforeBreach",
     "capacity_curve",
+    "fewest_replicas",
     "knee_replicas",
 ]
 
@@ -138,9 +139,23 @@ def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], 
     return measure(trace, s.objectives, s.model.samples.stages), util
 
 
+def fewest_replicas(ok: Callable[[int], bool], start: int) -> int | None:
+    """The smallest count `ok` accepts: double up from `start`, then bisect (None when
+    `_MAX_REPLICAS` does not do). The one search `capacity` and the model policy share."""
+    lo, hi = 0, max(1, start)
+    while not ok(hi):
+        lo = hi
+        hi *= 2
+        if hi > _MAX_REPLICAS:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
 def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
     """Smallest count meeting every gated objective: double up, then bisect."""
-    lo, hi = 0, max(1, start)
     cache: dict[int, tuple[list[ObjectiveResult], float | None]] = {}
 
     def ok(n: int) -> bool:
@@ -148,17 +163,12 @@ def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
             cache[n] = _run(s, load, n)
         return _worst(cache[n][0]) <= 1.0
 
-    while not ok(hi):
-        lo = hi
-        hi *= 2
-        if hi > _MAX_REPLICAS:
-            res, util = cache[lo]
-            return CapacityPoint(load, None, res, util)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    res, util = cache[hi]
-    return CapacityPoint(load, hi, res, util)
+    n = fewest_replicas(ok, start)
+    if n is None:
+        res, util = cache[max(cache)]
+        return CapacityPoint(load, None, res, util)
+    res, util = cache[n]
+    return CapacityPoint(load, n, res, util)
 
 
 def _breach_load(s: _Setup, replicas: int, top: float) -> ScaleBeforeBreach | None:

@@ -47,7 +47,7 @@ class PolicySpec:
     """A parsed policy value (budget, fixed:N, hpa:...)."""
 
     kind: str
-    """budget | fixed | hpa"""
+    """budget | model | fixed | hpa"""
     replicas: int | None = None
     metric: str | None = None
     """hpa: concurrency | utilization"""
@@ -60,15 +60,15 @@ class PolicySpec:
             return f"fixed:{self.replicas}" if self.replicas is not None else "fixed"
         if self.kind == "hpa":
             return f"hpa:{self.metric}={self.target:g}"
-        return "budget"
+        return self.kind
 
 
 def parse_policy_spec(text: str) -> PolicySpec:
-    """'budget', 'fixed', 'fixed:4', 'hpa:concurrency=8', 'hpa:utilization=0.6'."""
+    """'budget', 'model', 'fixed', 'fixed:4', 'hpa:concurrency=8', 'hpa:utilization=0.6'."""
     raw = text.strip()
     kind, _, arg = raw.partition(":")
-    if kind == "budget" and not arg:
-        return PolicySpec("budget")
+    if kind in ("budget", "model") and not arg:
+        return PolicySpec(kind)
     if kind == "fixed":
         if not arg:
             return PolicySpec("fixed")
@@ -97,8 +97,8 @@ def parse_policy_spec(text: str) -> PolicySpec:
             )
         return PolicySpec("hpa", metric=metric, target=target)
     raise PolicyError(
-        f"policy must be budget, fixed, fixed:N, hpa:concurrency=X or hpa:utilization=U, "
-        f"got {raw!r}",
+        f"policy must be budget, model, fixed, fixed:N, hpa:concurrency=X or "
+        f"hpa:utilization=U, got {raw!r}",
         param="policy",
     )
 

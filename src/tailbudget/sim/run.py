@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,9 +21,13 @@ from tailbudget.sim.objectives import (
     metric_values,
     order_stat,
 )
-from tailbudget.sim.policies import PolicySpec, make_policy
+from tailbudget.sim.policies import BudgetPolicy, PolicySpec, make_policy
 from tailbudget.sim.queue_engine import run_queue
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
+
+if TYPE_CHECKING:
+    from tailbudget.sim.floor import Floor
+    from tailbudget.sim.model_policy import ModelPolicyOptions
 
 __all__ = ["RunResult", "SimReport", "TimelinePoint", "run_once", "simulate"]
 
@@ -61,6 +65,8 @@ class RunResult:
     watched: str
     """The objective the timeline plots (the tightest gated one)."""
     peak_replicas: int
+    replica_hours_vs_floor: float | None = None
+    """replica_hours over the hindsight floor's (None when no floor was computed)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract's per-run block."""
@@ -77,6 +83,9 @@ class RunResult:
                 else ("pass" if self.goodput >= self.goodput_min else "breach"),
             },
             "replica_hours": round(self.replica_hours, 4),
+            "replica_hours_vs_floor": None
+            if self.replica_hours_vs_floor is None
+            else round(self.replica_hours_vs_floor, 4),
             "peak_replicas": self.peak_replicas,
             "requests": {
                 "arrived": self.arrived,
@@ -108,6 +117,7 @@ class SimReport:
     seed: int
     runs: list[RunResult]
     notes: list[str] = field(default_factory=list)
+    floor: Floor | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract: the first policy's figures at the top, every run in `runs`."""
@@ -124,6 +134,7 @@ class SimReport:
             "duration_s": self.duration_s,
             "seed": self.seed,
             "runs": [r.to_dict() for r in self.runs],
+            "floor": None if self.floor is None else self.floor.to_dict(),
             "notes": self.notes,
         }
 
@@ -217,6 +228,45 @@ def _result(
     )
 
 
+def _runnable(
+    spec: PolicySpec,
+    ctx: _Context,
+    arr: Arrivals,
+    replicas: int,
+) -> tuple[RunPolicy, int]:
+    """The runnable policy: `make_policy`'s, or the model policy with its reactive guard."""
+    if spec.kind != "model":
+        return make_policy(spec, ctx.budget_policy, replicas, ctx.signal)
+    from tailbudget.sim.model_policy import ModelPolicy, ModelPolicyOptions, model_headroom
+
+    guard, start = make_policy(PolicySpec("budget"), ctx.budget_policy, replicas, ctx.signal)
+    assert isinstance(guard, BudgetPolicy)
+    opts = ctx.model_options or ModelPolicyOptions()
+    bounds = guard.controller.policy.replicas
+    policy = ModelPolicy(
+        ctx.model,
+        ctx.objectives,
+        arr,
+        guard,
+        opts=opts,
+        headroom=model_headroom(opts, ctx.headroom),
+        bounds=(bounds.min, bounds.max),
+        seed=ctx.seed,
+    )
+    return policy, start
+
+
+@dataclass(frozen=True)
+class _Context:
+    model: ServiceModel
+    objectives: Objectives
+    budget_policy: Policy
+    signal: str
+    seed: int
+    headroom: float
+    model_options: ModelPolicyOptions | None
+
+
 def simulate(
     model: ServiceModel,
     objectives: Objectives,
@@ -231,9 +281,14 @@ def simulate(
     seed: int = 0,
     log_times: np.ndarray | None = None,
     signal: str = "e2e",
+    headroom: float = 0.0,
+    model_options: ModelPolicyOptions | None = None,
+    floor: bool = True,
 ) -> SimReport:
     """Every policy on the same arrivals (same seed), side by side; the budget policy's
-    Controller watches `signal` (e2e, or ttft for an LLM service)."""
+    Controller watches `signal` (e2e, or ttft for an LLM service). `floor` adds the
+    hindsight floor and each run's replica-hours over it; `headroom` (the budget's) and
+    `model_options` configure the `model` policy."""
     rng = np.random.default_rng(seed)
     arr, horizon = make_arrivals(
         arrivals,
@@ -245,9 +300,10 @@ def simulate(
         rng=rng,
         log_times=log_times,
     )
+    ctx = _Context(model, objectives, budget_policy, signal, seed, headroom, model_options)
     runs = []
     for spec in policies:
-        policy, start = make_policy(spec, budget_policy, replicas, signal)
+        policy, start = _runnable(spec, ctx, arr, replicas)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
         runs.append(_result(spec, start, trace, objectives, model.samples.stages))
     notes = [
@@ -256,8 +312,24 @@ def simulate(
         f"budget policy: {budget_policy.source}, on each request's "
         f"{'time to first token' if signal == 'ttft' else 'end-to-end time'}",
     ]
+    if any(s.kind == "model" for s in policies):
+        notes.append(
+            "model policy: the fewest replicas meeting every gated objective with headroom at "
+            "the load forecast (Holt's linear smoothing) one provisioning delay ahead, by "
+            "capacity's search on the same model; the budget's rules guard drift"
+        )
     if any(d.action == "rollback" for r in runs for d in r.decisions):
         notes.append("rollback decisions are recorded, not simulated (no previous version)")
     if model.kind == "llm":
         notes.append("trim_logging has no modelled effect on LLM steps")
-    return SimReport(model, arr.description, arr.size, horizon, load, seed, runs, notes)
+    base = None
+    if floor:
+        from tailbudget.sim.floor import hindsight_floor
+
+        base = hindsight_floor(model, objectives, arr, horizon, minimum=replicas)
+        if base.replica_hours > 0:
+            runs = [
+                replace(r, replica_hours_vs_floor=r.replica_hours / base.replica_hours)
+                for r in runs
+            ]
+    return SimReport(model, arr.description, arr.size, horizon, load, seed, runs, notes, base)

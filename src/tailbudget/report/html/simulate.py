@@ -78,16 +78,24 @@ def capacity_chart(rep: CapacityReport) -> str | None:
         return to_svg(fig)
 
 
-def _runs_table(runs: list[RunResult]) -> str:
+def _runs_table(rep: SimReport) -> str:
+    runs = rep.runs
     names = [o.objective.key for o in runs[0].objectives]
-    head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "shed", "decisions"]
+    head = ["policy", *names, "goodput", "minutes in breach", "replica-hours", "vs floor",
+            "shed", "decisions"]  # fmt: skip
     rows = []
     for r in runs:
         breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
         rows.append(
             [cell(r.policy), *(cell(o.measured_ms, "ms") for o in r.objectives),
              cell(r.goodput, "pct"), cell(breach, "int"), cell(r.replica_hours, "num"),
-             cell(r.shed, "int"), cell(len(r.decisions), "int")]
+             cell(r.replica_hours_vs_floor, "num"), cell(r.shed, "int"),
+             cell(len(r.decisions), "int")]
+        )  # fmt: skip
+    if rep.floor is not None:
+        rows.append(
+            [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None), cell(0, "int"),
+             cell(rep.floor.replica_hours, "num"), cell(1.0, "num"), cell(None), cell(None)]
         )  # fmt: skip
     return table(head, rows, numeric=list(range(1, len(head))))
 
@@ -181,7 +189,7 @@ def render_simulate_html(rep: SimReport) -> str:
     verdict = _verdict_block(headline, [_run_verdict(r) for r in rep.runs], breached)
     sections = [
         ("verdict", "Verdict", verdict),
-        ("runs", "Policies side by side", _runs_table(rep.runs) + f"<ul>{notes}</ul>"),
+        ("runs", "Policies side by side", _runs_table(rep) + f"<ul>{notes}</ul>"),
         (
             "timeline",
             "Timeline",

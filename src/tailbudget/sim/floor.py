@@ -1,0 +1,106 @@
+"""The hindsight floor: the fewest replicas, minute by minute, meeting every objective.
+
+With the whole arrival sequence known, each minute's own arrivals (their times
+and sizes) run on N replicas held fixed, warm and empty at the minute's start;
+the floor is the fewest N whose minute meets every gated objective (no
+headroom), by `capacity`'s search. A replica takes `provision_delay` to become
+ready and is paid from when it is asked for, so the floor's fleet at time t is
+the largest count needed between t and t + the delay. Work carried over from
+the previous minute is not counted, so the floor is, if anything, low: a
+policy's ratio to it is an upper bound on what a perfect forecaster would save.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import measure
+from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.run import run_once
+from tailbudget.sim.sizing import worst_ratio
+from tailbudget.sim.trace import Arrivals
+
+__all__ = ["Floor", "hindsight_floor"]
+
+MINUTE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Replicas each minute needs, and the replica-hours of paying for them in time."""
+
+    per_minute: list[int | None]
+    """None: the search's maximum did not meet every gated objective that minute."""
+    replica_hours: float
+    provision_delay_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `floor` block of `simulate --format json`."""
+        return {
+            "replica_hours": round(self.replica_hours, 4),
+            "replicas_per_minute": self.per_minute,
+            "provision_delay_s": self.provision_delay_s,
+            "method": "fewest replicas meeting every gated objective on each minute's own "
+            "arrivals (no headroom), asked for one provisioning delay ahead",
+        }
+
+
+def _minute(arr: Arrivals, lo: int, hi: int, t0: float) -> Arrivals:
+    def cut(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x[lo:hi]
+
+    return Arrivals(
+        t_s=arr.t_s[lo:hi] - t0,
+        src=arr.src[lo:hi],
+        low_priority=np.zeros(hi - lo, dtype=bool),
+        input_tokens=cut(arr.input_tokens),
+        output_tokens=cut(arr.output_tokens),
+    )
+
+
+def hindsight_floor(
+    model: ServiceModel,
+    objectives: Objectives,
+    arrivals: Arrivals,
+    horizon_s: float,
+    *,
+    minimum: int = 1,
+) -> Floor:
+    """The floor schedule over `horizon_s` of `arrivals`."""
+    minutes = max(1, math.ceil(horizon_s / MINUTE_S))
+    cuts = np.searchsorted(arrivals.t_s, np.arange(minutes + 1) * MINUTE_S, side="left")
+    need: list[int | None] = []
+    start = max(1, minimum)
+    for m in range(minutes):
+        lo, hi = int(cuts[m]), int(cuts[m + 1]) if m + 1 < minutes else arrivals.size
+        if hi <= lo:
+            need.append(minimum)
+            continue
+        part = _minute(arrivals, lo, hi, m * MINUTE_S)
+
+        def ok(n: int, part: Arrivals = part) -> bool:
+            trace = run_once(model, part, FixedPolicy(n), replicas=n, end_s=MINUTE_S)
+            return worst_ratio(measure(trace, objectives, model.samples.stages))[0] <= 1.0
+
+        n = fewest_replicas(ok, start)
+        need.append(None if n is None else max(minimum, n))
+        start = n or start
+    delay = float(model.provision_delay_s.value)
+    top = max((n for n in need if n is not None), default=minimum)
+    counts = np.asarray([top if n is None else n for n in need], dtype=np.float64)
+    # the fleet at second s: the most any minute from s to s + delay needs
+    secs = np.arange(math.ceil(min(horizon_s, minutes * MINUTE_S)), dtype=np.int64)
+    first = secs // int(MINUTE_S)
+    last = np.minimum((secs + round(delay)) // int(MINUTE_S), minutes - 1)
+    fleet = counts[first]
+    for k in range(1, math.ceil(delay / MINUTE_S) + 1):
+        fleet = np.maximum(fleet, counts[np.minimum(first + k, last)])
+    paid = float(fleet.sum())
+    return Floor(need, paid / 3600.0, delay)

@@ -1,0 +1,276 @@
+"""The `model` policy: replicas from the fitted service model, the reactive rules as the guard.
+
+Each evaluation:
+
+- **load**: the arrival rate per evaluation is smoothed with Holt's linear
+  (double exponential) smoothing, level and trend; the load to size for is the
+  larger of the last minute's rate and the forecast one provisioning delay and
+  one evaluation ahead (when a replica asked for now would be taking work);
+- **mix**: the prompt and answer tokens (or the logged requests) of the
+  arrivals over the last `mix_window_s`;
+- **desired** = the fewest replicas meeting every gated objective with the
+  headroom at that load and mix: `capacity`'s search on the same model
+  (`Sizer`), so `capacity`'s curve and the policy agree by construction;
+- **scale-down** only once the model has said fewer suffice at every
+  evaluation of a whole cooldown; then to the largest count it asked for in it;
+- **drift guard**: the model's prediction at the current load and ready count
+  is compared with what the last minute measured (e2e and TTFT objectives,
+  what the completions carry); when the measured figure exceeds the predicted
+  one by more than `drift_error` for `drift_for_s`, the policy is *drifting*:
+  the reactive rules (the live Controller on the budget's rules) take over
+  scaling and shedding until the measurement is back within the error for as
+  long.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.control.decision import Decision
+from tailbudget.sim.fleet import Knobs, TickView
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.policies import BudgetPolicy
+from tailbudget.sim.sizing import Mix, Sizer, Sizing
+from tailbudget.sim.trace import Arrivals
+
+__all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions"]
+
+DEFAULT_HEADROOM = 0.1
+"""Without a budget headroom: size to 90% of every target (the framework's 'scale before
+breach at about 90%')."""
+
+
+@dataclass(frozen=True)
+class ModelPolicyOptions:
+    """The `model` policy's knobs (budget file `policy: {mode: model, model: {...}}`)."""
+
+    headroom: float | None = None
+    """Share of every target kept free; None: the budget's headroom, else 10%."""
+    cooldown_s: float = 300.0
+    alpha: float = 0.3
+    """Holt's level smoothing per evaluation."""
+    beta: float = 0.1
+    """Holt's trend smoothing per evaluation."""
+    mix_window_s: float = 300.0
+    peak_window_s: float = 600.0
+    """Bursts: size for the busiest `peak_span_s` of this window, not only the mean."""
+    peak_span_s: float = 5.0
+    drift_error: float = 0.25
+    """The model's stated error: measured above predicted x (1 + this) is a departure."""
+    drift_for_s: float = 120.0
+    min_samples: int = 20
+
+
+class Holt:
+    """Holt's linear smoothing of a rate sampled once per evaluation."""
+
+    def __init__(self, alpha: float, beta: float) -> None:
+        self.alpha, self.beta = alpha, beta
+        self.level: float | None = None
+        self.trend = 0.0
+
+    def update(self, x: float) -> None:
+        """One observation."""
+        if self.level is None:
+            self.level = x
+            return
+        prev = self.level
+        self.level = self.alpha * x + (1.0 - self.alpha) * (prev + self.trend)
+        self.trend = self.beta * (self.level - prev) + (1.0 - self.beta) * self.trend
+
+    def forecast(self, steps: float) -> float:
+        """The rate `steps` evaluations ahead (never below zero)."""
+        return max(0.0, (self.level or 0.0) + self.trend * steps)
+
+
+class ModelPolicy:
+    """Desired replicas from the model at the forecast load; the reactive rules guard drift."""
+
+    def __init__(
+        self,
+        model: ServiceModel,
+        objectives: Objectives,
+        arrivals: Arrivals,
+        guard: BudgetPolicy,
+        *,
+        opts: ModelPolicyOptions,
+        headroom: float,
+        bounds: tuple[int, int],
+        seed: int = 0,
+    ) -> None:
+        self.name = "model"
+        self.every_s = guard.every_s
+        self.model, self.arrivals, self.guard, self.opts = model, arrivals, guard, opts
+        self.sizer = Sizer(model, objectives, headroom=headroom, seed=seed)
+        self.objectives = objectives
+        self.bounds = bounds
+        self.delay = float(model.provision_delay_s.value)
+        self.holt = Holt(opts.alpha, opts.beta)
+        self.last_t: float | None = None
+        self.low_since: float | None = None
+        self.low_max = 0
+        self.done: deque[tuple[float, np.ndarray, np.ndarray | None]] = deque()
+        self.off_since: float | None = None
+        self.back_since: float | None = None
+        self.drifting = False
+        self.last_sizing: Sizing | None = None
+
+    # ---- load ---------------------------------------------------------------------
+
+    def _count(self, lo: float, hi: float) -> int:
+        t = self.arrivals.t_s
+        return int(np.searchsorted(t, hi, side="right") - np.searchsorted(t, lo, side="right"))
+
+    def _mix(self, now: float) -> Mix:
+        t, a = self.arrivals.t_s, self.arrivals
+        lo = int(np.searchsorted(t, now - self.opts.mix_window_s, side="right"))
+        hi = int(np.searchsorted(t, now, side="right"))
+        if hi - lo < 20:
+            lo = max(0, hi - 200)
+        if hi <= lo:
+            return Mix(np.arange(self.model.samples.size, dtype=np.int64))
+        return Mix(
+            a.src[lo:hi],
+            None if a.input_tokens is None else a.input_tokens[lo:hi],
+            None if a.output_tokens is None else a.output_tokens[lo:hi],
+        )
+
+    def _load(self, now: float) -> tuple[float, float, float]:
+        """(rate over the last minute, Holt forecast at ready time, rate to size for)."""
+        span = self.every_s if self.last_t is None else max(now - self.last_t, 1e-9)
+        self.holt.update(self._count(now - span, now) / span)
+        self.last_t = now
+        minute = self._count(now - 60.0, now) / min(60.0, max(now, self.every_s))
+        ahead = self.holt.forecast((self.delay + self.every_s) / self.every_s)
+        return minute, ahead, max(minute, ahead, self._peak(now), 1e-3)
+
+    def _peak(self, now: float) -> float:
+        """The busiest `peak_span_s` rate of the last `peak_window_s`."""
+        t, o = self.arrivals.t_s, self.opts
+        lo = int(np.searchsorted(t, now - o.peak_window_s, side="right"))
+        hi = int(np.searchsorted(t, now, side="right"))
+        if hi - lo < 2:
+            return 0.0
+        x = t[lo:hi]
+        ends = np.searchsorted(x, x + o.peak_span_s, side="left")
+        return float((ends - np.arange(x.size)).max()) / o.peak_span_s
+
+    # ---- drift ----------------------------------------------------------------------
+
+    def _measured(self, now: float, metric: str, q: float) -> float | None:
+        while self.done and self.done[0][0] < now - 60.0:
+            self.done.popleft()
+        parts = [v if metric == "e2e" else f for _, v, f in self.done]
+        vals = [p for p in parts if p is not None]
+        if not vals:
+            return None
+        x = np.concatenate(vals)
+        x = x[np.isfinite(x)]
+        return float(np.quantile(x, q)) if x.size >= self.opts.min_samples else None
+
+    def _departs(self, now: float, rate: float, ready: int) -> bool:
+        """Does any e2e/TTFT objective measure above the model's prediction plus its error?"""
+        pred = self.sizer.predict(rate, self._mix(now), max(1, ready))
+        for r in pred:
+            o = r.objective
+            if o.metric not in ("e2e", "ttft") or r.measured_ms is None:
+                continue
+            got = self._measured(now, o.metric, o.q)
+            if got is not None and got > r.measured_ms * (1.0 + self.opts.drift_error):
+                return True
+        return False
+
+    def _drift(self, view: TickView, rate: float) -> list[Decision]:
+        now, was = view.now_s, self.drifting
+        off = self._departs(now, rate, view.ready)
+        if off:
+            self.back_since = None
+            self.off_since = now if self.off_since is None else self.off_since
+            if now - self.off_since >= self.opts.drift_for_s:
+                self.drifting = True
+        else:
+            self.off_since = None
+            self.back_since = now if self.back_since is None else self.back_since
+            if now - self.back_since >= self.opts.drift_for_s:
+                self.drifting = False
+        if self.drifting == was:
+            return []
+        what = (
+            f"measured departs from the model's prediction by more than "
+            f"{self.opts.drift_error:.0%} for {self.opts.drift_for_s:g} s: the reactive rules "
+            "take over"
+            if self.drifting
+            else "measured back within the model's error: the model scales again"
+        )
+        action = "drift_detected" if self.drifting else "drift_cleared"
+        return [Decision(now, action, "model", None, self.opts.drift_error, "model", what)]
+
+    # ---- the evaluation -------------------------------------------------------------
+
+    def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
+        """Size for the forecast load; scale down only after a whole cooldown; guard drift."""
+        now = view.now_s
+        if view.done_ts.size:
+            self.done.append((now, view.done_ms, view.done_ttft_ms))
+        minute, ahead, rate = self._load(now)
+        sizing = self.sizer.size(rate, self._mix(now), max(1, knobs.desired))
+        self.last_sizing = sizing
+        lo, hi = self.bounds
+        need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
+        out = self._drift(view, minute)
+        self.guard.controller.desired_replicas = knobs.desired
+        guard_knobs = Knobs(desired=knobs.desired)
+        out += [d for d in self.guard.tick(view, guard_knobs) if self.drifting]
+        if self.drifting:
+            need = max(need, guard_knobs.desired)
+            knobs.shed, knobs.trim = guard_knobs.shed, guard_knobs.trim
+        else:
+            knobs.shed = knobs.trim = False
+        current = knobs.desired
+        if need >= current:
+            self.low_since, self.low_max = None, 0
+            if need > current:
+                knobs.desired = need
+                out.append(self._decision(now, "scale_up", current, need, minute, ahead, sizing))
+            return out
+        self.low_since = now if self.low_since is None else self.low_since
+        self.low_max = max(self.low_max, need)
+        if now - self.low_since >= self.opts.cooldown_s:
+            target = self.low_max
+            self.low_since, self.low_max = None, 0
+            knobs.desired = target
+            out.append(self._decision(now, "scale_down", current, target, minute, ahead, sizing))
+        return out
+
+    def _decision(
+        self, now: float, action: str, old: int, new: int, minute: float, ahead: float, s: Sizing
+    ) -> Decision:
+        why = f"{s.binding} would breach with {new - 1}" if s.binding else "one replica suffices"
+        if self.drifting:
+            why = "drifting: the reactive rules' count"
+        held = f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
+        return Decision(
+            t_s=now,
+            action=action,
+            metric="arrival_rate",
+            value=minute,
+            threshold=ahead,
+            rule="model",
+            reason=(
+                f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in "
+                f"{self.delay + self.every_s:g} s (Holt): {new} replicas meet every objective "
+                f"with headroom{held}; {why}; desired replicas {old} -> {new}"
+            ),
+            replicas=new,
+        )
+
+
+def model_headroom(opts: ModelPolicyOptions, budget_headroom: float) -> float:
+    """The stated headroom, else the budget's, else 10%."""
+    if opts.headroom is not None:
+        return opts.headroom
+    return budget_headroom if budget_headroom > 0 else DEFAULT_HEADROOM

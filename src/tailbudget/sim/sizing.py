@@ -1,0 +1,155 @@
+"""Replicas a load needs, from the fitted model: `capacity`'s search at a rate and request mix.
+
+The model policy asks every evaluation and the hindsight floor asks once a
+minute, so answers are cached per bucket: the rate rounded up to the next step
+of 10% (a bucket never asks for less than the load it stands for) and the mix's
+mean prompt and answer tokens (25% steps). Each candidate count runs the model
+with that many replicas held fixed on Poisson arrivals at the bucket's rate,
+the requests drawn from the mix, for long enough to hold `min_requests`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import ObjectiveResult, measure
+from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.run import run_once
+from tailbudget.sim.trace import Arrivals
+
+__all__ = ["Mix", "Sizer", "Sizing", "worst_ratio"]
+
+_RATE_STEP = 1.10
+_MIX_STEP = 1.25
+_MIN_RATE = 0.05
+"""Requests/s below which a load is sized as this one (a replica is up anyway)."""
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Requests to draw from: rows of the model's samples, with a trace's token counts."""
+
+    src: npt.NDArray[np.int64]
+    input_tokens: npt.NDArray[np.float64] | None = None
+    output_tokens: npt.NDArray[np.float64] | None = None
+
+    def key(self, model: ServiceModel) -> tuple[int, int]:
+        """The mix's bucket: mean prompt and answer tokens (or mean work) in 25% steps."""
+
+        def step(x: float) -> int:
+            return round(math.log(max(x, 1e-9)) / math.log(_MIX_STEP))
+
+        s = model.samples
+        tin = self.input_tokens
+        if tin is None and s.input_tokens is not None:
+            tin = s.input_tokens[self.src]
+        tout = self.output_tokens
+        if tout is None and s.output_tokens is not None:
+            tout = s.output_tokens[self.src]
+        if tin is None or tout is None:
+            return step(float(np.mean(s.work_ms[self.src]))), 0
+        return step(float(np.mean(tin))), step(float(np.mean(tout)))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The fewest replicas for a load, and what the model predicts with them."""
+
+    rate_per_s: float
+    """The bucket's rate (at least the rate asked about)."""
+    replicas: int | None
+    """None when the search's maximum does not meet every gated objective."""
+    predicted: list[ObjectiveResult]
+    binding: str | None
+    """The objective that breaches with one fewer (None at one replica)."""
+
+
+def worst_ratio(results: list[ObjectiveResult]) -> tuple[float, str]:
+    """Largest measured/target over the gated objectives, and that objective's key."""
+    gated = [r for r in results if r.objective.gated] or results
+    best, key = -math.inf, ""
+    for r in gated:
+        ratio = math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms
+        if ratio > best:
+            best, key = ratio, r.objective.key
+    return best, key
+
+
+class Sizer:
+    """The capacity search at a load, cached per rate and mix bucket."""
+
+    def __init__(
+        self,
+        model: ServiceModel,
+        objectives: Objectives,
+        *,
+        headroom: float,
+        seed: int = 0,
+        min_requests: int = 800,
+    ) -> None:
+        self.model, self.objectives = model, objectives
+        self.limit = 1.0 - headroom
+        self.seed, self.min_requests = seed, min_requests
+        self._runs: dict[tuple[int, tuple[int, int], int], list[ObjectiveResult]] = {}
+        self._sizes: dict[tuple[int, tuple[int, int]], Sizing] = {}
+        self._mixes: dict[tuple[int, tuple[int, int]], Mix] = {}
+        self.simulations = 0
+
+    @staticmethod
+    def bucket(rate: float) -> int:
+        """The rate's bucket: the next 10% step at or above it."""
+        return math.ceil(math.log(max(rate, _MIN_RATE)) / math.log(_RATE_STEP) - 1e-9)
+
+    def _arrivals(self, rate: float, mix: Mix, k: int) -> tuple[Arrivals, float]:
+        duration = min(300.0, max(60.0, self.min_requests / rate))
+        rng = np.random.default_rng([self.seed, k & 0xFFFF_FFFF])
+        t = np.cumsum(rng.exponential(1.0 / rate, size=int(rate * duration * 1.2) + 8))
+        t = t[t <= duration]
+        pick = rng.integers(0, mix.src.size, size=t.size)
+        return (
+            Arrivals(
+                t_s=t,
+                src=mix.src[pick],
+                low_priority=np.zeros(t.size, dtype=bool),
+                input_tokens=None if mix.input_tokens is None else mix.input_tokens[pick],
+                output_tokens=None if mix.output_tokens is None else mix.output_tokens[pick],
+            ),
+            duration,
+        )
+
+    def predict(self, rate: float, mix: Mix, replicas: int) -> list[ObjectiveResult]:
+        """The objectives with `replicas` held fixed at the bucket of `rate`."""
+        k, mk = self.bucket(rate), mix.key(self.model)
+        mix = self._mixes.setdefault((k, mk), mix)
+        key = (k, mk, replicas)
+        if key not in self._runs:
+            arr, end = self._arrivals(_RATE_STEP**k, mix, k)
+            trace = run_once(self.model, arr, FixedPolicy(replicas), replicas=replicas, end_s=end)
+            self._runs[key] = measure(trace, self.objectives, self.model.samples.stages)
+            self.simulations += 1
+        return self._runs[key]
+
+    def size(self, rate: float, mix: Mix, start: int = 1) -> Sizing:
+        """The fewest replicas meeting every gated objective with the headroom."""
+        k, mk = self.bucket(rate), mix.key(self.model)
+        if (k, mk) in self._sizes:
+            return self._sizes[(k, mk)]
+
+        def ok(n: int) -> bool:
+            return worst_ratio(self.predict(rate, mix, n))[0] <= self.limit
+
+        n = fewest_replicas(ok, start)
+        if n is None:
+            out = Sizing(_RATE_STEP**k, None, [], None)
+        else:
+            binding = worst_ratio(self.predict(rate, mix, n - 1))[1] if n > 1 else None
+            out = Sizing(_RATE_STEP**k, n, self.predict(rate, mix, n), binding)
+        self._sizes[(k, mk)] = out
+        return out
