@@ -151,4 +151,4 @@ def test_library_errors_name_the_flag_on_the_command_line(tmp_path: Path) -> Non
     line = _error_line(["audit", str(log), "--slo", "p99=500", "--stages", "zz*"])
     assert line.startswith("error: --stages: 'zz*' matches no column")
     line = _error_line(["simulate", str(log), "--slo", "p95=100", "--policy", "sometimes"])
-    assert line.startswith("error: --policy must be budget, fixed")
+    assert line.startswith("error: --policy must be budget, model, fixed")

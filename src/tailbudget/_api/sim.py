@@ -52,8 +52,11 @@ def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[P
 
     e2e = objectives.e2e()
     ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
-    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default")):
-        return llm_default_policy(ttft.get("p95", max(ttft.values()))), "ttft"
+    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default", "model")):
+        pol = llm_default_policy(ttft.get("p95", max(ttft.values())))
+        if budget is not None and budget.policy == "model":
+            pol = pol.model_copy(update={"mode": "model"})
+        return pol, "ttft"
     if budget is not None:
         return resolve_policy(budget), "e2e"
     given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
@@ -159,7 +162,7 @@ def simulate(
 ) -> SimReport:
     """Fit a service model from the log(s) and run each policy closed loop on the same
     arrivals (`tailbudget simulate`). `policy` (or its alias `policies`) lists budget,
-    fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds.
+    model, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds.
     A call implying more than `max_events` simulated events a run (default 4,000,000;
     20x that in all) is refused before it starts (sim/bounds.py)."""
     from tailbudget.sim.arrivals import parse_arrivals
@@ -215,6 +218,7 @@ def simulate(
         seed=seed,
         log_times=inputs.fitted.log_times,
         signal=inputs.signal,
+        headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
 
 

@@ -1,6 +1,7 @@
 """The control policy: rules as data, resolved against a budget's SLO.
 
-A budget's `policy:` is `default` (the default reactive-scaling rules) or a block:
+A budget's `policy:` is `default` (the default reactive-scaling rules), `model`
+(replicas from the fitted service model, the default rules as its guard) or a block:
 
     policy:
       window: 60s            # rolling window the percentiles are computed over
@@ -11,6 +12,8 @@ A budget's `policy:` is `default` (the default reactive-scaling rules) or a bloc
       confidence: 0.975      # one-sided level of the Wilson / order-statistic bounds
       replicas: {min: 2, max: 20, step: 1}
       dry_run: false         # shadow mode: journal decisions, execute nothing
+      mode: model            # reactive (default): rules scale; model: see ModelMode
+      model: {headroom: 0.1, cooldown: 5m, drift_error: 0.25, drift_for: 2m}
       rules:                 # omit to keep the default rules
         - {name: scale, metric: p95, op: ">", threshold: 90% of p95, action: scale_up,
            cooldown: 60s, clear: {threshold: 70% of p95, for: 3m}}
@@ -47,6 +50,7 @@ from tailbudget.budget.policy_model import (
     METRICS,
     RECOVERY,
     TRIGGER_ACTIONS,
+    ModelMode,
     Policy,
     Replicas,
     Rule,
@@ -67,7 +71,51 @@ _POLICY_KEYS = {
     "replicas",
     "dry_run",
     "rules",
+    "mode",
+    "model",
 }
+_MODEL_KEYS = {
+    "headroom",
+    "cooldown",
+    "alpha",
+    "beta",
+    "mix_window",
+    "peak_window",
+    "peak_span",
+    "drift_error",
+    "drift_for",
+    "min_samples",
+}
+_MODEL_DURATIONS = {"cooldown", "mix_window", "peak_window", "peak_span", "drift_for"}
+
+
+def _model_mode(raw: Any) -> ModelMode:
+    """The `model:` block of a policy (durations as 5m / 300s, the rest numbers)."""
+    if raw is None:
+        return ModelMode()
+    if not isinstance(raw, dict):
+        raise PolicyError(f"policy.model: must be a mapping of settings, got {raw!r}")
+    extra = sorted(set(raw) - _MODEL_KEYS)
+    if extra:
+        raise PolicyError(
+            f"policy.model.{extra[0]}: unknown key; the model block has "
+            f"{', '.join(sorted(_MODEL_KEYS))}"
+        )
+    values = {
+        (f"{k}_s" if k in _MODEL_DURATIONS else k): (
+            _duration(v, f"policy.model.{k}") if k in _MODEL_DURATIONS else v
+        )
+        for k, v in raw.items()
+    }
+    try:
+        return ModelMode(**values)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]).removesuffix("_s")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise PolicyError(f"policy.model.{where}: {msg}, got {raw.get(where)!r}") from None
+
+
 _RULE_KEYS = {"name", "metric", "op", "threshold", "for", "action", "cooldown", "clear"}
 
 
@@ -200,11 +248,14 @@ def parse_policy(
     """
     table = {**slo_targets(slo), **dict(targets or {})}
     good = {k: float(v) for k, v in (goodput or {}).items()}
-    if spec is None or spec == "default":
+    if spec is None or spec in ("default", "model"):
         rules, source = _defaults(slo, table)
-        return Policy(rules=rules, source=source, goodput=good)
+        mode = "model" if spec == "model" else "reactive"
+        return Policy(rules=rules, source=source, goodput=good, mode=mode)
     if not isinstance(spec, dict):
-        raise PolicyError(f"policy: must be 'default' or a mapping of settings, got {spec!r}")
+        raise PolicyError(
+            f"policy: must be 'default', 'model' or a mapping of settings, got {spec!r}"
+        )
     extra = sorted(set(spec) - _POLICY_KEYS)
     if extra:
         raise PolicyError(
@@ -260,6 +311,9 @@ def parse_policy(
     else:
         rules, source = _defaults(slo, table, rollback_for)
     baselines = parse_baselines(spec.get("baselines", {}))
+    mode = spec.get("mode", "reactive")
+    if mode not in ("reactive", "model"):
+        raise PolicyError(f"policy.mode: must be reactive or model, got {mode!r}")
     try:
         return Policy(
             window_s=window,
@@ -273,6 +327,8 @@ def parse_policy(
             rules=rules,
             dry_run=dry_run,
             replicas=Replicas(**replicas_raw),
+            mode=mode,
+            model=_model_mode(spec.get("model")),
             source=source,
         )
     except ValidationError as exc:

@@ -51,6 +51,33 @@ class Replicas(_Frozen):
         return self
 
 
+class ModelMode(_Frozen):
+    """The `model` policy's settings (`policy: {mode: model, model: {...}}`).
+
+    Desired replicas come from the fitted service model at the load forecast one
+    provisioning delay ahead (Holt's linear smoothing); the rules guard drift.
+    """
+
+    headroom: Annotated[float, Field(ge=0, lt=1)] | None = None
+    """Share of every target kept free; None: the budget's headroom, else 10%."""
+    cooldown_s: Seconds = 300.0
+    """Fewer replicas only once the model has said so for this long."""
+    alpha: Annotated[float, Field(gt=0, le=1)] = 0.3
+    """Holt's level smoothing per evaluation."""
+    beta: Annotated[float, Field(gt=0, le=1)] = 0.1
+    """Holt's trend smoothing per evaluation."""
+    mix_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
+    """The request mix (prompt and answer tokens) is the arrivals of this span."""
+    peak_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
+    """Bursts: size for the busiest `peak_span_s` of this span as well as the forecast."""
+    peak_span_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
+    drift_error: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.25
+    """The model's stated error: measured above predicted x (1 + this) departs."""
+    drift_for_s: Seconds = 120.0
+    """A departure this long is drift: the rules take over until it is back as long."""
+    min_samples: Annotated[int, Field(ge=1)] = 20
+
+
 class Rule(_Frozen):
     """One resolved rule: when `metric op threshold` holds for `for_s`, do `action`."""
 
@@ -153,6 +180,9 @@ class Policy(_Frozen):
     rules: list[Rule] = Field(default_factory=list)
     dry_run: bool = False
     replicas: Replicas = Field(default_factory=Replicas)
+    mode: Literal["reactive", "model"] = "reactive"
+    """reactive: the rules scale; model: the fitted model scales, the rules guard drift."""
+    model: ModelMode = Field(default_factory=ModelMode)
     source: str = "default"
     """How the policy was made, for reports (e.g. 'default, scaled to slo.p95 = 2800 ms')."""
 
@@ -208,6 +238,7 @@ __all__ = [
     "RECOVERY",
     "TRIGGER_ACTIONS",
     "Action",
+    "ModelMode",
     "Policy",
     "Replicas",
     "Rule",

@@ -106,8 +106,11 @@ def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[P
 
     e2e = objectives.e2e()
     ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
-    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default")):
-        return llm_default_policy(ttft.get("p95", max(ttft.values()))), "ttft"
+    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default", "model")):
+        pol = llm_default_policy(ttft.get("p95", max(ttft.values())))
+        if budget is not None and budget.policy == "model":
+            pol = pol.model_copy(update={"mode": "model"})
+        return pol, "ttft"
     if budget is not None:
         return resolve_policy(budget), "e2e"
     given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}

@@ -23,7 +23,7 @@ def simulate_command(
     replicas: int | None = typer.Option(None, "--replicas", help="Starting replicas."),
     concurrency: int | None = _sim.CONC,
     policy: list[str] = typer.Option(
-        [], "--policy", help="budget, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U."
+        [], "--policy", help="budget, model, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U."
     ),
     load: float = typer.Option(1.0, "--load", help="Multiply the arrival rate by this."),
     requests: int | None = typer.Option(None, "--requests", help="At most this many requests."),
@@ -85,5 +85,6 @@ def simulate_command(
         seed=seed,
         log_times=inputs.fitted.log_times,
         signal=inputs.signal,
+        headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
     _sim.emit_report(rep, format, output)

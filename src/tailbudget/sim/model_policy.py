@@ -25,11 +25,11 @@ Each evaluation:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.policy_model import ModelMode
 from tailbudget.control.decision import Decision
 from tailbudget.sim.fleet import Knobs, TickView
 from tailbudget.sim.model import ServiceModel
@@ -37,32 +37,15 @@ from tailbudget.sim.policies import BudgetPolicy
 from tailbudget.sim.sizing import Mix, Sizer, Sizing
 from tailbudget.sim.trace import Arrivals
 
-__all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions"]
+__all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions", "model_headroom"]
 
 DEFAULT_HEADROOM = 0.1
 """Without a budget headroom: size to 90% of every target (the framework's 'scale before
 breach at about 90%')."""
 
 
-@dataclass(frozen=True)
-class ModelPolicyOptions:
-    """The `model` policy's knobs (budget file `policy: {mode: model, model: {...}}`)."""
-
-    headroom: float | None = None
-    """Share of every target kept free; None: the budget's headroom, else 10%."""
-    cooldown_s: float = 300.0
-    alpha: float = 0.3
-    """Holt's level smoothing per evaluation."""
-    beta: float = 0.1
-    """Holt's trend smoothing per evaluation."""
-    mix_window_s: float = 300.0
-    peak_window_s: float = 600.0
-    """Bursts: size for the busiest `peak_span_s` of this window, not only the mean."""
-    peak_span_s: float = 5.0
-    drift_error: float = 0.25
-    """The model's stated error: measured above predicted x (1 + this) is a departure."""
-    drift_for_s: float = 120.0
-    min_samples: int = 20
+ModelPolicyOptions = ModelMode
+"""The policy's knobs are the budget's `policy.model` block (one type)."""
 
 
 class Holt:
@@ -97,7 +80,7 @@ class ModelPolicy:
         arrivals: Arrivals,
         guard: BudgetPolicy,
         *,
-        opts: ModelPolicyOptions,
+        opts: ModelMode,
         headroom: float,
         bounds: tuple[int, int],
         seed: int = 0,
@@ -224,9 +207,12 @@ class ModelPolicy:
         out = self._drift(view, minute)
         self.guard.controller.desired_replicas = knobs.desired
         guard_knobs = Knobs(desired=knobs.desired)
-        out += [d for d in self.guard.tick(view, guard_knobs) if self.drifting]
-        if self.drifting:
-            need = max(need, guard_knobs.desired)
+        ruled = self.guard.tick(view, guard_knobs)
+        if self.drifting:  # the rules scale up and shed; scaling down stays the model's
+            if guard_knobs.desired > need:
+                need = guard_knobs.desired
+                out += [d for d in ruled if d.action == "scale_up"]
+            out += [d for d in ruled if d.action not in ("scale_up", "scale_down")]
             knobs.shed, knobs.trim = guard_knobs.shed, guard_knobs.trim
         else:
             knobs.shed = knobs.trim = False
@@ -235,7 +221,10 @@ class ModelPolicy:
             self.low_since, self.low_max = None, 0
             if need > current:
                 knobs.desired = need
-                out.append(self._decision(now, "scale_up", current, need, minute, ahead, sizing))
+                if not any(d.action == "scale_up" for d in out):
+                    out.append(
+                        self._decision(now, "scale_up", current, need, minute, ahead, sizing)
+                    )
             return out
         self.low_since = now if self.low_since is None else self.low_since
         self.low_max = max(self.low_max, need)
@@ -269,7 +258,7 @@ class ModelPolicy:
         )
 
 
-def model_headroom(opts: ModelPolicyOptions, budget_headroom: float) -> float:
+def model_headroom(opts: ModelMode, budget_headroom: float) -> float:
     """The stated headroom, else the budget's, else 10%."""
     if opts.headroom is not None:
         return opts.headroom

@@ -26,8 +26,8 @@ from tailbudget.sim.queue_engine import run_queue
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
 
 if TYPE_CHECKING:
+    from tailbudget.budget.policy_model import ModelMode
     from tailbudget.sim.floor import Floor
-    from tailbudget.sim.model_policy import ModelPolicyOptions
 
 __all__ = ["RunResult", "SimReport", "TimelinePoint", "run_once", "simulate"]
 
@@ -235,13 +235,14 @@ def _runnable(
     replicas: int,
 ) -> tuple[RunPolicy, int]:
     """The runnable policy: `make_policy`'s, or the model policy with its reactive guard."""
-    if spec.kind != "model":
+    model_mode = spec.kind == "budget" and ctx.budget_policy.mode == "model"
+    if spec.kind != "model" and not model_mode:
         return make_policy(spec, ctx.budget_policy, replicas, ctx.signal)
-    from tailbudget.sim.model_policy import ModelPolicy, ModelPolicyOptions, model_headroom
+    from tailbudget.sim.model_policy import ModelPolicy, model_headroom
 
     guard, start = make_policy(PolicySpec("budget"), ctx.budget_policy, replicas, ctx.signal)
     assert isinstance(guard, BudgetPolicy)
-    opts = ctx.model_options or ModelPolicyOptions()
+    opts = ctx.model_options or ctx.budget_policy.model
     bounds = guard.controller.policy.replicas
     policy = ModelPolicy(
         ctx.model,
@@ -264,7 +265,7 @@ class _Context:
     signal: str
     seed: int
     headroom: float
-    model_options: ModelPolicyOptions | None
+    model_options: ModelMode | None
 
 
 def simulate(
@@ -282,7 +283,7 @@ def simulate(
     log_times: np.ndarray | None = None,
     signal: str = "e2e",
     headroom: float = 0.0,
-    model_options: ModelPolicyOptions | None = None,
+    model_options: ModelMode | None = None,
     floor: bool = True,
 ) -> SimReport:
     """Every policy on the same arrivals (same seed), side by side; the budget policy's

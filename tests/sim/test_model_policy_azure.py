@@ -1,0 +1,55 @@
+"""The model policy on a real arrival trace (Azure code, 30 minutes) against the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tailbudget.budget.objectives import parse_objectives
+from tailbudget.logs import ReadOptions
+from tailbudget.sim.arrivals import parse_arrivals
+from tailbudget.sim.fit import ModelOptions
+from tailbudget.sim.fitting import fit_logs
+from tailbudget.sim.policies import llm_default_policy, parse_policy_spec
+from tailbudget.sim.run import SimReport, simulate
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+GRID = DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_{}.json"
+TRACE = DATA / "azure_llm_inference_trace_code_2023.csv"
+POLICIES = ("model", "budget", "hpa:concurrency=8", "fixed:2", "fixed:3")
+
+
+@pytest.fixture(scope="module")
+def report() -> SimReport:
+    if not TRACE.is_file():
+        pytest.skip("shared data not present")
+    fitted = fit_logs([str(GRID).format(q) for q in ("01", "04")], ReadOptions(), ModelOptions())
+    return simulate(
+        fitted.model,
+        parse_objectives("ttft.p95=3000,tpot.p99=150"),
+        arrivals=parse_arrivals(str(TRACE)),
+        policies=[parse_policy_spec(p) for p in POLICIES],
+        budget_policy=llm_default_policy(3000.0),
+        replicas=2,
+        duration_s=1800.0,
+        signal="ttft",
+    )
+
+
+def test_model_policy_meets_every_minute(report: SimReport) -> None:
+    runs = {r.policy: r for r in report.runs}
+    model = runs["model"].to_dict()
+    assert model["minutes_in_breach"] == 0  # every 1-minute window, both objectives
+    assert all(o["attainment"] == 1.0 for o in model["objectives"])
+    # cheaper than HPA on concurrency (which also meets them, at 2.0 replica-hours)
+    assert runs["model"].replica_hours < runs["hpa:concurrency=8"].replica_hours
+
+
+def test_floor_beside_every_policy(report: SimReport) -> None:
+    assert report.floor is not None
+    ratios = {r.policy: r.replica_hours_vs_floor for r in report.runs}
+    assert all(x is not None for x in ratios.values())
+    # measured: 1.47x the hindsight floor (the trace's bursts follow silent minutes, which
+    # no forecast one provisioning delay ahead sees; docs/act.md); the issue's 1.15x is not met
+    assert ratios["model"] is not None and ratios["model"] < 1.6
