@@ -83,7 +83,9 @@ def simulate_markdown(rep: SimReport) -> str:
         )  # fmt: skip
     lines += _table(head, rows)
     if rep.floor is not None:
-        lines += ["", f"Floor: {rep.floor.to_dict()['method']}."]
+        from tailbudget.sim.floor import METHOD
+
+        lines += ["", f"Floor: {METHOD}."]
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
     lines += _table(
         ["policy", *names],

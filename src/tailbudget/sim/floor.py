@@ -27,9 +27,13 @@ from tailbudget.sim.run import run_once
 from tailbudget.sim.sizing import worst_ratio
 from tailbudget.sim.trace import Arrivals
 
-__all__ = ["Floor", "hindsight_floor"]
+__all__ = ["METHOD", "Floor", "hindsight_floor"]
 
 MINUTE_S = 60.0
+METHOD = (
+    "fewest replicas meeting every gated objective on each minute's own arrivals "
+    "(no headroom), asked for one provisioning delay ahead"
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,7 @@ class Floor:
             "replica_hours": round(self.replica_hours, 4),
             "replicas_per_minute": self.per_minute,
             "provision_delay_s": self.provision_delay_s,
-            "method": "fewest replicas meeting every gated objective on each minute's own "
-            "arrivals (no headroom), asked for one provisioning delay ahead",
+            "method": METHOD,
         }
 
 
