@@ -142,7 +142,13 @@ def _evidence(
         f"{n:,} slow request{'s' if n != 1 else ''}{caveat})"
     ]
     if g is not None:
-        sure = "" if g.significant else ", not distinguishable from no change"
+        sure = (
+            ""
+            if g.significant
+            else ", a real drop: faster after than before"
+            if g.high < 0
+            else ", not distinguishable from no change"
+        )
         bits.append(
             f"{g.change:+,.1f} ms per request against the {g.against} "
             f"(95% interval {g.low:+,.1f} to {g.high:+,.1f}; {g.before:,.1f} -> {g.after:,.1f} ms"
@@ -150,7 +156,7 @@ def _evidence(
         )
     if not inp.nested:
         what = "critical-path time" if inp.attribution == "critical_path" else "time"
-        bits.append(f"{share:.0%} of the slow requests' {what}")
+        bits.append(f"{share:.0%} of the slow requests' {what} (not of the gap)")
     if stage in inside_of:
         bits.append(f"runs inside {inside_of[stage]}")
     if contains:

@@ -100,6 +100,12 @@ def replay_command(
     error: str | None = typer.Option(None, "--error", help="Error flag column."),
     unit: str | None = typer.Option(None, "--unit", help="Unit of the total: ms, s or us."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Mark decisions as dry run."),
+    events: Path | None = typer.Option(
+        None, "--events", help="CSV of timestamp,event: rollbacks after a scale_up are cold."
+    ),
+    cold_window_min: float = typer.Option(
+        5.0, "--cold-window-min", help="Minutes after a scale_up that count as cold."
+    ),
 ) -> None:
     """Replay the policy over LOG in time order and emit every decision it would take."""
     given = [
@@ -141,7 +147,16 @@ def replay_command(
     elif baseline is not None:
         other = load_replay_log(baseline, timestamp=timestamp, total=total, unit=unit)
         base = log_baseline(other, policy, baseline)
-    rep = replay(data, policy, baseline=base, service=b.service if b else None)
+    from tailbudget.audit.events import read_events
+
+    rep = replay(
+        data,
+        policy,
+        baseline=base,
+        service=b.service if b else None,
+        events=read_events(events) if events is not None else (),
+        cold_window_s=cold_window_min * 60.0,
+    )
     if format is ReplayFormat.json:
         emit(json.dumps(rep, indent=2) + "\n", output)
     elif format is ReplayFormat.html:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tailbudget.budget.policy import Policy
+from tailbudget.control.cold_windows import mark_cold_rollbacks
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
@@ -276,12 +277,19 @@ def replay(
     *,
     baseline: Baseline | None = None,
     service: str | None = None,
+    events: Sequence[tuple[datetime, str]] = (),
+    cold_window_s: float = 300.0,
 ) -> dict[str, Any]:
-    """Every decision the policy takes over `log`, a per-evaluation timeline and notes."""
+    """Every decision the policy takes over `log`, a per-evaluation timeline and notes.
+
+    `events` (time, name), as the audit's `--events` reads them: a rollback inside the
+    `cold_window_s` after a scale-up is marked as a cold start (`cold_window`).
+    """
     policy = _with_baseline(policy, baseline)
     controller = Controller(policy)
     walk = _walk(controller, log)
     t0, t_end, absolute = float(log.ts_s[0]), float(log.ts_s[-1]), log.absolute_time
+    cold = mark_cold_rollbacks(walk.decisions, t0, events, cold_window_s) if absolute else None
     if baseline is not None:
         source: str | None = baseline.source
     else:
@@ -318,5 +326,5 @@ def replay(
             "replicas": policy.replicas.model_dump(),
             "rules": [r.model_dump() for r in policy.rules],
         },
-        "notes": _notes(controller, log, walk, baseline),
+        "notes": _notes(controller, log, walk, baseline) + ([cold] if cold else []),
     }

@@ -50,6 +50,8 @@ class ReplayDecision(_Record):
     count: int | None = None
     replicas: int | None = None
     dry_run: bool = False
+    cold_window: str | None = None
+    """A rollback inside a scale-up's cold window: that scale-up's time (a cold start)."""
 
 
 class ReplayPoint(_Record):

@@ -104,14 +104,22 @@ def step_replay(state: DemoState) -> None:
         baseline = window_baseline(log, 600.0)  # the first 10 minutes, as `--baseline-window 10m`
     except PolicyError:
         baseline = None  # too few requests for a p99: the rollback-vs-baseline rule stays off
-    rep = replay(log, resolve_policy(state.budget), baseline=baseline, service=state.budget.service)
+    rep = replay(
+        log,
+        resolve_policy(state.budget),
+        baseline=baseline,
+        service=state.budget.service,
+        events=read_events(state.data.events),  # the audit's events: cold windows stay its
+    )
     path = state.out_dir / "replay.json"
     path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
     state.files.append(path)
     state.extra["replay"] = rep
     record = ReplayReport.of(rep)
     counts = ", ".join(f"{k} x{v}" for k, v in record.summary.items()) or "no action"
-    state.summary.append(f"replay: {len(record.decisions)} decisions ({counts})")
+    cold = sum(d.cold_window is not None for d in record.decisions)
+    where = f"; {cold} rollbacks in a scale-up's cold window: cold starts" if cold else ""
+    state.summary.append(f"replay: {len(record.decisions)} decisions ({counts}{where})")
 
 
 def step_html(state: DemoState) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tailbudget.audit.report import AuditReport
 from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
+from tailbudget.report.audit_view import STAGE_RATIO, STAGE_RATIO_NOTE
 from tailbudget.report.objectives_md import objectives_section
 
 SECTIONS = (
@@ -149,7 +150,7 @@ def _stages(r: AuditReport) -> list[str]:
         return "-" if not b else ", ".join(f"{k} {_ms(v)}" for k, v in b.items())
 
     out += _table(
-        ["stage", "p50", "p95", "p99", "share of p99", "budget"],
+        ["stage", "p50", "p95", "p99", STAGE_RATIO, "budget"],
         [
             [
                 s.name,
@@ -162,7 +163,7 @@ def _stages(r: AuditReport) -> list[str]:
             for s in r.stages
         ],
     )
-    return out
+    return [*out, "", STAGE_RATIO_NOTE]
 
 
 def _tail(r: AuditReport) -> list[str]:
@@ -192,7 +193,7 @@ def _culprits(r: AuditReport) -> list[str]:
         pairs = "; ".join(f"{n.outer} contains {n.inner} ({n.how})" for n in r.nesting)
         out += ["", f"Nested stages: {pairs}."]
     if r.culprits:
-        out += ["", "Culprits, most likely first:", ""]
+        out += ["", f"Culprits, most likely first. {view.CULPRIT_SCORE}", ""]
         out += _table(
             ["stage", "score", "evidence"],
             [[c.stage, fmt.r2(c.score), c.evidence] for c in r.culprits],

@@ -19,6 +19,21 @@ WEAK = "weak"
 """The mark on a finding drawn from too few requests."""
 
 
+STAGE_RATIO = "p99 / e2e p99"
+"""The stage table's `share_of_p99` column: a ratio of two percentiles, not a share."""
+STAGE_RATIO_NOTE = (
+    "Each stage's own p99 over the end-to-end p99: different requests make each stage"
+    "'s tail, so these ratios are not parts of a whole and need not add up to 100%."
+)
+
+
+CULPRIT_SCORE = (
+    "Score (0 to 1) weighs three figures: the stage's part of the slow-vs-fast gap, its "
+    "growth against the baseline or an event, and its part of the slow requests' time; "
+    "each is a different share, so they differ."
+)
+
+
 def title(report: AuditReport) -> str:
     """The report's title: the service's name when known, else the log's file name."""
     return f"Latency audit: {report.name()}"

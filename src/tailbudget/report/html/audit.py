@@ -134,7 +134,7 @@ def _stages(r: AuditReport) -> str:
             "budget p50",
             "budget p95",
             "budget p99",
-            "share of p99",
+            view.STAGE_RATIO,
         ],
         [
             [cell(s.name)]
@@ -145,6 +145,7 @@ def _stages(r: AuditReport) -> str:
         ],
         numeric=list(range(1, 8)),
     )
+    body += f"<p>{esc(view.STAGE_RATIO_NOTE)}</p>"
     if r.overlap.share > 0:
         body += (
             f"<p>Stages overlap (nested or concurrent) in {fmt.share(r.overlap.share, 1)} of "
@@ -209,7 +210,7 @@ def _tail(r: AuditReport) -> str:
 def _culprits(r: AuditReport) -> str:
     out = ""
     if r.culprits:
-        out += "<h3>Culprits</h3>" + table(
+        out += f"<h3>Culprits</h3><p>{esc(view.CULPRIT_SCORE)}</p>" + table(
             ["stage", "score", "evidence"],
             [[cell(c.stage), cell(c.score, "r2"), cell(c.evidence, "long")] for c in r.culprits],
             numeric=[1],
