@@ -100,3 +100,11 @@ def test_parallelizing_equals_the_per_request_max(tmp_path):
     direct = np.quantile(np.maximum(x, y), 0.99)
     expected = np.quantile(x, 0.99) + np.quantile(y, 0.99) - direct
     assert pair.saved_ms["p99"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_model_stage_is_never_run_beside_its_neighbours(tmp_path):
+    # Inference reads the fetched features and feeds post-processing: uncorrelated
+    # times do not make them independent steps.
+    out = run(tmp_path, 0.0)
+    pairs = [o.stages for o in out.options if o.fix == "parallelize_stages"]
+    assert pairs and all("inference" not in p for p in pairs)

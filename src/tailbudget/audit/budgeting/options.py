@@ -150,8 +150,8 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
         if not (isinstance(left, m.Stage) and isinstance(right, m.Stage)):
             continue
         a, b = left.name, right.name
-        if _one_call(left, right):
-            continue  # decode starts at the first token: TTFT precedes it, always
+        if _model_step(left) or _model_step(right):
+            continue  # a model reads what came before it and feeds what follows
         if (
             a in profile.times
             and b in profile.times
@@ -161,11 +161,15 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
     return pairs
 
 
-def _one_call(left: m.Stage, right: m.Stage) -> bool:
-    """The two steps of one LLM call: its time to first token and the decode after it."""
-    names = {left.name, right.name}
-    llm = left.llm is not None or right.llm is not None or "decode" in names
-    return TTFT_STAGE in names and llm
+def _model_step(stage: m.Stage) -> bool:
+    """A stage that runs a model (an llm: block, or named so: ttft, decode, inference...).
+
+    Its input is the output of the stages before it (features, retrieved context, the
+    prompt) and its output is what the stages after it handle, and decode cannot start
+    before the first token: running it beside a neighbour is never an option, however
+    uncorrelated their times look.
+    """
+    return stage.llm is not None or stage.name == TTFT_STAGE or bool(MODEL_STAGE.search(stage.name))
 
 
 def rank_corr(profile: Profile, a: str, b: str) -> float:
