@@ -40,8 +40,8 @@ def _pcts(e2e_s: np.ndarray) -> list[float]:
     return [round(float(x) * 1000.0, 1) for x in np.quantile(e2e_s, [0.5, 0.95, 0.99])]
 
 
-def child_tailbudget(seconds: float) -> None:
-    """tailbudget's queue engine with the budget policy in the loop."""
+def child_tailbudget(seconds: float, policy: str = "budget") -> None:
+    """tailbudget's queue engine with the budget (reactive) or model policy in the loop."""
     from tailbudget.budget.objectives import parse_objectives
     from tailbudget.budget.policy import parse_policy
     from tailbudget.sim.arrivals import ArrivalSpec
@@ -74,11 +74,12 @@ def child_tailbudget(seconds: float) -> None:
         model,
         parse_objectives("p95=2800,p99=5200"),
         arrivals=ArrivalSpec("poisson", rate=RATE),
-        policies=[PolicySpec("budget")],
+        policies=[PolicySpec(policy)],
         budget_policy=parse_policy("default"),
         replicas=SERVERS,
         duration_s=seconds,
         seed=2,
+        floor=False,
     )
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     run = rep.runs[0]
@@ -157,11 +158,16 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        (child_tailbudget if a.child[0] == "tailbudget" else child_simpy)(float(a.child[1]))
+        if a.child[0] == "simpy":
+            child_simpy(float(a.child[1]))
+        else:
+            kind = a.child[0].removeprefix("tailbudget").removeprefix("-") or "budget"
+            child_tailbudget(float(a.child[1]), kind)
         return
     secs = 360.0 if a.quick else a.seconds
     ours = _run(["--child", "tailbudget", str(secs)])
     peer = _run(["--child", "simpy", str(secs)])
+    model = _run(["--child", "tailbudget-model", str(secs)])
     util = RATE * MEAN_S / SERVERS
     print(
         f"\n{secs / 3600:g} h at {RATE:g} requests/s on {SERVERS} single-slot replicas, "
@@ -189,6 +195,18 @@ def main() -> None:
             f"p95/p99 {ours['pcts'][0]}/{ours['pcts'][1]}",
             f"{wall:.1f}x / {cpu:.1f}x",
         )
+    )
+    print(
+        _row(
+            f"tailbudget simulate, {STAGES} stages, model policy in the loop",
+            model,
+            f"p95/p99 {model['pcts'][0]}/{model['pcts'][1]}",
+            f"{peer['seconds'] / model['seconds']:.1f}x / {peer['cpu'] / model['cpu']:.1f}x",
+        )
+    )
+    print(
+        f"\nmodel policy / budget policy run time: {model['seconds'] / ours['seconds']:.2f}x wall, "
+        f"{model['cpu'] / ours['cpu']:.2f}x CPU (goal: within 2x)"
     )
     print("\nGoal: >= 10x SimPy's speed and <= 10 s for the hour.")
 

@@ -101,6 +101,9 @@ class ModelPolicy:
         self.back_since: float | None = None
         self.drifting = False
         self.last_sizing: Sizing | None = None
+        self.peak_from = -np.inf
+        self.peaks: deque[tuple[float, int]] = deque()
+        self.mix: Mix | None = None
 
     # ---- load ---------------------------------------------------------------------
 
@@ -132,15 +135,18 @@ class ModelPolicy:
         return minute, ahead, max(minute, ahead, self._peak(now), 1e-3)
 
     def _peak(self, now: float) -> float:
-        """The busiest `peak_span_s` rate of the last `peak_window_s`."""
+        """The busiest `peak_span_s` rate of the last `peak_window_s`: each evaluation adds
+        the busiest span ending at one of its own arrivals (only past arrivals counted)."""
         t, o = self.arrivals.t_s, self.opts
-        lo = int(np.searchsorted(t, now - o.peak_window_s, side="right"))
+        lo = int(np.searchsorted(t, self.peak_from, side="right"))
         hi = int(np.searchsorted(t, now, side="right"))
-        if hi - lo < 2:
-            return 0.0
-        x = t[lo:hi]
-        ends = np.searchsorted(x, x + o.peak_span_s, side="left")
-        return float((ends - np.arange(x.size)).max()) / o.peak_span_s
+        self.peak_from = now
+        if hi > lo:
+            starts = np.searchsorted(t, t[lo:hi] - o.peak_span_s, side="right")
+            self.peaks.append((now, int((np.arange(lo, hi) + 1 - starts).max())))
+        while self.peaks and self.peaks[0][0] < now - o.peak_window_s:
+            self.peaks.popleft()
+        return max((n for _, n in self.peaks), default=0) / o.peak_span_s
 
     # ---- drift ----------------------------------------------------------------------
 
@@ -157,7 +163,7 @@ class ModelPolicy:
 
     def _departs(self, now: float, rate: float, ready: int) -> bool:
         """Does any e2e/TTFT objective measure above the model's prediction plus its error?"""
-        pred = self.sizer.predict(rate, self._mix(now), max(1, ready))
+        pred = self.sizer.predict(rate, self.mix or self._mix(now), max(1, ready))
         for r in pred:
             o = r.objective
             if o.metric not in ("e2e", "ttft") or r.measured_ms is None:
@@ -200,7 +206,8 @@ class ModelPolicy:
         if view.done_ts.size:
             self.done.append((now, view.done_ms, view.done_ttft_ms))
         minute, ahead, rate = self._load(now)
-        sizing = self.sizer.size(rate, self._mix(now), max(1, knobs.desired))
+        self.mix = self._mix(now)
+        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired))
         self.last_sizing = sizing
         lo, hi = self.bounds
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))

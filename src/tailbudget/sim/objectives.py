@@ -66,7 +66,8 @@ class ObjectiveResult:
 
 
 def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> Objectives:
-    """The SLO (a string or Objectives) when given (every objective gates), else the budget's objectives."""
+    """The SLO (a string or Objectives) when given (every objective gates), else the
+    budget's objectives."""
     if isinstance(slo_text, Objectives):
         objs = slo_text
     elif slo_text:

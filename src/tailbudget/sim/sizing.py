@@ -92,7 +92,7 @@ class Sizer:
         *,
         headroom: float,
         seed: int = 0,
-        min_requests: int = 800,
+        min_requests: int = 1500,
     ) -> None:
         self.model, self.objectives = model, objectives
         self.limit = 1.0 - headroom
@@ -101,6 +101,13 @@ class Sizer:
         self._sizes: dict[tuple[int, tuple[int, int]], Sizing] = {}
         self._mixes: dict[tuple[int, tuple[int, int]], Mix] = {}
         self.simulations = 0
+        self._last: tuple[Mix, tuple[int, int]] | None = None
+
+    def _key(self, mix: Mix) -> tuple[int, int]:
+        """The mix's bucket; the policy asks twice an evaluation about the same mix."""
+        if self._last is None or self._last[0] is not mix:
+            self._last = (mix, mix.key(self.model))
+        return self._last[1]
 
     @staticmethod
     def bucket(rate: float) -> int:
@@ -108,7 +115,7 @@ class Sizer:
         return math.ceil(math.log(max(rate, _MIN_RATE)) / math.log(_RATE_STEP) - 1e-9)
 
     def _arrivals(self, rate: float, mix: Mix, k: int) -> tuple[Arrivals, float]:
-        duration = min(300.0, max(60.0, self.min_requests / rate))
+        duration = min(300.0, max(30.0, self.min_requests / rate))
         rng = np.random.default_rng([self.seed, k & 0xFFFF_FFFF])
         t = np.cumsum(rng.exponential(1.0 / rate, size=int(rate * duration * 1.2) + 8))
         t = t[t <= duration]
@@ -126,7 +133,7 @@ class Sizer:
 
     def predict(self, rate: float, mix: Mix, replicas: int) -> list[ObjectiveResult]:
         """The objectives with `replicas` held fixed at the bucket of `rate`."""
-        k, mk = self.bucket(rate), mix.key(self.model)
+        k, mk = self.bucket(rate), self._key(mix)
         mix = self._mixes.setdefault((k, mk), mix)
         key = (k, mk, replicas)
         if key not in self._runs:
@@ -138,7 +145,7 @@ class Sizer:
 
     def size(self, rate: float, mix: Mix, start: int = 1) -> Sizing:
         """The fewest replicas meeting every gated objective with the headroom."""
-        k, mk = self.bucket(rate), mix.key(self.model)
+        k, mk = self.bucket(rate), self._key(mix)
         if (k, mk) in self._sizes:
             return self._sizes[(k, mk)]
 
