@@ -282,8 +282,13 @@ def live(spans: int) -> None:
             with httpx.Client(timeout=60) as client:
 
                 def post(body: bytes) -> None:
-                    r = client.post(f"{url}/v1/traces", content=body, headers=headers)
-                    r.raise_for_status()
+                    # as the OTLP exporters do: a 503 (attribution behind) is retried
+                    while True:
+                        r = client.post(f"{url}/v1/traces", content=body, headers=headers)
+                        if r.status_code != 503:
+                            r.raise_for_status()
+                            return
+                        time.sleep(float(r.headers.get("retry-after", "1")))
 
                 t = time.perf_counter()
                 with concurrent.futures.ThreadPoolExecutor(4) as pool:

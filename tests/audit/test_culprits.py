@@ -55,11 +55,31 @@ def _service(pod: str) -> str:
     return pod.rsplit("-", 2)[0]  # the stage keeps the service's own name
 
 
-def _audit_minute(minute: str):
-    options = ReadOptions(span_stage="service")
+def _audit_minute(minute: str, baseline: Path = BASELINE):
+    # span_profile: what the CLI and the API read when a baseline is given (contention)
+    options = ReadOptions(span_stage="service", span_profile=True)
     log = read_log(str(FAULTS / f"{minute}_trace.csv"), options)
-    base = read_log(str(BASELINE), options.with_(span_keep=log.stages))
+    base = read_log(str(baseline), options.with_(span_keep=log.stages))
     return run_audit(log, AuditConfig(slo={"p99": 500.0}, baseline=base))
+
+
+@needs_data
+@pytest.mark.parametrize(
+    ("minute", "baseline"),
+    [
+        ("2023-01-29_14_51", "nezha_trainticket_baseline_spans.csv"),
+        ("2023-01-30_12_01", "nezha_faults/baseline_2023-01-30_11_39_trace.csv"),
+    ],
+)
+def test_cpu_contention_minutes_name_the_faulted_service_first(minute, baseline):
+    # Each against its own day's fault-free minute, as the data's README pairs them.
+    fault = _fault(minute)
+    assert fault["inject_type"] == "cpu_contention"
+    report = _audit_minute(minute, DATA / baseline)
+    top = report.culprits[0]
+    assert top.stage == _service(fault["inject_pod"])
+    assert top.figures["contention"] > 0.5
+    assert "contention, not one slow call" in top.evidence
 
 
 @needs_data

@@ -108,6 +108,8 @@ def audit(
         extra["events"] = read_events(Path(events))
     extra["progress"] = progress
     source = None if data is None else source_of(data)
+    if baseline is not None:  # per-operation samples, for contention against the baseline
+        options = options.with_(span_profile=True)
     table = read_log(source, options, engine=engine)
     if baseline is not None:
         # The baseline keeps every stage of the log, so each has a before to compare with.

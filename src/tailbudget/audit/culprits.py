@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tailbudget.audit.contention import Contention
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
@@ -29,6 +30,8 @@ MAX_CULPRITS = 5
 NOT_SUSPECTS = ("other", "unattributed")
 """Buckets, not stages: `other` holds only negligible stages, `unattributed` no stage."""
 MIN_SCORE = 0.02
+CONTENTION_WEIGHT = 0.5
+"""Share of the score given to contention, when a span table and its baseline show any."""
 EXPLAINED = 0.5
 """Inner stages explaining this share of a container's shift make it context."""
 _WEIGHTS = {  # (delta, growth, share)
@@ -49,6 +52,7 @@ class Inputs:
     nesting: list[Nesting] = field(default_factory=list)
     nested: bool = False
     attribution: str = ""
+    contention: dict[str, Contention] = field(default_factory=dict)
 
 
 def build(inp: Inputs) -> list[Culprit]:
@@ -66,6 +70,9 @@ def build(inp: Inputs) -> list[Culprit]:
     if inp.nested:
         ws = 0.0
     norm = wd + wg + ws
+    eff_cont = {k: max(c.effect, 0.0) for k, c in inp.contention.items()}
+    total_c = sum(v for k, v in eff_cont.items() if k not in NOT_SUSPECTS)
+    wc = CONTENTION_WEIGHT if total_c > 0 else 0.0
     out = []
     for stage, d in deltas.items():
         if stage in NOT_SUSPECTS:
@@ -74,6 +81,7 @@ def build(inp: Inputs) -> list[Culprit]:
         parts = wd * _frac(eff_delta[stage], total_d) + ws * min(max(share, 0.0), 1.0)
         parts += wg * _frac(eff_grow.get(stage, 0.0), total_g)
         score = parts / norm if norm else 0.0
+        score = (1.0 - wc) * score + wc * _frac(eff_cont.get(stage, 0.0), total_c)
         if score < MIN_SCORE:
             continue
         figures = {"delta_ms": d.delta, "mean_slow_ms": d.mean_slow, "mean_fast_ms": d.mean_fast}
@@ -84,6 +92,8 @@ def build(inp: Inputs) -> list[Culprit]:
             figures |= {"growth_ms": g.change, "growth_low_ms": g.low, "growth_high_ms": g.high}
         if stage in explained:
             figures["explained_share"] = explained[stage]
+        if stage in inp.contention:
+            figures["contention"] = inp.contention[stage].effect
         contains = sorted(b for b, a in inside_of.items() if a == stage)
         out.append(
             Culprit(
@@ -157,6 +167,12 @@ def _evidence(
     if not inp.nested:
         what = "critical-path time" if inp.attribution == "critical_path" else "time"
         bits.append(f"{share:.0%} of the slow requests' {what} (not of the gap)")
+    c = inp.contention.get(stage)
+    if c is not None and c.effect > 0:
+        bits.append(
+            f"{c.rose} of its {c.keys} operations rose against the baseline, each against "
+            f"its own spread (mean rank effect {c.effect:+.2f}): contention, not one slow call"
+        )
     if stage in inside_of:
         bits.append(f"runs inside {inside_of[stage]}")
     if contains:

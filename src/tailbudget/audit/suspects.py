@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tailbudget.audit import growth, nesting
+from tailbudget.audit.contention import Contention, contention
 from tailbudget.audit.context import Ctx
 from tailbudget.audit.culprits import WEAK_SLOW, Inputs, build
 from tailbudget.audit.report import Culprit, Nesting, Tail
@@ -20,8 +21,10 @@ def collect(
         return [], []
     pairs = nesting.find(ctx, names) if nested else []
     grown = event_growth
+    held: dict[str, Contention] = {}
     if ctx.config.baseline is not None:
         grown = growth.against_baseline(ctx, ctx.config.baseline, names)
+        held = contention(ctx.log.span_profile, ctx.config.baseline.span_profile)
     # Stages that do not nest add up to the total (with `unattributed` when derived).
     inp = Inputs(
         tail=tail,
@@ -30,6 +33,7 @@ def collect(
         nesting=pairs,
         nested=nested,
         attribution=ctx.log.attribution,
+        contention=held,
     )
     if tail.n_slow < WEAK_SLOW:
         lean = (

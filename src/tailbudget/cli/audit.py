@@ -262,6 +262,8 @@ def audit_command(
         extra["gated"] = objectives.gated_percentiles("e2e")
     if events is not None:
         extra["events"] = read_events(events)
+    if baseline is not None:  # per-operation samples, for contention against the baseline
+        options = options.with_(span_profile=True)
     with _progress() as progress:
         extra["progress"] = progress
         table = read_log(log, options, engine=engine)

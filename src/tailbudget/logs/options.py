@@ -62,6 +62,9 @@ class ReadOptions:
     (each ms once, network gaps on the callee) or its self time."""
     span_keep: tuple[str, ...] = ()
     """Span tables: stage names never folded into `other` (e.g. another log's stages)."""
+    span_profile: bool = False
+    """Span tables: keep per-operation samples (self time, call gaps) for culprits that
+    hold on CPU contention; the audit asks for it when a baseline is given."""
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in _UNITS:

@@ -245,7 +245,16 @@ def _read_span_table(
         extras=("n_spans", "n_roots"),
         cache=True,
     )
-    return replace(table, attribution="critical_path" if what.startswith("critical") else "self")
+    profile = None
+    if timed and options.span_profile:
+        from tailbudget.logs.span_profile import span_profile
+
+        profile = span_profile(spans, backend)
+    return replace(
+        table,
+        attribution="critical_path" if what.startswith("critical") else "self",
+        span_profile=profile,
+    )
 
 
 def _normalise(
@@ -306,6 +315,7 @@ def _normalise(
         service=service if service is not None else ibis.null(dt.string),
         kind=raw[cols.kind].cast(dt.string) if cols.kind else ibis.null(dt.string),
         follows=_follows(raw, cols),
+        op_name=raw[cols.name].cast(dt.string).fill_null("unknown") if cols.name else label,
         **_attributes(raw, options, source),
     )
     offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0

@@ -14,6 +14,7 @@ Rows a reader rejected are not in `table`; they are counted in `rows`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,8 @@ class LogTable:
     """Stage name (as the log wrote it) -> its column in `table`; `<stage>_ms` when absent."""
     unit_stated: bool = True
     """False when the latency unit was assumed (ms) from a column that does not name it."""
+    span_profile: Mapping[tuple[str, str], Any] | None = None
+    """Span tables read with `span_profile`: {(stage, operation key): sample of ms}."""
 
     def stage_column(self, stage: str) -> str:
         """Column name of a stage on the engine."""

@@ -155,3 +155,31 @@ def test_span_log_replays_open_traces_and_cuts_a_torn_tail(tmp_path):
     last = SpanLog(tmp_path)
     assert sorted(r.trace for r in last.open_spans()) == ["c", "d"]
     last.close()
+
+
+def test_assembler_is_full_at_max_held_until_traces_are_taken():
+    a = Assembler(Limits(grace_s=0, max_held=3))
+    a.add([_row("t1", "r"), _row("t1", "c", "r"), _row("t2", "r")], 0)
+    assert a.full and a.spans_held == 3
+    ready, _ = a.take_due(0.0, 100)
+    assert len(ready) == 2 and not a.full and a.spans_held == 0
+
+
+def test_receiver_answers_503_when_full(tmp_path):
+    from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+    from tests.control.runtimes import runtime
+
+    rt = runtime(tmp_path)
+    receiver = TraceReceiver(
+        rt, TraceOptions(limits=Limits(grace_s=60, max_held=1), flush_every_s=60)
+    )
+    try:
+        body = _request([(b"\x01" * 16, b"\x02" * 8, b"", T0, T0 + 5)])
+        receiver.receive(body, "application/x-protobuf", None)
+        with pytest.raises(BadTraces) as caught:
+            receiver.receive(body, "application/x-protobuf", None)
+        assert caught.value.status == 503
+        assert receiver.status()["traces"]["busy_responses"] == 1
+    finally:
+        receiver.close()
+        rt.close()

@@ -44,6 +44,8 @@ async def traces(request: Request) -> Response:
             request.headers.get("content-encoding"),
         )
     except BadTraces as exc:
+        if exc.status == 503:  # OTLP exporters retry a 503, after Retry-After if given
+            return _error(503, str(exc), **{"Retry-After": "1"})
         return _error(exc.status, str(exc))
     except OSError as exc:
         return _not_durable("the spans", exc)

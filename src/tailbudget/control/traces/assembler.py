@@ -27,6 +27,9 @@ class Limits:
     max_spans: int = 5_000
     recent: int = 200_000
     """Completed trace ids remembered, so a late span is counted, not a new trace."""
+    max_held: int = 250_000
+    """Spans held in all (waiting for their trace or for attribution); past it the
+    receiver answers 503 and the exporters retry: memory stays flat under any load."""
 
 
 @dataclass
@@ -50,10 +53,12 @@ class Assembler:
         self.incomplete: Counter[str] = Counter()
         """Traces given up, by reason (no_root, root_not_ended), and orphan spans."""
         self._done: OrderedDict[str, None] = OrderedDict()
+        self.spans_held = 0
 
     @property
-    def spans_held(self) -> int:
-        return sum(len(t.spans) for t in self.open.values())
+    def full(self) -> bool:
+        """Holding `max_held` spans: take no more until attribution catches up."""
+        return self.spans_held >= self.limits.max_held
 
     def add(self, rows: list[SpanRow], now_s: float) -> None:
         for row in rows:
@@ -73,6 +78,7 @@ class Assembler:
                 self.dropped["too_many_spans"] += 1
                 continue
             trace.spans[row.span] = row
+            self.spans_held += 1
             if not row.parent and trace.root is None:
                 trace.root = row
                 if row.end_ns >= row.start_ns and row.end_ns > 0:
@@ -92,11 +98,13 @@ class Assembler:
                 stale.append(key)
         for key in stale:
             trace = self.open.pop(key)
+            self.spans_held -= len(trace.spans)
             self.incomplete["root_not_ended" if trace.root is not None else "no_root"] += 1
             self._remember(key)
         out = []
         for key in ready:
             trace = self.open.pop(key)
+            self.spans_held -= len(trace.spans)
             spans = trace.spans
             orphans = sum(1 for s in spans.values() if s.parent and s.parent not in spans)
             if orphans:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 __all__ = ["TraceRow", "TraceWindow", "culprits"]
 
-MAX_ROWS = 100_000
+MAX_ROWS = 20_000
 """Completed traces held for culprits (the newest; the window's span bounds them too)."""
 
 

@@ -48,7 +48,8 @@ class SpanRow(NamedTuple):
 
 
 class BadTraces(TailbudgetError):
-    """A body that is not an OTLP trace export (400), or in an encoding not taken (415)."""
+    """A body that is not an OTLP trace export (400), in an encoding not taken (415), or
+    one the receiver has no room for now (503: OTLP exporters retry it)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)

@@ -25,7 +25,7 @@ import orjson
 
 from tailbudget.control.traces.assembler import Assembler, Limits
 from tailbudget.control.traces.live_culprits import TraceRow, TraceWindow, culprits
-from tailbudget.control.traces.otlp_body import decode_traces, export_response
+from tailbudget.control.traces.otlp_body import BadTraces, decode_traces, export_response
 from tailbudget.control.traces.span_log import SpanLog
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ class TraceReceiver:
         self.spans_rejected: Counter[str] = Counter()
         self.traces_completed = 0
         self.traces_unattributed = 0
+        self.busy = 0
+        """Requests answered 503 because the assembler was full (the exporter retries)."""
         recovered = self.span_log.open_spans()
         self.recovered = len(recovered)
         if recovered:
@@ -91,6 +93,11 @@ class TraceReceiver:
         Raises BadTraces (a 400/415) and OSError (not durable: a 503)."""
         decoded = decode_traces(body, content_type, encoding)
         with self.lock:
+            if decoded.spans and self.assembler.full:
+                self.busy += 1
+                raise BadTraces(
+                    f"{self.assembler.spans_held} spans wait for attribution; retry shortly", 503
+                )
             # Under the lock: a span-log rewrite never misses spans written but not held.
             if decoded.spans:
                 self.span_log.append_spans(decoded.spans)
@@ -146,7 +153,8 @@ class TraceReceiver:
         rows: list[dict[str, float]] = [{} for _ in ids]
         for stage, column in result.stages.items():
             for i, ms in zip(column.index.tolist(), column.ms.tolist(), strict=True):
-                rows[i][stage] = ms
+                if ms:  # a stage absent from a row is 0 ms there (live_culprits._matrix)
+                    rows[i][stage] = ms
         with self.lock:
             self.traces_completed += len(ids)
             for total, stages in zip(result.total_ms.tolist(), rows, strict=True):
@@ -177,6 +185,7 @@ class TraceReceiver:
                 "span_stage": self.options.span_stage,
                 "grace_s": self.options.limits.grace_s,
                 "recovered_spans": self.recovered,
+                "busy_responses": self.busy,
             }
             rows = self.window.current(now)
             baseline = list(self.baseline)
