@@ -193,7 +193,16 @@ class _Checker:
         p = obj.percentile
         value, note = _decode_figure(stage.name, spec, obj.metric, p)
         row = self._row(obj, value, value, stage=stage.name, note=note)
-        if row.fits is False:
+        if row.fits is False and spec.tpot is None:
+            self._over(
+                obj,
+                row,
+                f"{stage.name} decoding at {spec.tokens_per_s:g} tok/s gives {obj.metric.upper()}",
+                f"raise tokens/s to at least {1000.0 / row.limit_ms:,.1f} (speculative "
+                "decoding, fewer concurrent decoders, a smaller or quantized model) "
+                f"or relax slo.{obj.metric}.{obj.percentile}",
+            )
+        elif row.fits is False:
             self._over(
                 obj,
                 row,
