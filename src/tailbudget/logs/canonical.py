@@ -27,9 +27,20 @@ OWN_UNITS = frozenset(
 )
 """Formats that define their latency units (a span's duration, a benchmark's seconds)."""
 
-__all__ = ["REASONS", "canonicalize", "epoch_to_timestamp"]
+__all__ = ["REASONS", "SPAN_REASONS", "canonicalize", "epoch_to_timestamp"]
 
-REASONS = ("missing_total", "non_numeric", "nan", "infinite", "negative", "bad_timestamp")
+SPAN_REASONS = ("span_without_trace_id", "span_without_start", "span_without_end")
+"""Why a trace read from spans is rejected before its times are summed (logs/spans.py)."""
+
+REASONS = (
+    *SPAN_REASONS,
+    "missing_total",
+    "non_numeric",
+    "nan",
+    "infinite",
+    "negative",
+    "bad_timestamp",
+)
 """Rejection reasons, in the order they are checked (a row counts under the first)."""
 
 _UNIT_FACTOR = {"ms": 1.0, "s": 1000.0, "us": 0.001, None: 1.0}
@@ -49,11 +60,13 @@ def canonicalize(
     extras: tuple[str, ...] = (),
     shape: tuple[str, ...] = (),
     cache: bool = False,
+    reasons: tuple[tuple[str, Any], ...] = (),
 ) -> LogTable:
     """Resolve the mapping, build the canonical columns, count rejects, keep the rest.
 
     `extras` are reader-made columns carried unchanged; `shape` are covariates
-    the reader adds to the user's.
+    the reader adds to the user's; `reasons` are the reader's own rejections
+    (name, condition on `raw`), checked first.
     """
     schema = raw.schema()
     numeric = {name for name, typ in schema.items() if typ.is_numeric()}
@@ -81,6 +94,7 @@ def canonicalize(
 
     ts, bad_ts = _timestamp(raw, mapping.timestamp, source)
     conditions = [
+        *((name, cond.fill_null(False)) for name, cond in reasons),
         ("missing_total", missing_total),
         ("non_numeric", any_non_numeric),
         ("nan", ibis.or_(*(_is_nan(v, backend) for v in latencies))),
@@ -117,13 +131,14 @@ def canonicalize(
         counts = _count(annotated.group_by(annotated[_REASON].name("reason")), backend, source)
         table = annotated.filter(annotated[_REASON].isnull()).drop(_REASON)
     else:
-        static = [*(c for _, c in checks), bad_ts]
+        static = [*(c for _, c in checks), *(c for _, c in reasons), bad_ts]
         clean = _clean_counts(raw, latencies, static, missing_total, mapping)
         counts = clean or _count_sums(raw, conditions, backend, source)
         if counts.rejected:
             # The same rule as `reason is null`, as plain predicates: far cheaper per row
             # than the CASE on a lazily scanned log of tens of millions of rows.
             ok = ibis.and_(
+                *(~c.fill_null(False) for _, c in reasons),
                 ~missing_total,
                 ~any_non_numeric,
                 ~bad_ts,

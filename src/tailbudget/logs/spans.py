@@ -23,10 +23,15 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from tailbudget.errors import LogError
-from tailbudget.logs.canonical import canonicalize, epoch_to_timestamp, materialize
+from tailbudget.logs.canonical import (
+    SPAN_REASONS,
+    canonicalize,
+    epoch_to_timestamp,
+    materialize,
+)
 from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
-from tailbudget.logs.engine import capped_memory
+from tailbudget.logs.engine import arrow_result, capped_memory
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.span_stages import MAX_SPAN_STAGES, choose_stages
 from tailbudget.logs.table import LogTable
@@ -141,6 +146,7 @@ def critical_path_stages(
     most `most`), so a live window keeps its stages; the rest are summed into `other`."""
     with capped_memory(backend, SPAN_MEMORY_LIMIT):
         spans, timed, _ = _normalise(raw, cols, options, source, [])
+        spans = spans.filter(spans.bad.isnull()).drop("bad")
         if not timed:
             raise LogError(f"{source}: spans need start and end times for a critical path")
         spans = spans.mutate(
@@ -168,6 +174,7 @@ def _read_span_table(
 ) -> LogTable:
     extra_notes = list(notes)
     spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
+    spans, rejected = _split_untimed(spans, backend, extra_notes)
     spans = spans.mutate(
         is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
     )
@@ -189,6 +196,9 @@ def _read_span_table(
             "of its children's durations"
         )
     choice = choose_stages(selfs, backend, options)
+    if not choice.keep and rejected is not None:
+        said = next(n for n in extra_notes if n.startswith("spans that cannot be timed"))
+        raise LogError(f"{source}: no trace has spans that can all be timed; {said}")
     if not choice.keep:
         raise LogError(f"{source}: the span table has no spans")
     keep, rest = list(choice.keep), list(choice.rest)
@@ -218,6 +228,10 @@ def _read_span_table(
     if timed:
         start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
         per_trace = per_trace.mutate(ts=epoch_to_timestamp(start)).drop("start_ms")
+    reasons: tuple[tuple[str, Any], ...] = ()
+    if rejected is not None:
+        per_trace = _with_rejected(per_trace, rejected)
+        reasons = tuple((r, per_trace.span_reason == r) for r in SPAN_REASONS)
     stage_map = dict(names)
     if rest:
         lower = {n.lower() for n in names}
@@ -244,6 +258,7 @@ def _read_span_table(
         notes=tuple(extra_notes),
         extras=("n_spans", "n_roots"),
         cache=True,
+        reasons=reasons,
     )
     profile = None
     if timed and options.span_profile:
@@ -303,8 +318,11 @@ def _normalise(
             "cannot be told from good ones, only their latency shows"
         )
     parent = raw[cols.parent].cast(dt.string).strip()
+    trace = raw[cols.trace].cast(dt.string).strip()
+    no_trace = trace.isnull() | trace.re_search(r"^0*$")
     spans = raw.select(
-        trace=raw[cols.trace].cast(dt.string),
+        trace=ibis.ifelse(no_trace, ibis.null(dt.string), trace),
+        bad=_untimed(no_trace, start, end if end is not None else duration),
         span=raw[cols.span].cast(dt.string),
         parent=parent.nullif(""),
         stage_raw=label.fill_null("unknown"),
@@ -320,6 +338,48 @@ def _normalise(
     )
     offset_ms = base * _unit_factor(abs(base)) if base is not None else 0.0
     return spans, timed, offset_ms
+
+
+def _untimed(no_trace: Any, start: Any, end: Any) -> Any:
+    """Why a span cannot be timed or placed (a SPAN_REASONS name), else null.
+
+    A span with no end (or an end past int64) would read as 0 ms and pass; spans
+    with no trace id would be merged into one request."""
+    cases = [(no_trace, "span_without_trace_id")]
+    if start is not None:
+        cases.append((start.isnull(), "span_without_start"))
+    if end is not None:
+        cases.append((end.isnull(), "span_without_end"))
+    return ibis.cases(*cases, else_=ibis.null(dt.string))
+
+
+def _split_untimed(spans: Any, backend: Any, notes: list[str]) -> tuple[Any, Any]:
+    """(the spans of traces every span of which can be timed, the other traces with
+    the first reason and their span count; None when there are none)."""
+    bad = spans.filter(spans.bad.notnull())
+    found = materialize(
+        backend, bad.group_by(trace=bad.trace).aggregate(reason=bad.bad.min(), n=bad.count())
+    )
+    tally = arrow_result(found.group_by("reason").aggregate(n=found.n.sum()), backend)
+    if not tally.num_rows:
+        return spans.drop("bad"), None
+    counts = dict(zip(tally["reason"].to_pylist(), tally["n"].to_pylist(), strict=True))
+    shown = ", ".join(f"{counts[r]:,} {r}" for r in SPAN_REASONS if r in counts)
+    notes.append(
+        f"spans that cannot be timed or placed ({shown}): their traces are rejected rows, "
+        "never a 0 ms request or one merged trace"
+    )
+    good = spans.filter(spans.bad.isnull())
+    good = good.anti_join(found, good.trace == found.trace).drop("bad")
+    return good, found
+
+
+def _with_rejected(per_trace: Any, rejected: Any) -> Any:
+    """`per_trace` with one row per rejected trace (every figure null, its reason set)."""
+    fill = {name: ibis.null(typ) for name, typ in per_trace.schema().items()}
+    fill["request_id"] = rejected.trace.fill_null("(no trace id)")
+    bad = rejected.select(**fill, span_reason=rejected.reason)
+    return per_trace.mutate(span_reason=ibis.null(dt.string)).union(bad)
 
 
 def _follows(raw: Any, cols: SpanColumns) -> Any:
@@ -417,7 +477,8 @@ def _epoch_base(raw: Any, cols: SpanColumns) -> int | None:
     """
     if cols.start is None or not raw[cols.start].type().is_integer():
         return None
-    first = raw.limit(1).execute()[cols.start].tolist()
+    column = raw[cols.start]
+    first = raw.filter(column.notnull()).select(column).limit(1).execute()[cols.start].tolist()
     return int(first[0]) if first and first[0] == first[0] else None
 
 

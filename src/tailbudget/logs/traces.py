@@ -200,16 +200,22 @@ def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict
                 "parent_id": parent,
                 "name": _text(span.get("operationName")) or "unknown",
                 "service": _text(service) or "unknown",
-                "start_ns": None if start_us is None else start_us * 1000,
+                "start_ns": _ns(start_us),
                 "end_ns": (
-                    None
-                    if start_us is None or duration_us is None
-                    else (start_us + duration_us) * 1000
+                    None if start_us is None or duration_us is None else _ns(start_us + duration_us)
                 ),
                 "error": _jaeger_error(span),
                 "kind": _text(tags.get("span.kind")),
                 "ref_type": ref_type,
             }
+
+
+def _ns(us: int | None) -> int | None:
+    """Microseconds as int64 nanoseconds; None past int64 (the span is then untimed)."""
+    if us is None:
+        return None
+    ns = us * 1000
+    return ns if -(2**63) <= ns < 2**63 else None
 
 
 def _typed(row: dict[str, Any], options: ReadOptions) -> dict[str, Any]:
