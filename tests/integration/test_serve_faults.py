@@ -272,6 +272,17 @@ def test_hostile_bodies_are_refused_in_bounded_memory(tmp_path):
         many = {"baselines": {f"s{i}.p99": 5 for i in range(10_000)}}  # 10,000 keys: 140 KB
         r = httpx.post(f"{srv.url}/v1/baseline", json=many, headers=auth, timeout=10)
         assert r.status_code == 413 and "64 KiB" in r.json()["error"]
+        # Just under the limit: 200,000 observations of 3 gaps each, 7.2 MB decoded.
+        import numpy as np
+        import pyarrow as pa
+
+        n = 200_000
+        offsets = pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32))
+        gaps = pa.ListArray.from_arrays(offsets, pa.array(np.full(3 * n, 20.0)))
+        table = pa.table({"total_ms": pa.array(np.full(n, 100.0)), "itl_ms": gaps})
+        r = srv.post(zstd_stream(table), content_type=arrow)
+        assert r.status_code == 200, r.text
+        acked += n
         assert _server_peak_mib(srv) < 256
         assert srv.status()["observations_total"] == acked
         srv.stop(signal.SIGKILL)
