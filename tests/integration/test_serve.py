@@ -548,3 +548,8 @@ def test_bad_options_exit_2_with_one_line(tmp_path):
             app, ["serve", "--port", port, "--state-dir", str(tmp_path / "s")]
         )
     assert busy.exit_code == 2 and "cannot listen" in busy.output
+    tiny = CliRunner().invoke(
+        app, ["serve", "--max-decoded-bytes", "5", "--state-dir", str(tmp_path / "s")]
+    )
+    assert tiny.exit_code == 2
+    assert "--max-decoded-bytes must be from 1,048,576 (the body limit) to 1 GiB" in tiny.output
