@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tailbudget.audit.budgeting.proposal import Rebudget
+from tailbudget.audit.budgeting.proposal import GoodputCheck, Rebudget
 from tailbudget.report import fmt
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
@@ -70,6 +70,16 @@ def rebudget_dict(r: Rebudget) -> dict[str, Any]:
             }
             for o in r.objectives
         ],
+        "goodput": None
+        if r.goodput is None
+        else {
+            "share": r.goodput.share,
+            "good": r.goodput.good,
+            "requests": r.goodput.requests,
+            "min": r.goodput.min,
+            "thresholds": r.goodput.thresholds,
+            "verdict": r.goodput.verdict,
+        },
         "composed": [
             {"method": c.method, "before": c.before, "after": c.after} for c in r.compositions
         ],
@@ -124,6 +134,8 @@ def rebudget_markdown(r: Rebudget) -> str:
         f"{_ms(o.measured_ms) if o.measured_ms is not None else fmt.MISSING} | {o.verdict} |"
         for o in r.objectives
     ]
+    if r.goodput is not None:
+        out += ["", _goodput_line(r.goodput)]
     out += ["", "## Slices against the log", ""]
     out += ["| percentile | SLO | stages may use | budget | measured | speed-up needed |"]
     out += ["|---|---:|---:|---:|---:|---:|"]
@@ -183,6 +195,8 @@ def rebudget_text(r: Rebudget) -> str:
         out.append(
             f"{check.objective}: target {_ms(check.target_ms)}, measured {got}: {check.verdict}"
         )
+    if r.goodput is not None:
+        out.append(_goodput_line(r.goodput))
     out.append("")
     for a in r.allocations:
         out.append(
@@ -210,3 +224,12 @@ def rebudget_text(r: Rebudget) -> str:
     out += ["", "proposed budget (diff):", r.diff.rstrip() or "(no change)", ""]
     out += [f"note: {n}" for n in r.notes]
     return "\n".join(out) + "\n"
+
+
+def _goodput_line(g: GoodputCheck) -> str:
+    within = ", ".join(f"{k} {_ms(v)}" for k, v in g.thresholds.items())
+    least = f" (minimum {fmt.share(g.min)})" if g.min is not None else ""
+    return (
+        f"goodput: {fmt.share(g.share)} of {fmt.count(g.requests)} requests meet {within}"
+        f"{least}: {g.verdict}"
+    )

@@ -23,7 +23,7 @@ from tests.conftest import SHARED_DATA
 
 runner = CliRunner()
 
-LLM_SLO = "ttft.p95=500,tpot.p99=60,itl.p99=100,e2e.p99=20000"
+LLM_SLO = "ttft.p95=500,tpot.p99=60,itl.p99=100,e2e.p99=20000,goodput=0.9"
 LLM_FILES = [
     "vllm_llama33-70b_tp8_sharegpt_qps_inf.json",
     "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_01.json",
@@ -139,6 +139,9 @@ def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
     plan, rebudget, audit, replay = commands(log, budget)
     same_figures(rebudget, audit)
     recommendation_follows(audit)
+    # Goodput: the share meeting every per-request threshold, counted the same way.
+    assert rebudget["goodput"]["share"] == pytest.approx(audit["goodput"]["share"], abs=1e-12)
+    assert rebudget["goodput"]["verdict"] == audit["goodput"]["verdict"]
     planned = by_key(plan["objectives"])
     for o in audit["objectives"]:
         key, row = f"{o['metric']}.{o['percentile']}", planned[f"{o['metric']}.{o['percentile']}"]

@@ -86,6 +86,38 @@ def count(profile: Profile, objective: Objective) -> int:
     return 0 if got is None else int(got.size)
 
 
+def good_share(
+    profile: Profile, thresholds: dict[str, float], output_tokens: int | None = None
+) -> tuple[float, int, int] | None:
+    """(share, good, requests) meeting every per-request threshold, as the audit counts
+    goodput: errors and requests that failed without a latency are in the denominator and
+    never good; TPOT of a one-token answer and ITL without gaps count as 0. None when the
+    log lacks a thresholded metric."""
+    ok = np.ones(profile.used, dtype=bool)
+    for metric, ms in thresholds.items():
+        value = _good_value(profile, metric, output_tokens if metric == "e2e" else None)
+        if value is None:
+            return None
+        with np.errstate(invalid="ignore"):
+            ok &= value <= ms
+    requests = profile.rows + profile.failed
+    good = int(ok.sum())
+    return (good / requests if requests else 0.0), good, requests
+
+
+def _good_value(profile: Profile, metric: str, output_tokens: int | None) -> FloatArray | None:
+    if metric == "tpot":
+        return tpot(profile, one_token_as_zero=True)
+    if metric == "itl":
+        gap = profile.longest_gap
+        return None if gap is None else np.nan_to_num(gap, nan=0.0)
+    if metric == "e2e":
+        return profile.total if output_tokens is None else _at_tokens(profile, output_tokens)
+    if metric == "ttft":
+        return ttft(profile)
+    return profile.times.get(metric)
+
+
 def spread(
     data: FloatArray | None, names: tuple[str, ...] = ("p50", "p95", "p99")
 ) -> dict[str, float] | None:

@@ -45,6 +45,10 @@ class Profile:
     """Token counts the LLM block needs (output_tokens, input_tokens), when the log has them."""
     gaps: FloatArray | None = None
     """Every inter-token gap of the profiled requests, pooled (ms), when the log has them."""
+    longest_gap: FloatArray | None = None
+    """Each profiled request's largest inter-token gap (NaN without gaps), aligned by index."""
+    failed: int = 0
+    """Requests that failed without a latency (not in `rows`; never good)."""
 
     @property
     def used(self) -> int:
@@ -107,6 +111,7 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
         c: columns[c][keep] for c in extra if c not in {log.stage_column(s) for s in log.stages}
     }
     gaps = _gaps(arrow.column(ITL), keep) if lists else None
+    longest = _longest(arrow.column(ITL), keep) if lists else None
     return Profile(
         source=log.source,
         stages=tuple(log.stages),
@@ -117,7 +122,28 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
         sampled=sampled,
         covariates=covs,
         gaps=gaps,
+        longest_gap=longest,
+        failed=int(getattr(log.rows, "failed", 0)),
     )
+
+
+def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+    lists = chunked.combine_chunks().filter(pa.array(keep))
+    # The row each gap belongs to, then the largest gap per row (NaN for rows without).
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.float64)
+    out: FloatArray = np.full(len(lists), np.nan)
+    ok = np.isfinite(flat)
+    if ok.any():
+        order = np.lexsort((flat[ok], parents[ok]))
+        rows, vals = parents[ok][order], flat[ok][order]
+        last = np.r_[rows[1:] != rows[:-1], True]
+        out[rows[last]] = vals[last]
+    return out
 
 
 def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:

@@ -67,6 +67,19 @@ class ObjectiveCheck:
 
 
 @dataclass(frozen=True)
+class GoodputCheck:
+    """Goodput measured on the log as the audit counts it."""
+
+    share: float
+    good: int
+    requests: int
+    min: float | None
+    thresholds: dict[str, float]
+    verdict: str
+    """pass | breach | no_minimum (reported, not gated)."""
+
+
+@dataclass(frozen=True)
 class Composition:
     """End-to-end percentiles before and after, with how they were composed."""
 
@@ -95,6 +108,7 @@ class Rebudget:
     closes_gap: bool
     compositions: tuple[Composition, ...]
     objectives: tuple[ObjectiveCheck, ...]
+    goodput: GoodputCheck | None
     budget_text: str
     diff: str
     notes: tuple[str, ...]
@@ -141,6 +155,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         closes_gap=_closes(budget, profile, chosen, allocations, old),
         compositions=_compositions(budget, proposed, profile, chosen),
         objectives=_objective_checks(budget, profile),
+        goodput=_goodput(budget, profile),
         budget_text=budget_yaml(
             proposed, header=f"proposed by `tailbudget rebudget` from {profile.source}"
         ),
@@ -430,6 +445,20 @@ def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveChec
             verdict = "inconclusive"  # the audit's rule: one request beyond it on average
         out.append(ObjectiveCheck(o.key, o.target_ms, got, verdict))
     return tuple(out)
+
+
+def _goodput(budget: m.Budget, profile: Profile) -> GoodputCheck | None:
+    objs = budget.objectives
+    thresholds = objs.thresholds()
+    if objs.goodput is None or not thresholds:
+        return None
+    got = metrics.good_share(profile, thresholds, objs.e2e_output_tokens())
+    if got is None:
+        return None
+    share, good, requests = got
+    least = objs.goodput.min
+    verdict = "no_minimum" if least is None else "pass" if share >= least else "breach"
+    return GoodputCheck(share, good, requests, least, thresholds, verdict)
 
 
 def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[str, ...]:
