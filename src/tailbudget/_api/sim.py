@@ -123,6 +123,14 @@ def _loads(load: str | float | Sequence[float]) -> list[float]:
     return out
 
 
+def _save(fitted: Fitted, path: str | Path | None) -> None:
+    """`save_model`: the fitted model written for `serve --model`."""
+    if path is not None:
+        from tailbudget.sim.model_file import save_model
+
+        save_model(fitted.model, path)
+
+
 def _horizon(duration: str | float | None) -> float | None:
     """Seconds; zero (or less, or not finite) is refused, it simulates nothing."""
     import math
@@ -158,6 +166,7 @@ def simulate(
     provision_delay: str | None = None,
     logging_overhead_ms: float | None = None,
     seed: int = 0,
+    save_model: str | Path | None = None,
     max_events: int | None = None,
 ) -> SimReport:
     """Fit a service model from the log(s) and run each policy closed loop on the same
@@ -205,6 +214,7 @@ def simulate(
         inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
         given=given, max_events=bound,
     )  # fmt: skip
+    _save(inputs.fitted, save_model)
     return run(
         inputs.fitted.model,
         inputs.objectives,
@@ -237,6 +247,7 @@ def capacity(
     cold_factor: float | None = None,
     provision_delay: str | None = None,
     seed: int = 0,
+    save_model: str | Path | None = None,
     max_events: int | None = None,
 ) -> CapacityReport:
     """The fewest replicas meeting every gated objective at each multiple of the log's
@@ -264,6 +275,7 @@ def capacity(
         inputs.fitted, inputs.policy, spec, multiples, duration_s=horizon, given=given,
         max_events=bound,
     )  # fmt: skip
+    _save(inputs.fitted, save_model)
     return capacity_curve(
         inputs.fitted.model,
         inputs.objectives,

@@ -78,6 +78,9 @@ COLD = typer.Option(None, "--cold-factor", help="Work multiplier on a cold repli
 DELAY = typer.Option(None, "--provision-delay", help="Time a new replica takes (e.g. 45s).")
 CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at once.")
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
+SAVE_MODEL = typer.Option(
+    None, "--save-model", help="Also write the fitted model here (for serve --model)."
+)
 MAX_EVENTS = typer.Option(
     None,
     "--max-events",

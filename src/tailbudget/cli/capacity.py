@@ -40,6 +40,7 @@ def capacity_command(
     max_events: int | None = _sim.MAX_EVENTS,
     format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    save_model: Path | None = _sim.SAVE_MODEL,
     fail_on_breach: bool = typer.Option(
         False, "--fail-on-breach", help="Exit 1 when some load cannot be met."
     ),
@@ -74,6 +75,10 @@ def capacity_command(
         seed=seed,
         log_times=inputs.fitted.log_times,
     )
+    if save_model is not None:
+        from tailbudget.sim.model_file import save_model as write_model
+
+        write_model(inputs.fitted.model, save_model)
     _sim.emit_report(rep, format, output)
     if fail_on_breach and any(p.replicas is None for p in rep.curve):
         raise typer.Exit(EXIT_GATE)

@@ -38,6 +38,7 @@ def simulate_command(
     max_events: int | None = _sim.MAX_EVENTS,
     format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
+    save_model: Path | None = _sim.SAVE_MODEL,
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
     from tailbudget.sim.arrivals import parse_arrivals
@@ -87,4 +88,8 @@ def simulate_command(
         signal=inputs.signal,
         headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
+    if save_model is not None:
+        from tailbudget.sim.model_file import save_model as write_model
+
+        write_model(inputs.fitted.model, save_model)
     _sim.emit_report(rep, format, output)
