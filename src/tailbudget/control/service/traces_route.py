@@ -42,6 +42,7 @@ async def traces(request: Request) -> Response:
             body,
             request.headers.get("content-type"),
             request.headers.get("content-encoding"),
+            request.app.state.limits,
         )
     except BadTraces as exc:
         if exc.status == 503:  # OTLP exporters retry a 503, after Retry-After if given

@@ -9,25 +9,21 @@ rejected and counted: the response says so as OTLP's partial success.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
 
+from tailbudget.control.service.limits import BodyLimits, TooLarge, decompress
 from tailbudget.errors import TailbudgetError
 
 __all__ = [
-    "MAX_DECODED",
     "BadTraces",
     "Decoded",
     "SpanRow",
     "decode_traces",
     "export_response",
 ]
-
-MAX_DECODED = 64 * 1024 * 1024
-"""Largest body once gunzipped (bytes): a small bomb never becomes a large buffer."""
 
 _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
@@ -69,14 +65,19 @@ class Decoded:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
 
-def decode_traces(body: bytes, content_type: str | None, encoding: str | None) -> Decoded:
-    """The span rows of one POST /v1/traces body."""
+def decode_traces(
+    body: bytes,
+    content_type: str | None,
+    encoding: str | None,
+    limits: BodyLimits | None = None,
+) -> Decoded:
+    """The span rows of one POST /v1/traces body (decoded within `limits`)."""
     kind = (content_type or _PROTOBUF).split(";")[0].strip().lower()
     if kind not in (_PROTOBUF, _JSON):
         raise BadTraces(
             f"content type {kind!r}: send application/x-protobuf or application/json", 415
         )
-    data = _inflate(body, (encoding or "identity").strip().lower())
+    data = _inflate(body, encoding or "identity", limits or BodyLimits())
     out = Decoded()
     if kind == _JSON:
         _json_rows(data, out)
@@ -85,20 +86,15 @@ def decode_traces(body: bytes, content_type: str | None, encoding: str | None) -
     return out
 
 
-def _inflate(body: bytes, encoding: str) -> bytes:
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise BadTraces(f"content encoding {encoding!r}: send gzip, deflate or none", 415)
-    # gzip, or deflate's zlib stream (47: either header, told apart by zlib itself)
-    inflater = zlib.decompressobj(wbits=47)
+def _inflate(body: bytes, encoding: str, limits: BodyLimits) -> bytes:
+    """Serve's own decoding (control/service/limits.py): gzip, deflate or zstd, bounded."""
     try:
-        data = inflater.decompress(body, MAX_DECODED)
-    except zlib.error as exc:
-        raise BadTraces(f"the {encoding} body is damaged ({exc})") from None
-    if inflater.unconsumed_tail:
-        raise BadTraces(f"body over {MAX_DECODED} bytes once decompressed; send smaller batches")
-    return data
+        return decompress(body, encoding, limits)
+    except TooLarge as exc:
+        raise BadTraces(str(exc), 413) from None
+    except ValueError as exc:
+        status = 415 if "is not read" in str(exc) else 400
+        raise BadTraces(str(exc), status) from None
 
 
 def _add(out: Decoded, row: SpanRow) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from tailbudget.control.service.limits import BodyLimits
 from tailbudget.control.traces.assembler import Assembler, Limits
 from tailbudget.control.traces.live_culprits import TraceRow, TraceWindow, culprits
 from tailbudget.control.traces.otlp_body import BadTraces, decode_traces, export_response
@@ -86,12 +87,16 @@ class TraceReceiver:
     # --- ingest -----------------------------------------------------------------
 
     def receive(
-        self, body: bytes, content_type: str | None, encoding: str | None
+        self,
+        body: bytes,
+        content_type: str | None,
+        encoding: str | None,
+        limits: BodyLimits | None = None,
     ) -> tuple[bytes, str]:
         """Decode, make durable, hold; the OTLP response body and its media type.
 
-        Raises BadTraces (a 400/415) and OSError (not durable: a 503)."""
-        decoded = decode_traces(body, content_type, encoding)
+        Raises BadTraces (400/413/415, or 503 while full) and OSError (not durable)."""
+        decoded = decode_traces(body, content_type, encoding, limits)
         with self.lock:
             if decoded.spans and self.assembler.full:
                 self.busy += 1
