@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tailbudget.audit.config import AuditConfig
+from tailbudget.logs.columns import UNATTRIBUTED as UNATTRIBUTED
 from tailbudget.logs.engine import arrow_result, count_true, one_thread
 from tailbudget.logs.table import LogTable
 
-UNATTRIBUTED = "unattributed"
 TOTAL = "total_ms"
 
 OVERLAP_TOLERANCE_MS = 1.0

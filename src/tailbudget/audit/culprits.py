@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tailbudget.audit.contention import Contention
+from tailbudget.audit.context import UNATTRIBUTED
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
@@ -27,7 +28,7 @@ __all__ = ["MAX_CULPRITS", "WEAK_SLOW", "Inputs", "build", "name_in"]
 WEAK_SLOW = 20
 """Below this many slow requests, slow-vs-fast attribution is weak."""
 MAX_CULPRITS = 5
-NOT_SUSPECTS = ("other", "unattributed")
+NOT_SUSPECTS = ("other", UNATTRIBUTED)
 """Buckets, not stages: `other` holds only negligible stages, `unattributed` no stage."""
 MIN_SCORE = 0.02
 CONTENTION_WEIGHT = 0.5

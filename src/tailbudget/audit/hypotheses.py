@@ -21,7 +21,7 @@ summed positive slow-minus-fast deltas):
   tail not explained by shape, fan-out, load, cold start or a cache gap: rare long stalls,
   the signature of a remote call's timeouts and retries.
 - missing_slice: `unattributed` (total minus all stages) is the tail driver or holds
-  >= 30% of the slow-fast delta: an uninstrumented hop.
+  >= 30% of the slow-fast delta: a hop no stage times.
 - llm_prefill: a TTFT/prefill/queue stage's p99 exceeds its budget (the budget's llm
   ttft_ms, else the stage's p99 slice), or without a budget it is the tail driver:
   queueing or prefill; the evidence says which fits (load or input length).
@@ -307,9 +307,9 @@ def _missing(ev: Evidence) -> list[Hypothesis]:
             kind="missing_slice",
             stage=UNATTRIBUTED,
             evidence=(
-                f"time outside every stage is {d.mean_slow:,.0f} ms in slow requests vs "
-                f"{d.mean_fast:,.0f} ms in fast ones ({share:.0%} of the slow-fast gap): "
-                "an uninstrumented hop drives the tail"
+                f"unattributed time (total minus every stage) is {d.mean_slow:,.0f} ms in "
+                f"slow requests vs {d.mean_fast:,.0f} ms in fast ones ({share:.0%} of the "
+                "slow-fast gap): a hop no stage times drives the tail"
             ),
             figures={"mean_slow": d.mean_slow, "mean_fast": d.mean_fast, "share": share},
         )

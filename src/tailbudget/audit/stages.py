@@ -1,6 +1,6 @@
 """Step 2: per-stage percentiles, share of p99, the `unattributed` slice and overlap detection.
 
-`unattributed` = total - sum(stages): time no stage covers (an uninstrumented hop).
+`unattributed` = total - sum(stages): time no stage covers (a hop no stage times).
 When stages nest or overlap (a parent RPC contains its children, parallel calls run at
 once) their sum exceeds the total; above NESTED_SHARE of requests the audit says so and
 does not invent an `unattributed` stage from a negative remainder.

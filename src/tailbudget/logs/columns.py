@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from tailbudget.errors import LogError
 from tailbudget.logs.options import ReadOptions
 
-__all__ = ["ColumnMap", "engine_columns", "resolve_columns", "stage_name"]
+__all__ = ["UNATTRIBUTED", "ColumnMap", "engine_columns", "resolve_columns", "stage_name"]
+
+UNATTRIBUTED = "unattributed"
+"""The one name of a request's untimed part (total minus every stage) in the audit's JSON,
+its hypotheses and fixes, and a measured budget's pipeline; no log column may take it."""
 
 _TOTAL_GUESSES = (
     "total_ms",
@@ -37,7 +41,7 @@ _ID_GUESSES = ("request_id", "requestid", "req_id", "id", "trace_id", "traceid")
 _ERROR_GUESSES = ("error", "is_error", "failed", "err")
 # `_ms` columns that are per-request metrics, not stages of the request's time.
 _NOT_STAGES = {"tpot_ms", "itl_ms", "itl_p50_ms", "itl_p95_ms", "itl_mean_ms"}
-_RESERVED = {"total", "request_id", "ts", "error", "unattributed"}
+_RESERVED = {"total", "request_id", "ts", "error", UNATTRIBUTED}
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tailbudget._units import PERCENTILES
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.budgeting.quiet_policy import quiet_policy
 from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
 from tailbudget.budget.objectives import METRICS, Objectives
+from tailbudget.logs.columns import UNATTRIBUTED
 from tailbudget.logs.table import LogTable
 
-PERCENTILES = ("p50", "p95", "p99")
-UNATTRIBUTED = "unattributed"
 """The stage that holds time outside every measured stage (as the audit names it)."""
 NEGLIGIBLE_MS = 1.0
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\Z")
@@ -37,7 +37,8 @@ class MeasuredBudget:
     structure: Structure
     correlation: float
     unattributed: dict[str, float]
-    """Measured percentiles of the time outside every stage (empty when negligible)."""
+    """Measured percentiles of the unattributed time (total minus every stage; empty when
+    negligible)."""
     breaches: tuple[str, ...] = ()
     """Stated objectives the log does not meet, each with its measured figure."""
     raised: tuple[str, ...] = ()
@@ -110,7 +111,7 @@ def measured_budget(
     body = ["headroom: 0.0", "pipeline:", *_pipeline(profile, shape)]
     if rest:
         body += [
-            f"  - stage: {UNATTRIBUTED}   # time outside every stage: total - stages",
+            f"  - stage: {UNATTRIBUTED}   # total - stages: the time no stage covers",
             f"    budget: {_fmt(rest)}   # measured",
         ]
     body += [

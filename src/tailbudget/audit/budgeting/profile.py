@@ -67,7 +67,7 @@ class Profile:
         return {p: self.quantile(stage, p) for p in names}
 
     def residual(self) -> FloatArray:
-        """Per-request time outside every stage (total minus the stages' sum), >= 0."""
+        """Per-request unattributed time (total minus the stages' sum), >= 0."""
         if not self.stages:
             return self.total.copy()
         summed = np.sum([self.times[s] for s in self.stages], axis=0)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from tailbudget._units import quantile_of
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.audit.budgeting.options import (
@@ -28,9 +28,8 @@ from tailbudget.audit.fixes import Fix
 from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
+from tailbudget.logs.columns import UNATTRIBUTED
 
-PERCENTILES = ("p50", "p95", "p99")
-UNATTRIBUTED = "unattributed"
 MIN_SAVING_MS = 0.5
 """Options that save less than this at every gated percentile are not listed."""
 MAX_SET = 3

@@ -61,7 +61,7 @@ def stages(rows: Sequence[StageRow]) -> str:
     head = "Every stage is within its budget; " if worst is not None else ""
     label = top.name
     if label == "unattributed":
-        label = "time outside every stage (unattributed)"
+        label = "unattributed time (total minus every stage)"
     return (
         f"{head}{label} has the largest p99 at {fmt.ms(top.p99)} ms, "
         f"{fmt.share(top.share_of_p99, 0)} of the end-to-end p99."
