@@ -50,7 +50,9 @@ def test_compressed_arrow_bombs_are_413_on_what_they_declare(bombs, name, decode
     size = ipc_size(body)
     assert size.decoded_bytes >= decoded * 1_000_000
     before = pa.total_allocated_bytes()
-    with pytest.raises(BatchTooLarge, match=r"past --max-decoded-bytes 8,388,608") as caught:
+    with pytest.raises(
+        BatchTooLarge, match=r"past the server's max_decoded_bytes 8,388,608"
+    ) as caught:
         parse_observations(body, now_s=NOW, content_type=ARROW_STREAM)
     assert isinstance(caught.value, TooLarge) and caught.value.status == 413
     assert pa.total_allocated_bytes() - before < 1024 * 1024  # nothing was decoded

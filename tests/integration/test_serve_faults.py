@@ -252,7 +252,7 @@ def test_hostile_bodies_are_refused_in_bounded_memory(tmp_path):
             body = zstd_stream(table, copies)
             r = srv.post(body, content_type=arrow)
             assert r.status_code == 413, r.text
-            assert "past --max-decoded-bytes 8,388,608" in r.json()["error"]
+            assert "past the server's max_decoded_bytes 8,388,608" in r.json()["error"]
         hostile = [
             (b'[{"total_ms": 5, "itl_ms": {"p50": 50, "p99": 10}}]', "itl_ms.p50"),
             (b'[{"total_ms": 5, "itl_ms": {"p50": "junk", "p99": 10}}]', "itl_ms.p50"),

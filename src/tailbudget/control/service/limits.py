@@ -52,7 +52,7 @@ class BodyLimits:
     def decoded_over(self, size: int, what: str) -> TooLarge:
         """The 413 for a body decoding to `size` bytes (or more)."""
         return TooLarge(
-            f"{what} decodes to {size:,} bytes or more, past --max-decoded-bytes "
+            f"{what} decodes to {size:,} bytes or more, past the server's max_decoded_bytes "
             f"{self.max_decoded_bytes:,}; send smaller batches"
         )
 
