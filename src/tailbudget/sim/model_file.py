@@ -105,7 +105,7 @@ def save_model(model: ServiceModel, path: str | Path) -> Path:
 def load_model(path: str | Path) -> SavedModel:
     """Read a model `save_model` wrote; anything else is a one-line TailbudgetError."""
     p = Path(path)
-    bad = f"{p}: not a tailbudget model file (write one with simulate or capacity --save-model)"
+    bad = f"{p}: not a tailbudget model file (simulate and capacity write one with save_model)"
     try:
         with p.open("rb") as fh, np.load(fh, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode("utf-8"))
