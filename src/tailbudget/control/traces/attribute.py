@@ -60,6 +60,9 @@ class Attributor:
         self.named: tuple[str, ...] = ()
         """Stages named so far (sticky); the rest are `other`, as the audit folds them."""
 
+    def _clear(self) -> None:
+        _clear_tables(self.backend.con)
+
     def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
         from tailbudget.logs.spans import critical_path_stages
 
@@ -75,15 +78,18 @@ class Attributor:
             [pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
             schema=_SCHEMA,
         )
-        per, self.named = critical_path_stages(
-            ibis.memtable(table),
-            self.columns,
-            self.options,
-            self.backend,
-            "traces",
-            named=self.named,
-            most=MAX_STAGES - 1,
-        )
+        try:
+            per, self.named = critical_path_stages(
+                ibis.memtable(table),
+                self.columns,
+                self.options,
+                self.backend,
+                "traces",
+                named=self.named,
+                most=MAX_STAGES - 1,
+            )
+        finally:
+            self._clear()
         stages = _stage_columns(per, index, self.named)
         return Attributed(
             traces=[r.trace for r in roots],
@@ -92,6 +98,16 @@ class Attributor:
             error=np.array([r.error for r in roots], dtype=np.bool_),
             stages=stages,
         )
+
+
+def _clear_tables(con: Any) -> None:
+    """Drop the batch's intermediate tables: a long-running connection must not keep them."""
+    names = con.sql(
+        "select table_name from duckdb_tables() where temporary and table_name like '\\_%' "
+        "escape '\\'"
+    ).fetchall()
+    for (name,) in names:
+        con.execute(f'drop table if exists temp.main."{name}"')
 
 
 def _stage_columns(
