@@ -219,3 +219,47 @@ def test_serve_goes_unknown_within_two_periods_and_recovers(tmp_path):
             assert _wait_for(srv, "healthy", 10)[0]["verdict"] == "healthy"
         finally:
             srv.stop()
+
+
+def test_a_server_that_drips_its_headers_is_cut_at_the_deadline():
+    # Below HTTP: a socket that takes the request and sends its status line a byte a
+    # second. Each read is quick (the 10 s per-read timeout never trips); only the
+    # total deadline ends the read.
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+                    if stop.wait(1.0):
+                        break
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        source = PrometheusSource(f"http://127.0.0.1:{port}", "svc", "2s", timeout_s=10.0)
+        source.deadline_s = 1.5
+        started = time.monotonic()
+        stats, _ = source.read()
+        took = time.monotonic() - started
+        assert not stats.known and source.last_error_kind == "deadline"
+        assert took < 1.5 + 1.0, f"the read took {took:.1f} s past its 1.5 s deadline"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
