@@ -119,3 +119,22 @@ def test_e2e_output_tokens_needs_an_llm_stage() -> None:
         parse_budget(
             "slo: {e2e: {p95: 9, output_tokens: 3}}\npipeline: [{stage: a, budget: {p99: 1}}]"
         )
+
+
+def test_goodput_is_planned_from_the_distributions():
+    # TTFT <= its p95 and TPOT <= its p95: 95% each, 90.25% if independent, 95% at most.
+    from tailbudget.budget import make_plan, parse_budget
+
+    budget = parse_budget(
+        "service: chat\n"
+        "slo: {ttft: {p95: 400}, goodput: {min: 0.9, ttft: 400, tpot: 50}}\n"
+        "pipeline:\n"
+        "  - stage: llm\n"
+        "    llm: {ttft: {p50: 200, p95: 400, p99: 600}, tpot: {p50: 30, p95: 50, p99: 70},\n"
+        "          output_tokens: {p50: 200}}\n"
+    )
+    g = make_plan(budget, samples=100_000).goodput
+    assert g is not None and g.left_out == ()
+    assert g.share == pytest.approx(0.9025, abs=0.005)
+    assert g.share_high == pytest.approx(0.95, abs=0.005)
+    assert g.fits is True

@@ -113,6 +113,27 @@ def monte_carlo(
     With correlation rho > 0, each stage's normal is sqrt(rho)*common + sqrt(1-rho)*own
     (a Gaussian copula with equal pairwise correlation).
     """
+    total = draws(
+        tree,
+        samples=samples,
+        seed=seed,
+        correlation=correlation,
+        overhead_ms=overhead_ms,
+        progress=progress,
+    )
+    return np.quantile(total, list(quantiles))
+
+
+def draws(
+    tree: Node,
+    *,
+    samples: int,
+    seed: int = 0,
+    correlation: float = 0.0,
+    overhead_ms: float = 0.0,
+    progress: Callable[[int], None] | None = None,
+) -> FloatArray:
+    """`samples` draws of the end-to-end time of `tree` (see `monte_carlo`)."""
     rng = np.random.default_rng(seed)
     common = rng.standard_normal(samples) if correlation > 0 else None
     own = float(np.sqrt(1.0 - correlation))
@@ -145,7 +166,7 @@ def monte_carlo(
     total = run(tree)
     if overhead_ms:
         total += overhead_ms
-    return np.quantile(total, list(quantiles))
+    return total
 
 
 def compose(

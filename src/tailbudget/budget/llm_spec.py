@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tailbudget._units import PERCENTILES, order_problem, quantile_of
+from tailbudget._units import order_problem, quantile_of
 from tailbudget.budget.distributions import fit_stage
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
@@ -22,12 +22,23 @@ FLOOR_MS = 0.001
 """A zero percentile (ITL gaps of tokens sent together) fits as this, for the log-space fit."""
 
 
+SPREAD_POINTS: tuple[str, ...] = ("p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99")
+"""The percentiles a distribution may state; `init --from` writes them all, so a goodput
+threshold below the median (a request's longest gap) reads the lower tail too."""
+
+
 class Spread(BaseModel):
-    """A metric's percentiles (p50/p95/p99; at least one, non-decreasing, >= 0)."""
+    """A metric's percentiles (any of SPREAD_POINTS; at least one, non-decreasing, >= 0)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    p1: NonNeg | None = None
+    p5: NonNeg | None = None
+    p10: NonNeg | None = None
+    p25: NonNeg | None = None
     p50: NonNeg | None = None
+    p75: NonNeg | None = None
+    p90: NonNeg | None = None
     p95: NonNeg | None = None
     p99: NonNeg | None = None
 
@@ -35,7 +46,7 @@ class Spread(BaseModel):
     def _ordered(self) -> Spread:
         given = self.given()
         if not given:
-            raise ValueError("give at least one of p50, p95, p99")
+            raise ValueError(f"give at least one of {', '.join(SPREAD_POINTS)}")
         problem = order_problem(given.items(), unit="")
         if problem is not None:
             raise ValueError(problem)
@@ -44,7 +55,7 @@ class Spread(BaseModel):
     def given(self) -> dict[str, float]:
         """The percentiles present, in order, as {name: value}."""
         out: dict[str, float] = {}
-        for name in PERCENTILES:
+        for name in SPREAD_POINTS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = float(value)
@@ -76,6 +87,8 @@ class LLMSpec(BaseModel):
     ttft: Spread | None = None
     tpot: Spread | None = None
     itl: Spread | None = None
+    longest_gap: Spread | None = None
+    """Each request's largest inter-token gap: what a goodput ITL threshold is checked on."""
 
     @model_validator(mode="before")
     @classmethod

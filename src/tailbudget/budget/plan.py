@@ -16,6 +16,7 @@ from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
 from tailbudget.budget.distributions import Lognormal, SplicedLognormal
+from tailbudget.budget.plan_goodput import GoodputPlan, plan_goodput
 from tailbudget.budget.plan_llm import ttft_holder
 from tailbudget.budget.plan_objectives import (
     ObjectiveCheck,
@@ -129,6 +130,8 @@ class Plan(BaseModel):
     gates: Gates
     objectives: list[ObjectiveCheck]
     """Every objective (e2e, ttft, tpot, itl, stages) with its additive and composed figure."""
+    goodput: GoodputPlan | None = None
+    """The share of requests the distributions expect to meet every per-request threshold."""
     problems: list[Problem]
 
 
@@ -283,6 +286,20 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
 
     objective_rows, more = check_objectives(budget, fits, e2e, **mc)
     problems += more
+    goodput = plan_goodput(budget, fits, tree, **mc)
+    if goodput is not None and goodput.fits is False:
+        problems.append(
+            Problem(
+                severity="warning",
+                metric="goodput",
+                message=(
+                    f"goodput: the distributions expect at most {goodput.share_high:.1%} of "
+                    f"requests to meet every threshold, under the {goodput.min:.1%} minimum "
+                    f"({goodput.method}); "
+                    "`tailbudget audit` measures it on a log"
+                ),
+            )
+        )
     single = [s["name"] for s in stages if s["fit"].get("default_spread")]
     composed: dict[str, Any] = {p: round(v, 3) for p, v in comp.percentiles.items()}
     composed |= {
@@ -313,5 +330,6 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
             checks=[GateCheck.model_validate(c) for c in checks],
         ),
         objectives=objective_rows,
+        goodput=goodput,
         problems=problems,
     )

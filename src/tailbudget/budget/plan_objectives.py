@@ -159,8 +159,8 @@ class _Checker:
         names = [f"{n} {fmt_ms(v)}" for n, v in zip(names, parts, strict=True)]
         if self.b.overhead_ms:
             names.insert(0, f"overhead {fmt_ms(self.b.overhead_ms)}")
-        own_node: Node = ("stage", Constant(0.0) if held else _ttft_distribution(spec))
-        tree: Node = ("seq", [*(_node(self.fits, i) for i in items), own_node])
+        own_node: Node = ("stage", Constant(0.0) if held else ttft_distribution(spec))
+        tree: Node = ("seq", [*(node_of(self.fits, i) for i in items), own_node])
         comp = float(
             monte_carlo(
                 tree,
@@ -248,7 +248,7 @@ def _unchecked(obj: Objective, needs: str) -> Problem:
     )
 
 
-def _ttft_distribution(spec: m.LLMSpec) -> Distribution:
+def ttft_distribution(spec: m.LLMSpec) -> Distribution:
     if spec.ttft is None:
         return Constant(spec.ttft_ms)
     points = {p: max(v, FLOOR_MS) for p, v in spec.ttft.given().items()}
@@ -280,14 +280,14 @@ def _additive(budget: m.Budget, fits: dict[str, Distribution], item: Any, p: str
     return sum(_additive(budget, fits, i, p) for i in item.sequence)
 
 
-def _node(
+def node_of(
     fits: dict[str, Distribution], item: Any, swap: dict[str, Distribution] | None = None
 ) -> Node:
     if isinstance(item, m.Stage):
         return ("stage", (swap or {}).get(item.name, fits[item.name]))
     if isinstance(item, m.Parallel):
-        return ("par", [_node(fits, i, swap) for i in item.parallel])
-    return ("seq", [_node(fits, i, swap) for i in item.sequence])
+        return ("par", [node_of(fits, i, swap) for i in item.parallel])
+    return ("seq", [node_of(fits, i, swap) for i in item.sequence])
 
 
 def e2e_figures(
@@ -312,7 +312,7 @@ def e2e_figures(
     names = list(add)
     # Swap the LLM stage's slice for its time at N tokens: sequence sums shift by the
     # difference, and the Monte Carlo reruns with the stage fixed at that time.
-    tree: Node = ("seq", [_node(fits, i, {stage.name: Constant(call)}) for i in budget.pipeline])
+    tree: Node = ("seq", [node_of(fits, i, {stage.name: Constant(call)}) for i in budget.pipeline])
     qs = monte_carlo(
         tree,
         samples=samples,

@@ -103,6 +103,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         )
     if plan.objectives:
         console.print(_objectives_table(plan))
+    if plan.goodput is not None:
+        console.print(_goodput_line(plan), markup=False)
     for pr in plan.problems:
         color = "red" if pr.severity == "error" else "yellow"
         label = PROBLEM_LABELS.get(pr.severity, pr.severity)
@@ -177,6 +179,8 @@ def plan_markdown(plan: Plan) -> str:
         "",
     ]
     lines += _objectives_md(plan)
+    if plan.goodput is not None:
+        lines += [_goodput_line(plan), ""]
     if plan.llm:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
@@ -203,3 +207,19 @@ def _held(row: LlmSlice) -> str:
     if row.ttft_stage is None:
         return ""
     return f"; its TTFT (median {_ms(row.ttft_ms)} ms) is the {row.ttft_stage} stage"
+
+
+def _goodput_line(plan: Plan) -> str:
+    g = plan.goodput
+    assert g is not None
+    within = ", ".join(f"{k} {_ms(v)} ms" for k, v in g.thresholds.items())
+    if g.min is None:
+        verdict = "reported"
+    else:
+        verdict = {True: "fits", False: "below the minimum", None: "may not fit"}[g.fits]
+    least = f" (minimum {fmt.share(g.min)})" if g.min is not None else ""
+    low = "at most " if g.left_out else ""
+    return (
+        f"goodput: {low}{fmt.share(g.share)} to {fmt.share(g.share_high)} of requests "
+        f"expected to meet {within}{least}: {verdict} [{g.method}]"
+    )

@@ -20,6 +20,7 @@ from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.budgeting.quiet_policy import quiet_policy
 from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
+from tailbudget.budget.llm_spec import SPREAD_POINTS
 from tailbudget.budget.objectives import METRICS, Objectives
 from tailbudget.logs.columns import UNATTRIBUTED
 from tailbudget.logs.table import LogTable
@@ -202,9 +203,11 @@ def _llm_block(profile: Profile, name: str) -> str:
         ("ttft", metrics.ttft(profile)),
         ("tpot", metrics.tpot(profile)),
         ("itl", profile.gaps),
+        ("longest_gap", profile.longest_gap),
         ("output_tokens", out_tokens),
     ):
-        points = metrics.spread(None if data is None else data[np.isfinite(data)])
+        finite = None if data is None else data[np.isfinite(data)]
+        points = metrics.spread(finite, SPREAD_POINTS)
         if points is not None and (key != "tpot" or points["p50"] > 0):
             parts.append(f"{key}: {_fmt(points)}")
     if not any(p.startswith("tpot") for p in parts):
