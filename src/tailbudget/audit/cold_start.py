@@ -6,6 +6,7 @@ the cold_start hypothesis and every renderer read it. Also the per-minute timeli
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -107,9 +108,18 @@ def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
         i = start + int(np.searchsorted(cum[start:end] - before, rank, side="right"))
         row: dict[str, Any] = {"minute": int(m[start]), "n": n}
         row |= {f"m{j}": float(np.nansum(s[start:end])) / n for j, s in enumerate(sums)}
-        row["p99"] = float(2 * gamma ** (b[i] + 1) / (gamma + 1))
+        row["p99"] = _bucket_value(gamma, int(b[i]))
         rows.append(row)
     return rows
+
+
+def _bucket_value(gamma: float, bucket: int) -> float:
+    """The value a sketch bucket stands for; inf past the float range (a 1e308 ms row)
+    rather than an overflow warning: the report writes it as null."""
+    try:
+        return 2.0 * math.pow(gamma, bucket + 1) / (gamma + 1.0)
+    except OverflowError:
+        return math.inf
 
 
 def _iso(epoch_s: float) -> str:

@@ -31,6 +31,8 @@ from tailbudget.errors import TailbudgetError
 
 ITL = "itl_ms"
 TPOT = "tpot_ms"
+_PER_REQUEST = ("e2e", "ttft", "tpot", "itl")
+"""Metrics that are not stages."""
 FEW_ABOVE = 10
 """Below this many requests above a percentile, the figure is flagged as resting on few points."""
 
@@ -153,8 +155,11 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for j, metric in enumerate(objs.metrics()):
         value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
-        if value is not None:
-            out[f"o_n{j}"] = value.count()
+        if value is None:
+            continue
+        out[f"o_n{j}"] = value.count()
+        if metric not in _PER_REQUEST:  # a stage: a missing cell reads as 0 ms
+            out[f"o_p{j}"] = ctx.count(value > 0)
     out["o_good"] = ctx.count(good_mask(ctx, objs.thresholds()))
     return out
 
@@ -224,6 +229,9 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, 
                 list(row.get(f"o_q{j}") or [None] * len(group)),
                 int(row.get(f"o_n{j}") or 0),
             )
+        if row.get(f"o_p{j}", 1) == 0 and n:
+            rows += [_unmeasured(o, n) for o in group]
+            continue
         rows += [_row(o, v, n) for o, v in zip(group, values, strict=True)]
     return rows, _goodput(ctx, objs, row)
 
@@ -247,6 +255,25 @@ def _row(o: Objective, value: float | None, n: int) -> ObjectiveRow:
         n=n,
         output_tokens=o.output_tokens,
         note=note,
+    )
+
+
+def _unmeasured(o: Objective, n: int) -> ObjectiveRow:
+    """A stage no request spent time in (its column empty or missing): no figure and
+    no verdict, rather than a pass at 0 ms."""
+    return ObjectiveRow(
+        metric=o.metric,
+        percentile=o.percentile,
+        target_ms=o.target_ms,
+        measured_ms=None,
+        verdict="inconclusive",
+        gated=o.gated,
+        n=n,
+        output_tokens=o.output_tokens,
+        note=(
+            f"no time recorded for {o.metric}: its column is empty or missing in all "
+            f"{n:,} requests, so there is nothing to judge"
+        ),
     )
 
 

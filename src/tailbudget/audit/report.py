@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tailbudget._json import dumps
 from tailbudget.logs.table import RowCounts
 
 HypothesisKind = Literal[
@@ -431,5 +432,6 @@ class AuditReport(_Model):
         return self.canary is not None and self.canary.verdict != "pass"
 
     def to_json(self) -> str:
-        """The JSON contract, indented."""
-        return self.model_dump_json(indent=2)
+        """The JSON contract, indented: strict RFC 8259 (a figure that cannot be computed
+        is null), through the one writer every command uses."""
+        return dumps(self, explain=True).rstrip("\n")

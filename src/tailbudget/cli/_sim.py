@@ -3,7 +3,6 @@ the objectives."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -36,7 +35,9 @@ def emit_report(rep: SimReport | CapacityReport, format: SimFormat, output: Path
     from tailbudget.sim.capacity import CapacityReport
 
     if format is SimFormat.json:
-        emit(json.dumps(rep.to_dict(), indent=2) + "\n", output)
+        from tailbudget._json import dumps
+
+        emit(dumps(rep.to_dict(), explain=True), output)
     elif format is SimFormat.html:
         from tailbudget.report.html.simulate import render_capacity_html, render_simulate_html
 

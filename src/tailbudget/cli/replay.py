@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from enum import StrEnum
 from pathlib import Path
@@ -158,7 +157,9 @@ def replay_command(
         cold_window_s=cold_window_min * 60.0,
     )
     if format is ReplayFormat.json:
-        emit(json.dumps(rep, indent=2) + "\n", output)
+        from tailbudget._json import dumps
+
+        emit(dumps(rep, explain=True), output)
     elif format is ReplayFormat.html:
         emit(_html(ReplayReport.of(rep)), output)
     else:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailbudget._json import dumps
 from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import Budget, Plan, load_budget, make_plan
@@ -88,8 +89,6 @@ def step_audit(state: DemoState) -> None:
 def step_replay(state: DemoState) -> None:
     """Replay the budget's policy over the log; write replay.json."""
     assert state.budget is not None and state.data is not None
-    import json
-
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay, window_baseline
@@ -112,7 +111,7 @@ def step_replay(state: DemoState) -> None:
         events=read_events(state.data.events),  # the audit's events: cold windows stay its
     )
     path = state.out_dir / "replay.json"
-    path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    path.write_text(dumps(rep, explain=True), encoding="utf-8")
     state.files.append(path)
     state.extra["replay"] = rep
     record = ReplayReport.of(rep)

@@ -12,11 +12,11 @@ dashboard needs no recording rules.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from tailbudget._fleet import FleetPreset, FleetSeries, preset
+from tailbudget._json import dumps
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy
@@ -151,4 +151,4 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
     """The dashboard for a fleet preset as JSON text."""
-    return json.dumps(build(budget, options)[0], indent=2) + "\n"
+    return dumps(build(budget, options)[0])

@@ -8,11 +8,11 @@ https://grafana.com/docs/grafana/latest/panels-visualizations/configure-threshol
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from tailbudget import _metric_names as names
+from tailbudget._json import dumps
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy
@@ -282,4 +282,4 @@ def dashboard(budget: Budget, policy: Policy, panels: list[dict[str, Any]]) -> d
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
     """The dashboard as JSON text (import it in Grafana or provision it)."""
-    return json.dumps(build(budget, options), indent=2) + "\n"
+    return dumps(build(budget, options))

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec
 
-MISSING = "-"
+MISSING = "n/a"
 """What a missing or non-finite figure prints as."""
 
 
@@ -39,7 +39,7 @@ def _figure(render: Callable[Concatenate[float, P], str]) -> Callable[Concatenat
 
 @_figure
 def ms(v: float) -> str:
-    """Milliseconds: '1,234' (whole ms from 10 up), '4.5' below 10; '-' when missing."""
+    """Milliseconds: '1,234' (whole ms from 10 up), '4.5' below 10; 'n/a' when missing."""
     if v == 0:
         return "0"
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
@@ -54,7 +54,7 @@ def signed_ms(v: float) -> str:
 
 @_figure
 def share(v: float, digits: int = 1) -> str:
-    """A share in [0, 1] as a percentage: '12.3%'; '-' when missing."""
+    """A share in [0, 1] as a percentage: '12.3%'; 'n/a' when missing."""
     return f"{v * 100:.{digits}f}%"
 
 

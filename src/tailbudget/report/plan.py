@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tailbudget._json import dumps
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import LlmSlice, ObjectiveCheck, Plan
 from tailbudget.report import fmt
@@ -38,8 +37,7 @@ def _bar(share: float) -> Text:
 
 def plan_json(plan: Plan) -> str:
     """The `plan --format json` contract."""
-    text: str = json.dumps(plan.model_dump(mode="json"), indent=2)
-    return text
+    return dumps(plan, explain=True).rstrip("\n")
 
 
 def _key(plan: Plan) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from tailbudget._json import dumps
 from tailbudget.audit.budgeting.proposal import GoodputCheck, Rebudget
 from tailbudget.report import fmt
 
@@ -91,7 +91,7 @@ def rebudget_dict(r: Rebudget) -> dict[str, Any]:
 
 def rebudget_json(r: Rebudget) -> str:
     """The proposal as JSON text."""
-    return json.dumps(rebudget_dict(r), indent=2) + "\n"
+    return dumps(rebudget_dict(r), explain=True)
 
 
 def _verdict(r: Rebudget) -> str:

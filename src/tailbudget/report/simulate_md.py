@@ -86,6 +86,8 @@ def simulate_markdown(rep: SimReport) -> str:
         from tailbudget.sim.floor import METHOD
 
         lines += ["", f"Floor: {METHOD}."]
+    thin = {f"{o.objective.key}: {o.note}" for r in rep.runs for o in r.objectives if o.note}
+    lines += ["", *(f"- {n}" for n in sorted(thin))] if thin else []
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
     lines += _table(
         ["policy", *names],

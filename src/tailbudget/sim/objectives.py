@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
@@ -42,13 +43,34 @@ class ObjectiveResult:
     attainment: float | None
     """Share of the policy's 1-minute windows (with requests) meeting the objective."""
     minutes_in_breach: int
+    n: int | None = None
+    """Simulated requests the figure rests on (None: not counted)."""
+
+    @property
+    def thin(self) -> bool:
+        """Fewer requests than the audit asks for a verdict on this percentile."""
+        return self.n is not None and self.n < min_rows(self.objective.percentile)
 
     @property
     def verdict(self) -> str:
-        """pass | breach | inconclusive (no requests served)."""
-        if self.measured_ms is None:
+        """pass | breach | inconclusive (no requests served, or too few for the
+        percentile: the audit's rule)."""
+        if self.measured_ms is None or self.thin:
             return "inconclusive"
         return "pass" if self.measured_ms <= self.objective.target_ms else "breach"
+
+    @property
+    def note(self) -> str:
+        """Why the figure is thin or missing; empty when it is neither."""
+        o = self.objective
+        if self.measured_ms is None:
+            return f"no simulated request has a {o.metric} value"
+        if self.thin:
+            return (
+                f"rests on {self.n:,} simulated request{'s' if self.n != 1 else ''}; "
+                f"a verdict on {o.percentile} needs at least {min_rows(o.percentile):,}"
+            )
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         """The audit's objective shape, plus attainment and minutes in breach."""
@@ -62,6 +84,8 @@ class ObjectiveResult:
             "gated": o.gated,
             "attainment": None if self.attainment is None else round(self.attainment, 4),
             "minutes_in_breach": self.minutes_in_breach,
+            "n": self.n,
+            "note": self.note,
         }
 
 
@@ -149,7 +173,7 @@ def measure(
         v = metric_values(trace, o.metric, stages)
         ok = np.isfinite(v)
         if not ok.any():
-            out.append(ObjectiveResult(o, None, None, 0))
+            out.append(ObjectiveResult(o, None, None, 0, 0))
             continue
         overall = float(np.quantile(v[ok], o.q))
         minute = np.floor((trace.arrival_s[ok] - trace.arrival_s.min()) / minute_s).astype(int)
@@ -159,5 +183,6 @@ def measure(
         cuts = np.flatnonzero(np.diff(minute)) + 1
         per = [order_stat(g, o.q) for g in np.split(vals, cuts) if g.size]
         breach = sum(1 for p in per if p > o.target_ms)
-        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach))
+        n = int(ok.sum())
+        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach, n))
     return out

@@ -28,6 +28,7 @@ from tailbudget.audit.fixes import Fix
 from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
+from tailbudget.errors import TailbudgetError
 from tailbudget.logs.columns import UNATTRIBUTED
 
 MIN_SAVING_MS = 0.5
@@ -125,6 +126,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
     gated = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
     measured = {s: profile.percentiles(s) for s in profile.stages}
+    _check_measurable(profile.source, {**measured, "end-to-end": profile.percentiles("total")})
     old = old_slices(budget)
     allocations = tuple(
         allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}) for p in gated
@@ -161,6 +163,23 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         diff=_diff(budget, proposed),
         notes=notes,
     )
+
+
+MAX_SLICE_MS = 1e12
+"""About 31 years: a figure above it is a unit or data error, and sums of such figures
+overflow to infinity, which no budget file can hold."""
+
+
+def _check_measurable(source: str, measured: dict[str, dict[str, float]]) -> None:
+    """Refuse a log whose percentiles cannot be re-sliced (infinite or absurdly large)."""
+    for stage, points in measured.items():
+        for p, value in points.items():
+            if not (abs(value) <= MAX_SLICE_MS):  # NaN fails too
+                raise TailbudgetError(
+                    f"{source}: {stage!r} measures {p} = {value:.3g} ms, beyond the "
+                    f"{MAX_SLICE_MS:.0e} ms a budget can hold; check the log's unit "
+                    "(--unit) and its latency values"
+                )
 
 
 def with_unattributed(budget: m.Budget, profile: Profile) -> Profile:

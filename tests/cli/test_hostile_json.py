@@ -1,0 +1,130 @@
+"""Strict JSON from every command on hostile logs (latencies of 1e308, a mix of extremes,
+an empty stage column), and no verdict from no data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tailbudget._json import dumps
+from tailbudget.cli import app
+
+runner = CliRunner()
+
+BUDGET = """\
+service: svc
+environment: prd
+slo: {p50: 300, p95: 800, p99: 1500}
+pipeline:
+  - stage: db
+    budget: {p50: 50, p95: 150, p99: 300}
+  - stage: llm
+    budget: {p50: 200, p95: 500, p99: 1000}
+"""
+
+
+def strict(text: str) -> object:
+    """json.loads that refuses NaN, Infinity and -Infinity (RFC 8259 has none)."""
+
+    def refuse(const: str) -> object:
+        raise ValueError(f"not RFC 8259: {const}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _write(path: Path, rows: list[tuple[float, float, float | None]]) -> Path:
+    lines = ["ts,total_ms,db_ms,llm_ms,error"]
+    for i, (total, db, llm) in enumerate(rows):
+        cell = "" if db is None else repr(db)
+        lines.append(f"{1_700_000_000 + i},{total!r},{cell},{llm!r},0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("json")
+    rng = np.random.default_rng(2)
+    base = rng.lognormal(5, 0.5, 400)
+    mixed = []
+    for i, t in enumerate(base):
+        t = 1e308 if i % 7 == 0 else (5e-324 if i % 11 == 0 else float(t))
+        mixed.append((t, min(t, 1e307) / 3, t / 2))
+    (d / "b.yaml").write_text(BUDGET)
+    return {
+        "mixed": _write(d / "mixed.csv", mixed),
+        "huge": _write(d / "huge.csv", [(1e308, 1e307, 1e307)] * 400),
+        "empty_stage": _write(d / "empty.csv", [(float(t), None, float(t) / 2) for t in base]),
+        "budget": d / "b.yaml",
+    }
+
+
+COMMANDS = {
+    "audit": lambda L, B: ["audit", L, "--slo", "p99=900"],
+    "audit-budget": lambda L, B: ["audit", L, "--budget", B],
+    "rebudget": lambda L, B: ["rebudget", B, L],
+    "replay": lambda L, B: ["replay", L],
+    "simulate": lambda L, B: ["simulate", L, "--slo", "p95=800", "--duration", "5m"],
+    "capacity": lambda L, B: ["capacity", L, "--slo", "p95=800", "--duration", "5m", "--load", "1"],
+}
+
+
+@pytest.mark.parametrize("kind", ["mixed", "huge", "empty_stage"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_answers_strict_json_or_one_line(logs, kind, command):
+    args = COMMANDS[command](str(logs[kind]), str(logs["budget"]))
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
+    assert result.exit_code in (0, 1, 2), result.output[-2000:]
+    if result.exit_code == 2:
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+        return
+    start = result.output.index("{")
+    strict(result.output[start:])
+
+
+def test_rebudget_on_overflowing_latencies_is_one_line(logs):
+    result = runner.invoke(app, ["rebudget", str(logs["budget"]), str(logs["huge"])])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "beyond the 1e+12 ms a budget can hold" in lines[0]
+
+
+def test_an_objective_on_an_empty_stage_is_inconclusive_not_a_pass(logs):
+    args = ["audit", str(logs["empty_stage"]), "--slo", "p99=900,db.p99=300"]
+    result = runner.invoke(app, [*args, "--format", "json", "--fail-on-breach"])
+    assert result.exit_code == 0, result.output
+    db = next(o for o in strict(result.output)["objectives"] if o["metric"] == "db")
+    assert db["verdict"] == "inconclusive" and db["measured_ms"] is None
+    assert "no time recorded for db" in db["note"]
+    md = runner.invoke(app, [*args, "--format", "md"]).output
+    assert "| db p99 | 300 | n/a | inconclusive |" in md
+
+
+def test_a_simulated_run_of_one_request_gets_no_verdict(logs):
+    args = ["simulate", str(logs["empty_stage"]), "--slo", "p95=800", "--arrivals", "burst:1"]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    obj = strict(result.output)["objectives"][0]
+    assert obj["verdict"] == "inconclusive" and obj["n"] == 1
+    assert "rests on 1 simulated request; a verdict on p95 needs at least 20" in obj["note"]
+    md = runner.invoke(app, [*args]).output
+    assert "rests on 1 simulated request" in md
+
+
+def test_the_writer_says_which_figures_it_nulled():
+    doc = strict(dumps({"a": float("inf"), "b": [1.0, float("nan")], "notes": []}, explain=True))
+    assert doc["a"] is None and doc["b"] == [1.0, None]
+    assert doc["notes"] == [
+        "2 figures could not be computed as a finite number (an overflow, or no data) "
+        "and are null: a, b[1]"
+    ]
+    assert strict(dumps({"a": 1.0}, explain=True)) == {"a": 1.0}
