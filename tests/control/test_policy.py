@@ -133,9 +133,9 @@ def test_share_of_missing_slo_percentile() -> None:
 
 
 def test_policy_must_be_default_or_mapping() -> None:
-    with pytest.raises(PolicyError, match="policy: must be 'default' or a mapping"):
+    with pytest.raises(PolicyError, match="policy: must be 'default', 'model' or a mapping"):
         parse_policy([1])  # type: ignore[arg-type]
-    with pytest.raises(PolicyError, match="policy: must be 'default' or a mapping"):
+    with pytest.raises(PolicyError, match="policy: must be 'default', 'model' or a mapping"):
         parse_policy("aggressive")
 
 

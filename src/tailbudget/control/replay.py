@@ -108,6 +108,8 @@ def _decision_dict(d: Decision, t0: float, absolute: bool) -> dict[str, Any]:
         "count": d.count,
         "replicas": d.replicas,
         "dry_run": d.dry_run,
+        # set by mark_cold_rollbacks when a rollback falls in a scale-up's cold window
+        "cold_window": None,
     }
 
 
