@@ -178,7 +178,7 @@ def _check_measurable(source: str, measured: dict[str, dict[str, float]]) -> Non
                 raise TailbudgetError(
                     f"{source}: {stage!r} measures {p} = {value:.3g} ms, beyond the "
                     f"{MAX_SLICE_MS:.0e} ms a budget can hold; check the log's unit "
-                    "(--unit) and its latency values"
+                    "and its latency values"
                 )
 
 
