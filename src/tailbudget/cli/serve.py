@@ -58,6 +58,12 @@ def serve_command(
         "--trace-grace",
         help="With --traces: how long after its root span a trace is held for late spans.",
     ),
+    model: Path | None = typer.Option(
+        None, "--model", help="Model policy: a model file from simulate/capacity --save-model."
+    ),
+    fit: list[str] = typer.Option(
+        [], "--fit", help="Model policy: fit the model from this LOG at start (repeatable)."
+    ),
     max_decoded_bytes: int = typer.Option(
         8 * 1024 * 1024,
         "--max-decoded-bytes",
@@ -82,6 +88,8 @@ def serve_command(
             span_stage=span_stage,
             trace_grace_s=_seconds(trace_grace),
             max_decoded_bytes=max_decoded_bytes,
+            model=model,
+            fit=tuple(fit),
         )
     )
 

@@ -78,7 +78,7 @@ class ModelPolicy:
         model: ServiceModel,
         objectives: Objectives,
         arrivals: Arrivals,
-        guard: BudgetPolicy,
+        guard: BudgetPolicy | None,
         *,
         opts: ModelMode,
         headroom: float,
@@ -86,7 +86,7 @@ class ModelPolicy:
         seed: int = 0,
     ) -> None:
         self.name = "model"
-        self.every_s = guard.every_s
+        self.every_s = 10.0 if guard is None else guard.every_s
         self.model, self.arrivals, self.guard, self.opts = model, arrivals, guard, opts
         self.sizer = Sizer(model, objectives, headroom=headroom, seed=seed)
         self.objectives = objectives
@@ -104,6 +104,14 @@ class ModelPolicy:
         self.peak_from = -np.inf
         self.peaks: deque[tuple[float, int]] = deque()
         self.mix: Mix | None = None
+        self.predicted: dict[str, float] = {}
+        """The e2e/TTFT objectives the model predicts at the current load and replicas."""
+        self.measured: dict[str, float] = {}
+        """The same over the last minute's completions (when enough)."""
+        self.load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        """(rate over the last minute, forecast, rate sized for) at the last evaluation."""
+        self.need = bounds[0]
+        self.why = "no evaluation yet"
 
     # ---- load ---------------------------------------------------------------------
 
@@ -164,14 +172,19 @@ class ModelPolicy:
     def _departs(self, now: float, rate: float, ready: int) -> bool:
         """Does any e2e/TTFT objective measure above the model's prediction plus its error?"""
         pred = self.sizer.predict(rate, self.mix or self._mix(now), max(1, ready))
+        self.predicted, self.measured = {}, {}
+        off = False
         for r in pred:
             o = r.objective
             if o.metric not in ("e2e", "ttft") or r.measured_ms is None:
                 continue
+            self.predicted[o.key] = r.measured_ms
             got = self._measured(now, o.metric, o.q)
-            if got is not None and got > r.measured_ms * (1.0 + self.opts.drift_error):
-                return True
-        return False
+            if got is None:
+                continue
+            self.measured[o.key] = got
+            off = off or got > r.measured_ms * (1.0 + self.opts.drift_error)
+        return off
 
     def _drift(self, view: TickView, rate: float) -> list[Decision]:
         now, was = view.now_s, self.drifting
@@ -211,10 +224,19 @@ class ModelPolicy:
         self.last_sizing = sizing
         lo, hi = self.bounds
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
+        self.load, self.need = (minute, ahead, rate), need
+        self.why = (
+            f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
+            f"(Holt): {need} replicas meet every objective with headroom"
+            + (f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else "")
+            + ("" if sizing.replicas is not None else "; no count up to the maximum meets them")
+        )
         out = self._drift(view, minute)
-        self.guard.controller.desired_replicas = knobs.desired
         guard_knobs = Knobs(desired=knobs.desired)
-        ruled = self.guard.tick(view, guard_knobs)
+        ruled: list[Decision] = []
+        if self.guard is not None:
+            self.guard.controller.desired_replicas = knobs.desired
+            ruled = self.guard.tick(view, guard_knobs)
         if self.drifting:  # the rules scale up and shed; scaling down stays the model's
             if guard_knobs.desired > need:
                 need = guard_knobs.desired

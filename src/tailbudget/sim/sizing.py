@@ -28,6 +28,9 @@ __all__ = ["Mix", "Sizer", "Sizing", "worst_ratio"]
 
 _RATE_STEP = 1.10
 _MIX_STEP = 1.25
+_MAX_UTILIZATION = 0.9
+"""A queue-model count busier than this is refused: its queue grows over spans longer than
+the simulated one, which starts empty and so understates the wait near saturation."""
 _MIN_RATE = 0.05
 """Requests/s below which a load is sized as this one (a replica is up anyway)."""
 
@@ -131,6 +134,15 @@ class Sizer:
             duration,
         )
 
+    def _busy(self, rate: float, mix: Mix) -> float:
+        """Queue model: the slots' worth of one replica the load keeps busy (Little's law);
+        0 for the LLM model, whose step times show saturation within the simulated span."""
+        m = self.model
+        if m.kind != "queue" or m.load_slope is not None:
+            return 0.0
+        work_s = float(np.mean(m.samples.work_ms[mix.src])) / 1000.0
+        return rate * work_s / max(1.0, float(m.concurrency.value))
+
     def predict(self, rate: float, mix: Mix, replicas: int) -> list[ObjectiveResult]:
         """The objectives with `replicas` held fixed at the bucket of `rate`."""
         k, mk = self.bucket(rate), self._key(mix)
@@ -149,7 +161,11 @@ class Sizer:
         if (k, mk) in self._sizes:
             return self._sizes[(k, mk)]
 
+        busy = self._busy(_RATE_STEP**k, mix)
+
         def ok(n: int) -> bool:
+            if busy / n > _MAX_UTILIZATION:
+                return False
             return worst_ratio(self.predict(rate, mix, n))[0] <= self.limit
 
         n = fewest_replicas(ok, start)

@@ -14,6 +14,7 @@
 - `POST /v1/baseline`      {"p99_ms": ...} or {"baselines": {"ttft.p99": ms, "goodput": share}}
                             (`baseline_body`); {"traces": true}: the window's traces become the
                             culprits' baseline; bearer token when configured.
+- `POST /v1/model/refit`   refit the model policy's model (serve --model / --fit).
 - `POST /v1/traces`        OTLP/HTTP traces (`serve --traces`; control/service/traces_route.py).
 
 The bearer token is checked by one middleware for every POST, so no handler
@@ -50,6 +51,7 @@ from tailbudget.control.service.runtime import Runtime
 from tailbudget.control.service.traces_route import trace_status, traces
 from tailbudget.control.traces.metrics import TracesCollector
 from tailbudget.control.traces.receiver import TraceOptions
+from tailbudget.errors import TailbudgetError
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
 
@@ -248,6 +250,18 @@ async def baseline(request: Request) -> Response:
     return JSONResponse({k: v for k, v in body.items() if v})
 
 
+async def model_refit(request: Request) -> Response:
+    """POST /v1/model/refit: refit the model policy's model (serve --model / --fit)."""
+    runtime = _runtime(request)
+    try:
+        how = await asyncio.to_thread(runtime.refit_model)
+    except TailbudgetError as exc:
+        return _error(409, str(exc))
+    model = runtime.model
+    fitted = None if model is None else model.fitted_at
+    return JSONResponse({"refit": how, "fitted_at": fitted})
+
+
 async def _evaluator(runtime: Runtime) -> None:
     # A fixed schedule (not sleep-after-work), so a slow evaluation does not drift
     # the cadence the rules' `for` spans are counted in. Each evaluation has one
@@ -296,6 +310,7 @@ _ROUTES = [
     Route("/v1/verdict", verdict, methods=["GET", "POST"]),
     Route("/v1/verdict/clear", clear_verdict, methods=["POST"]),
     Route("/v1/baseline", baseline, methods=["POST"]),
+    Route("/v1/model/refit", model_refit, methods=["POST"]),
     Route("/v1/traces", traces, methods=["POST"]),
 ]
 

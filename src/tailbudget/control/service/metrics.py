@@ -83,6 +83,7 @@ class RuntimeCollector(Collector):
             "Replicas the controller asks for (KEDA/HPA read it).",
             value=float(view["desired_replicas"]),
         )
+        yield from _model_metrics(view)
         yield GaugeMetricFamily(
             "tailbudget_shed_fraction",
             "Share of low-priority requests the shed action asks to refuse.",
@@ -124,6 +125,33 @@ class RuntimeCollector(Collector):
         for (action, rule), n in sorted(view["decisions_total"].items()):
             decisions.add_metric([action, rule], float(n))
         yield decisions
+
+
+def _model_metrics(view: dict[str, Any]) -> Iterator[Metric]:
+    """The model policy's predicted and measured objectives side by side (serve --model)."""
+    model = view.get("model")
+    if model is None:
+        return
+    for name, key, text in (
+        ("tailbudget_model_predicted_seconds", "predicted", "The model's prediction"),
+        ("tailbudget_model_measured_seconds", "measured", "Measured over the last minute"),
+    ):
+        fam = GaugeMetricFamily(
+            name, f"{text} of each e2e/TTFT objective at the current load.", labels=["objective"]
+        )
+        for objective, ms in sorted(model[key].items()):
+            fam.add_metric([objective], float(ms) / 1000.0)
+        yield fam
+    yield GaugeMetricFamily(
+        "tailbudget_model_drifting",
+        "1 while measured departs from the model beyond its stated error (the rules guard).",
+        value=1.0 if model["drifting"] else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "tailbudget_model_replicas",
+        "Replicas the fitted model says meet every objective with headroom at the forecast load.",
+        value=float(model["model_replicas"]),
+    )
 
 
 def _stage_metrics(view: dict[str, Any]) -> Iterator[Metric]:

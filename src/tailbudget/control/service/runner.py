@@ -7,6 +7,7 @@ import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tailbudget.budget import load_budget
 from tailbudget.budget.policy import resolve_policy
@@ -16,6 +17,11 @@ from tailbudget.control.service.limits import DECODED_FACTOR, MAX_BODY, BodyLimi
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.control.traces.receiver import TraceOptions
 from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.budget.model import Budget
+    from tailbudget.budget.policy import Policy
+    from tailbudget.sim.live import LiveModel
 
 __all__ = ["ServeOptions", "build_runtime", "read_token", "serve", "trace_options"]
 
@@ -44,6 +50,10 @@ class ServeOptions:
 
     max_decoded_bytes: int = DECODED_FACTOR * MAX_BODY
     """Most bytes a body may decode to (an Arrow IPC stream's buffers, decompressed)."""
+    model: Path | None = None
+    """The model policy from a model file (`simulate`/`capacity --save-model`)."""
+    fit: tuple[str, ...] = ()
+    """The model policy from logs fitted at start."""
 
 
 def trace_options(options: ServeOptions) -> TraceOptions | None:
@@ -144,7 +154,32 @@ def build_runtime(options: ServeOptions) -> Runtime:
         actions=load_actions_config(options.actions),
         prometheus=source,
     )
-    return Runtime(policy, config)
+    return Runtime(policy, config, model=_live_model(options, budget, policy))
+
+
+def _live_model(options: ServeOptions, budget: Budget | None, policy: Policy) -> LiveModel | None:
+    """`--model FILE` or `--fit LOG`: the model policy (a budget's objectives needed)."""
+    if options.model is None and not options.fit:
+        if policy.mode == "model":
+            raise TailbudgetError(
+                "the budget's policy is the model policy: give --model FILE or --fit LOG",
+                param="model",
+            )
+        return None
+    if options.model is not None and options.fit:
+        raise TailbudgetError("give --model FILE or --fit LOG, not both", param="model")
+    if budget is None:
+        raise TailbudgetError(
+            "the model policy sizes replicas for the budget's objectives: give --budget",
+            param="budget",
+        )
+    from tailbudget.sim.live import LiveModel, ModelSource
+
+    source = ModelSource(None if options.model is None else str(options.model), options.fit)
+    return LiveModel(
+        source, budget.objectives, policy.model, headroom=budget.headroom,
+        bounds=(policy.replicas.min, policy.replicas.max), every_s=policy.evaluate_every_s,
+    )  # fmt: skip
 
 
 def serve(options: ServeOptions) -> None:

@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +51,9 @@ from tailbudget.control.state import StateDir
 from tailbudget.control.wal import Batch, StageColumn
 from tailbudget.control.windows import UNKNOWN, WindowStats, unusable
 from tailbudget.errors import PolicyError, TailbudgetError
+
+if TYPE_CHECKING:
+    from tailbudget.sim.live import LiveModel
 
 __all__ = ["SNAPSHOT_VERSION", "Runtime", "RuntimeConfig"]
 
@@ -88,6 +91,7 @@ class Runtime:
         extra_actions: Sequence[Action] = (),
         shedder: PriorityShedder | None = None,
         limiter: TokenBucket | None = None,
+        model: LiveModel | None = None,
     ) -> None:
         """Open the state dir and resume from it.
 
@@ -97,6 +101,8 @@ class Runtime:
         """
         self.policy = policy
         self.config = config
+        self.model = model
+        """The model policy (serve --model / --fit): it sizes replicas; the rules guard drift."""
         self.state = StateDir(config.state_dir)
         self.journal = Journal(self.state.journal_path)
         actions, shed, _ = build_actions(config.actions, shedder=shedder, limiter=limiter)
@@ -300,6 +306,12 @@ class Runtime:
                 self.controller.observe_columns(
                     batch.ts, batch.total_ms, batch.error, batch.series, batch.stages
                 )
+                if self.model is not None:
+                    ttft = batch.series.get("ttft")
+                    dense = ttft is not None and ttft.dense and len(ttft) == len(batch)
+                    self.model.observe(
+                        batch.ts, batch.total_ms, batch.error, ttft.ms if dense and ttft else None
+                    )
                 self.seq = batch.seq
                 self.observations_total += len(batch)
                 self.errors_total += int(batch.error.sum())
@@ -344,9 +356,13 @@ class Runtime:
                 stats, series = UNKNOWN, {}
                 failure = ("bad_figure", f"prometheus: {bad}")
         with self.lock:
+            if self.model is not None:  # the rules step from the count the model set
+                self.controller.desired_replicas = self.replicas.desired
             decisions = list(self.controller.evaluate(now, stats, series))
             self.last_stats = stats
             self.last_evaluated_s = now
+            if self.model is not None:
+                decisions = self._model_decisions(now, decisions)
         for decision in decisions:
             # Journaled here, durably, before anything runs; webhooks and commands
             # run on the action thread so a slow one never delays the next evaluation.
@@ -363,6 +379,35 @@ class Runtime:
             with contextlib.suppress(OSError):
                 self.compact()
         return decisions, failure
+
+    def _model_decisions(self, now: float, ruled: list[Decision]) -> list[Decision]:
+        """The model's count replaces the rules' scaling; while it drifts, the rules scale up
+        (never below the model's count) and nothing scales down."""
+        assert self.model is not None
+        current = self.replicas.desired
+        wanted, sized = self.model.evaluate(now, current)
+        drift = [d for d in sized if d.action.startswith("drift")]
+        scale = [d for d in sized if d.action in ("scale_up", "scale_down")]
+        other = [d for d in ruled if d.action not in ("scale_up", "scale_down")]
+        if not self.model.drifting:
+            return [*drift, *other, *scale]
+        ups = [d for d in ruled if d.action == "scale_up"]
+        top = max((d.replicas or current + self.replicas.step for d in ups), default=current)
+        if ups and top >= wanted:
+            return [*drift, *other, *ups]
+        return [*drift, *other, *(d for d in scale if d.action == "scale_up")]
+
+    def refit_model(self) -> str:
+        """POST /v1/model/refit: the live model refitted (its logs) or re-centred (a file)."""
+        if self.model is None:
+            raise TailbudgetError(
+                "no model to refit: start serve with --model FILE or --fit LOG", param="model"
+            )
+        with self.lock:
+            how = self.model.refit()
+            self.notes = [n for n in self.notes if not n.startswith("model: ")]
+            self.notes.append(f"model: {how}")
+        return how
 
     def overran(self, running_s: float, deadline_s: float) -> None:
         """The evaluation started `running_s` ago has not finished within its deadline."""

@@ -168,6 +168,8 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "prometheus": prometheus,
             "active": judged["active"],
             "desired_replicas": rt.replicas.desired,
+            "desired_replicas_reason": _reason(rt),
+            "model": None if rt.model is None else rt.model.status(rt.replicas.desired),
             "shed": None
             if rt.shed is None
             else {"fraction": rt.shed.current_fraction, "rate_per_s": rt.shed.current_rate},
@@ -175,6 +177,7 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             "baselines": controller.get("baselines", {}),
             "dry_run": rt.policy.dry_run,
             "policy": {
+                "mode": "model" if rt.model is not None else "reactive",
                 "source": rt.policy.source,
                 "window_s": rt.policy.window_s,
                 "evaluate_every_s": rt.policy.evaluate_every_s,
@@ -199,6 +202,18 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
         }
 
 
+def _reason(rt: Runtime) -> str:
+    """Why the desired count is what it is: the model's sizing, or the last scale decision."""
+    if rt.model is not None:
+        why = rt.model.policy.why
+        return f"drifting, the rules guard: {why}" if rt.model.drifting else why
+    last = next(
+        (d for d in reversed(rt.last_decisions) if d.get("action") in ("scale_up", "scale_down")),
+        None,
+    )
+    return "the policy's minimum" if last is None else str(last.get("reason", ""))
+
+
 def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
     """The figures `/metrics` exports."""
     with rt.lock:
@@ -208,6 +223,14 @@ def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
             "window": _window(rt, now_s),
             "active": set(rt.controller.active),
             "desired_replicas": rt.replicas.desired,
+            "model": None
+            if rt.model is None
+            else {
+                "predicted": dict(rt.model.policy.predicted),
+                "measured": dict(rt.model.policy.measured),
+                "drifting": rt.model.drifting,
+                "model_replicas": rt.model.policy.need,
+            },
             "shed_fraction": 0.0 if rt.shed is None else rt.shed.current_fraction,
             "observations_total": rt.observations_total,
             "errors_total": rt.errors_total,
