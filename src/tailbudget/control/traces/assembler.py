@@ -27,7 +27,7 @@ class Limits:
     max_spans: int = 5_000
     recent: int = 200_000
     """Completed trace ids remembered, so a late span is counted, not a new trace."""
-    max_held: int = 250_000
+    max_held: int = 100_000
     """Spans held in all (waiting for their trace or for attribution); past it the
     receiver answers 503 and the exporters retry: memory stays flat under any load."""
 

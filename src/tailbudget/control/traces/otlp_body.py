@@ -10,6 +10,7 @@ rejected and counted: the response says so as OTLP's partial success.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any, NamedTuple
 
 import orjson
@@ -126,7 +127,7 @@ def _proto_rows(data: bytes, out: Decoded) -> None:
         service = "unknown"
         for attr in resource_spans.resource.attributes:
             if attr.key == "service.name":
-                service = attr.value.string_value or "unknown"
+                service = intern(attr.value.string_value or "unknown")
         for scope in resource_spans.scope_spans:
             for span in scope.spans:
                 parent = span.parent_span_id.hex()
@@ -136,7 +137,7 @@ def _proto_rows(data: bytes, out: Decoded) -> None:
                         span.trace_id.hex(),
                         span.span_id.hex(),
                         "" if set(parent) == {"0"} else parent,
-                        span.name or "unknown",
+                        intern(span.name or "unknown"),  # a handful of names, many spans
                         service,
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
@@ -167,8 +168,8 @@ def _json_row(row: dict[str, Any]) -> SpanRow:
         (row.get("trace_id") or "").lower(),
         (row.get("span_id") or "").lower(),
         "" if set(parent) == {"0"} else parent,
-        row.get("name") or "unknown",
-        row.get("service") or "unknown",
+        intern(row.get("name") or "unknown"),
+        intern(row.get("service") or "unknown"),
         int(row.get("start_ns") or 0),
         int(row.get("end_ns") or 0),
         bool(row.get("error")),
