@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 import ibis
@@ -15,12 +14,8 @@ import pyarrow.csv as pacsv
 import pytest
 
 import tailbudget as tb
+from tests.api.data import DELAG, NEZHA
 
-DATA = Path(__file__).resolve().parents[2].parent.parent / "shared" / "data"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data")
-DELAG = DATA / "delag_eshopper_000.csv"
-NEZHA = DATA / "nezha_trainticket_baseline_spans.csv"
 COLUMNS = {"total": "Latency", "stages": "*Controller*,Gateway*"}
 
 pytestmark = pytest.mark.skipif(not DELAG.exists(), reason="needs ../shared/data")

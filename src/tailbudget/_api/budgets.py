@@ -45,6 +45,8 @@ class MeasuredBudget:
 
     text: str
     fits: bool | None
+    notes: tuple[str, ...] = ()
+    """What the measurement says beside the file (objectives the log breaches...)."""
 
     @property
     def budget(self) -> Budget:
@@ -122,7 +124,7 @@ def measure_budget(
     fits = None
     if objectives is not None:
         fits = make_plan(parse_budget(result.text, source="the measured budget")).fits
-    return MeasuredBudget(result.text, fits)
+    return MeasuredBudget(result.text, fits, tuple(result.notes()))
 
 
 def _log_block(total: str | None, named: bool, stages: tuple[str, ...]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, source_of
@@ -29,6 +30,8 @@ def replay(
     error: str | None = None,
     unit: str | None = None,
     dry_run: bool = False,
+    events: str | Path | None = None,
+    cold_window_min: float = 5.0,
 ) -> ReplayReport:
     """Replay the budget's policy (the default policy without one) over the log in time
     order (`tailbudget replay`). Give at most one baseline: a window of the log's start
@@ -59,7 +62,16 @@ def replay(
         error = error or b.log.error
     log = load_replay_log(source_of(data), timestamp=timestamp, total=total, error=error, unit=unit)
     base = _baseline(log, policy, baseline_window, baseline_p99, baseline, total, timestamp, unit)
-    rep = run(log, policy, baseline=base, service=b.service if b else None)
+    from tailbudget.audit.events import read_events
+
+    rep = run(
+        log,
+        policy,
+        baseline=base,
+        service=b.service if b else None,
+        events=read_events(Path(events)) if events is not None else (),
+        cold_window_s=cold_window_min * 60.0,
+    )
     return ReplayReport.of(rep)
 
 

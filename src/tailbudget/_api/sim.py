@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, objectives_of, sources_of
+from tailbudget._api.spelling import as_flags
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -207,8 +208,9 @@ def simulate(
         spec = inputs.fitted.own_arrivals()
     start = replicas or max(1, inputs.policy.replicas.min)
     given = Given(
-        arrivals, None if duration is None else str(duration), None if load == 1 else str(load),
-        replicas, concurrency, tuple(names), requests, flags=False,
+        arrivals, None if duration is None else str(duration),
+        None if load == 1 else f"{load:g}", replicas, concurrency, tuple(names), requests,
+        flags=as_flags(),
     )  # fmt: skip
     check_simulate(
         inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
@@ -267,9 +269,10 @@ def capacity(
     inputs = _inputs(data, budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
+    stated = load if isinstance(load, str) and load != "1,2,4" and loads is None else None
     given = Given(
-        arrivals, None if duration is None else str(duration), None, None, concurrency,
-        flags=False,
+        arrivals, None if duration is None else str(duration), stated, None, concurrency,
+        flags=as_flags(),
     )  # fmt: skip
     check_capacity(
         inputs.fitted, inputs.policy, spec, multiples, duration_s=horizon, given=given,

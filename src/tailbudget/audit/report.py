@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tailbudget._json import dumps
+from tailbudget._report_base import ReportBase
 from tailbudget.logs.table import RowCounts
 
 HypothesisKind = Literal[
@@ -380,7 +380,7 @@ class Canary(_Model):
     text: str
 
 
-class AuditReport(_Model):
+class AuditReport(_Model, ReportBase):
     """Everything `tailbudget audit` finds; serialises to the JSON contract."""
 
     provenance: Provenance
@@ -431,7 +431,14 @@ class AuditReport(_Model):
         to tell (`--fail-on-regression`)."""
         return self.canary is not None and self.canary.verdict != "pass"
 
-    def to_json(self) -> str:
-        """The JSON contract, indented: strict RFC 8259 (a figure that cannot be computed
-        is null), through the one writer every command uses."""
-        return dumps(self, explain=True).rstrip("\n")
+    def to_markdown(self) -> str:
+        """The report in Markdown (`--format md`)."""
+        from tailbudget.report.audit_md import audit_markdown
+
+        return audit_markdown(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML report (`--format html`)."""
+        from tailbudget.report.html import render_audit_html
+
+        return render_audit_html(self)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
@@ -110,7 +111,7 @@ class Composition(_Row):
         return float(getattr(self, percentile))
 
 
-class Plan(BaseModel):
+class Plan(BaseModel, ReportBase):
     """The result of `tailbudget plan`, serialised as the JSON contract."""
 
     model_config = ConfigDict(frozen=True)
@@ -133,6 +134,27 @@ class Plan(BaseModel):
     goodput: GoodputPlan | None = None
     """The share of requests the distributions expect to meet every per-request threshold."""
     problems: list[Problem]
+
+    def to_text(self) -> str:
+        """The plan as the terminal shows it, without colour (`--format text`)."""
+        from tailbudget.report.plan import plan_text
+
+        return plan_text(self)
+
+    def to_markdown(self) -> str:
+        """The plan in Markdown (`--format md`)."""
+        from tailbudget.report.plan import plan_markdown
+
+        return plan_markdown(self)
+
+    def to_html(self) -> str:
+        """The plan's text as one self-contained page."""
+        from tailbudget.report.html.text_page import text_html
+
+        verdict = "fits" if self.fits else "does not fit"
+        return text_html(
+            f"Budget plan: {self.service}", f"the budget {verdict}", self.to_markdown()
+        )
 
 
 def _fmt(ms: float) -> str:

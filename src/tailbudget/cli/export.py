@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from tailbudget.cli._common import clean_errors, emit
-from tailbudget.errors import BudgetError
 
 # Spelled out rather than imported, so `--help` need not load the exporters (YAML,
 # pydantic, the policy); tests/cli/test_startup.py checks they match tailbudget.export.
@@ -46,18 +45,10 @@ def export_command(
     ),
 ) -> None:
     """Generate configuration for the tools that enforce the budget at fleet scale."""
-    from tailbudget.budget import load_budget
-    from tailbudget.export import TARGETS, ExportOptions, export, parse_burn_windows
-    from tailbudget.export.common import DEFAULT_BURN_WINDOWS
+    from tailbudget._api.budgets import export
 
-    options = ExportOptions(
-        prometheus_url=prometheus_url,
-        verdict_url=verdict_url,
-        namespace=namespace,
-        target_name=target_name,
-        burn_windows=parse_burn_windows(burn) if burn else DEFAULT_BURN_WINDOWS,
-        metrics=metrics,
-    )
-    if to not in TARGETS:
-        raise BudgetError(f"--to must be one of {', '.join(TARGETS)}, got {to!r}")
-    emit(export(load_budget(budget), to, options), output)
+    text = export(
+        budget, to, metrics=metrics, prometheus_url=prometheus_url, verdict_url=verdict_url,
+        namespace=namespace, scale_target=target_name, burn=burn,
+    )  # fmt: skip
+    emit(text, output)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -59,68 +58,16 @@ def init_command(
             raise TailbudgetError("--slo goes with --from LOG; a template has its own slo: block")
         emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")
         return
-    columns = {"total": total, "stages": tuple(stage) or None, "stages_glob": stages}
-    text, fits, notes = _from_log(from_log, slo, service, columns, parallel, engine)
+    from tailbudget._api.budgets import measure_budget
+
+    measured = measure_budget(
+        from_log, slo, service=service, total=total, stage=stage, stages=stages,
+        parallel=parallel, engine=engine,
+    )  # fmt: skip
     where = str(output) if output is not None else "the budget"
-    if fits is not None:
-        verdict = "fits" if fits else "does NOT fit"
+    if measured.fits is not None:
+        verdict = "fits" if measured.fits else "does NOT fit"
         typer.echo(f"the measured service {verdict} the objectives in {where}", err=True)
-    for line in notes:
+    for line in measured.notes:
         typer.echo(line, err=True)
-    emit(text, output, next_step=f"tailbudget plan {output}")
-
-
-def _from_log(
-    source: str,
-    slo: str | None,
-    service: str | None,
-    columns: dict[str, Any],
-    parallel: list[str],
-    engine: str | None,
-) -> tuple[str, bool | None, list[str]]:
-    from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
-    from tailbudget.audit.budgeting.profile import profile_of
-    from tailbudget.budget.load import parse_budget
-    from tailbudget.budget.objectives import parse_objectives
-    from tailbudget.budget.plan import make_plan
-    from tailbudget.logs import ReadOptions, read_log
-
-    objectives = parse_objectives(slo) if slo is not None else None
-    options = ReadOptions(**{k: v for k, v in columns.items() if v is not None})
-    log = read_log(source, options, engine=engine)
-    if not log.stages:
-        raise TailbudgetError(
-            f"{source}: no stage columns found; name them with --stage COL or --stages GLOB"
-        )
-    if objectives is not None:
-        objectives.check_stages(log.stages, source=source)
-    stated = tuple(tuple(s.strip() for s in group.split(",") if s.strip()) for group in parallel)
-    for group in stated:
-        unknown = [s for s in group if s not in log.stages]
-        if unknown or len(group) < 2:
-            raise TailbudgetError(
-                f"--parallel {','.join(group)}: give two or more of the log's stages "
-                f"({', '.join(log.stages)})"
-            )
-    result = measured_budget(
-        log,
-        profile_of(log),
-        service=service or Path(source).stem,
-        slo_block=slo_lines(objectives) if objectives is not None else None,
-        log_block=_log_block(columns, log.stages),
-        stated=stated,
-    )
-    fits = None
-    if objectives is not None:
-        fits = make_plan(parse_budget(result.text, source="the measured budget")).fits
-    return result.text, fits, result.notes()
-
-
-def _log_block(columns: dict[str, Any], stages: tuple[str, ...]) -> list[str]:
-    # How to read the log again (audit, rebudget): only what was not the default.
-    lines: list[str] = []
-    if columns.get("total"):
-        lines.append(f"  total: {columns['total']}")
-    if columns.get("stages") or columns.get("stages_glob"):
-        lines.append("  stages: {" + ", ".join(f"{s}: {s}" for s in stages) + "}")
-    return ["log:", *lines] if lines else []
+    emit(measured.text, output, next_step=f"tailbudget plan {output}")

@@ -23,19 +23,11 @@ def rebudget_command(
     ),
 ) -> None:
     """Compare each slice with the log; propose slices that fit, and price the speed-ups."""
-    from tailbudget.audit.budgeting.profile import profile_of
-    from tailbudget.audit.budgeting.proposal import rebudget
-    from tailbudget.audit.fixes import catalog
-    from tailbudget.budget import load_budget
-    from tailbudget.logs import ReadOptions, read_log
-    from tailbudget.report.rebudget import rebudget_json, rebudget_markdown, rebudget_text
+    from tailbudget._api.budgets import rebudget
 
-    b = load_budget(budget)
-    cat = catalog(b.fixes)
-    table = read_log(log, ReadOptions.from_budget(b), engine=engine)
-    result = rebudget(b, profile_of(table), cat)
-    render = {"text": rebudget_text, "md": rebudget_markdown, "json": rebudget_json}
-    emit(render[format.value](result), output)
+    result = rebudget(budget, log, engine=engine)
+    render = {"text": result.to_text, "md": result.to_markdown, "json": result.to_json}
+    emit(render[format.value](), output)
     if fail_on_gap and any(v > 0 for v in result.speedup_needed_ms.values()):
         gaps = ", ".join(f"{k} {v:,.0f} ms" for k, v in result.speedup_needed_ms.items() if v > 0)
         raise gate_failed(f"--fail-on-gap: reallocation alone leaves {gaps} to save")

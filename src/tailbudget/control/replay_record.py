@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tailbudget._report_base import ReportBase
 from tailbudget.budget.policy_model import Replicas, Rule
 
 __all__ = ["ReplayDecision", "ReplayPoint", "ReplayPolicy", "ReplayReport", "ReplayRows"]
@@ -88,7 +89,7 @@ class ReplayPolicy(_Record):
     rules: list[Rule]
 
 
-class ReplayReport(_Record):
+class ReplayReport(_Record, ReportBase):
     """Everything `tailbudget replay` finds over one log."""
 
     source: str
@@ -124,6 +125,24 @@ class ReplayReport(_Record):
     def name(self) -> str:
         """What the replay is about: the service, else the log's file name."""
         return self.service or self.source.rstrip("/").rsplit("/", 1)[-1] or "latency log"
+
+    def to_text(self) -> str:
+        """The replay for a terminal (`--format text`)."""
+        from tailbudget.report.replay_text import replay_text
+
+        return replay_text(self)
+
+    def to_markdown(self) -> str:
+        """The replay in Markdown: its terminal text under a heading."""
+        from tailbudget.report.replay_text import replay_markdown
+
+        return replay_markdown(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML report (`--format html`)."""
+        from tailbudget.report.html import render_replay_html
+
+        return render_replay_html(self)
 
     @property
     def open_loop(self) -> list[str]:

@@ -80,7 +80,7 @@ def step_audit(state: DemoState) -> None:
     md = state.out_dir / "report.md"
     md.write_text(audit_markdown(state.report), encoding="utf-8")
     js = state.out_dir / "report.json"
-    js.write_text(state.report.to_json() + "\n", encoding="utf-8")
+    js.write_text(state.report.to_json(), encoding="utf-8")
     state.files += [md, js]
     r = state.report
     state.summary += summary_lines(r)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tailbudget._json import dumps
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import LlmSlice, ObjectiveCheck, Plan
 from tailbudget.report import fmt
@@ -36,8 +37,15 @@ def _bar(share: float) -> Text:
 
 
 def plan_json(plan: Plan) -> str:
-    """The `plan --format json` contract."""
-    return dumps(plan, explain=True).rstrip("\n")
+    """The `plan --format json` contract (strict JSON: `null`, never NaN)."""
+    return plan.to_json()
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan as `print_plan` shows it, as plain text (no colour, no wrapping)."""
+    console = Console(record=True, width=10_000, soft_wrap=True, file=io.StringIO())
+    print_plan(plan, console)
+    return console.export_text()
 
 
 def _key(plan: Plan) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tailbudget._report_base import ReportBase
 from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
@@ -80,7 +81,7 @@ class ScaleBeforeBreach:
 
 
 @dataclass(frozen=True)
-class CapacityReport:
+class CapacityReport(ReportBase):
     """The curve, where to scale before breach, and the model behind it."""
 
     model: ServiceModel
@@ -100,6 +101,22 @@ class CapacityReport:
             "model": self.model.to_dict(),
             "notes": self.notes,
         }
+
+    def json_data(self) -> Any:
+        """The `capacity --format json` contract."""
+        return self.to_dict()
+
+    def to_markdown(self) -> str:
+        """The capacity curve in Markdown (`--format md`)."""
+        from tailbudget.report.simulate_md import capacity_markdown
+
+        return capacity_markdown(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML report (`--format html`)."""
+        from tailbudget.report.html.simulate import render_capacity_html
+
+        return render_capacity_html(self)
 
 
 @dataclass(frozen=True)

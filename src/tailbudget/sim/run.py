@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tailbudget._report_base import ReportBase
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
@@ -106,7 +107,7 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class SimReport:
+class SimReport(ReportBase):
     """A whole `simulate` result."""
 
     model: ServiceModel
@@ -137,6 +138,22 @@ class SimReport:
             "floor": None if self.floor is None else self.floor.to_dict(),
             "notes": self.notes,
         }
+
+    def json_data(self) -> Any:
+        """The `simulate --format json` contract."""
+        return self.to_dict()
+
+    def to_markdown(self) -> str:
+        """The simulation in Markdown (`--format md`)."""
+        from tailbudget.report.simulate_md import simulate_markdown
+
+        return simulate_markdown(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML report (`--format html`)."""
+        from tailbudget.report.html.simulate import render_simulate_html
+
+        return render_simulate_html(self)
 
 
 def _decision(d: Decision) -> dict[str, Any]:

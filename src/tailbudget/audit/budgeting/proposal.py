@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
@@ -89,7 +90,7 @@ class Composition:
 
 
 @dataclass(frozen=True)
-class Rebudget:
+class Rebudget(ReportBase):
     """The whole proposal; `report.rebudget` renders it."""
 
     service: str
@@ -112,6 +113,30 @@ class Rebudget:
     budget_text: str
     diff: str
     notes: tuple[str, ...]
+
+    def json_data(self) -> Any:
+        """The `rebudget --format json` contract."""
+        from tailbudget.report.rebudget import rebudget_dict
+
+        return rebudget_dict(self)
+
+    def to_text(self) -> str:
+        """The proposal for a terminal (`--format text`)."""
+        from tailbudget.report.rebudget import rebudget_text
+
+        return rebudget_text(self)
+
+    def to_markdown(self) -> str:
+        """The proposal in Markdown (`--format md`)."""
+        from tailbudget.report.rebudget import rebudget_markdown
+
+        return rebudget_markdown(self)
+
+    def to_html(self) -> str:
+        """The proposal's Markdown as one self-contained page."""
+        from tailbudget.report.html.text_page import text_html
+
+        return text_html(f"Re-budget: {self.service}", self.source, self.to_markdown())
 
     @property
     def speedup_needed_ms(self) -> dict[str, float]:

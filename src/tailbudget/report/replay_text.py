@@ -1,0 +1,52 @@
+"""The replay for a terminal: a header, one line per decision, the notes."""
+
+from __future__ import annotations
+
+from tailbudget.control.replay_record import ReplayReport
+from tailbudget.report import fmt
+
+__all__ = ["replay_markdown", "replay_text"]
+
+
+def replay_text(rep: ReplayReport) -> str:
+    """The replay for a terminal: a header, one line per decision, the notes."""
+    rows = rep.rows
+    lines = [
+        f"replay of {rep.source}: {fmt.count(rows.used)} requests over "
+        f"{fmt.count(rep.duration_s)} s ({rep.start} .. {rep.end}), "
+        f"{fmt.count(rep.evaluations)} evaluations every {rep.evaluate_every_s:g} s on a "
+        f"{rep.window_s:g} s window",
+        f"policy: {rep.policy.source}" + (" (dry run)" if rep.dry_run else ""),
+        *rep.open_loop,
+    ]
+    if rep.baselines:
+        lines.append(
+            "baselines: "
+            + ", ".join(f"{m} {fmt.threshold(m, v)}" for m, v in rep.baselines.items())
+        )
+    if rows.rejected:
+        reasons = ", ".join(f"{fmt.count(v)} {k}" for k, v in rows.rejected_reasons.items())
+        lines.append(f"rejected rows: {fmt.count(rows.rejected)} ({reasons})")
+    lines.append("")
+    if not rep.decisions:
+        lines.append("no decisions: the policy took no action over this log")
+    for d in rep.decisions:
+        lines.append(
+            f"+{fmt.count(d.t_offset_s):>9}s  {d.t}  {d.action:<15} "
+            f"{d.metric} {fmt.threshold(d.metric, d.value)} vs "
+            f"{fmt.threshold(d.metric, d.threshold)}  [{d.rule}]"
+        )
+        lines.append(f"{'':13}{d.reason}")
+    lines.append("")
+    summary = ", ".join(f"{k} x{fmt.count(v)}" for k, v in rep.summary.items()) or "none"
+    lines.append(
+        f"decisions: {summary}; desired replicas at the end: {fmt.count(rep.final_replicas)}; "
+        f"active at the end: {', '.join(rep.active_at_end) or 'none'}"
+    )
+    lines.extend(f"note: {n}" for n in rep.other_notes)
+    return "\n".join(lines) + "\n"
+
+
+def replay_markdown(rep: ReplayReport) -> str:
+    """The replay in Markdown: a heading, then the terminal text as a block."""
+    return f"# Policy replay: {rep.name()}\n\n```text\n{replay_text(rep)}```\n"
