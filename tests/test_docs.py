@@ -56,7 +56,9 @@ def _command_lines(text: str) -> list[tuple[str, str]]:
     for snippet in _snippets(text):
         for line in snippet.replace("\\\n", " ").splitlines():
             line = line.split("#", 1)[0]
-            for m in re.finditer(r"(?:tailbudget|python3? (bench/\w+\.py))\b(.*)", line):
+            # `import tailbudget as tb` is Python (docs/python.md), not a command line
+            pattern = r"(?:(?<!import )tailbudget|python3? (bench/\w+\.py))\b(.*)"
+            for m in re.finditer(pattern, line):
                 found.append((m.group(1) or "tailbudget", m.group(2)))
     return found
 
