@@ -28,7 +28,10 @@ def test_notebook_runs(monkeypatch):
     monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # jupyter_core's own deprecation notice
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )
     client.execute()  # raises CellExecutionError on the first error cell
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]

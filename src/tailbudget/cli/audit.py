@@ -138,7 +138,8 @@ def audit_command(
         )  # fmt: skip
     for note in report.provenance.notes:
         if note.startswith(SECONDS_HINT):
-            typer.echo(f"warning: {note}", err=True)
+            head = note.split(";", 1)[0]  # the report's note names the argument, not the flag
+            typer.echo(f"warning: {head}; if so, run again with --unit s", err=True)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
         from tailbudget.report.fmt import ms
