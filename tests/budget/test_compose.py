@@ -148,3 +148,34 @@ def test_a_mostly_absent_stage_does_not_explode_past_its_last_percentile():
     assert fit.ppf(0.999) == pytest.approx(bound, rel=1e-3)
     draws = fit.from_normal(np.array([2.3263, 3.0902]))
     assert draws[1] == pytest.approx(bound, rel=1e-3)
+
+
+@pytest.mark.parametrize("rho", [-1.0, -0.5, -0.2])
+def test_negative_correlation_trades_time_between_stages(rho):
+    # Two stages that trade time (a benchmark's TTFT and decode under one deadline): the
+    # copula's normals correlate at rho, and the sum's spread shrinks as rho falls.
+    from tailbudget.budget.compose import _opposed, draws
+    from tailbudget.budget.distributions import Normal
+
+    rng = np.random.default_rng(1)
+    z = list(_opposed(rng, 3, 400_000, max(rho, -0.5)))
+    c = np.corrcoef(z)
+    assert c[0, 1] == pytest.approx(max(rho, -0.5), abs=0.01)
+    assert np.std(z[2]) == pytest.approx(1.0, abs=0.01)
+    tree = (
+        "seq",
+        [("stage", Normal(mu=100.0, sigma=10.0)), ("stage", Normal(mu=100.0, sigma=10.0))],
+    )
+    total = draws(tree, samples=400_000, seed=2, correlation=rho)
+    assert np.std(total) == pytest.approx(10.0 * np.sqrt(2.0 * (1.0 + rho)), abs=0.2)
+
+
+def test_a_correlation_below_what_the_stages_allow_is_refused():
+    from tailbudget.budget import parse_budget
+    from tailbudget.errors import TailbudgetError
+
+    text = "slo: {p99: 100}\ncomposition: {correlation: -0.6}\npipeline:\n" + "".join(
+        f"  - stage: s{i}\n    budget: {{p99: 10}}\n" for i in range(3)
+    )
+    with pytest.raises(TailbudgetError, match=r"-0\.5"):
+        parse_budget(text)

@@ -8,7 +8,7 @@ against; `composed` is what the end-to-end distribution would be.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,9 @@ def monte_carlo(
     """Quantiles of the end-to-end time of `tree`, estimated from `samples` draws.
 
     With correlation rho > 0, each stage's normal is sqrt(rho)*common + sqrt(1-rho)*own
-    (a Gaussian copula with equal pairwise correlation).
+    (a Gaussian copula with equal pairwise correlation); rho < 0 (stages that trade time
+    against each other, as a benchmark's TTFT and decode under a fixed deadline do) down
+    to -1/(k-1) for k stages, the most negative equal correlation k variables can have.
     """
     total = draws(
         tree,
@@ -136,11 +138,12 @@ def draws(
     """`samples` draws of the end-to-end time of `tree` (see `monte_carlo`)."""
     rng = np.random.default_rng(seed)
     common = rng.standard_normal(samples) if correlation > 0 else None
-    own = float(np.sqrt(1.0 - correlation))
-    shared = float(np.sqrt(correlation))
+    own = float(np.sqrt(1.0 - max(correlation, 0.0)))
+    shared = float(np.sqrt(max(correlation, 0.0)))
+    against = _opposed(rng, count_stages(tree), samples, correlation) if correlation < 0 else None
 
     def draw(dist: Distribution) -> FloatArray:
-        z = rng.standard_normal(samples)
+        z = next(against) if against is not None else rng.standard_normal(samples)
         if common is not None:
             z *= own
             z += shared * common
@@ -167,6 +170,26 @@ def draws(
     if overhead_ms:
         total += overhead_ms
     return total
+
+
+def _opposed(rng: np.random.Generator, k: int, samples: int, rho: float) -> Iterator[FloatArray]:
+    """k standard normals with equal pairwise correlation rho < 0 (>= -1/(k-1)).
+
+    z_i = a (e_i - mean e) + b c: deviations from the mean of k independent normals are
+    negatively correlated (-1/(k-1)), a shared c lifts that to rho; a^2 = 1 - rho and
+    b^2 = rho + (1 - rho) / k give unit variance and covariance rho.
+    """
+    a = float(np.sqrt(1.0 - rho))
+    b = float(np.sqrt(max(rho + (1.0 - rho) / k, 0.0)))
+    e = rng.standard_normal((k, samples))
+    mean = e.mean(axis=0)
+    shared = b * rng.standard_normal(samples)
+    for i in range(k):
+        z = e[i]
+        z -= mean
+        z *= a
+        z += shared
+        yield z
 
 
 def compose(

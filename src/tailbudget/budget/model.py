@@ -162,8 +162,9 @@ class Composition(_Frozen):
 
     samples: Annotated[int, Field(ge=1000, le=50_000_000, strict=True)] = 200_000
     seed: Annotated[int, Field(ge=0, lt=2**63, strict=True)] = 0
-    correlation: Annotated[float, Field(ge=0, le=1)] = 0.0
-    """Pairwise correlation between stages (Gaussian copula); 0 = independent."""
+    correlation: Annotated[float, Field(ge=-1, le=1)] = 0.0
+    """Pairwise correlation between stages (Gaussian copula); 0 = independent; below 0 at
+    least -1/(k-1) for k stages (checked with the pipeline)."""
     default_sigma: Annotated[float, Field(gt=0, le=3)] = 0.5
     """Log-space spread assumed for a stage with a single percentile given."""
 
@@ -224,6 +225,13 @@ class Budget(_Frozen):
             if stage.name in seen:
                 raise ValueError(f"stage name {stage.name!r} appears twice; names must be unique")
             seen.add(stage.name)
+        rho, k = self.composition.correlation, len(seen)
+        if rho < 0 and (k < 2 or rho < -1.0 / (k - 1) - 1e-12):
+            least = -1.0 / (k - 1) if k > 1 else 0.0
+            raise ValueError(
+                f"composition.correlation {rho:g}: {k} stage(s) can be correlated down to "
+                f"{least:g} at most (equal pairwise correlation); raise it to {least:g} or above"
+            )
         tokens = self.slo.e2e.output_tokens if self.slo.e2e is not None else None
         if tokens is not None and not any(s.llm is not None for _, s in self.stages()):
             raise ValueError(

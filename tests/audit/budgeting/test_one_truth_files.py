@@ -109,6 +109,12 @@ def check_measured(log: Path, tmp_path: Path) -> None:
     same_figures(rebudget, audit)
     recommendation_follows(audit)
     quiet(replay)
+    if log.name in {Path(f).name for f in LLM_FILES}:
+        # Two stages and their measured rank correlation (negative where TTFT and decode
+        # trade time): the composition gives the log's end-to-end figures.
+        for o in audit["objectives"]:
+            composed = plan["composed"][o["percentile"]]
+            assert composed == pytest.approx(o["measured_ms"], rel=0.05), o
 
 
 @pytest.fixture

@@ -228,7 +228,8 @@ def _residual_points(residual: np.ndarray) -> dict[str, float]:
 
 def _copula_rho(profile: Profile, stages: list[str], residual: np.ndarray | None) -> float:
     # Spearman's rho between stages, averaged over pairs, turned into the normal
-    # copula's correlation (2 sin(pi rho_s / 6)); negative dependence is taken as none.
+    # copula's correlation (2 sin(pi rho_s / 6)); stages that trade time against each
+    # other (TTFT and decode under a benchmark's fixed duration) correlate negatively.
     series = [profile.times[s] for s in stages] + ([residual] if residual is not None else [])
     if len(series) < 2:
         return 0.0
@@ -239,7 +240,9 @@ def _copula_rho(profile: Profile, stages: list[str], residual: np.ndarray | None
             c = float(np.corrcoef(ranks[i], ranks[j])[0, 1])
             rhos.append(c if math.isfinite(c) else 0.0)
     rho_s = float(np.mean(rhos))
-    return round(max(0.0, min(1.0, 2 * math.sin(math.pi * rho_s / 6))), 3)
+    # k variables can share an equal correlation down to -1/(k-1) (rounded towards 0).
+    least = math.ceil(-1000.0 / (len(series) - 1)) / 1000.0
+    return round(max(least, min(1.0, 2 * math.sin(math.pi * rho_s / 6))), 3)
 
 
 def slo_lines(objectives: Objectives) -> list[str]:
