@@ -61,7 +61,7 @@ def load_source(source: ModelSource) -> tuple[ServiceModel, str]:
         saved = load_model(source.model_file)
         return saved.model, saved.fitted_at
     if not source.fit_logs:
-        raise TailbudgetError("the model policy needs --model FILE or --fit LOG", param="model")
+        raise TailbudgetError("the model policy needs a model file or logs to fit", param="model")
     from tailbudget.logs import ReadOptions
     from tailbudget.sim.fit import ModelOptions
     from tailbudget.sim.fitting import fit_logs

@@ -162,15 +162,15 @@ def _live_model(options: ServeOptions, budget: Budget | None, policy: Policy) ->
     if options.model is None and not options.fit:
         if policy.mode == "model":
             raise TailbudgetError(
-                "the budget's policy is the model policy: give --model FILE or --fit LOG",
+                "the budget's policy is the model policy: give a model file or logs to fit it from",
                 param="model",
             )
         return None
     if options.model is not None and options.fit:
-        raise TailbudgetError("give --model FILE or --fit LOG, not both", param="model")
+        raise TailbudgetError("give a model file or logs to fit, not both", param="model")
     if budget is None:
         raise TailbudgetError(
-            "the model policy sizes replicas for the budget's objectives: give --budget",
+            "the model policy sizes replicas for the budget's objectives: give a budget",
             param="budget",
         )
     from tailbudget.sim.live import LiveModel, ModelSource

@@ -361,8 +361,8 @@ class Runtime:
             decisions = list(self.controller.evaluate(now, stats, series))
             self.last_stats = stats
             self.last_evaluated_s = now
-            if self.model is not None:
-                decisions = self._model_decisions(now, decisions)
+        if self.model is not None:  # sizing simulates: outside the lock, ingest goes on
+            decisions = self._model_decisions(now, decisions)
         for decision in decisions:
             # Journaled here, durably, before anything runs; webhooks and commands
             # run on the action thread so a slow one never delays the next evaluation.
@@ -401,7 +401,9 @@ class Runtime:
         """POST /v1/model/refit: the live model refitted (its logs) or re-centred (a file)."""
         if self.model is None:
             raise TailbudgetError(
-                "no model to refit: start serve with --model FILE or --fit LOG", param="model"
+                "no model to refit: serve runs the model policy only with a model file or "
+                "logs to fit",
+                param="model",
             )
         with self.lock:
             how = self.model.refit()
