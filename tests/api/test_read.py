@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -92,3 +93,12 @@ def test_api_names_survive_their_subpackages():
 
     assert callable(tb.audit) and tb.audit.__module__ == "tailbudget._api.audit"
     assert callable(tb.export) and tb.export.__module__ == "tailbudget._api.budgets"
+
+
+def test_a_read_table_is_audited_as_read():
+    log = tb.read(pd.read_csv(DELAG), **COLUMNS)
+    direct = json.loads(tb.audit(pd.read_csv(DELAG), slo="p99=500", **COLUMNS).to_json())
+    again = json.loads(tb.audit(log, slo="p99=500").to_json())
+    for doc in (direct, again):
+        doc.pop("provenance")
+    assert again == direct

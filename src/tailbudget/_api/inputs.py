@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 Data: TypeAlias = Any
 """A path (str or PathLike), a pandas or polars DataFrame, a pyarrow Table or
-RecordBatchReader, an Ibis table or a DuckDB relation."""
+RecordBatchReader, an Ibis table, a DuckDB relation, or what `tailbudget.read` returned."""
 Slo: TypeAlias = "str | Mapping[str, float] | Objectives | None"
 BudgetLike: TypeAlias = Any
 """A path, YAML text, a mapping, a `Budget`, or a `MeasuredBudget`."""
@@ -128,8 +128,11 @@ def _names(value: str | Sequence[str]) -> tuple[str, ...]:
 def source_of(data: Data) -> Any:
     """What `read_log` takes: a path as a string, data in memory made re-readable (a
     RecordBatchReader is read once, in memory)."""
+    from tailbudget._api.requests import Requests
     from tailbudget.logs.frames import is_in_memory, materialize
 
+    if isinstance(data, Requests):
+        return data.log  # read once by `tailbudget.read`, with its column options
     if isinstance(data, os.PathLike):
         return os.fspath(data)
     if is_in_memory(data):

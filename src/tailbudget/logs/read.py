@@ -46,6 +46,8 @@ def read_log(
     `engine` None is an in-memory DuckDB, "pyspark" a local Spark session, else an Ibis URL.
     Raises LogError (one line, naming the file or column and the fix).
     """
+    if isinstance(source, LogTable):
+        return source  # already read (`tailbudget.read`): its own columns and options hold
     backend = connect(engine)
     label = "query" if source is None else label_of(source)
     try:
