@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import ibis
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -19,6 +18,7 @@ from tailbudget.control.wal import StageColumn
 
 __all__ = ["Attributed", "Attributor"]
 
+_BATCH_VIEW = "_tb_live_spans"
 _SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
@@ -78,9 +78,13 @@ class Attributor:
             [pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
             schema=_SCHEMA,
         )
+        # Registered by name and unregistered after (an ibis memtable stays registered
+        # on the connection, holding every batch's spans).
+        con = self.backend.con
+        con.register(_BATCH_VIEW, table)
         try:
             per, self.named = critical_path_stages(
-                ibis.memtable(table),
+                self.backend.table(_BATCH_VIEW),
                 self.columns,
                 self.options,
                 self.backend,
@@ -89,6 +93,7 @@ class Attributor:
                 most=MAX_STAGES - 1,
             )
         finally:
+            con.unregister(_BATCH_VIEW)
             self._clear()
         stages = _stage_columns(per, index, self.named)
         return Attributed(
