@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailbudget._api.inputs import Columns, Data, budget_of, objectives_of, source_of
-from tailbudget._units import PERCENTILES
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -102,8 +101,6 @@ def audit(
     objectives = objectives_of(slo, environment=b.environment if b is not None else None)
     if objectives is not None:
         extra["objectives"] = objectives
-        extra["slo"] = {p: ms for p, ms in objectives.e2e().items() if p in PERCENTILES}
-        extra["gated"] = objectives.gated_percentiles("e2e")
     if events is not None:
         extra["events"] = read_events(Path(events))
     extra["progress"] = progress

@@ -18,10 +18,12 @@ from tailbudget.logs.table import LogTable
 class AuditConfig:
     """Settings of one audit; `AuditConfig.from_budget` fills them from a budget file."""
 
-    slo: dict[str, float]
-    """Given SLO percentiles in ms, e.g. {"p95": 2800, "p99": 5200}."""
+    slo: dict[str, float] = field(default_factory=dict)
+    """End-to-end p50/p95/p99 targets in ms, e.g. {"p95": 2800, "p99": 5200}: shorthand for
+    `objectives` when those are not given, else read from them (the report's `slo`)."""
     gated: tuple[str, ...] = ("p99",)
-    """Percentiles whose breach fails a CI gate (`--fail-on-breach`)."""
+    """End-to-end percentiles whose breach fails a CI gate (`--fail-on-breach`): shorthand
+    with `slo`, else read from the gated objectives."""
     slow: str | float = "p95"
     """Slow group: "p95" = [p95, p99] of total, "p99" = [p99, max], a number = [ms, max]."""
     events: tuple[tuple[datetime, str], ...] = ()
@@ -42,7 +44,8 @@ class AuditConfig:
     progress: Callable[[str], None] | None = None
     """Called with a short label before each pass over the log (for a progress bar)."""
     objectives: Objectives | None = None
-    """Every objective (ttft, tpot, itl, stages, goodput); None: the e2e `slo` only."""
+    """Every objective (e2e, ttft, tpot, itl, stages, goodput): the audit's one SLO, which
+    `slo` and `gated` are views of. None: built from `slo` and `gated`."""
 
     def __post_init__(self) -> None:
         if self.objectives is None:
@@ -51,6 +54,10 @@ class AuditConfig:
                 Objective("e2e", p, float(ms), gated=p in gated) for p, ms in self.slo.items()
             )
             object.__setattr__(self, "objectives", Objectives(items))
+        else:
+            e2e = self.objectives.e2e()
+            object.__setattr__(self, "slo", {p: e2e[p] for p in PERCENTILES if p in e2e})
+            object.__setattr__(self, "gated", self.objectives.gated_percentiles("e2e"))
         if not self.slo and not len(self.objectives or ()):
             raise TailbudgetError(
                 "slo: none to audit against; give slo as p99=MS (e.g. p95=2800,p99=5200) "
@@ -97,8 +104,6 @@ class AuditConfig:
             if stage.llm is not None:
                 llm[stage.name] = stage.llm
         values: dict[str, Any] = {
-            "slo": {p: ms for p, ms in budget.slo.given().items() if p in PERCENTILES},
-            "gated": budget.gated,
             "objectives": budget.objectives,
             "stage_budgets": stage_budgets,
             "llm": llm,
