@@ -91,4 +91,8 @@ def test_no_library_message_names_a_flag() -> None:
             for flag in re.findall(r"--[a-z][a-z-]*", text):
                 if flag in flags and (rel, flag) not in _ALLOWED:
                     found.append(f"{rel}:{line}: {flag} in {text!r}")
-    assert not found, "\n".join(found)
+    how = (
+        "library messages name the argument in neutral words (`total: ...`), not the CLI flag; "
+        "raise TailbudgetError(message, param='total') and the CLI's error line says --total\n"
+    )
+    assert not found, how + "\n".join(found)
