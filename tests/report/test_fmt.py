@@ -32,3 +32,10 @@ def test_ms_shares_counts_and_numbers() -> None:
 def test_missing_figures_print_a_dash(bad: object) -> None:
     for f in (fmt.ms, fmt.share, fmt.count, fmt.number, fmt.r2, fmt.signed_ms):
         assert f(bad) == fmt.MISSING
+
+
+def test_counts_and_rates_are_not_ms() -> None:
+    # An hpa:concurrency policy's decisions showed "8 ms" of concurrency (issue 26).
+    assert fmt.threshold("concurrency", 8.0) == "8 requests"
+    assert fmt.threshold("arrival_rate", 4.5) == "4.5/s"
+    assert fmt.threshold("utilization", 0.7) == "70%"

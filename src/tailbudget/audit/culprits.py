@@ -193,6 +193,7 @@ def name_in(
     *,
     no_hypothesis: bool = False,
     too_few: bool = False,
+    thin_miss: bool = False,
 ) -> Recommendation:
     """The recommendation with the top culprit named (unchanged when nothing is breached).
 
@@ -210,6 +211,9 @@ def name_in(
         text = (
             f"{rec.text} Meanwhile the stage that grew most is {top.stage}{where} ({top.evidence})."
         )
+        return rec.model_copy(update={"text": text})
+    if too_few and thin_miss:  # a miss known from a thin log: the culprit is where to look
+        text = f"{rec.text} Where to look first: {top.stage}{where} ({top.evidence})."
         return rec.model_copy(update={"text": text})
     if no_hypothesis:
         text = (

@@ -278,6 +278,19 @@ def find(
     return Findings(hypotheses=hyps, ranking=ranked, refusals=[])
 
 
+def merged(causes: list[Hypothesis], generic: list[Hypothesis]) -> list[Hypothesis]:
+    """The objective causes first, then the generic hypotheses that do not contradict them.
+
+    A breached objective's cause is drawn per request (in-flight counts, a baseline); the
+    stage rule's own llm_* verdict on the same stage is coarser (per-minute traffic) and
+    may say "neither traffic nor input length explains it" right under "queueing": one
+    story per stage, the finer one.
+    """
+    explained = {h.stage for h in causes}
+    keep = [h for h in generic if not (h.kind.startswith("llm_") and h.stage in explained)]
+    return [*causes, *keep]
+
+
 def _label(cause: Hypothesis | None) -> str:
     if cause is None or " breach is " not in cause.evidence:
         return "cause unclear"
@@ -299,9 +312,7 @@ def recommend(rows: list[ObjectiveRow], findings: Findings, rec: Recommendation)
         text += f"; {cause.evidence}" if cause is not None else "; no cause stands out in this log"
         return Recommendation(choice="fix_tail" if cause else "renegotiate_slo", text=text + ".")
     choice = "add_capacity" if fix.kind in ("llm_queueing", "llm_decode_contention") else "fix_tail"
-    goodput = ""
-    if fix.goodput_before is not None and fix.goodput_after is not None:
-        goodput = f", goodput {fix.goodput_before:.1%} -> {fix.goodput_after:.1%}"
+    goodput = f", {fix.goodput_words()}" if fix.goodput_words() else ""
     return Recommendation(
         choice=choice,
         text=(

@@ -244,6 +244,15 @@ class RankedFix(_Model):
     """add_capacity: the fewest replicas meeting every gated objective at the log's load,
     from a simulation fitted on the log (`tailbudget capacity`); None when not simulated."""
 
+    def goodput_words(self) -> str:
+        """`goodput 93.0% -> 96.0%`, or that it stays (another threshold still fails)."""
+        before, after = self.goodput_before, self.goodput_after
+        if before is None or after is None:
+            return ""
+        if f"{before:.1%}" == f"{after:.1%}":
+            return f"goodput stays {before:.1%} (requests still miss another threshold)"
+        return f"goodput {before:.1%} -> {after:.1%}"
+
 
 class Recommendation(_Model):
     """What to do first."""

@@ -126,11 +126,12 @@ def _audit(ctx: Ctx) -> AuditReport:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
     llm = llm_causes.find(ctx, dist.objectives, fixes, snap, dist.goodput.share)
     if not failing:
-        hyps = [*llm.hypotheses, *hyps]
+        hyps = llm_causes.merged(llm.hypotheses, hyps)
         ranked = sorted([*ranked, *llm.ranking], key=lambda f: -f.score)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, split.event_growth)
-    rec = _recommend(config, snap, hyps, ranked, failing, dist.objectives, llm, found)
+    over = {p: 1.0 - share for p, share in dist.goodput.by_target.items()}
+    rec = _recommend(config, snap, hyps, ranked, failing, dist.objectives, llm, found, over)
     judged = None
     if config.baseline is not None and dist.objectives:
         judged = canary.judge(ctx, dist.objectives, dist.goodput.good or 0, config.baseline)
@@ -172,6 +173,7 @@ def _recommend(
     objective_rows: list[ObjectiveRow],
     llm: llm_causes.Findings,
     found: list[Culprit],
+    over: dict[str, float],
 ) -> Recommendation:
     """One recommendation: errors first, else the ranked fixes, the LLM causes, the culprit."""
     if failing:
@@ -182,10 +184,13 @@ def _recommend(
                 "tuning latency; their times say how fast they failed, not what to speed up."
             ),
         )
-    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked, over)
     rec = llm_causes.recommend(objective_rows, llm, rec)
     thin = bool(recommendation.too_few(snap))
-    return culprits.name_in(rec, found, no_hypothesis=not hyps, too_few=thin)
+    # Too few requests to measure, yet surely missed: no measured breach to name a fix for.
+    measured = any(o.gated and o.verdict == "breach" for o in objective_rows)
+    thin_miss = thin and rec.choice != "none" and not measured
+    return culprits.name_in(rec, found, no_hypothesis=not hyps, too_few=thin, thin_miss=thin_miss)
 
 
 def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float], float | None]:

@@ -10,8 +10,10 @@ requests in the slow group) and to the cold windows of a cold-start finding.
 
 from __future__ import annotations
 
+import math
+
 from tailbudget.audit import recommendation
-from tailbudget.audit.report import AuditReport, Hypothesis
+from tailbudget.audit.report import AuditReport, Hypothesis, Recommendation
 
 MIN_SLOW_REQUESTS = 20
 """Fewest requests in the slow group (or a cohort's share of it, or the cold windows)
@@ -43,6 +45,38 @@ def _hypothesis(h: Hypothesis, slow_weak: bool) -> Hypothesis:
     return h.model_copy(update={"weak": True}) if weak and not h.weak else h
 
 
+def _weak_text(report: AuditReport, hyps: list[Hypothesis], n: int) -> str:
+    """A weak breach still names the objective, the action it points to and the data that
+    would confirm it: never a bare "none"."""
+    over = [
+        f"{o.metric} {o.percentile} is {o.measured_ms - o.target_ms:,.0f} ms over its "
+        f"{o.target_ms:,.0f} ms target"
+        for o in report.objectives
+        if o.gated and o.verdict == "breach" and o.measured_ms is not None
+    ]
+    head = "; ".join(over) or "A gated objective breaches"
+    first = report.ranking[0] if report.ranking else None
+    if first is not None:
+        where = f" on {first.stage}" if first.stage else ""
+        lead = (
+            f"the best-supported action, {first.fix}{where} (for {first.kind}: about "
+            f"{first.p99_saved_ms:,.0f} ms of p99 by its counterfactual), is a lead"
+        )
+    elif hyps:
+        h = hyps[0]
+        lead = f"the best-supported cause, {h.kind}{f' on {h.stage}' if h.stage else ''}, is a lead"
+    else:
+        lead = "no cause stands out yet"
+    rows = report.snapshot.count
+    need = math.ceil(rows * MIN_SLOW_REQUESTS / max(n, 1)) if rows else 0
+    return (
+        f"{head}. Only {n:,} requests in the slow group (fewer than {MIN_SLOW_REQUESTS}), so "
+        f"{lead}, not a finding: confirm it with a log of at least {need:,} requests (for "
+        f"{MIN_SLOW_REQUESTS} slow ones) or a fault-free baseline of the same service before "
+        "acting."
+    )
+
+
 def mark(report: AuditReport) -> AuditReport:
     """The report with weak findings marked; with a weak slow group, fixes are not ranked."""
     n = report.tail.n_slow
@@ -54,16 +88,22 @@ def mark(report: AuditReport) -> AuditReport:
     rec = report.recommendation
     # A fix of a breached objective stands on every request: its recommendation stays.
     objective_fix = any(f.objective is not None for f in report.ranking)
-    if rec.choice != "none" and not objective_fix:
+    if rec.choice != "none" and not objective_fix and not report.breaches_gate():
+        rec = rec.model_copy(update={"weak": True})  # a thin log's sure miss says so itself
+    elif rec.choice != "none" and not objective_fix:
         slo = {k: v for k, v in report.slo.model_dump().items() if v is not None}
         plain = recommendation.recommend(report.snapshot, slo, hyps, [])
-        kinds = ", ".join(dict.fromkeys(h.kind for h in hyps))
-        text = f"{caveat[0].upper()}{caveat[1:]}; audit a longer log before choosing a fix."
-        text += f" Suspected, unconfirmed: {kinds}." if kinds else ""
-        rec = plain.model_copy(update={"weak": True, "text": text})
+        # A breach of a non-e2e objective leaves the e2e snapshot passing: keep the choice.
+        choice = plain.choice if plain.choice != "none" else rec.choice
+        rec = Recommendation(choice=choice, weak=True, text=_weak_text(report, hyps, n))
     refusals = list(report.refusals)
     kept = [f for f in report.ranking if f.objective is not None]
-    if len(kept) < len(report.ranking):
+    if kept and len(kept) < len(report.ranking):
+        refusals.append(
+            f"fixes not ranked from the slow group: {caveat}; the fixes of breached "
+            "objectives, drawn from every request, are ranked"
+        )
+    elif len(kept) < len(report.ranking):
         refusals.append(f"fixes not ranked: {caveat}")
     return report.model_copy(
         update={

@@ -102,9 +102,17 @@ def threshold(metric: str, value: object) -> str:
         return "n/a"
     if "_vs_" in metric:
         return f"{v:.3g}x"
-    if metric in ("error_rate", "goodput") or metric.endswith(".error_rate"):
+    if metric in ("error_rate", "goodput", "utilization") or metric.endswith(".error_rate"):
         return f"{100 * v:.3g}%"
+    if metric in _COUNTS:  # requests at once, replicas: counts, never ms
+        return f"{v:,.3g} {_COUNTS[metric]}"
+    if metric in ("arrival_rate", "rps"):
+        return f"{v:,.3g}/s"
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
+
+
+_COUNTS = {"concurrency": "requests", "in_flight": "requests", "replicas": "replicas"}
+"""Metrics a policy may watch that count things, with the unit they count."""
 
 
 __all__ = [

@@ -51,9 +51,7 @@ def objectives_section(r: AuditReport) -> list[str]:
         out += [f"- **{h.objective}**: {h.evidence}" for h in causes]
     fixes = [f for f in r.ranking if f.objective is not None]
     for f in fixes:
-        goodput = ""
-        if f.goodput_before is not None and f.goodput_after is not None:
-            goodput = f"; goodput {fmt.share(f.goodput_before)} -> {fmt.share(f.goodput_after)}"
+        goodput = f"; {f.goodput_words()}" if f.goodput_words() else ""
         out.append(
             f"- fix {f.fix}: {f.objective} {_ms(f.objective_before_ms)} -> "
             f"{_ms(f.objective_after_ms)} ms{goodput} ({f.counterfactual})"

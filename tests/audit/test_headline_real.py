@@ -1,0 +1,64 @@
+"""A headline that follows from the findings, on the real files (issue 26): a breach gets
+a recommendation naming the objective and the action, weak or not; a thin log surely over
+its target is not "none"; the ranking and its refusals agree; one story per stage."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailbudget.audit import AuditConfig, run_audit
+from tailbudget.audit.recommendation import surely_over
+from tailbudget.budget.objectives import parse_objectives
+from tailbudget.logs import read_log
+from tailbudget.report.audit_md import audit_markdown
+from tests.conftest import SHARED_DATA
+
+VLLM = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
+AIPERF = SHARED_DATA / "aiperf_profile_export.jsonl"
+NEZHA = SHARED_DATA / "nezha_faults" / "2023-01-30_12_38_trace.csv"
+pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is missing")
+
+
+def _audit(path, slo: str):
+    objs = parse_objectives(slo)
+    return run_audit(read_log(str(path)), AuditConfig(slo=dict(objs.e2e()), objectives=objs))
+
+
+def test_a_thin_log_far_over_its_target_is_not_none():
+    report = _audit(NEZHA, "p99=900")
+    assert report.snapshot.verdict["p99"] == "inconclusive"  # 57 requests: no measured p99
+    rec = report.recommendation
+    assert rec.choice != "none" and rec.weak
+    assert "p99" in rec.text and "exceed its 900 ms target" in rec.text
+    assert "Where to look first" in rec.text
+
+
+def test_surely_over_needs_more_than_chance_and_more_than_one_request():
+    assert surely_over(57, 8, 0.99)
+    assert not surely_over(1, 1, 0.99)  # one slow request proves nothing
+    assert not surely_over(100, 2, 0.99)
+    assert not surely_over(57, 2, 0.99)
+
+
+def test_a_weak_breach_names_the_objective_the_action_and_the_data_to_confirm():
+    report = _audit(VLLM, "e2e.p99=20000")
+    rec = report.recommendation
+    assert rec.choice != "none" and rec.weak
+    assert "e2e p99 is 3,543 ms over its 20,000 ms target" in rec.text
+    assert "best-supported action, " in rec.text and "confirm it with a log of at least" in rec.text
+
+
+def test_the_ranking_and_its_refusal_agree_and_goodput_unchanged_says_so():
+    report = _audit(AIPERF, "ttft.p95=100,p99=1000")
+    assert report.ranking, "add_llm_replicas stands on every request"
+    for refusal in report.refusals:
+        if "fixes not ranked" in refusal:
+            assert "from the slow group" in refusal, refusal
+    md = audit_markdown(report)
+    assert "goodput 0.0% -> 0.0%" not in md and "goodput stays 0.0%" in md
+
+
+def test_one_story_per_stage():
+    report = _audit(AIPERF, "ttft.p95=100,p99=1000")
+    on_ttft = [h for h in report.hypotheses if h.stage == "ttft"]
+    assert [h.kind for h in on_ttft] == ["llm_queueing"], [h.evidence for h in on_ttft]
