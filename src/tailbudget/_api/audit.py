@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,12 +77,17 @@ def audit(
     query: str | None = None,
     workload: str = "online",
     progress: Callable[[str], None] | None = None,
+    query_timeout: str | float = "10m",
 ) -> AuditReport:
     """Audit a latency log against `slo` (or the budget's objectives); the report is the
-    `audit --format json` document (`.to_json()`), and renders itself in Jupyter."""
+    `audit --format json` document (`.to_json()`), and renders itself in Jupyter.
+    A `query`'s engine work stops after `query_timeout` (DuckDB: logs/deadline.py)."""
+    from tailbudget._units import parse_duration_s
     from tailbudget.audit import AuditConfig, run_audit
     from tailbudget.audit.events import read_events
     from tailbudget.logs import read_log
+    from tailbudget.logs.deadline import query_deadline
+    from tailbudget.logs.engine import connect
 
     if workload == "batch":
         raise TailbudgetError(BATCH, param="workload")
@@ -107,13 +113,22 @@ def audit(
     source = None if data is None else source_of(data)
     if baseline is not None:  # per-operation samples, for contention against the baseline
         options = options.with_(span_profile=True)
-    table = read_log(source, options, engine=engine)
-    if baseline is not None:
-        # The baseline keeps every stage of the log, so each has a before to compare with.
-        same = options.with_(query=None, span_keep=table.stages)
-        extra["baseline"] = read_log(source_of(baseline), same, engine=engine)
-    config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
-    report = run_audit(table, config)
+    limit = parse_duration_s(query_timeout, field="query_timeout", param="query_timeout")
+    if not limit > 0:
+        raise TailbudgetError(
+            f"query_timeout must be a positive time such as 10m, got {query_timeout!r}",
+            param="query_timeout",
+        )
+    if query is not None:
+        engine = connect(engine)  # the same connection, so the deadline can interrupt it
+    with query_deadline(engine, limit) if query is not None else nullcontext():
+        table = read_log(source, options, engine=engine)
+        if baseline is not None:
+            # The baseline keeps every stage of the log, so each has a before to compare with.
+            same = options.with_(query=None, span_keep=table.stages)
+            extra["baseline"] = read_log(source_of(baseline), same, engine=engine)
+        config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
+        report = run_audit(table, config)
     if (
         source is not None
         and table.has_timestamp

@@ -90,6 +90,49 @@ def in_flags(exc: TailbudgetError) -> str:
     return f"{flag}: {message}"
 
 
+def writable_folder(folder: Path, flag: str) -> None:
+    """Make `folder` (and its parents) or refuse in one line: a path under a file, a name
+    too long for the file system, a tree the user cannot write to."""
+    try:
+        if folder.is_file():
+            raise TailbudgetError(
+                f"{flag} {folder}: is a file, not a folder; give a folder to write into"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".tailbudget-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise TailbudgetError(
+            f"{flag} {_shown(folder)}: cannot write there ({exc.strerror or exc}); give a "
+            "folder you can write to"
+        ) from None
+
+
+def output_exists(output: Path, flag: str = "-o") -> bool:
+    """Whether `output` exists; a path the file system refuses (a name too long, a parent
+    that is a file) is one error line, not a traceback."""
+    try:
+        parent = output.parent
+        if parent.exists() and not parent.is_dir():
+            raise TailbudgetError(
+                f"{flag} {_shown(output)}: {_shown(parent)} is a file, not a folder; give "
+                "a path in a folder"
+            )
+        return output.exists()
+    except OSError as exc:
+        raise TailbudgetError(
+            f"{flag} {_shown(output)}: not a usable path ({exc.strerror or exc}); give a "
+            "shorter name or another folder"
+        ) from None
+
+
+def _shown(path: Path) -> str:
+    """A path short enough for one line (a 4,000-character name is shown by its ends)."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
 def emit(text: str, output: Path | None, *, next_step: str = "") -> None:
     """Write `text` to `output` (then say `wrote FILE` on stderr), or to stdout."""
     if output is None:
@@ -99,7 +142,10 @@ def emit(text: str, output: Path | None, *, next_step: str = "") -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise TailbudgetError(f"{output}: cannot write output ({exc.strerror})") from None
+        raise TailbudgetError(
+            f"{_shown(output)}: cannot write output ({exc.strerror or exc}); give a shorter "
+            "name or a folder you can write to"
+        ) from None
     typer.echo(f"wrote {output}" + (f"; next: {next_step}" if next_step else ""), err=True)
 
 

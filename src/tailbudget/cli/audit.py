@@ -70,6 +70,20 @@ def render(report: AuditReport, fmt: str) -> str:
     return report.to_markdown()
 
 
+@contextmanager
+def _limit_in_flags() -> Iterator[None]:
+    """The stopped query's error names the limit as its flag, not its parameter."""
+    try:
+        yield
+    except TailbudgetError as exc:
+        text = str(exc)
+        if exc.param == "query" and text.endswith("raise query_timeout"):
+            raise TailbudgetError(
+                text[: -len("query_timeout")] + "--query-timeout", param="query"
+            ) from None
+        raise
+
+
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
@@ -97,6 +111,9 @@ def audit_command(
         None, "--engine", help="Ibis URL, or pyspark (default: DuckDB)."
     ),
     query: str | None = typer.Option(None, "--query", help="SQL on the engine giving the log."),
+    query_timeout: str = typer.Option(
+        "10m", "--query-timeout", help="Stop a --query's engine work after this long (DuckDB)."
+    ),
     total: str | None = typer.Option(None, "--total", help="End-to-end latency column."),
     stage: list[str] = typer.Option([], "--stage", help="Stage column (repeatable)."),
     stages: str | None = typer.Option(None, "--stages", help="Glob of stage columns, e.g. '*_ms'."),
@@ -128,13 +145,14 @@ def audit_command(
     # Imported here, not at the top: `tailbudget --help` must not load the engines.
     from tailbudget._api.audit import SECONDS_HINT, audit
 
-    with _progress() as progress:
+    with _progress() as progress, _limit_in_flags():
         report = audit(
             log, slo, budget=budget, total=total, stage=stage, stages=stages,
             timestamp=timestamp, unit=unit.value if unit is not None else None,
             span_stage=span_stage, shape=shape, cohorts=cohort, events=events,
             cold_window_min=cold_window_min, baseline=baseline, slow=slow, engine=engine,
             query=query, workload=workload.value, progress=progress,
+            query_timeout=query_timeout,
         )  # fmt: skip
     for note in report.provenance.notes:
         if note.startswith(SECONDS_HINT):

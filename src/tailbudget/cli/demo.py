@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import clean_errors
+from tailbudget.cli._common import clean_errors, writable_folder
 from tailbudget.errors import TailbudgetError
 
 
@@ -21,15 +21,22 @@ def demo_command(
         raise TailbudgetError(f"--rows must be between 1,000 and 20,000,000, got {rows}")
     if not 0 <= seed < 2**63:
         raise TailbudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
-    if out.exists() and not out.is_dir():
-        raise TailbudgetError(f"--out {out}: is a file, not a folder; give a folder to write into")
+    writable_folder(out, "--out")
     from rich.console import Console
 
     from tailbudget.demo import run_demo
 
     err = Console(stderr=True)
     with err.status("demo") as status:
-        state = run_demo(out, rows=rows, seed=seed, on_step=lambda s: status.update(f"demo: {s}"))
+        try:
+            state = run_demo(
+                out, rows=rows, seed=seed, on_step=lambda s: status.update(f"demo: {s}")
+            )
+        except OSError as exc:  # the folder filled up or was taken away mid-run
+            raise TailbudgetError(
+                f"--out {out}: cannot write the demo there ({exc.strerror or exc}); give a "
+                "folder you can write to"
+            ) from None
     typer.echo(f"tailbudget demo -> {out}")
     for line in state.summary:
         typer.echo(f"  {line}")

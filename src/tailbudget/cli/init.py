@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import clean_errors, emit
+from tailbudget.cli._common import clean_errors, emit, output_exists
 from tailbudget.errors import TailbudgetError
 
 
@@ -51,7 +51,7 @@ def init_command(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a commented budget file a team can edit, then check it with `tailbudget plan`."""
-    if output is not None and output.exists() and not force:
+    if output is not None and output_exists(output) and not force:
         raise TailbudgetError(f"{output} exists; pass --force to overwrite it")
     if from_log is None:
         if slo is not None:

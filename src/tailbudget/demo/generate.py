@@ -41,8 +41,12 @@ def _rates(rng: np.random.Generator, n: int) -> np.ndarray:
     minute = np.arange(MINUTES)
     shape = 0.6 + 0.8 * (0.5 - 0.5 * np.cos(2 * np.pi * minute / MINUTES))
     w = shape * rng.uniform(0.95, 1.05, MINUTES)
-    per_min = np.asarray(np.round(w / w.sum() * n), dtype=np.int64)
-    per_min[int(np.argmax(per_min))] += n - int(per_min.sum())  # exactly n requests
+    exact = w / w.sum() * n
+    per_min = np.asarray(np.floor(exact), dtype=np.int64)
+    # Exactly n requests: the minutes with the largest remainders take one more each
+    # (rounding alone overshoots n when minutes outnumber requests, as with --rows 1000).
+    short = n - int(per_min.sum())
+    per_min[np.argsort(per_min - exact, kind="stable")[:short]] += 1
     return per_min
 
 

@@ -167,6 +167,8 @@ def per_request_arrays(data: dict[str, Any], path: str, tool: str) -> BenchRows:
     e2e_key = next((k for k in _VLLM_E2E if data.get(k) is not None), None)
     has_itls = isinstance(data.get("itls"), list)
     itls = data.get("itls") or [None] * n
+    if has_itls:
+        _check_gaps(itls, path, tool)
     errors = data.get("errors") or [""] * n
     ins = data.get("input_lens") or [None] * n
     outs = data.get("output_lens") or [None] * n
@@ -203,6 +205,32 @@ def per_request_arrays(data: dict[str, Any], path: str, tool: str) -> BenchRows:
             "once, so the requests decoding beside each one are known from its TTFT and end"
         )
     return found
+
+
+def _check_gaps(itls: list[Any], path: str, tool: str) -> None:
+    """Each request's inter-token gaps are a list of numbers (seconds), or null."""
+    for i, gaps in enumerate(itls):
+        if gaps is None:
+            continue
+        if not isinstance(gaps, list):
+            raise LogError(
+                f"{path}: {tool} field 'itls' holds {_short(gaps)} for request {i}; each "
+                "request's inter-token gaps must be a list of seconds, e.g. [0.021, 0.019]"
+            )
+        bad = next((g for g in gaps if not (g is None or is_number(g))), _NONE)
+        if bad is not _NONE:
+            raise LogError(
+                f"{path}: {tool} field 'itls' holds {_short(bad)} among request {i}'s gaps; "
+                "inter-token gaps must be numbers of seconds"
+            )
+
+
+_NONE = object()
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _unlimited(data: dict[str, Any]) -> bool:

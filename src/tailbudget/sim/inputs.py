@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.logs import ReadOptions, read_log
+from tailbudget.logs.bench_rows import is_number
 from tailbudget.sim.bounds import check_span, parse_max_events
 from tailbudget.sim.fit import LoggedRequests
 
@@ -53,7 +54,11 @@ def _vllm_extras(path: str) -> LLMExtras | None:
         rate = float(raw_rate)
     except (TypeError, ValueError):
         rate = float("inf")
-    itls = tuple(np.asarray(x or [], dtype=np.float64) * 1000.0 for x in data.get("itls") or [])
+    itls = tuple(
+        np.asarray([g for g in x if is_number(g)], dtype=np.float64) * 1000.0
+        for x in data.get("itls") or []
+        if isinstance(x, list)
+    )
     return LLMExtras(rate, float(data["duration"]), itls)
 
 
