@@ -76,8 +76,10 @@ def test_model_policy_on_the_doubling_episode(doubling: dict[str, RunResult]) ->
     acts = [(d.t_s, d.action) for d in mdl.decisions if d.action in ("scale_up", "scale_down")]
     for (t0, a0), (t1, a1) in itertools.pairwise(acts):
         assert not (a0 == "scale_down" and a1 == "scale_up" and t1 - t0 < 300.0)
+    # a forecast that overshot may step back, never below what the episode needs (3)
     downs = [d for d in mdl.decisions if d.action == "scale_down"]
-    assert downs and all(d.t_s >= EPISODE[1] for d in downs)
+    assert downs and all(d.replicas >= 3 for d in downs if d.t_s < EPISODE[1])
+    assert any(d.t_s >= EPISODE[1] and d.replicas == 2 for d in downs)
 
 
 def test_every_run_is_reported_against_the_floor(doubling: dict[str, RunResult]) -> None:

@@ -220,7 +220,7 @@ class ModelPolicy:
             self.done.append((now, view.done_ms, view.done_ttft_ms))
         minute, ahead, rate = self._load(now)
         self.mix = self._mix(now)
-        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired))
+        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired), max(minute, ahead))
         self.last_sizing = sizing
         lo, hi = self.bounds
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))

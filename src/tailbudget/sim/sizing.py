@@ -101,7 +101,7 @@ class Sizer:
         self.limit = 1.0 - headroom
         self.seed, self.min_requests = seed, min_requests
         self._runs: dict[tuple[int, tuple[int, int], int], list[ObjectiveResult]] = {}
-        self._sizes: dict[tuple[int, tuple[int, int]], Sizing] = {}
+        self._sizes: dict[tuple[int, tuple[int, int], int], Sizing] = {}
         self._mixes: dict[tuple[int, tuple[int, int]], Mix] = {}
         self.simulations = 0
         self._last: tuple[Mix, tuple[int, int]] | None = None
@@ -155,13 +155,16 @@ class Sizer:
             self.simulations += 1
         return self._runs[key]
 
-    def size(self, rate: float, mix: Mix, start: int = 1) -> Sizing:
-        """The fewest replicas meeting every gated objective with the headroom."""
+    def size(self, rate: float, mix: Mix, start: int = 1, sustained: float | None = None) -> Sizing:
+        """The fewest replicas meeting every gated objective with the headroom at `rate`,
+        and (queue model) at most 90% busy at the `sustained` rate (default `rate`): a
+        burst's rate is sized by simulation, not held to the steady-state bound."""
         k, mk = self.bucket(rate), self._key(mix)
-        if (k, mk) in self._sizes:
-            return self._sizes[(k, mk)]
+        ks = k if sustained is None else min(k, self.bucket(sustained))
+        if (k, mk, ks) in self._sizes:
+            return self._sizes[(k, mk, ks)]
 
-        busy = self._busy(_RATE_STEP**k, mix)
+        busy = self._busy(_RATE_STEP**ks, mix)
 
         def ok(n: int) -> bool:
             if busy / n > _MAX_UTILIZATION:
@@ -174,5 +177,5 @@ class Sizer:
         else:
             binding = worst_ratio(self.predict(rate, mix, n - 1))[1] if n > 1 else None
             out = Sizing(_RATE_STEP**k, n, self.predict(rate, mix, n), binding)
-        self._sizes[(k, mk)] = out
+        self._sizes[(k, mk, ks)] = out
         return out
