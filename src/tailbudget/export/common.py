@@ -95,6 +95,16 @@ class ExportOptions:
     metrics: str = "tailbudget"
     """Whose histograms the rules read: tailbudget (the Measure layer's), vllm, sglang, tgi."""
 
+    def __post_init__(self) -> None:
+        from tailbudget.export.names import check_label, check_subdomain, check_url
+
+        check_url(self.prometheus_url, "prometheus_url")
+        check_url(self.verdict_url, "verdict_url")
+        if self.namespace is not None:
+            check_label(self.namespace, "namespace", "Kubernetes namespace")
+        if self.target_name is not None:
+            check_subdomain(self.target_name, "scale_target", "Kubernetes object name")
+
 
 _float_to_go: Callable[[float], str] = _client_utils.floatToGoString
 """How the Python client writes `le` (Go's float formatting), so our matchers agree."""
