@@ -62,3 +62,11 @@ def test_one_story_per_stage():
     report = _audit(AIPERF, "ttft.p95=100,p99=1000")
     on_ttft = [h for h in report.hypotheses if h.stage == "ttft"]
     assert [h.kind for h in on_ttft] == ["llm_queueing"], [h.evidence for h in on_ttft]
+
+
+def test_an_objectives_cause_is_stated_once():
+    report = _audit(VLLM, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
+    cause = next(h for h in report.hypotheses if h.objective == "tpot.p99")
+    md = audit_markdown(report)
+    assert md.count(cause.evidence) == 1
+    assert "the cause of the tpot.p99 breach" in md.split("## Hypotheses")[1]

@@ -253,7 +253,7 @@ def _hypotheses(r: AuditReport) -> list[str]:
         return ["No hypothesis rule fired."]
     return [
         f"- **{h.kind}** ({h.stage or 'whole request'}){f' ({view.WEAK})' if h.weak else ''}: "
-        f"{h.evidence}"
+        f"{view.hypothesis_text(h)}"
         for h in r.hypotheses
     ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tailbudget.audit.report import AuditReport, ColdStart, ShapeRow
+from tailbudget.audit.report import AuditReport, ColdStart, Hypothesis, ShapeRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 from tailbudget.report import fmt
 
@@ -32,6 +32,14 @@ CULPRIT_SCORE = (
     "growth against the baseline or an event, and its part of the slow requests' time; "
     "each is a different share, so they differ."
 )
+
+
+def hypothesis_text(h: Hypothesis) -> str:
+    """A hypothesis's evidence, once: an objective's cause is stated under Objectives, so the
+    Hypotheses section points there instead of repeating its figures."""
+    if h.objective:
+        return f"the cause of the {h.objective} breach: its figures are under Objectives"
+    return h.evidence
 
 
 def title(report: AuditReport) -> str:

@@ -336,7 +336,7 @@ def _hypotheses(r: AuditReport) -> str:
             [
                 cell(f"{h.kind} ({view.WEAK})" if h.weak else h.kind),
                 cell(h.stage or "-"),
-                cell(h.evidence, "long"),
+                cell(view.hypothesis_text(h), "long"),
             ]
             for h in r.hypotheses
         ],
