@@ -34,16 +34,6 @@ def _ms_tick(v: float, _pos: object = None) -> str:
     return f"{v:,.0f}" if abs(v) >= 10 or float(v).is_integer() else f"{v:,.1f}"
 
 
-def _log_minor_tick(v: float, _pos: object = None) -> str:
-    # Label 2x and 5x between the decades so a log axis reads in plain ms.
-    lead = f"{v:.0e}"[0]
-    return _ms_tick(v) if lead in "25" else ""
-
-
-def _q_tick(v: float, _pos: object = None) -> str:
-    return f"{v * 100:.6g}%"
-
-
 def cdf_chart(r: AuditReport) -> str | None:
     """Latency CDF on log-x, logit-y (so p99 and p99.9 get room) with SLO lines."""
     pts = sorted((p.ms, p.q) for p in r.cdf if p.ms > 0 and 0 < p.q < 1)
@@ -91,8 +81,6 @@ def cdf_chart(r: AuditReport) -> str | None:
                     fontsize=8,
                 )
         ax.xaxis.set_major_formatter(FuncFormatter(_ms_tick))
-        ax.xaxis.set_minor_formatter(FuncFormatter(_log_minor_tick))
-        ax.yaxis.set_major_formatter(FuncFormatter(_q_tick))
         ax.yaxis.set_minor_locator(NullLocator())  # logit minor ticks: clutter, and slow to lay out
         ax.set_xlabel("end-to-end latency (ms, log scale)")
         ax.set_ylabel("percentile (logit scale)")
@@ -149,7 +137,6 @@ def stage_chart(rows: Sequence[StageRow]) -> str | None:
         if log:
             # Stages span orders of magnitude; on a linear axis the small ones vanish.
             (ax.set_xscale if sideways else ax.set_yscale)("log")
-            axis.set_minor_formatter(FuncFormatter(_log_minor_tick))
         axis.set_major_formatter(FuncFormatter(_ms_tick))
         label = "stage latency (ms, log scale)" if log else "stage latency (ms)"
         if sideways:
