@@ -6,7 +6,9 @@ from typing import Any
 
 from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.model import SLO
+from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import Action, Rule
+from tailbudget.budget.slo import as_objectives
 from tailbudget.budget.thresholds import Targets
 from tailbudget.errors import PolicyError
 
@@ -31,11 +33,15 @@ def default_clear(metric: str, threshold: float) -> float:
     return threshold * 0.85
 
 
-def default_rules(slo: SLO | None, rollback_for_s: float = 120.0) -> tuple[list[Rule], str]:
+def default_rules(
+    slo: SLO | Objectives | None, rollback_for_s: float = 120.0
+) -> tuple[list[Rule], str]:
     """The default reactive-scaling rules, scaled to the SLO p95 when the budget has one."""
-    p95 = slo.p95 if slo is not None else None
+    objectives = as_objectives(slo)
+    p95 = objectives.e2e().get("p95") if objectives is not None else None
     scale = p95 / SEED_SLO_P95_MS if p95 is not None else 1.0
-    err = slo.error_rate if slo is not None and slo.error_rate else SEED_ERROR_RATE
+    rate = objectives.error_rate if objectives is not None else None
+    err = rate if rate else SEED_ERROR_RATE
     up, trim, shed = (SEED_SCALE_UP_MS * scale, SEED_TRIM_MS * scale, SEED_SHED_MS * scale)
     if p95 is None:
         where = "default (rules for a 2800 ms p95 SLO)"

@@ -55,6 +55,7 @@ from tailbudget.budget.policy_model import (
     Replicas,
     Rule,
 )
+from tailbudget.budget.slo import as_objectives
 from tailbudget.budget.thresholds import Targets, resolve_threshold, slo_targets
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -201,7 +202,7 @@ def _rule(raw: Any, i: int, targets: Targets, rollback_for_s: float) -> Rule:
 
 
 def _defaults(
-    slo: SLO | None, targets: Targets, rollback_for_s: float = 120.0
+    slo: Objectives | None, targets: Targets, rollback_for_s: float = 120.0
 ) -> tuple[list[Rule], str]:
     if ttft_objective(targets) is not None:
         return llm_default_rules(targets, rollback_for_s)
@@ -235,7 +236,7 @@ def parse_baselines(raw: Any, where: str = "policy.baselines") -> dict[str, floa
 
 def parse_policy(
     spec: str | dict[str, Any] | None,
-    slo: SLO | None = None,
+    slo: SLO | Objectives | None = None,
     *,
     targets: Targets | None = None,
     goodput: Mapping[str, float] | None = None,
@@ -246,10 +247,11 @@ def parse_policy(
     SLO's; a ttft objective makes the default the LLM default. `goodput` holds the
     per-request thresholds (ms by series) a good request meets.
     """
-    table = {**slo_targets(slo), **dict(targets or {})}
+    objectives = as_objectives(slo)
+    table = {**slo_targets(objectives), **dict(targets or {})}
     good = {k: float(v) for k, v in (goodput or {}).items()}
     if spec is None or spec in ("default", "model"):
-        rules, source = _defaults(slo, table)
+        rules, source = _defaults(objectives, table)
         mode = "model" if spec == "model" else "reactive"
         return Policy(rules=rules, source=source, goodput=good, mode=mode)
     if not isinstance(spec, dict):
@@ -309,7 +311,7 @@ def parse_policy(
         rules = [_rule(r, i, table, rollback_for) for i, r in enumerate(raw_rules)]
         source = "budget file rules"
     else:
-        rules, source = _defaults(slo, table, rollback_for)
+        rules, source = _defaults(objectives, table, rollback_for)
     baselines = parse_baselines(spec.get("baselines", {}))
     mode = spec.get("mode", "reactive")
     if mode not in ("reactive", "model"):
@@ -356,8 +358,9 @@ def resolve_policy(budget: Budget | None) -> Policy:
     """
     if budget is None:
         return parse_policy("default")
-    targets, goodput = objective_targets(budget.objectives)
-    return parse_policy(budget.policy, budget.slo, targets=targets, goodput=goodput)
+    objectives = budget.objectives
+    targets, goodput = objective_targets(objectives)
+    return parse_policy(budget.policy, objectives, targets=targets, goodput=goodput)
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from tailbudget._units import order_problem
 from tailbudget.budget.objectives import Goodput, Objectives, from_targets, parse_percentile
 from tailbudget.errors import TailbudgetError
 
-__all__ = ["SLO", "E2ETargets", "GoodputSpec", "Targets"]
+__all__ = ["SLO", "E2ETargets", "GoodputSpec", "Targets", "as_objectives"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
@@ -175,6 +175,11 @@ class SLO(BaseModel):
             output_tokens=self.e2e.output_tokens if self.e2e is not None else None,
             environment=environment,
         )
+
+
+def as_objectives(slo: SLO | Objectives | None) -> Objectives | None:
+    """The objectives of an `slo:` block (the file's form, read once here), or `slo` itself."""
+    return slo.objectives() if isinstance(slo, SLO) else slo
 
 
 def _percentile_key(key: Any) -> None:

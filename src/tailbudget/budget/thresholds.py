@@ -7,9 +7,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tailbudget._units import parse_duration_s
+from tailbudget._units import PERCENTILES, parse_duration_s
 from tailbudget.budget.metric import MetricRef, parse_metric
 from tailbudget.budget.model import SLO
+from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.slo import as_objectives
 from tailbudget.errors import PolicyError, TailbudgetError
 
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -20,13 +22,15 @@ Targets = Mapping[str, float]
 """Objective targets by canonical metric name (`p95`, `ttft.p95`, `error_rate`, `goodput`)."""
 
 
-def slo_targets(slo: SLO | None) -> dict[str, float]:
-    """The flat SLO's targets by metric name."""
-    if slo is None:
+def slo_targets(slo: SLO | Objectives | None) -> dict[str, float]:
+    """The end-to-end p50/p95/p99 and error-rate targets by metric name."""
+    objectives = as_objectives(slo)
+    if objectives is None:
         return {}
-    out = {k: float(v) for k in ("p50", "p95", "p99") if (v := getattr(slo, k, None)) is not None}
-    if slo.error_rate is not None:
-        out["error_rate"] = float(slo.error_rate)
+    e2e = objectives.e2e()
+    out = {p: float(e2e[p]) for p in PERCENTILES if p in e2e}
+    if objectives.error_rate is not None:
+        out["error_rate"] = float(objectives.error_rate)
     return out
 
 
@@ -41,7 +45,7 @@ def _target(targets: Targets, name: str, path: str) -> float:
 
 
 def resolve_threshold(
-    raw: Any, metric: str, targets: Targets | SLO | None, path: str
+    raw: Any, metric: str, targets: Targets | SLO | Objectives | None, path: str
 ) -> tuple[float, str]:
     """A threshold as written -> (resolved value, text); PolicyError naming `path`."""
     table = targets if isinstance(targets, Mapping) else slo_targets(targets)
