@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget._json import dumps
-from tailbudget.audit.budgeting.proposal import GoodputCheck, Rebudget
+from tailbudget.audit.budgeting.checks import GoodputCheck
+from tailbudget.audit.budgeting.proposal import Rebudget
 from tailbudget.report import fmt
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]

@@ -13,8 +13,13 @@ import yaml
 
 from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES, quantile_of
-from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
+from tailbudget.audit.budgeting.checks import (
+    GoodputCheck,
+    ObjectiveCheck,
+    goodput_check,
+    objective_checks,
+)
 from tailbudget.audit.budgeting.options import (
     Option,
     OptionFacts,
@@ -26,7 +31,6 @@ from tailbudget.audit.budgeting.options import (
 )
 from tailbudget.audit.budgeting.profile import Profile
 from tailbudget.audit.fixes import Fix
-from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
 from tailbudget.errors import TailbudgetError
@@ -54,30 +58,6 @@ class PricedOption(OptionFacts):
 
     score: float
     chosen: bool
-
-
-@dataclass(frozen=True)
-class ObjectiveCheck:
-    """An objective measured on the log, beside the slices."""
-
-    objective: str
-    target_ms: float
-    measured_ms: float | None
-    verdict: str
-    """pass | breach | inconclusive (too few requests) | not_measured (not in the log)."""
-
-
-@dataclass(frozen=True)
-class GoodputCheck:
-    """Goodput measured on the log as the audit counts it."""
-
-    share: float
-    good: int
-    requests: int
-    min: float | None
-    thresholds: dict[str, float]
-    verdict: str
-    """pass | breach | no_minimum (reported, not gated)."""
 
 
 @dataclass(frozen=True)
@@ -180,8 +160,8 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         options=priced,
         closes_gap=_closes(budget, profile, chosen, allocations, old),
         compositions=_compositions(budget, proposed, profile, chosen),
-        objectives=_objective_checks(budget, profile),
-        goodput=_goodput(budget, profile),
+        objectives=objective_checks(budget, profile),
+        goodput=goodput_check(budget, profile),
         budget_text=budget_yaml(
             proposed, header=f"proposed by `tailbudget rebudget` from {profile.source}"
         ),
@@ -472,36 +452,6 @@ def _compositions(
         after={p: float(new_c.percentiles[p]) for p in PERCENTILES},
     )
     return (measured, slices)
-
-
-def _objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
-    # Every objective, with the audit's definitions (metrics.py): e2e from the total, TTFT
-    # from the ttft stage, TPOT from the answer lengths, ITL from the gaps, stages by name.
-    out: list[ObjectiveCheck] = []
-    for o in budget.objectives:
-        got = metrics.measured(profile, o)
-        if got is None:
-            out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
-            continue
-        verdict = "pass" if got <= o.target_ms else "breach"
-        if metrics.count(profile, o) < min_rows(o.percentile):
-            verdict = "inconclusive"  # the audit's rule: one request beyond it on average
-        out.append(ObjectiveCheck(o.key, o.target_ms, got, verdict))
-    return tuple(out)
-
-
-def _goodput(budget: m.Budget, profile: Profile) -> GoodputCheck | None:
-    objs = budget.objectives
-    thresholds = objs.thresholds()
-    if objs.goodput is None or not thresholds:
-        return None
-    got = metrics.good_share(profile, thresholds, objs.e2e_output_tokens())
-    if got is None:
-        return None
-    share, good, requests = got
-    least = objs.goodput.min
-    verdict = "no_minimum" if least is None else "pass" if share >= least else "breach"
-    return GoodputCheck(share, good, requests, least, thresholds, verdict)
 
 
 def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[str, ...]:

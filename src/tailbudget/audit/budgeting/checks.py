@@ -1,0 +1,72 @@
+"""Objectives measured on a log for `rebudget`, with the audit's definitions and verdicts.
+
+Every objective (end to end at any percentile or answer length, TTFT, TPOT, ITL over
+every gap, stages by name) gets the audit's figure (metrics.py) and verdict: pass or
+breach, `inconclusive` below one request beyond the percentile on average (the audit's
+rule), `not_measured` when the log lacks the metric. Goodput is counted as the audit
+counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailbudget.audit.budgeting import metrics
+from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.snapshot import min_rows
+from tailbudget.budget import model as m
+
+
+@dataclass(frozen=True)
+class ObjectiveCheck:
+    """An objective measured on the log, beside the slices."""
+
+    objective: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: str
+    """pass | breach | inconclusive (too few requests) | not_measured (not in the log)."""
+
+
+@dataclass(frozen=True)
+class GoodputCheck:
+    """Goodput measured on the log as the audit counts it."""
+
+    share: float
+    good: int
+    requests: int
+    min: float | None
+    thresholds: dict[str, float]
+    verdict: str
+    """pass | breach | no_minimum (reported, not gated)."""
+
+
+def objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
+    # Every objective, with the audit's definitions (metrics.py): e2e from the total, TTFT
+    # from the ttft stage, TPOT from the answer lengths, ITL from the gaps, stages by name.
+    out: list[ObjectiveCheck] = []
+    for o in budget.objectives:
+        got = metrics.measured(profile, o)
+        if got is None:
+            out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
+            continue
+        verdict = "pass" if got <= o.target_ms else "breach"
+        if metrics.count(profile, o) < min_rows(o.percentile):
+            verdict = "inconclusive"  # the audit's rule: one request beyond it on average
+        out.append(ObjectiveCheck(o.key, o.target_ms, got, verdict))
+    return tuple(out)
+
+
+def goodput_check(budget: m.Budget, profile: Profile) -> GoodputCheck | None:
+    """Goodput on the log (None without a goodput objective or a thresholded metric)."""
+    objs = budget.objectives
+    thresholds = objs.thresholds()
+    if objs.goodput is None or not thresholds:
+        return None
+    got = metrics.good_share(profile, thresholds, objs.e2e_output_tokens())
+    if got is None:
+        return None
+    share, good, requests = got
+    least = objs.goodput.min
+    verdict = "no_minimum" if least is None else "pass" if share >= least else "breach"
+    return GoodputCheck(share, good, requests, least, thresholds, verdict)
