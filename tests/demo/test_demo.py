@@ -83,3 +83,13 @@ def test_steps_are_extensible(tmp_path: Path) -> None:
 def test_demo_rejects_bad_rows_option(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--rows", "10"])
     assert res.exit_code == 2 and "--rows" in res.output
+
+
+def test_demo_simulates_the_policies_side_by_side(demo_dir) -> None:
+    out, output = demo_dir
+    text = (out / "simulate.md").read_text()
+    for name in ("model", "budget", "hpa:concurrency=8", "fixed:2", "floor (hindsight)"):
+        assert f"| {name} |" in text, name
+    line = next(ln for ln in output.splitlines() if "simulate (" in ln)
+    assert "hindsight floor" in line and "model " in line and "budget " in line
+    assert (out / "simulate.html").is_file()

@@ -121,6 +121,54 @@ def step_replay(state: DemoState) -> None:
     state.summary.append(f"replay: {len(record.decisions)} decisions ({counts}{where})")
 
 
+SIM_POLICIES = ("model", "budget", "hpa:concurrency=8", "fixed:2")
+"""The policies the demo's simulation runs side by side (the floor is always beside them)."""
+SIM_CONCURRENCY = 8
+
+
+def step_simulate(state: DemoState) -> None:
+    """Fit the service model from the log and run the policies closed loop; simulate.md."""
+    assert state.budget is not None and state.data is not None
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.logs import ReadOptions
+    from tailbudget.report.simulate_md import simulate_markdown
+    from tailbudget.sim.fit import ModelOptions, read_event_times
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.policies import parse_policy_spec
+    from tailbudget.sim.run import simulate
+
+    budget = state.budget
+    fitted = fit_logs(
+        [str(state.data.log)],
+        ReadOptions.from_budget(budget),
+        # the log cannot show how many requests one replica serves at once; the demo states 8
+        ModelOptions(concurrency=SIM_CONCURRENCY, events_s=read_event_times(state.data.events)),
+    )
+    policy = resolve_policy(budget)
+    rep = simulate(
+        fitted.model, budget.objectives, arrivals=fitted.own_arrivals(),
+        policies=[parse_policy_spec(p) for p in SIM_POLICIES], budget_policy=policy,
+        replicas=max(1, policy.replicas.min), duration_s=3600.0, seed=state.seed,
+        log_times=fitted.log_times, headroom=budget.headroom,
+    )  # fmt: skip
+    path = state.out_dir / "simulate.md"
+    path.write_text(simulate_markdown(rep), encoding="utf-8")
+    state.files.append(path)
+    state.extra["simulate"] = rep
+    runs = "; ".join(
+        f"{r.policy} {r.replica_hours:.1f} ({r.replica_hours_vs_floor or 0:.2f}x, "
+        f"{max((o.minutes_in_breach for o in r.objectives), default=0)} min in breach)"
+        for r in rep.runs
+    )
+    floor = 0.0 if rep.floor is None else rep.floor.replica_hours
+    every = all(any(o.verdict == "breach" for o in r.objectives) for r in rep.runs)
+    why = "; every policy breaches: replicas do not fix a tail that is not load" if every else ""
+    state.summary.append(
+        f"simulate (the log's first hour, replica-hours vs the hindsight floor {floor:.1f}): "
+        f"{runs}{why}"
+    )
+
+
 def step_html(state: DemoState) -> None:
     """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
     assert state.report is not None
@@ -137,10 +185,18 @@ def step_html(state: DemoState) -> None:
         rpath.write_text(render_replay_html(ReplayReport.of(replay)), encoding="utf-8")
         state.files.append(rpath)
         state.extra["replay_html"] = rpath
+    sim = state.extra.get("simulate")
+    if sim is not None:
+        from tailbudget.report.html.simulate import render_simulate_html
+
+        spath = state.out_dir / "simulate.html"
+        spath.write_text(render_simulate_html(sim), encoding="utf-8")
+        state.files.append(spath)
 
 
 STEPS: list[Step] = [step_generate, step_budget, step_plan, step_audit]
 STEPS.append(step_replay)
+STEPS.append(step_simulate)
 STEPS.append(step_html)  # last, so it can show whatever the steps before it produced
 """The demo, in order; append a step to extend it."""
 

@@ -156,15 +156,15 @@ def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], 
     return measure(trace, s.objectives, s.model.samples.stages), util
 
 
-def fewest_replicas(ok: Callable[[int], bool], start: int) -> int | None:
+def fewest_replicas(ok: Callable[[int], bool], start: int, most: int = _MAX_REPLICAS) -> int | None:
     """The smallest count `ok` accepts: double up from `start`, then bisect (None when
-    `_MAX_REPLICAS` does not do). The one search `capacity` and the model policy share."""
-    lo, hi = 0, max(1, start)
+    `most` does not do). The one search `capacity` and the model policy share."""
+    lo, hi = 0, max(1, min(start, most))
     while not ok(hi):
-        lo = hi
-        hi *= 2
-        if hi > _MAX_REPLICAS:
+        if hi >= most:
             return None
+        lo = hi
+        hi = min(2 * hi, most)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)

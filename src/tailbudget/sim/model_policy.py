@@ -220,17 +220,25 @@ class ModelPolicy:
             self.done.append((now, view.done_ms, view.done_ttft_ms))
         minute, ahead, rate = self._load(now)
         self.mix = self._mix(now)
-        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired), max(minute, ahead))
-        self.last_sizing = sizing
         lo, hi = self.bounds
+        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired), max(minute, ahead), hi)
+        self.last_sizing = sizing
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
         self.load, self.need = (minute, ahead, rate), need
-        self.why = (
+        head = (
             f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
-            f"(Holt): {need} replicas meet every objective with headroom"
-            + (f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else "")
-            + ("" if sizing.replicas is not None else "; no count up to the maximum meets them")
+            "(Holt): "
         )
+        if sizing.met:
+            tail = f"{need} replicas meet every objective with headroom" + (
+                f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else ""
+            )
+        else:
+            tail = (
+                f"no count up to {hi} meets every objective ({sizing.binding} stays over); "
+                f"{need} wins 90% of what {hi} would: the rest of the tail is not load"
+            )
+        self.why = head + tail
         out = self._drift(view, minute)
         guard_knobs = Knobs(desired=knobs.desired)
         ruled: list[Decision] = []
@@ -267,10 +275,18 @@ class ModelPolicy:
     def _decision(
         self, now: float, action: str, old: int, new: int, minute: float, ahead: float, s: Sizing
     ) -> Decision:
-        why = f"{s.binding} would breach with {new - 1}" if s.binding else "one replica suffices"
         if self.drifting:
             why = "drifting: the reactive rules' count"
-        held = f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
+        elif not s.met:
+            why = (
+                f"no count meets every objective ({s.binding} stays over); {new} wins 90% of "
+                "what the most would"
+            )
+        else:
+            why = f"{new} replicas meet every objective with headroom" + (
+                f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
+            )
+            why += f"; {s.binding} would breach with {new - 1}" if s.binding else ""
         return Decision(
             t_s=now,
             action=action,
@@ -280,8 +296,7 @@ class ModelPolicy:
             rule="model",
             reason=(
                 f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in "
-                f"{self.delay + self.every_s:g} s (Holt): {new} replicas meet every objective "
-                f"with headroom{held}; {why}; desired replicas {old} -> {new}"
+                f"{self.delay + self.every_s:g} s (Holt): {why}; desired replicas {old} -> {new}"
             ),
             replicas=new,
         )

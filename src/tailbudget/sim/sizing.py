@@ -72,6 +72,9 @@ class Sizing:
     predicted: list[ObjectiveResult]
     binding: str | None
     """The objective that breaches with one fewer (None at one replica)."""
+    met: bool = True
+    """False: no count up to the most allowed meets every objective; `replicas` is then
+    the fewest winning 90% of what the most would (the rest of the tail is not load)."""
 
 
 def worst_ratio(results: list[ObjectiveResult]) -> tuple[float, str]:
@@ -134,6 +137,24 @@ class Sizer:
             duration,
         )
 
+    def _knee(self, rate: float, mix: Mix, least: int, most: int) -> int:
+        """When no count meets the objectives: the fewest winning 90% of what `most`
+        replicas would on the worst gated objective (as `capacity`'s knee)."""
+        least = min(least, most)
+
+        def worst(n: int) -> float:
+            return worst_ratio(self.predict(rate, mix, n))[0]
+
+        first, best = worst(least), worst(most)
+        if not (math.isfinite(first) and math.isfinite(best)) or first <= best:
+            return least if math.isfinite(first) and first <= best else most
+        goal = best + 0.1 * (first - best)
+        lo, hi = least, most
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if worst(mid) <= goal else (mid, hi)
+        return hi
+
     def _busy(self, rate: float, mix: Mix) -> float:
         """Queue model: the slots' worth of one replica the load keeps busy (Little's law);
         0 for the LLM model, whose step times show saturation within the simulated span."""
@@ -155,7 +176,14 @@ class Sizer:
             self.simulations += 1
         return self._runs[key]
 
-    def size(self, rate: float, mix: Mix, start: int = 1, sustained: float | None = None) -> Sizing:
+    def size(
+        self,
+        rate: float,
+        mix: Mix,
+        start: int = 1,
+        sustained: float | None = None,
+        most: int = 512,
+    ) -> Sizing:
         """The fewest replicas meeting every gated objective with the headroom at `rate`,
         and (queue model) at most 90% busy at the `sustained` rate (default `rate`): a
         burst's rate is sized by simulation, not held to the steady-state bound."""
@@ -171,9 +199,11 @@ class Sizer:
                 return False
             return worst_ratio(self.predict(rate, mix, n))[0] <= self.limit
 
-        n = fewest_replicas(ok, start)
+        n = fewest_replicas(ok, start, most)
         if n is None:
-            out = Sizing(_RATE_STEP**k, None, [], None)
+            n = self._knee(rate, mix, max(1, math.ceil(busy / _MAX_UTILIZATION)), most)
+            res = self.predict(rate, mix, n)
+            out = Sizing(_RATE_STEP**k, n, res, worst_ratio(res)[1], met=False)
         else:
             binding = worst_ratio(self.predict(rate, mix, n - 1))[1] if n > 1 else None
             out = Sizing(_RATE_STEP**k, n, self.predict(rate, mix, n), binding)
