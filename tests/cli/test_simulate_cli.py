@@ -125,3 +125,24 @@ def test_audit_add_capacity_carries_replicas(tmp_path: Path) -> None:
     text = out["recommendation"]["text"]
     assert f"{fix['replicas']} replicas win 90% of what capacity can" in text
     assert "e2e.p99" in text
+
+
+def test_simulate_policy_model_beside_the_floor(log: Path) -> None:
+    res = runner.invoke(
+        app,
+        ["simulate", str(log), "--slo", "p95=1000", "--concurrency", "4", "--replicas", "2",
+         "--duration", "20m", "--policy", "model", "--policy", "fixed", "--format", "json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert [r["policy"] for r in out["runs"]] == ["model", "fixed:2"]
+    assert out["floor"]["replica_hours"] > 0 and out["floor"]["replicas_per_minute"]
+    for run in out["runs"]:
+        ratio = run["replica_hours"] / out["floor"]["replica_hours"]
+        assert run["replica_hours_vs_floor"] == pytest.approx(ratio, rel=1e-3)
+    md = runner.invoke(
+        app,
+        ["simulate", str(log), "--slo", "p95=1000", "--concurrency", "4", "--replicas", "2",
+         "--duration", "10m", "--policy", "model", "--format", "md"],
+    )  # fmt: skip
+    assert md.exit_code == 0 and "| floor (hindsight) |" in md.output and "vs floor" in md.output

@@ -166,3 +166,17 @@ def test_capacity_and_the_policy_share_one_search(model: tuple[ServiceModel, np.
     sized = Sizer(m, OBJ, headroom=0.0).size(rate, Mix(np.arange(m.samples.size)))
     assert sized.replicas is not None and curve.curve[0].replicas is not None
     assert abs(sized.replicas - curve.curve[0].replicas) <= 1  # same search, other draws
+
+
+def test_a_budget_in_model_mode_runs_the_model_policy(
+    model: tuple[ServiceModel, np.ndarray],
+) -> None:
+    m, times = model
+    rep = simulate(
+        m, OBJ, arrivals=ArrivalSpec("log"), policies=[parse_policy_spec("budget")],
+        budget_policy=parse_policy("model", SLO(p95=SLO_P95)), replicas=2, seed=1,
+        log_times=times, duration_s=40 * 60.0, floor=False,
+    )  # fmt: skip
+    (run,) = rep.runs
+    assert run.policy == "budget (model)" and rep.floor is None
+    assert run.decisions and all(d.rule == "model" for d in run.decisions)

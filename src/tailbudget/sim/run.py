@@ -323,7 +323,10 @@ def simulate(
     for spec in policies:
         policy, start = _runnable(spec, ctx, arr, replicas)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
-        runs.append(_result(spec, start, trace, objectives, model.samples.stages))
+        run = _result(spec, start, trace, objectives, model.samples.stages)
+        if spec.kind == "budget" and policy.name == "model":  # the budget says mode: model
+            run = replace(run, policy="budget (model)")
+        runs.append(run)
     notes = [
         "closed loop: each policy's decisions change the simulated service "
         "(replicas after the provisioning delay, shedding, logging)",
