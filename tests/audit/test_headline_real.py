@@ -70,3 +70,10 @@ def test_an_objectives_cause_is_stated_once():
     md = audit_markdown(report)
     assert md.count(cause.evidence) == 1
     assert "the cause of the tpot.p99 breach" in md.split("## Hypotheses")[1]
+
+
+def test_the_markdown_report_opens_with_the_verdict():
+    report = _audit(VLLM, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
+    first = audit_markdown(report).split("\n## ")[0]
+    assert "**Breach: e2e p99 23,543 ms: over its 20,000 ms target" in first
+    assert f"Recommendation: **{report.recommendation.choice}**" in first

@@ -41,6 +41,13 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def audit_markdown(r: AuditReport, *, title: str | None = None) -> str:
     """Render the report as markdown (titled with the service's name unless `title` is given)."""
     lines: list[str] = [f"# {' '.join((title or view.title(r)).split())}", ""]
+    # The answer before the evidence: the verdict, and which way the recommendation goes.
+    weak = f" ({view.WEAK})" if r.recommendation.weak else ""
+    lines += [
+        f"**{view.verdict_line(r)}** Recommendation: **{r.recommendation.choice}**{weak} "
+        "(see Recommendation).",
+        "",
+    ]
     for name, body in zip(SECTIONS, _bodies(r), strict=True):
         lines += [f"## {name}", "", *body, ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -42,6 +42,26 @@ def hypothesis_text(h: Hypothesis) -> str:
     return h.evidence
 
 
+_WORD = {"breach": "over", "pass": "within", "inconclusive": "too few requests to judge"}
+
+
+def verdict_line(r: AuditReport) -> str:
+    """Every gated objective in one sentence, breaches first: the report's headline."""
+    rows = sorted((o for o in r.objectives if o.gated), key=lambda o: o.verdict != "breach")
+    parts = []
+    for o in rows:
+        got = "no data" if o.measured_ms is None else f"{fmt.ms(o.measured_ms)} ms"
+        how = _WORD.get(o.verdict, o.verdict)
+        parts.append(f"{o.metric} {o.percentile} {got}: {how} its {fmt.ms(o.target_ms)} ms target")
+    if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
+        parts.append(
+            f"goodput {fmt.share(r.goodput.share)}: {_WORD[r.goodput.verdict]} its "
+            f"{fmt.share(r.goodput.min)} minimum"
+        )
+    head = "Breach" if r.breaches_gate() else "No gated breach"
+    return f"{head}: {'; '.join(parts)}." if parts else f"{head}: no gated objective."
+
+
 def title(report: AuditReport) -> str:
     """The report's title: the service's name when known, else the log's file name."""
     return f"Latency audit: {report.name()}"

@@ -389,30 +389,10 @@ def _recommendation(r: AuditReport) -> str:
     )
 
 
-_WORD = {"breach": "over", "pass": "within", "inconclusive": "too few requests to judge"}
-
-
-def verdict_line(r: AuditReport) -> str:
-    """Every gated objective in one sentence, breaches first: the page's headline."""
-    rows = sorted((o for o in r.objectives if o.gated), key=lambda o: o.verdict != "breach")
-    parts = []
-    for o in rows:
-        got = "no data" if o.measured_ms is None else f"{fmt.ms(o.measured_ms)} ms"
-        how = _WORD.get(o.verdict, o.verdict)
-        parts.append(f"{o.metric} {o.percentile} {got}: {how} its {fmt.ms(o.target_ms)} ms target")
-    if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
-        parts.append(
-            f"goodput {fmt.share(r.goodput.share)}: {_WORD[r.goodput.verdict]} its "
-            f"{fmt.share(r.goodput.min)} minimum"
-        )
-    head = "Breach" if r.breaches_gate() else "No gated breach"
-    return f"{head}: {'; '.join(parts)}." if parts else f"{head}: no gated objective."
-
-
 def _verdict(r: AuditReport) -> str:
     """The verdict and what to do about it, before any evidence."""
     cls = "bad" if r.breaches_gate() else "ok"
-    return f'<p class="verdict {cls}"><strong>{esc(verdict_line(r))}</strong></p>' + (
+    return f'<p class="verdict {cls}"><strong>{esc(view.verdict_line(r))}</strong></p>' + (
         _recommendation(r)
     )
 
