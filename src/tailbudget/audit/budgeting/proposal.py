@@ -126,6 +126,11 @@ class Rebudget(ReportBase):
 
 def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Rebudget:
     """Compare each slice with the log and propose slices that fit every gated percentile."""
+    if profile.used == 0:
+        raise TailbudgetError(
+            f"{profile.source}: no request without an error to measure ({profile.rows:,} "
+            f"rows, {profile.errors:,} errors); re-budgeting needs timed, successful requests"
+        )
     profile = with_unattributed(budget, profile)
     slo = budget.slo.given()
     # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
