@@ -94,7 +94,7 @@ def additive(budget: m.Budget, *, fits: dict[str, Distribution] | None = None) -
 
 def plan_percentiles(budget: m.Budget) -> tuple[str, ...]:
     """p50/p95/p99 plus any other end-to-end percentile the SLO states (p90, p99.9)."""
-    names = dict.fromkeys([*PERCENTILES, *budget.slo.given()])
+    names = dict.fromkeys([*PERCENTILES, *budget.objectives.e2e()])
     return tuple(sorted(names, key=quantile_of))
 
 

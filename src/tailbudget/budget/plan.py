@@ -167,7 +167,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     tree, fits = budget_tree(budget)
     add = additive(budget, fits=fits)
     comp = compose(budget, samples=samples, seed=seed, tree=tree)
-    slo = budget.slo.given()
+    slo = budget.objectives.e2e()
     mc = {"samples": comp.samples, "seed": seed if seed is not None else budget.composition.seed}
     e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
     at_tokens = budget.objectives.e2e_output_tokens()
@@ -331,13 +331,14 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         "default_sigma": budget.composition.default_sigma,
         "default_spread_stages": single,
     }
+    targets = budget.objectives.e2e()
     return Plan(
         service=budget.service,
         environment=budget.environment,
         fits=not any(pr.severity == "error" for pr in problems),
-        slo={p: budget.slo.given().get(p) for p in PERCENTILES}
-        | budget.slo.given()
-        | {"error_rate": budget.slo.error_rate},
+        slo={p: targets.get(p) for p in PERCENTILES}
+        | targets
+        | {"error_rate": budget.objectives.error_rate},
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         gating="additive",

@@ -264,7 +264,7 @@ DEFAULT_LADDER_S: tuple[float, ...] = (
 
 def budget_thresholds_s(budget: Budget) -> list[float]:
     """Every latency the budget names, in seconds: SLO and stage slices, LLM TTFT and total."""
-    out = [seconds(v) for v in budget.slo.given().values()]
+    out = [seconds(v) for v in budget.objectives.e2e().values()]
     for _, stage in budget.stages():
         if stage.budget is not None:
             out.extend(seconds(v) for v in stage.budget.given().values())

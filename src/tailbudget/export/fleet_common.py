@@ -126,7 +126,7 @@ def goodput_series(
     A histogram counts one metric at a time: with per-request thresholds on two
     metrics it cannot say which requests met both, so such goodput is not exported.
     """
-    if budget.slo.goodput is None:
+    if budget.objectives.goodput is None:
         return None, None
     thresholds = budget.objectives.thresholds()
     if len(thresholds) != 1:

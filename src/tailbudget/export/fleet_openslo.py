@@ -105,14 +105,14 @@ def build(
         _share_slo(budget, fleet, (o.metric, s, o.target_ms), (_key(o), o.q, o.gated), notes)
         for o, s in mapped
     ]
-    rate = budget.slo.error_rate
+    rate = budget.objectives.error_rate
     if rate:
         doc = _error_slo(budget, fleet, rate)
         if isinstance(doc, str):
             notes.append(doc)
         else:
             docs.append(doc)
-    goodput = budget.slo.goodput
+    goodput = budget.objectives.goodput
     if goodput is not None:
         found, why = fc.goodput_series(budget, fleet)
         if found is None or goodput.min is None:

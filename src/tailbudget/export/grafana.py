@@ -111,12 +111,13 @@ def _burn_panels(
     factors = sorted({b.factor for b in options.burn_windows})
     window = promql_duration(long_s)
     panels: list[dict[str, Any]] = []
-    if budget.slo.error_rate:
+    rate = budget.objectives.error_rate
+    if rate:
         panels.append(
             timeseries(
                 first_id,
                 f"error budget burn rate ({window})",
-                [(f"{error_ratio_rule(long_s)}{{{sel}}} / {num(budget.slo.error_rate)}", "burn")],
+                [(f"{error_ratio_rule(long_s)}{{{sel}}} / {num(rate)}", "burn")],
                 factors,
                 "short",
                 y,
@@ -149,7 +150,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     sel = service_selector(budget)
     w = policy.window_s
     panels: list[dict[str, Any]] = []
-    slo_lines = [seconds(v) for v in budget.slo.given().values()]
+    slo_lines = [seconds(v) for v in budget.objectives.e2e().values()]
     policy_lines = [seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES]
     panels.append(
         timeseries(
@@ -162,7 +163,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
             "Rolling "
             + promql_duration(w)
             + " percentiles. Lines: the SLO ("
-            + ", ".join(f"{p} {num(v)} ms" for p, v in budget.slo.given().items())
+            + ", ".join(f"{p} {num(v)} ms" for p, v in budget.objectives.e2e().items())
             + ") and the policy's latency thresholds.",
             width=24,
         )
@@ -185,7 +186,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
             )
         )
     y = 8 + math.ceil(len(stages) / 2) * 8
-    err_lines = [budget.slo.error_rate] if budget.slo.error_rate else []
+    err_lines = [budget.objectives.error_rate] if budget.objectives.error_rate else []
     err_lines += [r.threshold for r in policy.rules if r.metric == "error_rate"]
     panels.append(
         timeseries(

@@ -139,9 +139,9 @@ def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
 
 def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str, Any]]:
     """One SLO document per SLO percentile, plus the error rate when set."""
-    docs = [latency_slo(budget, p, ms) for p, ms in budget.slo.given().items()]
-    if budget.slo.error_rate is not None and budget.slo.error_rate > 0:
-        docs.append(error_slo(budget, budget.slo.error_rate))
+    docs = [latency_slo(budget, p, ms) for p, ms in budget.objectives.e2e().items()]
+    if budget.objectives.error_rate is not None and budget.objectives.error_rate > 0:
+        docs.append(error_slo(budget, budget.objectives.error_rate))
     return docs
 
 

@@ -285,7 +285,7 @@ def slo_group(
     windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
     records: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
-    err = budget.slo.error_rate
+    err = budget.objectives.error_rate
     if err is None or err <= 0:
         notes.append("slo.error_rate is not set: no error-budget burn-rate alerts.")
     else:
@@ -308,7 +308,7 @@ def slo_group(
             alerts.append(_burn_alert(budget, "ErrorBudgetBurn", error_ratio_rule, b, limit, {}))
     buckets = options.buckets_s or latency_buckets(budget)
     for p in budget.gated:
-        target_ms = budget.slo.given().get(p)
+        target_ms = budget.objectives.e2e().get(p)
         if target_ms is None:  # pragma: no cover - the budget model requires gated SLOs
             continue
         bound = bucket_at_or_below(seconds(target_ms), buckets)

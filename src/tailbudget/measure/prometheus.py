@@ -34,7 +34,7 @@ def budget_buckets(
     """Bucket upper bounds (seconds): `base` plus every SLO and stage threshold of the budget."""
     bounds = set(base)
     if budget is not None:
-        bounds.update(ms / 1000.0 for ms in budget.slo.given().values())
+        bounds.update(ms / 1000.0 for ms in budget.objectives.e2e().values())
         for _, stage in budget.stages():
             if stage.budget is not None:
                 bounds.update(ms / 1000.0 for ms in stage.budget.given().values())

@@ -69,7 +69,7 @@ def _stage_need(budget: Budget) -> dict[str, float]:
 
 
 def _slo_deadline(budget: Budget) -> float:
-    return max(budget.slo.given().values())
+    return max(budget.objectives.e2e().values())
 
 
 class Recorder:

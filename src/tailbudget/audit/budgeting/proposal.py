@@ -132,7 +132,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
             f"rows, {profile.errors:,} errors); re-budgeting needs timed, successful requests"
         )
     profile = with_unattributed(budget, profile)
-    slo = budget.slo.given()
+    slo = budget.objectives.e2e()
     # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
     gated = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
     measured = {s: profile.percentiles(s) for s in profile.stages}
