@@ -118,3 +118,20 @@ def test_refit_without_observations_is_refused(tmp_path: Path, model_file: Path)
     assert "re-centred" in rt.refit_model()
     assert rt.status(T0 + 2)["model"]["refits"] == 1
     rt.close()
+
+
+def test_scheduled_refit(tmp_path: Path, model_file: Path) -> None:
+    policy = parse_policy({"mode": "model", "model": {"refit_every": "1m"}}, None)
+    assert policy.model.refit_every_s == 60.0
+    live = LiveModel(
+        ModelSource(str(model_file)), parse_objectives(f"p95={SLO_MS:g}"), policy.model,
+        headroom=0.1, bounds=(1, 10), every_s=10.0,
+    )  # fmt: skip
+    live.evaluate(T0, 2)
+    assert live.refits == 0
+    live.evaluate(T0 + 61, 2)  # due, but nothing observed yet: skipped, and says why
+    assert live.refits == 0 and "skipped" in (live.last_refit or "")
+    live.observe(np.full(300, T0 + 62), np.full(300, 150.0), np.zeros(300, bool))
+    live.evaluate(T0 + 63, 2)
+    live.evaluate(T0 + 125, 2)
+    assert live.refits == 1 and (live.last_refit or "").startswith("scheduled: work re-centred")

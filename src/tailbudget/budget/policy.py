@@ -86,8 +86,16 @@ _MODEL_KEYS = {
     "drift_error",
     "drift_for",
     "min_samples",
+    "refit_every",
 }
-_MODEL_DURATIONS = {"cooldown", "mix_window", "peak_window", "peak_span", "drift_for"}
+_MODEL_DURATIONS = {
+    "cooldown",
+    "mix_window",
+    "peak_window",
+    "peak_span",
+    "drift_for",
+    "refit_every",
+}
 
 
 def _model_mode(raw: Any) -> ModelMode:

@@ -76,6 +76,8 @@ class ModelMode(_Frozen):
     drift_for_s: Seconds = 120.0
     """A departure this long is drift: the rules take over until it is back as long."""
     min_samples: Annotated[int, Field(ge=1)] = 20
+    refit_every_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    """serve: refit on this schedule too (as POST /v1/model/refit); None: only when asked."""
 
 
 class Rule(_Frozen):

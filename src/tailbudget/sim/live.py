@@ -86,10 +86,15 @@ class LiveModel:
         self.source, self.objectives, self.opts = source, objectives, opts
         self.headroom, self.bounds, self.every_s = model_headroom(opts, headroom), bounds, every_s
         self.lock = threading.Lock()
+        """Guards `pending` (posts add to it while an evaluation runs)."""
+        self.busy = threading.RLock()
+        """One evaluation or refit at a time (the evaluator and POST /v1/model/refit)."""
         self.ts: deque[npt.NDArray[np.float64]] = deque()
         self.done: deque[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], Any]] = deque()
         self.pending: list[tuple[Any, Any, Any, Any]] = []
         self.refits = 0
+        self.refit_due: float | None = None
+        self.last_refit: str | None = None
         self.model, self.fitted_at = load_source(source)
         self.policy = self._policy()
         self.last: dict[str, Any] = {}
@@ -128,6 +133,10 @@ class LiveModel:
 
     def evaluate(self, now: float, desired: int) -> tuple[int, list[Decision]]:
         """The count the model wants at `now` (from `desired`), and its decisions."""
+        with self.busy:
+            return self._evaluate(now, desired)
+
+    def _evaluate(self, now: float, desired: int) -> tuple[int, list[Decision]]:
         with self.lock:
             batches, self.pending = self.pending, []
         ts_new = [b[0] for b in batches]
@@ -137,12 +146,28 @@ class LiveModel:
         err = np.concatenate([b[2] for b in batches]) if batches else np.zeros(0, dtype=bool)
         ttfts = [b[3] for b in batches if b[3] is not None]
         ttft = np.concatenate(ttfts) if ttfts and len(ttfts) == len(batches) else None
+        self._scheduled_refit(now)
         self.policy.arrivals = self._arrivals(now)
         view = TickView(now, done_ts, done_ms, err, 0.0, 0.0, desired, desired, ttft)
         knobs = Knobs(desired=desired)
         decisions = self.policy.tick(view, knobs)
         self._remember(batches)
         return knobs.desired, decisions
+
+    def _scheduled_refit(self, now: float) -> None:
+        """`refit_every`: refit as POST /v1/model/refit would, once enough is observed."""
+        every = self.opts.refit_every_s
+        if every is None:
+            return
+        if self.refit_due is None:
+            self.refit_due = now + every
+        if now < self.refit_due:
+            return
+        self.refit_due = now + every
+        try:
+            self.last_refit = f"scheduled: {self.refit()}"
+        except TailbudgetError as exc:
+            self.last_refit = f"scheduled refit skipped: {exc}"
 
     def _remember(self, batches: list[tuple[Any, Any, Any, Any]]) -> None:
         for b in batches:
@@ -157,6 +182,12 @@ class LiveModel:
 
     def refit(self) -> str:
         """Re-read the `--fit` logs; for a model file, re-centre the work on recent requests."""
+        with self.busy:
+            how = self._refit()
+            self.last_refit = how
+            return how
+
+    def _refit(self) -> str:
         if self.source.fit_logs:
             self.model, self.fitted_at = load_source(ModelSource(None, self.source.fit_logs))
             how = "refitted from " + ", ".join(self.source.fit_logs)
@@ -209,4 +240,6 @@ class LiveModel:
             "reason": p.why,
             "headroom": self.headroom,
             "refits": self.refits,
+            "last_refit": self.last_refit,
+            "refit_every_s": self.opts.refit_every_s,
         }

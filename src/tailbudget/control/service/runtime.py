@@ -405,8 +405,8 @@ class Runtime:
                 "logs to fit",
                 param="model",
             )
+        how = self.model.refit()  # waits for a running evaluation, not for ingest
         with self.lock:
-            how = self.model.refit()
             self.notes = [n for n in self.notes if not n.startswith("model: ")]
             self.notes.append(f"model: {how}")
         return how
