@@ -146,9 +146,9 @@ def burst_predicted(fitted):  # type: ignore[no-untyped-def]
 
 # the figures docs/simulate.md's accuracy table states within these bounds
 _HOLDS = {"ttft.p50": 0.20, "tpot.p50": 0.20, "e2e.p50": 0.20, "e2e.p99": 0.20}
-# issue 26.5 asks 25% for these; the held-out run prefilled its 42,659 prompt tokens in
-# 1.23 s, less than 8 A100s need at peak FLOPs (likely a prefix cache warm by then), a speed
-# the 1/s and 4/s runs do not show; the model's error is documented, not hidden
+# issue 26.5 asks 25% for these; the held-out run was served from a prefix cache warmer than
+# the fitted runs show (test_burst_prompts_cached_beyond_what_the_fitted_runs_show), so the
+# model's error is documented in docs/simulate.md, Accuracy, not tuned away on the held-out run
 _TAILS = {"ttft.p95": 0.25, "ttft.p99": 0.25, "tpot.p99": 0.25}
 
 
@@ -161,7 +161,9 @@ def test_burst_figure_within_bound_and_same_verdicts(burst_predicted, key: str) 
 
 
 @pytest.mark.xfail(
-    strict=True, reason="burst faster than the fitted runs allow: docs/simulate.md, Accuracy"
+    strict=True,
+    reason="measured +66% / +72% / -33%: burst served from a warmer prefix cache than the "
+    "fitted runs show; docs/simulate.md, Accuracy",
 )
 @pytest.mark.parametrize("key", sorted(_TAILS))
 def test_burst_tail_within_25_percent(burst_predicted, key: str) -> None:  # type: ignore[no-untyped-def]
@@ -176,3 +178,47 @@ def test_burst_prefill_faster_than_the_hardware_allows() -> None:
     data = json.loads((GRID / NAME.format("inf")).read_text())
     flops = 2 * 70e9 * float(np.sum(data["input_lens"]))
     assert flops / (8 * 312e12) > 1.5 * max(data["ttfts"])
+
+
+def test_burst_prompts_cached_beyond_what_the_fitted_runs_show() -> None:
+    # the three runs sent the same prompts in the same order; at 4/s (the second pass) some
+    # long prompts come back at under half the 1/s run's prefill cost: prefix-cache hits. Even
+    # crediting the burst (the third pass) with that hit share, its uncached prompt tokens at
+    # the 1/s run's per-token cost, both pipeline stages busy, need more time than the burst
+    # took to deliver every first token: its cache was warmer than the fitted runs can tell
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    runs = {q: json.loads((GRID / NAME.format(q)).read_text()) for q in ("01", "04", "inf")}
+    assert runs["01"]["input_lens"] == runs["04"]["input_lens"] == runs["inf"]["input_lens"]
+    x = np.asarray(runs["01"]["input_lens"], dtype=np.float64)
+    t1, t4 = (np.asarray(runs[q]["ttfts"]) * 1000.0 for q in ("01", "04"))
+    per_token, base = np.polyfit(x, t1, 1)
+    long = x >= 300
+    hit = long & (t4 < base + 0.5 * per_token * x)
+    share = float(x[hit].sum() / x[long].sum())
+    assert hit.sum() >= 20 and 0.25 < share < 0.45
+    uncached_s = (1.0 - share) * float(x.sum()) * per_token / 2 / 1000.0
+    assert uncached_s > 1.5 * max(runs["inf"]["ttfts"])
+
+
+def test_prefill_cost_per_token_shows_in_the_slow_runs_gaps() -> None:
+    # at 1/s a decoding request's gap jumps when another prompt is prefilled in its step;
+    # the excess gaps' quantiles against the prompt lengths' give the per-token cost, the
+    # same as TTFT's slope: the slow runs pay for every prompt token the burst did not
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    data = json.loads((GRID / NAME.format("01")).read_text())
+    excess = []
+    for itl in data["itls"]:
+        gaps = np.asarray(itl) * 1000.0
+        if gaps.size >= 20:
+            e = gaps - np.median(gaps)
+            excess.extend(e[e > 8.0])
+    q = np.linspace(0.05, 0.95, 10)
+    lens = np.asarray(data["input_lens"], dtype=np.float64)
+    per_token, _ = np.polyfit(np.quantile(lens, q), np.quantile(excess, q), 1)
+    ttft_slope, _ = np.polyfit(lens, np.asarray(data["ttfts"]) * 1000.0, 1)
+    assert 0.14 < per_token < 0.20 and per_token == pytest.approx(ttft_slope, rel=0.15)
+    # all 42,659 burst prompt tokens at half that (both pipeline stages busy) > 2x its last TTFT
+    burst = json.loads((GRID / NAME.format("inf")).read_text())
+    assert per_token / 2 * float(lens.sum()) / 1000.0 > 2 * max(burst["ttfts"])
