@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tailbudget.budget.policy import parse_policy, resolve_policy
-from tailbudget.control.replay import Baseline, replay, window_baseline
+from tailbudget.control.replay import Baseline, window_baseline
+from tests.control.replay_json import replay_json
 
 from .synth import const, crossing, synth
 
@@ -27,7 +28,7 @@ def test_ramp_scales_within_a_window_then_trims_and_sheds_after_two_minutes() ->
     def ramp(t):
         return np.interp(t, [0, 600, 1500, 2400], [1000, 1000, 3600, 3600])
 
-    rep = replay(synth(2400, 20, ramp, seed=1), resolve_policy(None))
+    rep = replay_json(synth(2400, 20, ramp, seed=1), resolve_policy(None))
     up, trim, shed = _at(rep, "scale_up"), _at(rep, "trim_logging"), _at(rep, "shed_load")
     cross_up = crossing(ramp, 1800, 2400)
     assert up and cross_up - 2 * EVERY <= up[0] <= cross_up + WINDOW + EVERY
@@ -49,7 +50,7 @@ def test_40s_spike_no_trim_no_shed_no_rollback() -> None:
     def spike(t):
         return np.where((t >= 900) & (t < 940), 4500.0, 900.0)
 
-    rep = replay(synth(1800, 20, spike, seed=2), resolve_policy(None).with_baseline(1200.0))
+    rep = replay_json(synth(1800, 20, spike, seed=2), resolve_policy(None).with_baseline(1200.0))
     assert not _at(rep, "trim_logging") and not _at(rep, "shed_load")
     assert not _at(rep, "rollback")
     # the spike was visible: window p95 above the shed threshold for a while
@@ -60,7 +61,7 @@ def test_error_burst_rolls_back_after_two_minutes() -> None:
     def errors(t):
         return np.where((t >= 600) & (t < 1200), 0.05, 0.002)
 
-    rep = replay(synth(1800, 20, const(800), errors, seed=3), resolve_policy(None))
+    rep = replay_json(synth(1800, 20, const(800), errors, seed=3), resolve_policy(None))
     rb = [d for d in rep["decisions"] if d["action"] == "rollback"]
     assert len(rb) == 1
     d = rb[0]
@@ -75,7 +76,7 @@ def test_p99_drift_against_baseline_rolls_back() -> None:
 
     log = synth(2400, 20, drift, seed=4)
     base = window_baseline(log, 600)
-    rep = replay(log, resolve_policy(None), baseline=base)
+    rep = replay_json(log, resolve_policy(None), baseline=base)
     rb = [d for d in rep["decisions"] if d["action"] == "rollback"]
     assert rb and rb[0]["metric"] == "p99_vs_baseline"
     assert rb[0]["t_offset_s"] > 900 + 120
@@ -83,7 +84,7 @@ def test_p99_drift_against_baseline_rolls_back() -> None:
     assert rep["baseline_p99_ms"] == pytest.approx(base.p99_ms)
     assert any("first 600s" in n for n in rep["notes"])
     # the same log without a baseline: the rule is inactive, and the output says so
-    rep0 = replay(log, resolve_policy(None))
+    rep0 = replay_json(log, resolve_policy(None))
     assert not _at(rep0, "rollback")
     assert "no baseline: p99 rollback rule inactive" in rep0["notes"]
 
@@ -93,7 +94,7 @@ def test_traffic_gap_no_decision_and_no_recovery_during_it() -> None:
         return np.where(t < 600, 2200.0, 700.0)
 
     gap = (600.0, 1200.0)
-    rep = replay(synth(1800, 20, lat, seed=5, gaps=(gap,)), resolve_policy(None))
+    rep = replay_json(synth(1800, 20, lat, seed=5, gaps=(gap,)), resolve_policy(None))
     assert _at(rep, "scale_up")
     inside = [d for d in rep["decisions"] if gap[0] + EVERY <= d["t_offset_s"] < gap[1]]
     assert inside == []
@@ -106,13 +107,13 @@ def test_traffic_gap_no_decision_and_no_recovery_during_it() -> None:
 def test_low_traffic_error_noise_does_not_roll_back() -> None:
     # 0.5 req/s with a true error rate of 0.9% (below the 1% threshold) for 4 hours
     log = synth(4 * 3600, 0.5, const(600), 0.009, seed=6)
-    rep = replay(log, resolve_policy(None))
+    rep = replay_json(log, resolve_policy(None))
     assert not _at(rep, "rollback")
     # the noise is there: the raw window ratio sat above 1% for 2 minutes at a time...
     known = [w for w in rep["timeline"] if w["known"]]
     assert any(_held(rep, w["t_offset_s"], 120, "error_rate", 0.01) for w in known)
     # ...so a controller judging the raw ratio (confidence 0.5: z = 0) rolls back
-    naive = replay(log, parse_policy({"confidence": 0.5}))
+    naive = replay_json(log, parse_policy({"confidence": 0.5}))
     assert _at(naive, "rollback")
 
 
@@ -120,13 +121,13 @@ def test_low_traffic_real_error_burst_still_rolls_back() -> None:
     def errors(t):
         return np.where(t >= 1800, 0.25, 0.0)
 
-    rep = replay(synth(3600, 0.5, const(600), errors, seed=7), resolve_policy(None))
+    rep = replay_json(synth(3600, 0.5, const(600), errors, seed=7), resolve_policy(None))
     assert _at(rep, "rollback")
 
 
 def test_output_contract_keys() -> None:
     log = synth(300, 10, const(500), seed=8)
-    rep = replay(log, resolve_policy(None))
+    rep = replay_json(log, resolve_policy(None))
     assert {"decisions", "timeline", "notes", "policy", "rows", "start", "baseline_p99_ms"} <= set(
         rep
     )
@@ -138,14 +139,14 @@ def test_output_contract_keys() -> None:
 
 def test_baseline_value_passes_through() -> None:
     log = synth(600, 10, const(500), seed=9)
-    rep = replay(log, resolve_policy(None), baseline=Baseline(321.0, "--baseline-p99"))
+    rep = replay_json(log, resolve_policy(None), baseline=Baseline(321.0, "--baseline-p99"))
     assert rep["baseline_p99_ms"] == 321.0 and rep["policy"]["baseline_p99_ms"] == 321.0
 
 
 def test_dry_run_replay_marks_every_decision() -> None:
     log = synth(600, 10, const(2500), seed=10)
-    live = replay(log, resolve_policy(None))
-    shadow = replay(log, parse_policy({"dry_run": True}))
+    live = replay_json(log, resolve_policy(None))
+    shadow = replay_json(log, parse_policy({"dry_run": True}))
     assert live["decisions"] and all(not d["dry_run"] for d in live["decisions"])
     assert [d["action"] for d in shadow["decisions"]] == [d["action"] for d in live["decisions"]]
     assert all(d["dry_run"] for d in shadow["decisions"])

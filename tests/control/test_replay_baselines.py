@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from tailbudget.budget.policy import Policy, parse_policy
 from tailbudget.cli import app
 from tailbudget.control.logsource import load_replay_log
-from tailbudget.control.replay import log_baseline, replay
+from tailbudget.control.replay import log_baseline
+from tests.control.replay_json import replay_json
 
 from .synth import START
 
@@ -118,17 +119,17 @@ def test_a_stage_regression_rolls_back_only_against_its_baseline(tmp_path: Path)
             ]
         }
     )
-    without = replay(after, policy)
+    without = replay_json(after, policy)
     assert without["decisions"] == []
     assert "no retrieval.p99 baseline: rule retrieval_regressed inactive" in without["notes"]
-    rep = replay(after, policy, baseline=log_baseline(before, policy, "before.parquet"))
+    rep = replay_json(after, policy, baseline=log_baseline(before, policy, "before.parquet"))
     rollbacks = [d for d in rep["decisions"] if d["action"] == "rollback"]
     assert rollbacks and rollbacks[0]["metric"] == "retrieval.p99_vs_baseline"
     # the first evaluation with a full window, plus the rule's `for`
     assert rollbacks[0]["t_offset_s"] <= policy.window_s + 60 + policy.evaluate_every_s
     assert set(rep["baselines"]) == {"retrieval.p99"}
     # the same log as its own baseline: no regression, no rollback
-    same = replay(before, policy, baseline=log_baseline(before, policy, "before.parquet"))
+    same = replay_json(before, policy, baseline=log_baseline(before, policy, "before.parquet"))
     assert [d for d in same["decisions"] if d["action"] == "rollback"] == []
 
 
@@ -173,7 +174,7 @@ def test_a_real_aiperf_export_as_its_own_baseline() -> None:
     base = log_baseline(log, policy, AIPERF.name)
     assert base.others["ttft.p99"] == pytest.approx(float(np.quantile(ttft, 0.99)))
     assert base.others["goodput"] == pytest.approx(float(np.mean(ttft <= 2000.0)))
-    rep = replay(log, policy, baseline=base)
+    rep = replay_json(log, policy, baseline=base)
     # a log against itself: nothing regressed, nothing rolls back
     assert [d for d in rep["decisions"] if d["action"] == "rollback"] == []
     assert rep["baselines"]["ttft.p99"] == pytest.approx(base.others["ttft.p99"])

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.logsource import load_replay_log
-from tailbudget.control.replay import replay
+from tests.control.replay_json import replay_json
 
 from .synth import START
 
@@ -55,7 +55,7 @@ def test_scale_up_lands_inside_the_queueing_episode_and_nothing_fires_outside(
     assert "ttft" in log.series
     policy = parse_policy("default", targets={"ttft.p95": TTFT_P95})
     assert policy.source.startswith("default (LLM)")
-    rep = replay(log, policy)
+    rep = replay_json(log, policy)
     triggers = [d for d in rep["decisions"] if d["action"] in TRIGGERS]
     ups = [d for d in triggers if d["action"] == "scale_up"]
     assert ups, rep["notes"]
@@ -79,7 +79,7 @@ def test_the_seed_default_on_e2e_would_have_acted_outside_the_episode(tmp_path: 
     # e2e includes decode (up to 10 s for long answers): the seed default's e2e p95 rule
     # (1.8 s) fires whatever the load; the reason the LLM default reads TTFT.
     log = load_replay_log(_llm_log(tmp_path / "llm.parquet"))
-    rep = replay(log, parse_policy("default"))
+    rep = replay_json(log, parse_policy("default"))
     outside = [
         d
         for d in rep["decisions"]
@@ -139,11 +139,11 @@ def test_replay_of_a_real_aiperf_export_acts_on_its_ttft() -> None:
     assert any("11 requests failed without a latency" in n for n in log.notes)
     ttft = np.sort(log.series["ttft"].ms)
     true_p95 = float(np.quantile(ttft, 0.95, method="lower"))
-    tight = replay(log, parse_policy("default", targets={"ttft.p95": 1200.0}))
+    tight = replay_json(log, parse_policy("default", targets={"ttft.p95": 1200.0}))
     ups = [d for d in tight["decisions"] if d["action"] == "scale_up"]
     assert len(ups) == 1 and ups[0]["metric"] == "ttft.p95"
     assert abs(ups[0]["value"] - true_p95) <= 0.01 * true_p95  # the sketch's accuracy
     assert ups[0]["count"] == 89
     # a target above what the burst reached: nothing to do
-    loose = replay(log, parse_policy("default", targets={"ttft.p95": 2 * float(ttft[-1])}))
+    loose = replay_json(log, parse_policy("default", targets={"ttft.p95": 2 * float(ttft[-1])}))
     assert [d for d in loose["decisions"] if d["action"] == "scale_up"] == []

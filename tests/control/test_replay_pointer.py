@@ -6,7 +6,8 @@ import numpy as np
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.logsource import ReplayLog
-from tailbudget.control.replay import SIMULATE_POINTER, replay
+from tailbudget.control.replay import SIMULATE_POINTER
+from tests.control.replay_json import replay_json
 
 
 def test_replay_points_to_simulate() -> None:
@@ -19,6 +20,6 @@ def test_replay_points_to_simulate() -> None:
         format="table",
         rows_total=ts.size,
     )
-    rep = replay(log, parse_policy("default"))
+    rep = replay_json(log, parse_policy("default"))
     assert SIMULATE_POINTER in rep["notes"]
     assert "tailbudget simulate" in SIMULATE_POINTER

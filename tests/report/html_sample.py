@@ -135,4 +135,4 @@ def make_replay(log: dict[str, np.ndarray] | None = None) -> ReplayReport:
         data = load_replay_log(path, timestamp="ts", total="total_ms", error="error")
     policy = parse_policy("default", SLOModel(**SLO))
     base = Baseline(float(np.percentile(log["total"][log["t_s"] < 600], 99)), "first 10 min")
-    return ReplayReport.of(replay(data, policy, baseline=base, service="rag-chat"))
+    return replay(data, policy, baseline=base, service="rag-chat")

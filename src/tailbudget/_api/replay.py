@@ -39,7 +39,6 @@ def replay(
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay as run
-    from tailbudget.control.replay_record import ReplayReport
 
     given = [
         n
@@ -64,7 +63,7 @@ def replay(
     base = _baseline(log, policy, baseline_window, baseline_p99, baseline, total, timestamp, unit)
     from tailbudget.audit.events import read_events
 
-    rep = run(
+    return run(
         log,
         policy,
         baseline=base,
@@ -72,7 +71,6 @@ def replay(
         events=read_events(Path(events)) if events is not None else (),
         cold_window_s=cold_window_min * 60.0,
     )
-    return ReplayReport.of(rep)
 
 
 def _baseline(

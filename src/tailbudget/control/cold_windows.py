@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tailbudget.control.replay_record import ReplayDecision
 
 __all__ = ["COLD_EVENTS", "mark_cold_rollbacks"]
 
@@ -20,12 +23,13 @@ COLD_EVENTS = ("scale_up", "scaleup", "scale-up", "autoscale")
 
 
 def mark_cold_rollbacks(
-    decisions: list[dict[str, Any]],
+    decisions: list[ReplayDecision],
     t0_s: float,
     events: Sequence[tuple[datetime, str]],
     window_s: float,
 ) -> str | None:
-    """Tag each rollback inside a cold window (`cold_window`, and its reason); a note or None.
+    """Tag each rollback inside a cold window (`cold_window`, and its reason), replacing it
+    in `decisions` by its marked copy; a note or None.
 
     `t0_s` is the log's first timestamp (epoch s): a decision's time is t0 + t_offset_s.
     """
@@ -38,21 +42,21 @@ def mark_cold_rollbacks(
         return None
     marked = 0
     rollbacks = 0
-    for d in decisions:
-        if d.get("action") != "rollback":
+    for i, d in enumerate(decisions):
+        if d.action != "rollback":
             continue
         rollbacks += 1
-        at = t0_s + float(d["t_offset_s"])
+        at = t0_s + d.t_offset_s
         hit = next((t for s, t in reversed(starts) if s <= at < s + window_s), None)
         if hit is None:
             continue
         marked += 1
         when = hit.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        d["cold_window"] = when
-        d["reason"] = (
-            f"{d['reason']}; in the cold window after the scale_up at {when}: a cold start "
+        reason = (
+            f"{d.reason}; in the cold window after the scale_up at {when}: a cold start "
             "(see the audit's cold start section), which a rollback would not undo"
         )
+        decisions[i] = d.model_copy(update={"cold_window": when, "reason": reason})
     if not marked:
         return None
     return (

@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +25,13 @@ from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
 from tailbudget.control.logsource import ReplayLog, p99_of_log
+from tailbudget.control.replay_record import (
+    ReplayDecision,
+    ReplayPoint,
+    ReplayPolicy,
+    ReplayReport,
+    ReplayRows,
+)
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError
 from tailbudget.report import fmt
@@ -93,24 +99,23 @@ def _num(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), 6)
 
 
-def _decision_dict(d: Decision, t0: float, absolute: bool) -> dict[str, Any]:
-    return {
-        "t": _iso(d.t_s, absolute),
-        "t_offset_s": round(d.t_s - t0, 3),
-        "action": d.action,
-        "metric": d.metric,
-        "value": _num(d.value),
-        "threshold": _num(d.threshold),
-        "reason": d.reason,
-        "rule": d.rule,
-        "bound": _num(d.bound),
-        "bound_kind": d.bound_kind,
-        "count": d.count,
-        "replicas": d.replicas,
-        "dry_run": d.dry_run,
-        # set by mark_cold_rollbacks when a rollback falls in a scale-up's cold window
-        "cold_window": None,
-    }
+def _decision(d: Decision, t0: float, absolute: bool) -> ReplayDecision:
+    # cold_window stays None here: mark_cold_rollbacks sets it once the walk is done
+    return ReplayDecision(
+        t=_iso(d.t_s, absolute),
+        t_offset_s=round(d.t_s - t0, 3),
+        action=d.action,
+        metric=d.metric,
+        value=_num(d.value),
+        threshold=_num(d.threshold),
+        reason=d.reason,
+        rule=d.rule,
+        bound=_num(d.bound),
+        bound_kind=d.bound_kind,
+        count=d.count,
+        replicas=d.replicas,
+        dry_run=d.dry_run,
+    )
 
 
 _ACTIVE = ("scale_up", "shed_load", "trim_logging", "rollback")
@@ -134,7 +139,7 @@ def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> st
     return text
 
 
-def _series_point(controller: Any, log: ReplayLog) -> dict[str, Any]:
+def _series_point(controller: Controller, log: ReplayLog) -> dict[str, float | None]:
     # The LLM series the log carries (ttft, tpot, itl...): their window p95/p99 per point.
     return {
         f"{name}_{k}": _num(getattr(v, k))
@@ -144,27 +149,31 @@ def _series_point(controller: Any, log: ReplayLog) -> dict[str, Any]:
     }
 
 
-def _point(now: float, t0: float, absolute: bool, s: Any) -> dict[str, Any]:
-    return {
-        "t": _iso(now, absolute),
-        "t_offset_s": round(now - t0, 3),
-        "p50": _num(s.p50),
-        "p95": _num(s.p95),
-        "p99": _num(s.p99),
-        "error_rate": _num(s.error_rate),
-        "error_rate_lower": _num(s.error_rate_lower),
-        "count": s.count,
-        "known": s.known,
-    }
+def _point(
+    now: float, t0: float, absolute: bool, s: WindowStats, series: dict[str, float | None]
+) -> ReplayPoint:
+    # The series' figures are the record's extra fields, one pair per series.
+    return ReplayPoint(
+        t=_iso(now, absolute),
+        t_offset_s=round(now - t0, 3),
+        p50=_num(s.p50),
+        p95=_num(s.p95),
+        p99=_num(s.p99),
+        error_rate=_num(s.error_rate),
+        error_rate_lower=_num(s.error_rate_lower),
+        count=s.count,
+        known=s.known,
+        **series,
+    )
 
 
 @dataclass
 class _Walk:
     """What walking the log's evaluations found."""
 
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[ReplayDecision] = field(default_factory=list)
     by_action: Counter[str] = field(default_factory=Counter)
-    timeline: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[ReplayPoint] = field(default_factory=list)
     stride: int = 1
     """Every `stride`-th evaluation is in the timeline."""
     evaluations: int = 0
@@ -187,13 +196,13 @@ def _evaluate(controller: Controller, log: ReplayLog, now: float, walk: _Walk) -
     for d in controller.evaluate(now):
         walk.by_action[d.action] += 1
         if len(walk.decisions) < MAX_DECISIONS:
-            walk.decisions.append(_decision_dict(d, t0, absolute))
+            walk.decisions.append(_decision(d, t0, absolute))
     s = controller.last_stats
     assert s is not None
     walk.evaluations += 1
     walk.unknown += not s.known
     if (walk.evaluations - 1) % walk.stride == 0:
-        walk.timeline.append({**_series_point(controller, log), **_point(now, t0, absolute, s)})
+        walk.timeline.append(_point(now, t0, absolute, s, _series_point(controller, log)))
         if len(walk.timeline) > MAX_TIMELINE:
             # Halve the resolution rather than grow without bound: the output stays
             # a few MB whatever the log's span and the evaluation period.
@@ -281,7 +290,7 @@ def replay(
     service: str | None = None,
     events: Sequence[tuple[datetime, str]] = (),
     cold_window_s: float = 300.0,
-) -> dict[str, Any]:
+) -> ReplayReport:
     """Every decision the policy takes over `log`, a per-evaluation timeline and notes.
 
     `events` (time, name), as the audit's `--events` reads them: a rollback inside the
@@ -296,37 +305,41 @@ def replay(
         source: str | None = baseline.source
     else:
         source = "policy" if policy.baseline_p99_ms else None
-    return {
-        "source": log.source,
-        "format": log.format,
-        "service": service,
-        "rows": log.rows,
-        "start": _iso(t0, absolute),
-        "end": _iso(t_end, absolute),
-        "duration_s": round(t_end - t0, 3),
-        "window_s": policy.window_s,
-        "evaluate_every_s": policy.evaluate_every_s,
-        "evaluations": walk.evaluations,
-        "baseline_p99_ms": controller.baseline_p99_ms,
-        "baselines": dict(sorted(controller.baselines.items())),
-        "baseline_source": source,
-        "dry_run": policy.dry_run,
-        "loop": "open",
-        "final_replicas": controller.desired_replicas,
-        "active_at_end": sorted(controller.active),
-        "summary": dict(sorted(walk.by_action.items())),
-        "decisions": walk.decisions,
-        "timeline": walk.timeline,
-        "policy": {
-            "source": policy.source,
-            "window_s": policy.window_s,
-            "evaluate_every_s": policy.evaluate_every_s,
-            "min_samples": policy.min_samples,
-            "confidence": policy.confidence,
-            "dry_run": policy.dry_run,
-            "baseline_p99_ms": controller.baseline_p99_ms,
-            "replicas": policy.replicas.model_dump(),
-            "rules": [r.model_dump() for r in policy.rules],
-        },
-        "notes": _notes(controller, log, walk, baseline) + ([cold] if cold else []),
-    }
+    return ReplayReport(
+        source=log.source,
+        format=log.format,
+        service=service,
+        rows=ReplayRows(
+            total=log.rows_total,
+            used=int(log.ts_s.size),
+            rejected=sum(log.rejected_reasons.values()),
+            rejected_reasons=dict(log.rejected_reasons),
+        ),
+        start=_iso(t0, absolute),
+        end=_iso(t_end, absolute),
+        duration_s=round(t_end - t0, 3),
+        window_s=policy.window_s,
+        evaluate_every_s=policy.evaluate_every_s,
+        evaluations=walk.evaluations,
+        baseline_p99_ms=controller.baseline_p99_ms,
+        baselines=dict(sorted(controller.baselines.items())),
+        baseline_source=source,
+        dry_run=policy.dry_run,
+        final_replicas=controller.desired_replicas,
+        active_at_end=sorted(controller.active),
+        summary=dict(sorted(walk.by_action.items())),
+        decisions=walk.decisions,
+        timeline=walk.timeline,
+        policy=ReplayPolicy(
+            source=policy.source,
+            window_s=policy.window_s,
+            evaluate_every_s=policy.evaluate_every_s,
+            min_samples=policy.min_samples,
+            confidence=policy.confidence,
+            dry_run=policy.dry_run,
+            baseline_p99_ms=controller.baseline_p99_ms,
+            replicas=policy.replicas,
+            rules=list(policy.rules),
+        ),
+        notes=_notes(controller, log, walk, baseline) + ([cold] if cold else []),
+    )

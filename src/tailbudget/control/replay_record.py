@@ -1,9 +1,8 @@
-"""The replay's result as a typed record: what `replay --format json` writes, read back.
+"""The replay's result as a typed record: what `replay --format json` writes.
 
-`replay()` builds the JSON contract; renderers (HTML, text) take this record so every
-figure they print comes from a named field. A key the contract gains must be added
-here too: the record refuses keys it does not know (tests replay real logs through
-it), so a new figure cannot go unrendered by accident.
+`replay()` builds this record; renderers (HTML, text) take it so every figure they
+print comes from a named field. `ReplayReport.of` reads a written replay back, and
+refuses keys it does not know, so a new figure cannot go unrendered by accident.
 """
 
 from __future__ import annotations
@@ -119,7 +118,7 @@ class ReplayReport(_Record, ReportBase):
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> ReplayReport:
-        """The record of a replay's JSON contract (as `replay()` returns it)."""
+        """The record of a replay's JSON document (what `replay --format json` wrote)."""
         return cls.model_validate(data)
 
     def name(self) -> str:

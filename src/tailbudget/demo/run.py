@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailbudget._json import dumps
 from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import Budget, Plan, load_budget, make_plan
@@ -92,7 +91,6 @@ def step_replay(state: DemoState) -> None:
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay, window_baseline
-    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.errors import PolicyError
 
     mapping = state.budget.log
@@ -111,14 +109,13 @@ def step_replay(state: DemoState) -> None:
         events=read_events(state.data.events),  # the audit's events: cold windows stay its
     )
     path = state.out_dir / "replay.json"
-    path.write_text(dumps(rep, explain=True), encoding="utf-8")
+    path.write_text(rep.to_json(), encoding="utf-8")
     state.files.append(path)
     state.extra["replay"] = rep
-    record = ReplayReport.of(rep)
-    counts = ", ".join(f"{k} x{v}" for k, v in record.summary.items()) or "no action"
-    cold = sum(d.cold_window is not None for d in record.decisions)
+    counts = ", ".join(f"{k} x{v}" for k, v in rep.summary.items()) or "no action"
+    cold = sum(d.cold_window is not None for d in rep.decisions)
     where = f"; {cold} rollbacks in a scale-up's cold window: cold starts" if cold else ""
-    state.summary.append(f"replay: {len(record.decisions)} decisions ({counts}{where})")
+    state.summary.append(f"replay: {len(rep.decisions)} decisions ({counts}{where})")
 
 
 SIM_POLICIES = ("model", "budget", "hpa:concurrency=8", "fixed:2")
@@ -180,9 +177,9 @@ def step_html(state: DemoState) -> None:
     state.files.append(path)
     state.extra["report_html"] = path
     replay = state.extra.get("replay")
-    if isinstance(replay, dict):
+    if isinstance(replay, ReplayReport):
         rpath = state.out_dir / "replay.html"
-        rpath.write_text(render_replay_html(ReplayReport.of(replay)), encoding="utf-8")
+        rpath.write_text(render_replay_html(replay), encoding="utf-8")
         state.files.append(rpath)
         state.extra["replay_html"] = rpath
     sim = state.extra.get("simulate")

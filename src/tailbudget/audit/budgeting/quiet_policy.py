@@ -15,12 +15,15 @@ should act on that service.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tailbudget.budget.default_policy import default_clear
 from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.policy_model import Policy, Rule
 from tailbudget.logs.table import LogTable
+
+if TYPE_CHECKING:
+    from tailbudget.control.replay_record import ReplayDecision, ReplayPoint
 
 MARGIN = 1.1
 """A raised threshold sits this far beyond the log's highest window value."""
@@ -44,10 +47,10 @@ def quiet_policy(text: str, log: LogTable) -> tuple[list[str], list[str]]:
     raised: dict[str, float] = {}
     for _ in range(ROUNDS):
         rep = replay(data, policy)
-        fired = [d for d in rep["decisions"] if d["action"] in QUIETED]
+        fired = [d for d in rep.decisions if d.action in QUIETED]
         if not fired:
             break
-        rules = [_raised(r, fired, rep["timeline"]) for r in policy.rules]
+        rules = [_raised(r, fired, rep.timeline) for r in policy.rules]
         pairs = zip(rules, policy.rules, strict=True)
         raised |= {r.name: r.threshold for r, old in pairs if r != old}
         policy = policy.model_copy(update={"rules": rules})
@@ -57,19 +60,16 @@ def quiet_policy(text: str, log: LogTable) -> tuple[list[str], list[str]]:
     return _policy_lines(policy), notes
 
 
-def _raised(rule: Rule, fired: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> Rule:
+def _raised(rule: Rule, fired: list[ReplayDecision], timeline: list[ReplayPoint]) -> Rule:
     seen = [
-        float(v)
-        for d in fired
-        if d["rule"] == rule.name
-        for v in (d["value"], d["bound"])
-        if v is not None
+        float(v) for d in fired if d.rule == rule.name for v in (d.value, d.bound) if v is not None
     ]
     if not seen:
         return rule
     rising = parse_metric(rule.metric).higher_is_worse
     key = rule.metric.replace(".", "_")
-    peaks = [float(p[key]) for p in timeline if p.get(key) is not None and p.get("known", True)]
+    # An LLM series' figures are the point's extra fields: getattr reads both kinds.
+    peaks = [float(v) for p in timeline if p.known and (v := getattr(p, key, None)) is not None]
     if rising:
         t = _round_up(max([*seen, *peaks]) * MARGIN)
         t = max(t, rule.threshold)
