@@ -175,8 +175,9 @@ def fit_llm_model(
             0.0,
             "ms",
             "default",
-            "batched prefill cost per token is not separable from the step cost at loads "
-            "that never filled a step",
+            "the prompt's length is charged outside the batch (fixed_per_token_ms); a "
+            "slow run's gaps show about its TTFT slope per token inside a step, but a "
+            "prefix-cached burst prefills faster: docs/simulate.md, Accuracy",
         ),
         fixed_ms=fixed,
         fixed_per_token_ms=fixed_tok,
