@@ -47,7 +47,6 @@ class _ModelKnobs:
 def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
     """The budget's policy; without one, the default scaled to the e2e p95, or for an LLM
     service judged on TTFT only, the LLM default on ttft.p95."""
-    from tailbudget.budget.model import SLO as SLOModel
     from tailbudget.budget.policy import parse_policy, resolve_policy
     from tailbudget.sim.policies import llm_default_policy
 
@@ -60,8 +59,7 @@ def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[P
         return pol, "ttft"
     if budget is not None:
         return resolve_policy(budget), "e2e"
-    given = {k: v for k, v in e2e.items() if k in ("p50", "p95", "p99")}
-    return parse_policy("default", SLOModel(**given) if given else None), "e2e"
+    return parse_policy("default", objectives), "e2e"
 
 
 def _inputs(

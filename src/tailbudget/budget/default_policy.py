@@ -9,7 +9,7 @@ from tailbudget.budget.model import SLO
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import Action, Rule
 from tailbudget.budget.slo import as_objectives
-from tailbudget.budget.thresholds import Targets
+from tailbudget.budget.thresholds import TargetTable
 from tailbudget.errors import PolicyError
 
 # The default rules' numbers, stated for an SLO p95 of 2800 ms.
@@ -101,7 +101,7 @@ LLM_SCALE_SHARE = 0.9
 """The LLM default scales up when ttft passes this share of its target."""
 
 
-def ttft_objective(targets: Targets) -> str | None:
+def ttft_objective(targets: TargetTable) -> str | None:
     """`ttft.p95` when the budget sets it, else the ttft objective at the highest percentile."""
     found = [parse_metric(k) for k in targets if k.startswith("ttft.p")]
     if not found:
@@ -111,7 +111,9 @@ def ttft_objective(targets: Targets) -> str | None:
     return max(found, key=lambda r: r.q or 0.0).name
 
 
-def llm_default_rules(targets: Targets, rollback_for_s: float = 120.0) -> tuple[list[Rule], str]:
+def llm_default_rules(
+    targets: TargetTable, rollback_for_s: float = 120.0
+) -> tuple[list[Rule], str]:
     """The LLM default: TTFT is the queueing signal (see docs/act-llm.md).
 
     scale_up when the ttft percentile passes 90% of its target; shed_load when it

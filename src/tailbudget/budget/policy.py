@@ -56,7 +56,7 @@ from tailbudget.budget.policy_model import (
     Rule,
 )
 from tailbudget.budget.slo import as_objectives
-from tailbudget.budget.thresholds import Targets, resolve_threshold, slo_targets
+from tailbudget.budget.thresholds import TargetTable, resolve_threshold, slo_targets
 from tailbudget.errors import PolicyError, TailbudgetError
 
 # ---- resolving the budget file's `policy:` -------------------------------------------
@@ -135,7 +135,7 @@ def _duration(raw: Any, path: str) -> float:
         raise PolicyError(str(exc)) from None
 
 
-def _rule(raw: Any, i: int, targets: Targets, rollback_for_s: float) -> Rule:
+def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule:
     path = f"policy.rules[{i}]"
     if not isinstance(raw, dict):
         raise PolicyError(
@@ -210,7 +210,7 @@ def _rule(raw: Any, i: int, targets: Targets, rollback_for_s: float) -> Rule:
 
 
 def _defaults(
-    slo: Objectives | None, targets: Targets, rollback_for_s: float = 120.0
+    slo: Objectives | None, targets: TargetTable, rollback_for_s: float = 120.0
 ) -> tuple[list[Rule], str]:
     if ttft_objective(targets) is not None:
         return llm_default_rules(targets, rollback_for_s)
@@ -246,7 +246,7 @@ def parse_policy(
     spec: str | dict[str, Any] | None,
     slo: SLO | Objectives | None = None,
     *,
-    targets: Targets | None = None,
+    targets: TargetTable | None = None,
     goodput: Mapping[str, float] | None = None,
 ) -> Policy:
     """Resolve a `policy:` value ('default' or a block) against the budget's objectives.

@@ -18,7 +18,7 @@ _NUM = r"(\d+(?:\.\d+)?)"
 _SHARE = re.compile(rf"^{_NUM}\s*%\s*of\s*(?:the\s+)?(?:slo\.)?(\S+)$")
 _PERCENT = re.compile(rf"^{_NUM}\s*%$")
 _TIMES = re.compile(rf"^{_NUM}\s*x(?:\s*(?:the\s+)?baseline)?$")
-Targets = Mapping[str, float]
+TargetTable = Mapping[str, float]
 """Objective targets by canonical metric name (`p95`, `ttft.p95`, `error_rate`, `goodput`)."""
 
 
@@ -34,7 +34,7 @@ def slo_targets(slo: SLO | Objectives | None) -> dict[str, float]:
     return out
 
 
-def _target(targets: Targets, name: str, path: str) -> float:
+def _target(targets: TargetTable, name: str, path: str) -> float:
     value = targets.get(name)
     if value is None:
         raise PolicyError(
@@ -45,7 +45,7 @@ def _target(targets: Targets, name: str, path: str) -> float:
 
 
 def resolve_threshold(
-    raw: Any, metric: str, targets: Targets | SLO | Objectives | None, path: str
+    raw: Any, metric: str, targets: TargetTable | SLO | Objectives | None, path: str
 ) -> tuple[float, str]:
     """A threshold as written -> (resolved value, text); PolicyError naming `path`."""
     table = targets if isinstance(targets, Mapping) else slo_targets(targets)
@@ -56,7 +56,7 @@ def resolve_threshold(
     return value, text
 
 
-def _share_of(share: float, ref: MetricRef, other: str, targets: Targets, path: str) -> float:
+def _share_of(share: float, ref: MetricRef, other: str, targets: TargetTable, path: str) -> float:
     if ref.ratio_of_baseline:
         if other == "baseline":
             return share
@@ -76,7 +76,7 @@ def _share_of(share: float, ref: MetricRef, other: str, targets: Targets, path: 
     raise PolicyError(f"{path}: a {ref.name} threshold can be a share of {want}, got {other!r}")
 
 
-def _threshold(raw: Any, ref: MetricRef, targets: Targets, path: str) -> tuple[float, str]:
+def _threshold(raw: Any, ref: MetricRef, targets: TargetTable, path: str) -> tuple[float, str]:
     latency = ref.latency
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         raise PolicyError(f"{path}: must be a number or text like '90% of p95', got {raw!r}")
@@ -116,4 +116,4 @@ def _threshold(raw: Any, ref: MetricRef, targets: Targets, path: str) -> tuple[f
     return value, raw.strip()
 
 
-__all__ = ["Targets", "resolve_threshold", "slo_targets"]
+__all__ = ["TargetTable", "resolve_threshold", "slo_targets"]
