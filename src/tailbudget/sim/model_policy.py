@@ -230,7 +230,8 @@ class ModelPolicy:
             "(Holt): "
         )
         if sizing.met:
-            tail = f"{need} replicas meet every objective with headroom" + (
+            room = "with headroom" if sizing.headroom else "(no count keeps the headroom)"
+            tail = f"{need} replicas meet every objective {room}" + (
                 f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else ""
             )
         else:
@@ -283,7 +284,8 @@ class ModelPolicy:
                 "what the most would"
             )
         else:
-            why = f"{new} replicas meet every objective with headroom" + (
+            room = "with headroom" if s.headroom else "(no count keeps the headroom)"
+            why = f"{new} replicas meet every objective {room}" + (
                 f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
             )
             why += f"; {s.binding} would breach with {new - 1}" if s.binding else ""

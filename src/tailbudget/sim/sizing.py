@@ -72,6 +72,8 @@ class Sizing:
     predicted: list[ObjectiveResult]
     binding: str | None
     """The objective that breaches with one fewer (None at one replica)."""
+    headroom: bool = True
+    """False: the count meets every target but not with the headroom (none does)."""
     met: bool = True
     """False: no count up to the most allowed meets every objective; `replicas` is then
     the fewest winning 90% of what the most would (the rest of the tail is not load)."""
@@ -194,18 +196,20 @@ class Sizer:
 
         busy = self._busy(_RATE_STEP**ks, mix)
 
-        def ok(n: int) -> bool:
+        def ok(n: int, limit: float = self.limit) -> bool:
             if busy / n > _MAX_UTILIZATION:
                 return False
-            return worst_ratio(self.predict(rate, mix, n))[0] <= self.limit
+            return worst_ratio(self.predict(rate, mix, n))[0] <= limit
 
-        n = fewest_replicas(ok, start, most)
+        n, kept = fewest_replicas(ok, start, most), True
+        if n is None and self.limit < 1.0:  # headroom is the wish; the target, the need
+            n, kept = fewest_replicas(lambda c: ok(c, 1.0), start, most), False
         if n is None:
             n = self._knee(rate, mix, max(1, math.ceil(busy / _MAX_UTILIZATION)), most)
             res = self.predict(rate, mix, n)
             out = Sizing(_RATE_STEP**k, n, res, worst_ratio(res)[1], met=False)
         else:
             binding = worst_ratio(self.predict(rate, mix, n - 1))[1] if n > 1 else None
-            out = Sizing(_RATE_STEP**k, n, self.predict(rate, mix, n), binding)
+            out = Sizing(_RATE_STEP**k, n, self.predict(rate, mix, n), binding, headroom=kept)
         self._sizes[(k, mk, ks)] = out
         return out
