@@ -128,3 +128,22 @@ def test_the_writer_says_which_figures_it_nulled():
         "and are null: a, b[1]"
     ]
     assert strict(dumps({"a": 1.0}, explain=True)) == {"a": 1.0}
+
+
+def test_rebudget_agrees_with_the_audit_on_an_empty_stage(logs, tmp_path):
+    budget = tmp_path / "b.yaml"
+    budget.write_text(
+        BUDGET.replace(
+            "slo: {p50: 300, p95: 800, p99: 1500}",
+            "slo:\n  e2e: {p99: 1500}\n  stages: {db: {p99: 300}}",
+        )
+    )
+    log = str(logs["empty_stage"])
+    proposal = strict(runner.invoke(app, ["rebudget", str(budget), log, "--format", "json"]).output)
+    audit = strict(
+        runner.invoke(app, ["audit", log, "--budget", str(budget), "--format", "json"]).output
+    )
+    in_rebudget = next(o for o in proposal["objectives"] if o["objective"] == "db.p99")
+    in_audit = next(o for o in audit["objectives"] if o["metric"] == "db")
+    assert in_rebudget["verdict"] == in_audit["verdict"] == "inconclusive"
+    assert in_rebudget["measured_ms"] is None and in_audit["measured_ms"] is None

@@ -41,12 +41,20 @@ class GoodputCheck:
     """pass | breach | no_minimum (reported, not gated)."""
 
 
+_PER_REQUEST = ("e2e", "ttft", "tpot", "itl")
+
+
 def objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck, ...]:
     # Every objective, with the audit's definitions (metrics.py): e2e from the total, TTFT
     # from the ttft stage, TPOT from the answer lengths, ITL from the gaps, stages by name.
     out: list[ObjectiveCheck] = []
     for o in budget.objectives:
         got = metrics.measured(profile, o)
+        stage = profile.times.get(o.metric) if o.metric not in _PER_REQUEST else None
+        if stage is not None and stage.size and not (stage > 0).any():
+            # No request spent time in it (an empty column): the audit's inconclusive.
+            out.append(ObjectiveCheck(o.key, o.target_ms, None, "inconclusive"))
+            continue
         if got is None:
             out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
             continue
