@@ -9,6 +9,7 @@ instead of stretching one median rate across them.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -137,6 +138,24 @@ class LLMSpec(BaseModel):
     def itl_at(self, percentile: str) -> float | None:
         """ITL at a percentile when the block states its distribution."""
         return self.itl.at(percentile) if self.itl is not None else None
+
+    def as_written(self) -> dict[str, Any]:
+        """The block as a file states it: the distributions in the order `init --from`
+        writes them, and a median field only when it says more than its distribution's p50
+        (a rewritten file keeps the form it was written in, not the medians derived from it).
+        """
+        data = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        if self.ttft is not None and self.ttft.p50 == self.ttft_ms:
+            data.pop("ttft_ms", None)
+        p50 = self.tpot.p50 if self.tpot is not None else None
+        if p50 is not None and p50 > 0 and math.isclose(1000.0 / p50, self.tokens_per_s):
+            data.pop("tokens_per_s", None)
+        first = [k for k in (*_WRITTEN_ORDER, *data) if k in data]
+        return {k: data[k] for k in dict.fromkeys(first)}
+
+
+_WRITTEN_ORDER = ("ttft_ms", "tokens_per_s", "ttft", "tpot", "itl", "longest_gap", "output_tokens")
+"""Key order of a written block: `init --from`'s for the distribution form."""
 
 
 def _positive(v: Any) -> bool:

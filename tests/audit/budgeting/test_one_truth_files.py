@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
@@ -166,6 +167,10 @@ def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
                 assert row["fits"] is (o["verdict"] == "pass"), key
     if all(o["verdict"] != "breach" for o in audit["objectives"]):
         quiet(replay)
+    # The proposal keeps the llm: block init wrote (its distributions, not derived medians).
+    written = {s["stage"]: s.get("llm") for s in yaml.safe_load(budget.read_text())["pipeline"]}
+    proposed = {s["stage"]: s.get("llm") for s in yaml.safe_load(rebudget["budget"])["pipeline"]}
+    assert proposed == written
 
 
 def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
