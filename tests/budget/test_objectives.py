@@ -213,3 +213,16 @@ def test_environment_without_a_gated_objective_is_refused() -> None:
         parse_budget("environment: prd\nslo: {p95: 6000, ttft: {p95: 1}}\n" + PIPE)
     b = parse_budget("environment: prd\nslo: {p95: 6000, ttft: {p99: 900}}\n" + PIPE)
     assert [(o.key, o.gated) for o in b.objectives] == [("e2e.p95", False), ("ttft.p99", True)]
+
+
+def test_a_full_slo_block_as_a_mapping_reads_as_the_budget_file_does() -> None:
+    from tailbudget.budget.load import read_slo_block
+
+    block = {"e2e": {"p95": 900, "p99": 2000}, "ttft": {"p95": 500}, "goodput": {"min": 0.95}}
+    budget = parse_budget("slo: " + str(block).replace("'", "") + "\n" + PIPE)
+    assert read_slo_block(block) == budget.objectives
+    with pytest.raises(BudgetError, match=r"^slo\.ttft: p99 \(100 ms\) is below p95") as err:
+        read_slo_block({"ttft": {"p95": 900, "p99": 100}})
+    assert err.value.param == "slo"
+    with pytest.raises(BudgetError, match=r"^slo: unknown key 'ttfb'"):
+        read_slo_block({"ttfb": {"p95": 900}})

@@ -24,13 +24,18 @@ BudgetLike: TypeAlias = Any
 
 
 def objectives_of(slo: Any, *, environment: str | None = None) -> Objectives | None:
-    """`slo` as Objectives: the `--slo` grammar, a {key: value} mapping, or Objectives."""
+    """`slo` as Objectives: the SLO string grammar, a {key: value} mapping of it, a budget
+    file's `slo:` block in its full form ({"ttft": {"p95": 500}}), or Objectives."""
     from tailbudget.budget.objectives import Objectives, parse_objectives
 
     if slo is None:
         return None
     if isinstance(slo, Objectives):
         return slo if environment is None else slo.with_environment(environment)
+    if isinstance(slo, Mapping) and any(isinstance(v, Mapping) for v in slo.values()):
+        from tailbudget.budget.load import read_slo_block
+
+        return read_slo_block(slo, environment=environment)  # a budget file's full form
     if isinstance(slo, Mapping):
         slo = ",".join(f"{key}={value}" for key, value in slo.items())
     if not isinstance(slo, str):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tailbudget.budget.model import Budget
+from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.slo import SLO
 from tailbudget.budget.yaml_safe import YamlError, load_yaml
 from tailbudget.errors import BudgetError
 
@@ -64,6 +67,19 @@ def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Bud
         return Budget.model_validate(data)
     except ValidationError as exc:
         raise BudgetError(f"{source}: {describe(exc)}") from None
+
+
+def read_slo_block(data: Mapping[str, Any], *, environment: str | None = None) -> Objectives:
+    """A budget file's `slo:` block given as a mapping (flat `{p99: 900}` or full
+    `{ttft: {p95: 500}, goodput: {min: 0.95}}`) read into Objectives, as a budget file's is;
+    a one-line BudgetError naming the block's path (param `slo`) when it is invalid."""
+    try:
+        block = SLO.model_validate(dict(data))
+    except ValidationError as exc:
+        what = describe(exc)
+        where = "slo" if what.startswith("(top level)") else "slo."
+        raise BudgetError(where + what.removeprefix("(top level)"), param="slo") from None
+    return block.objectives(environment)
 
 
 def _is_ms(loc: tuple[int | str, ...], last: str) -> bool:
