@@ -147,3 +147,12 @@ def test_rebudget_agrees_with_the_audit_on_an_empty_stage(logs, tmp_path):
     in_audit = next(o for o in audit["objectives"] if o["metric"] == "db")
     assert in_rebudget["verdict"] == in_audit["verdict"] == "inconclusive"
     assert in_rebudget["measured_ms"] is None and in_audit["measured_ms"] is None
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_text_figures_never_read_inf_or_nan(logs, fmt):
+    result = runner.invoke(app, ["audit", str(logs["mixed"]), "--slo", "p99=900", "--format", fmt])
+    assert result.exit_code == 0, result.output
+    for word in ("inf ms", "nan%", "Infinity", "NaN"):
+        assert word not in result.stdout, word
+    assert "000,000,000,000,000" not in result.stdout  # 1e308 ms is shown short

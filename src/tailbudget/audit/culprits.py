@@ -22,6 +22,7 @@ from tailbudget.audit.context import UNATTRIBUTED
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
+from tailbudget.report import fmt
 
 __all__ = ["MAX_CULPRITS", "WEAK_SLOW", "Inputs", "build", "name_in"]
 
@@ -149,7 +150,8 @@ def _evidence(
     n = inp.tail.n_slow
     caveat = ": weak, too few to attribute" if weak else ""
     bits = [
-        f"slow vs fast {d.delta:+,.0f} ms (mean {d.mean_slow:,.0f} vs {d.mean_fast:,.0f} ms, "
+        f"slow vs fast {fmt.signed_ms(d.delta)} ms (mean {fmt.ms(d.mean_slow)} vs "
+        f"{fmt.ms(d.mean_fast)} ms, "
         f"{n:,} slow request{'s' if n != 1 else ''}{caveat})"
     ]
     if g is not None:
@@ -167,7 +169,7 @@ def _evidence(
         )
     if not inp.nested:
         what = "critical-path time" if inp.attribution == "critical_path" else "time"
-        bits.append(f"{share:.0%} of the slow requests' {what} (not of the gap)")
+        bits.append(f"{fmt.share(share, 0)} of the slow requests' {what} (not of the gap)")
     c = inp.contention.get(stage)
     if c is not None and c.effect > 0:
         bits.append(

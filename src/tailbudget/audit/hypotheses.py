@@ -41,6 +41,7 @@ from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.report import Hypothesis
 from tailbudget.audit.snapshot import at
 from tailbudget.audit.stages import STAGE_QS
+from tailbudget.report import fmt
 
 MAJOR_SHARE = 0.10
 R2_SHAPE = 0.5
@@ -307,9 +308,10 @@ def _missing(ev: Evidence) -> list[Hypothesis]:
             kind="missing_slice",
             stage=UNATTRIBUTED,
             evidence=(
-                f"unattributed time (total minus every stage) is {d.mean_slow:,.0f} ms in "
-                f"slow requests vs {d.mean_fast:,.0f} ms in fast ones ({share:.0%} of the "
-                "slow-fast gap): a hop no stage times drives the tail"
+                f"unattributed time (total minus every stage) is {fmt.ms(d.mean_slow)} ms in "
+                f"slow requests vs {fmt.ms(d.mean_fast)} ms in fast ones "
+                f"({fmt.share(share, 0)} of the slow-fast gap): a hop no stage times drives "
+                "the tail"
             ),
             figures={"mean_slow": d.mean_slow, "mean_fast": d.mean_fast, "share": share},
         )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from tailbudget._units import quantile_of
 from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
+from tailbudget.report import fmt
 
 PARTIAL = 1 / 3
 SURE_P = 0.01
@@ -127,8 +128,8 @@ def recommend(
             return Recommendation(
                 choice="renegotiate_slo",
                 text=(
-                    f"p99 is {gap:,.0f} ms over target but every ranked fix together saves about "
-                    f"{saved:,.0f} ms: renegotiate the SLO, then apply {first.fix}."
+                    f"p99 is {fmt.ms(gap)} ms over target but every ranked fix together saves "
+                    f"about {fmt.ms(saved)} ms: renegotiate the SLO, then apply {first.fix}."
                 ),
             )
         where = f" on {first.stage}" if first.stage else ""

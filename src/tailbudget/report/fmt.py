@@ -42,6 +42,8 @@ def ms(v: float) -> str:
     """Milliseconds: '1,234' (whole ms from 10 up), '4.5' below 10; 'n/a' when missing."""
     if v == 0:
         return "0"
+    if abs(v) >= 1e15:  # past 31,000 years: a unit or data error, shown short
+        return f"{v:.3g}"
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.1f}"
 
 
