@@ -152,6 +152,9 @@ def critical_path_stages(
         spans = spans.mutate(
             is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
         )
+        # Normalised once: the path's queries read these spans three times, and a batch
+        # arrives as an Arrow table that each of them would scan and normalise again.
+        spans = materialize(backend, spans)
         cp, _ = critical_times(spans, backend, ())
         cp = materialize(backend, cp)
         keep = list(named)

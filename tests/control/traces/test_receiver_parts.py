@@ -157,6 +157,40 @@ def test_span_log_replays_open_traces_and_cuts_a_torn_tail(tmp_path):
     last.close()
 
 
+def test_span_log_group_commit_shares_one_fsync(tmp_path):
+    log = SpanLog(tmp_path)
+    first = log.write_spans([_row("a", "1")])
+    second = log.write_spans([_row("b", "1")])
+    log.sync(second)  # the fsync for the later record covers the earlier one
+    log.sync(first)
+    assert log.fsyncs == 1
+    third = log.write_spans([_row("c", "1")])
+    log.rewrite([_row("b", "1"), _row("c", "1")])  # fsyncs what it keeps
+    log.sync(third)
+    assert log.fsyncs == 1
+    log.sync(log.write_spans([_row("d", "1")]))
+    assert log.fsyncs == 2
+    log.close()
+    again = SpanLog(tmp_path)
+    assert sorted(r.trace for r in again.open_spans()) == ["b", "c", "d"]
+    again.close()
+
+
+def test_protobuf_ids_all_zero_are_rejected_or_no_parent():
+    body = _request(
+        [
+            (b"\x00" * 16, b"\x02" * 8, b"", T0, T0 + 5),
+            (b"\x01" * 16, b"\x00" * 8, b"", T0, T0 + 5),
+            (b"\x01" * 16, b"\x03" * 8, b"\x00" * 8, T0, T0 + 5),  # a root
+            (b"\x01" * 16, b"\x04" * 8, b"", 0, T0 + 5),
+            (b"\x01" * 16, b"\x05" * 8, b"", T0, 0),  # a root that never ended: held
+        ]
+    )
+    decoded = decode_traces(body, "application/x-protobuf", None)
+    assert [(s.span, s.parent) for s in decoded.spans] == [("03" * 8, ""), ("05" * 8, "")]
+    assert decoded.reasons == {"no_trace_id": 1, "no_span_id": 1, "no_start": 1}
+
+
 def test_assembler_is_full_at_max_held_until_traces_are_taken():
     a = Assembler(Limits(grace_s=0, max_held=3))
     a.add([_row("t1", "r"), _row("t1", "c", "r"), _row("t2", "r")], 0)

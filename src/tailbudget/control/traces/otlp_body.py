@@ -129,22 +129,39 @@ def _proto_rows(data: bytes, out: Decoded) -> None:
             if attr.key == "service.name":
                 service = intern(attr.value.string_value or "unknown")
         for scope in resource_spans.scope_spans:
-            for span in scope.spans:
-                parent = span.parent_span_id.hex()
-                _add(
-                    out,
-                    SpanRow(
-                        span.trace_id.hex(),
-                        span.span_id.hex(),
-                        "" if set(parent) == {"0"} else parent,
-                        intern(span.name or "unknown"),  # a handful of names, many spans
-                        service,
-                        span.start_time_unix_nano,
-                        span.end_time_unix_nano,
-                        span.status.code == 2,
-                        str(span.kind),
-                    ),
+            _proto_spans(scope.spans, service, out)
+
+
+def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
+    """`_add` for protobuf spans, its checks made on the id bytes (the hot loop)."""
+    keep = out.spans.append
+    names: dict[str, str] = {}  # a handful of names, many spans: one string each
+    for span in spans:
+        trace, sid, parent = span.trace_id, span.span_id, span.parent_span_id
+        start, end = span.start_time_unix_nano, span.end_time_unix_nano
+        if not trace.strip(b"\0"):
+            out.reject("no_trace_id")
+        elif not sid.strip(b"\0"):
+            out.reject("no_span_id")
+        elif start <= 0:
+            out.reject("no_start")
+        elif end < start and (parent.strip(b"\0") or end != 0):
+            out.reject("no_end")  # a root may come without its end: held, counted incomplete
+        else:
+            name = span.name or "unknown"
+            keep(
+                SpanRow(
+                    trace.hex(),
+                    sid.hex(),
+                    parent.hex() if parent.strip(b"\0") else "",
+                    names.get(name) or names.setdefault(name, intern(name)),
+                    service,
+                    start,
+                    end,
+                    span.status.code == 2,
+                    _KINDS[span.kind] if 0 <= span.kind < len(_KINDS) else str(span.kind),
                 )
+            )
 
 
 def _json_rows(data: bytes, out: Decoded) -> None:
@@ -177,6 +194,7 @@ def _json_row(row: dict[str, Any]) -> SpanRow:
     )
 
 
+_KINDS = ("0", "1", "2", "3", "4", "5")
 _KIND_NUMBERS = {
     "span_kind_internal": "1",
     "span_kind_server": "2",
