@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tailbudget._units import quantile_of
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import budget_tree, stage_points
 
@@ -47,7 +47,7 @@ def old_slices(budget: m.Budget) -> dict[str, dict[str, float]]:
         points = stage_points(stage, budget.gated)
         out[stage.name] = {
             p: points[p] if p in points else float(fits[stage.name].ppf(quantile_of(p)))
-            for p in ("p50", "p95", "p99")
+            for p in PERCENTILES
         }
     return out
 

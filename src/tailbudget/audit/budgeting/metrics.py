@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tailbudget._units import PERCENTILES
 from tailbudget.audit.budgeting.profile import FloatArray, Profile
 from tailbudget.budget.objectives import Objective
 
@@ -119,7 +120,7 @@ def _good_value(profile: Profile, metric: str, output_tokens: int | None) -> Flo
 
 
 def spread(
-    data: FloatArray | None, names: tuple[str, ...] = ("p50", "p95", "p99")
+    data: FloatArray | None, names: tuple[str, ...] = PERCENTILES
 ) -> dict[str, float] | None:
     """Percentiles of a metric's values by name, None without data."""
     if data is None or data.size == 0:

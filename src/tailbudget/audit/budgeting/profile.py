@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget._units import quantile_of
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.logs.table import LogTable
 
@@ -60,9 +60,7 @@ class Profile:
         values = self.total if stage == "total" else self.times[stage]
         return float(np.quantile(values, quantile_of(percentile)))
 
-    def percentiles(
-        self, stage: str, names: tuple[str, ...] = ("p50", "p95", "p99")
-    ) -> dict[str, float]:
+    def percentiles(self, stage: str, names: tuple[str, ...] = PERCENTILES) -> dict[str, float]:
         """A stage's measured percentiles by name."""
         return {p: self.quantile(stage, p) for p in names}
 
