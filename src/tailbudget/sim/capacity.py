@@ -22,6 +22,12 @@ from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.records import (
+    CapacityDocument,
+    CapacityPointRecord,
+    ScaleAt,
+    ScaleNever,
+)
 from tailbudget.sim.run import run_once
 
 __all__ = [
@@ -47,14 +53,14 @@ class CapacityPoint:
     objectives: list[ObjectiveResult]
     utilization: float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> CapacityPointRecord:
         """The curve entry of the JSON contract."""
-        return {
-            "load": self.load,
-            "replicas": self.replicas,
-            "utilization": None if self.utilization is None else round(self.utilization, 4),
-            "objectives": [o.to_dict() for o in self.objectives],
-        }
+        return CapacityPointRecord(
+            load=self.load,
+            replicas=self.replicas,
+            utilization=None if self.utilization is None else round(self.utilization, 4),
+            objectives=[o.record() for o in self.objectives],
+        )
 
 
 @dataclass(frozen=True)
@@ -68,16 +74,19 @@ class ScaleBeforeBreach:
     note: str | None = None
     share_of_target: float = SCALE_BEFORE
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `scale_before_breach` entry of the JSON contract."""
-        head: dict[str, Any] = {
-            "objective": self.objective,
-            "load": self.load,
-            "replicas": self.replicas,
-        }
+    def record(self) -> ScaleAt | ScaleNever:
+        """The `scale_before_breach` entry of the JSON contract: the load and the share of
+        target it is at, or no load and a note saying how far the search went."""
         if self.load is None:
-            return head | {"note": self.note}
-        return head | {"share_of_target": self.share_of_target}
+            return ScaleNever(
+                objective=self.objective, load=None, replicas=self.replicas, note=self.note
+            )
+        return ScaleAt(
+            objective=self.objective,
+            load=self.load,
+            replicas=self.replicas,
+            share_of_target=self.share_of_target,
+        )
 
 
 @dataclass(frozen=True)
@@ -90,21 +99,20 @@ class CapacityReport(ReportBase):
     scale_before_breach: ScaleBeforeBreach | None
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> CapacityDocument:
         """The capacity report's JSON contract."""
-        return {
-            "curve": [p.to_dict() for p in self.curve],
-            "scale_before_breach": (
-                None if self.scale_before_breach is None else self.scale_before_breach.to_dict()
-            ),
-            "arrivals": self.arrivals,
-            "model": self.model.to_dict(),
-            "notes": self.notes,
-        }
+        scale = self.scale_before_breach
+        return CapacityDocument(
+            curve=[p.record() for p in self.curve],
+            scale_before_breach=None if scale is None else scale.record(),
+            arrivals=self.arrivals,
+            model=self.model.record(),
+            notes=self.notes,
+        )
 
     def json_data(self) -> Any:
         """The `capacity --format json` contract."""
-        return self.to_dict()
+        return self.record().model_dump(mode="json")
 
     def to_markdown(self) -> str:
         """The capacity curve in Markdown (`--format md`)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from tailbudget.sim.capacity import fewest_replicas
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import measure
 from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.records import FloorRecord
 from tailbudget.sim.run import run_once
 from tailbudget.sim.sizing import worst_ratio
 from tailbudget.sim.trace import Arrivals
@@ -45,14 +45,14 @@ class Floor:
     replica_hours: float
     provision_delay_s: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> FloorRecord:
         """The `floor` block of `simulate --format json`."""
-        return {
-            "replica_hours": round(self.replica_hours, 4),
-            "replicas_per_minute": self.per_minute,
-            "provision_delay_s": self.provision_delay_s,
-            "method": METHOD,
-        }
+        return FloorRecord(
+            replica_hours=round(self.replica_hours, 4),
+            replicas_per_minute=self.per_minute,
+            provision_delay_s=self.provision_delay_s,
+            method=METHOD,
+        )
 
 
 def _minute(arr: Arrivals, lo: int, hi: int, t0: float) -> Arrivals:

@@ -8,10 +8,13 @@ it; the value is the stated default, and `note` says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from tailbudget.sim.records import ModelRecord, ParamRecord
 
 __all__ = ["LLMParams", "Param", "ServiceModel", "WorkSamples"]
 
@@ -28,15 +31,21 @@ class Param:
     source: Source
     note: str = ""
 
+    def record(self) -> ParamRecord:
+        """The parameter as the JSON documents show it (value to 6 decimals)."""
+        from tailbudget.sim.records import ParamRecord
+
+        return ParamRecord(
+            name=self.name,
+            value=round(self.value, 6),
+            unit=self.unit,
+            source=self.source,
+            note=self.note,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form."""
-        return {
-            "name": self.name,
-            "value": round(self.value, 6),
-            "unit": self.unit,
-            "source": self.source,
-            "note": self.note,
-        }
+        """JSON-able form (what a saved model file holds)."""
+        return self.record().model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -137,17 +146,23 @@ class ServiceModel:
         """Names of the parameters the log could not identify (stated defaults used)."""
         return [p.name for p in self.params() if p.source == "default"]
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> ModelRecord:
         """The `model` block of the JSON output."""
-        return {
-            "kind": self.kind,
-            "sources": list(self.sources),
-            "requests": self.samples.size,
-            "work": "whole requests of the log, resampled (stage times and sizes stay together)",
-            "stages": sorted(self.samples.stages),
-            "parameters": [p.to_dict() for p in self.params()],
-            "unidentified": self.unidentified,
-            "load_levels": list(self.load_levels),
-            "fit_quality": self.fit_quality,
-            "notes": list(self.notes),
-        }
+        from tailbudget.sim.records import LoadLevel, ModelRecord
+
+        return ModelRecord(
+            kind=self.kind,
+            sources=list(self.sources),
+            requests=self.samples.size,
+            work="whole requests of the log, resampled (stage times and sizes stay together)",
+            stages=sorted(self.samples.stages),
+            parameters=[p.record() for p in self.params()],
+            unidentified=self.unidentified,
+            load_levels=[LoadLevel.model_validate(level) for level in self.load_levels],
+            fit_quality=self.fit_quality,
+            notes=list(self.notes),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `model` block as plain values."""
+        return self.record().model_dump(mode="json")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,9 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.trace import SimTrace
+
+if TYPE_CHECKING:
+    from tailbudget.sim.records import ObjectiveRecord
 
 __all__ = [
     "SIMULATED",
@@ -52,7 +55,7 @@ class ObjectiveResult:
         return self.n is not None and self.n < min_rows(self.objective.percentile)
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Literal["pass", "breach", "inconclusive"]:
         """pass | breach | inconclusive (no requests served, or too few for the
         percentile: the audit's rule)."""
         if self.measured_ms is None or self.thin:
@@ -72,21 +75,23 @@ class ObjectiveResult:
             )
         return ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> ObjectiveRecord:
         """The audit's objective shape, plus attainment and minutes in breach."""
+        from tailbudget.sim.records import ObjectiveRecord
+
         o = self.objective
-        return {
-            "metric": o.metric,
-            "percentile": o.percentile,
-            "target_ms": o.target_ms,
-            "measured_ms": None if self.measured_ms is None else round(self.measured_ms, 3),
-            "verdict": self.verdict,
-            "gated": o.gated,
-            "attainment": None if self.attainment is None else round(self.attainment, 4),
-            "minutes_in_breach": self.minutes_in_breach,
-            "n": self.n,
-            "note": self.note,
-        }
+        return ObjectiveRecord(
+            metric=o.metric,
+            percentile=o.percentile,
+            target_ms=o.target_ms,
+            measured_ms=None if self.measured_ms is None else round(self.measured_ms, 3),
+            verdict=self.verdict,
+            gated=o.gated,
+            attainment=None if self.attainment is None else round(self.attainment, 4),
+            minutes_in_breach=self.minutes_in_breach,
+            n=self.n,
+            note=self.note,
+        )
 
 
 def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> Objectives:

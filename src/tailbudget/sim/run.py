@@ -24,6 +24,16 @@ from tailbudget.sim.objectives import (
 )
 from tailbudget.sim.policies import BudgetPolicy, PolicySpec, make_policy
 from tailbudget.sim.queue_engine import run_queue
+from tailbudget.sim.records import (
+    ArrivalsRecord,
+    GoodputRecord,
+    RequestsRecord,
+    RunRecord,
+    SimDecisionRecord,
+    SimDocument,
+    TimelinePointRecord,
+    TimelineRecord,
+)
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace
 
 if TYPE_CHECKING:
@@ -69,41 +79,45 @@ class RunResult:
     replica_hours_vs_floor: float | None = None
     """replica_hours over the hindsight floor's (None when no floor was computed)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> RunRecord:
         """The JSON contract's per-run block."""
-        return {
-            "policy": self.policy,
-            "start_replicas": self.start_replicas,
-            "objectives": [o.to_dict() for o in self.objectives],
-            "goodput": {
-                "share": None if self.goodput is None else round(self.goodput, 4),
-                "min": self.goodput_min,
-                "thresholds": self.goodput_thresholds,
-                "verdict": None
+        return RunRecord(
+            policy=self.policy,
+            start_replicas=self.start_replicas,
+            objectives=[o.record() for o in self.objectives],
+            goodput=GoodputRecord(
+                share=None if self.goodput is None else round(self.goodput, 4),
+                min=self.goodput_min,
+                thresholds=self.goodput_thresholds,
+                verdict=None
                 if self.goodput_min is None or self.goodput is None
                 else ("pass" if self.goodput >= self.goodput_min else "breach"),
-            },
-            "replica_hours": round(self.replica_hours, 4),
-            "replica_hours_vs_floor": None
+            ),
+            replica_hours=round(self.replica_hours, 4),
+            replica_hours_vs_floor=None
             if self.replica_hours_vs_floor is None
             else round(self.replica_hours_vs_floor, 4),
-            "peak_replicas": self.peak_replicas,
-            "requests": {
-                "arrived": self.arrived,
-                "served": self.served,
-                "shed": self.shed,
-                "unfinished": self.unfinished,
-            },
-            "cold_starts": self.cold_starts,
-            "minutes_in_breach": max(
+            peak_replicas=self.peak_replicas,
+            requests=RequestsRecord(
+                arrived=self.arrived,
+                served=self.served,
+                shed=self.shed,
+                unfinished=self.unfinished,
+            ),
+            cold_starts=self.cold_starts,
+            minutes_in_breach=max(
                 (o.minutes_in_breach for o in self.objectives if o.objective.gated), default=0
             ),
-            "decisions": [_decision(d) for d in self.decisions],
-            "timeline": {
-                "watched": self.watched,
-                "points": [p.__dict__ for p in self.timeline],
-            },
-        }
+            decisions=[_decision(d) for d in self.decisions],
+            timeline=TimelineRecord(
+                watched=self.watched,
+                points=[TimelinePointRecord(**vars(p)) for p in self.timeline],
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The per-run block as plain values."""
+        return self.record().model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -120,24 +134,29 @@ class SimReport(ReportBase):
     notes: list[str] = field(default_factory=list)
     floor: Floor | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> SimDocument:
         """The JSON contract: the first policy's figures at the top, every run in `runs`."""
-        first = self.runs[0].to_dict()
-        return {
-            "objectives": first["objectives"],
-            "goodput": first["goodput"],
-            "replica_hours": first["replica_hours"],
-            "requests": first["requests"],
-            "decisions": first["decisions"],
-            "policy": first["policy"],
-            "model": self.model.to_dict(),
-            "arrivals": {"source": self.arrivals, "requests": self.requests, "load": self.load},
-            "duration_s": self.duration_s,
-            "seed": self.seed,
-            "runs": [r.to_dict() for r in self.runs],
-            "floor": None if self.floor is None else self.floor.to_dict(),
-            "notes": self.notes,
-        }
+        runs = [r.record() for r in self.runs]
+        first = runs[0]
+        return SimDocument(
+            objectives=first.objectives,
+            goodput=first.goodput,
+            replica_hours=first.replica_hours,
+            requests=first.requests,
+            decisions=first.decisions,
+            policy=first.policy,
+            model=self.model.record(),
+            arrivals=ArrivalsRecord(source=self.arrivals, requests=self.requests, load=self.load),
+            duration_s=self.duration_s,
+            seed=self.seed,
+            runs=runs,
+            floor=None if self.floor is None else self.floor.record(),
+            notes=self.notes,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as plain values."""
+        return self.record().model_dump(mode="json")
 
     def json_data(self) -> Any:
         """The `simulate --format json` contract."""
@@ -156,18 +175,18 @@ class SimReport(ReportBase):
         return render_simulate_html(self)
 
 
-def _decision(d: Decision) -> dict[str, Any]:
-    return {
-        "t": f"PT{d.t_s:.3f}S",
-        "t_offset_s": round(d.t_s, 3),
-        "action": d.action,
-        "metric": d.metric,
-        "value": None if d.value is None else round(float(d.value), 6),
-        "threshold": None if d.threshold is None else round(float(d.threshold), 6),
-        "reason": d.reason,
-        "rule": d.rule,
-        "replicas": d.replicas,
-    }
+def _decision(d: Decision) -> SimDecisionRecord:
+    return SimDecisionRecord(
+        t=f"PT{d.t_s:.3f}S",
+        t_offset_s=round(d.t_s, 3),
+        action=d.action,
+        metric=d.metric,
+        value=None if d.value is None else round(float(d.value), 6),
+        threshold=None if d.threshold is None else round(float(d.threshold), 6),
+        reason=d.reason,
+        rule=d.rule,
+        replicas=d.replicas,
+    )
 
 
 def _goodput(
