@@ -45,6 +45,7 @@ from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service import views
 from tailbudget.control.service.heartbeat import Heartbeat
 from tailbudget.control.service.ingest import BadBatch
+from tailbudget.control.service.view_records import StatusView, VerdictView
 from tailbudget.control.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
@@ -439,13 +440,23 @@ class Runtime:
 
     # --- views (built in views.py, read under the lock) ------------------------------
 
-    def verdict(self, now_s: float | None = None) -> dict[str, Any]:
+    def verdict_view(self, now_s: float | None = None) -> VerdictView:
         """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
         return views.verdict(self, time.time() if now_s is None else now_s)
 
-    def status(self, now_s: float | None = None) -> dict[str, Any]:
-        """The JSON of `GET /v1/status`."""
+    def status_view(self, now_s: float | None = None) -> StatusView:
+        """Everything `GET /v1/status` shows, as a record."""
         return views.status(self, time.time() if now_s is None else now_s)
+
+    def verdict(self, now_s: float | None = None) -> dict[str, Any]:
+        """The JSON of `GET /v1/verdict` (what a caller indexes: `["verdict"]`)."""
+        doc: dict[str, Any] = self.verdict_view(now_s).json_data()
+        return doc
+
+    def status(self, now_s: float | None = None) -> dict[str, Any]:
+        """The JSON of `GET /v1/status` (`/v1/status` adds the traces block to it)."""
+        doc: dict[str, Any] = self.status_view(now_s).json_data()
+        return doc
 
     def metrics_view(self) -> dict[str, Any]:
         """The figures `/metrics` exports, read under the lock."""

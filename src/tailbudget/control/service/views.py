@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tailbudget.control.service.view_records import (
+    RuleState,
+    StatusView,
+    VerdictBy,
+    VerdictView,
+    WindowView,
+)
 from tailbudget.control.stage_windows import stage_summary
 from tailbudget.control.windows import WindowStats
 
@@ -56,7 +63,7 @@ def _rollback_rules(rt: Runtime) -> list[dict[str, Any]]:
     ]
 
 
-def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
+def verdict(rt: Runtime, now_s: float) -> VerdictView:
     """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger.
 
     `by` names the rule (and its metric) behind a rollback, or the rules whose
@@ -90,16 +97,16 @@ def verdict(rt: Runtime, now_s: float) -> dict[str, Any]:
         reason = "too few observations in the window to judge" + (
             f" ({', '.join(str(b['metric']) for b in by)})" if by else ""
         )
-    return {
-        "verdict": answer,
-        "reason": reason if answer == "unknown" else None,
-        "healthy": answer == "healthy",
-        "rollback": answer == "rollback",
-        "by": by,
-        "window": window,
-        "active": active,
-        "objectives": rules,
-    }
+    return VerdictView(
+        verdict=answer,
+        reason=reason if answer == "unknown" else None,
+        healthy=answer == "healthy",
+        rollback=answer == "rollback",
+        by=[VerdictBy.model_validate(b) for b in by],
+        window=WindowView.model_validate(window),
+        active=active,
+        objectives=[RuleState.model_validate(r) for r in rules],
+    )
 
 
 def _prometheus(rt: Runtime) -> dict[str, Any] | None:
@@ -143,7 +150,7 @@ def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
     ]
 
 
-def status(rt: Runtime, now_s: float) -> dict[str, Any]:
+def status(rt: Runtime, now_s: float) -> StatusView:
     """The JSON of `GET /v1/status`."""
     judged = verdict(rt, now_s)
     with rt.lock:
@@ -154,29 +161,29 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
             notes += prometheus["notes"]
         if rt.snapshot_error is not None:
             notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
-        return {
-            "service": rt.config.service,
-            "verdict": judged["verdict"],
-            "observations_total": rt.observations_total,
-            "errors_total": rt.errors_total,
-            "stage_observations": dict(rt.stage_observations),
-            "window": judged["window"],
-            "stages": {name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
-            "series": {name: s.to_dict() for name, s in _series(rt, now_s).items()},
-            "objectives": _objectives(rt, now_s),
-            "verdict_by": judged["by"],
-            "prometheus": prometheus,
-            "active": judged["active"],
-            "desired_replicas": rt.replicas.desired,
-            "desired_replicas_reason": _reason(rt),
-            "model": None if rt.model is None else rt.model.status(rt.replicas.desired),
-            "shed": None
+        return StatusView(
+            service=rt.config.service,
+            verdict=judged.verdict,
+            observations_total=rt.observations_total,
+            errors_total=rt.errors_total,
+            stage_observations=dict(rt.stage_observations),
+            window=judged.window,
+            stages={name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
+            series={name: s.to_dict() for name, s in _series(rt, now_s).items()},
+            objectives=_objectives(rt, now_s),
+            verdict_by=judged.by,
+            prometheus=prometheus,
+            active=judged.active,
+            desired_replicas=rt.replicas.desired,
+            desired_replicas_reason=_reason(rt),
+            model=None if rt.model is None else rt.model.status(rt.replicas.desired),
+            shed=None
             if rt.shed is None
             else {"fraction": rt.shed.current_fraction, "rate_per_s": rt.shed.current_rate},
-            "baseline_p99_ms": controller.get("baseline_p99_ms"),
-            "baselines": controller.get("baselines", {}),
-            "dry_run": rt.policy.dry_run,
-            "policy": {
+            baseline_p99_ms=controller.get("baseline_p99_ms"),
+            baselines=controller.get("baselines", {}),
+            dry_run=rt.policy.dry_run,
+            policy={
                 "mode": "model" if rt.model is not None else "reactive",
                 "source": rt.policy.source,
                 "window_s": rt.policy.window_s,
@@ -184,22 +191,22 @@ def status(rt: Runtime, now_s: float) -> dict[str, Any]:
                 "min_samples": rt.policy.min_samples,
                 "rules": [r.model_dump() for r in rt.policy.rules],
             },
-            "decisions_total": sum(rt.decisions_total.values()),
-            "last_decisions": list(rt.last_decisions)[-10:],
-            "last_evaluated_s": rt.last_evaluated_s,
-            "evaluation": rt.heartbeat.view(now_s),
-            "last_error": rt.heartbeat.failure,
-            "notes": notes,
-            "controller": controller,
-            "state_dir": str(rt.state.root),
+            decisions_total=sum(rt.decisions_total.values()),
+            last_decisions=list(rt.last_decisions)[-10:],
+            last_evaluated_s=rt.last_evaluated_s,
+            evaluation=rt.heartbeat.view(now_s),
+            last_error=rt.heartbeat.failure,
+            notes=notes,
+            controller=controller,
+            state_dir=str(rt.state.root),
             # group commit at work: fewer fsyncs than batches under concurrent posts
-            "snapshot": {"written_s": rt.snapshot_written_s, "error": rt.snapshot_error},
-            "wal": {
+            snapshot={"written_s": rt.snapshot_written_s, "error": rt.snapshot_error},
+            wal={
                 "bytes": rt.state.wal.size(),
                 "batches": rt.state.wal.appended,
                 "fsyncs": rt.state.wal.fsyncs,
             },
-        }
+        )
 
 
 def _reason(rt: Runtime) -> str:

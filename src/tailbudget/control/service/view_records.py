@@ -1,0 +1,101 @@
+"""`GET /v1/verdict` and `GET /v1/status` as typed records, field for key.
+
+A block another part of the service builds and owns the shape of (the controller's
+picture, a stage window, the model policy's state, the last decisions as journalled)
+is carried as JSON values (`JsonValue`); the keys a rollout tool or a dashboard reads
+are fields here. The HTTP answer is `json_data()` through the strict writer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from tailbudget._report_base import ReportBase
+
+__all__ = ["RuleState", "StatusView", "VerdictBy", "VerdictView", "WindowView"]
+
+Json = dict[str, JsonValue]
+"""A block whose keys another module states (its own docstring lists them)."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WindowView(_Record):
+    """The window the verdict rests on; its figures (count, p50, p99, error_rate...) are
+    the window's own keys, kept as extra fields."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    known: bool
+    source: str
+    count: int = 0
+
+
+class VerdictBy(_Record):
+    """A rule (and its metric) behind the verdict; rule None for the window or evaluation."""
+
+    rule: str | None
+    metric: str
+
+
+class RuleState(_Record):
+    """A rollback rule's last state: the objectives the verdict is made of."""
+
+    rule: str
+    metric: str
+    status: str
+    value: float | None
+    bound: float | None
+    engaged: bool
+
+
+class VerdictView(_Record, ReportBase):
+    """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger."""
+
+    verdict: Literal["healthy", "rollback", "unknown"]
+    reason: str | None
+    healthy: bool
+    rollback: bool
+    by: list[VerdictBy]
+    window: WindowView
+    active: list[str]
+    objectives: list[RuleState]
+
+
+class StatusView(_Record, ReportBase):
+    """Everything `GET /v1/status` shows."""
+
+    service: str | None
+    verdict: Literal["healthy", "rollback", "unknown"]
+    observations_total: int
+    errors_total: int
+    stage_observations: dict[str, int]
+    window: WindowView
+    stages: dict[str, Json]
+    series: dict[str, Json]
+    objectives: list[Json]
+    verdict_by: list[VerdictBy]
+    prometheus: Json | None
+    active: list[str]
+    desired_replicas: int
+    desired_replicas_reason: str
+    model: Json | None
+    shed: Json | None
+    baseline_p99_ms: float | None
+    baselines: dict[str, float]
+    dry_run: bool
+    policy: Json
+    decisions_total: int
+    last_decisions: list[Json]
+    last_evaluated_s: float | None
+    evaluation: Json
+    last_error: str | None
+    notes: list[str]
+    controller: Json
+    state_dir: str
+    snapshot: Json
+    wal: Json
