@@ -39,3 +39,12 @@ def test_counts_and_rates_are_not_ms() -> None:
     assert fmt.threshold("concurrency", 8.0) == "8 requests"
     assert fmt.threshold("arrival_rate", 4.5) == "4.5/s"
     assert fmt.threshold("utilization", 0.7) == "70%"
+
+
+def test_listing_reads_lists_and_pairs():
+    from tailbudget.report import fmt
+
+    assert fmt.listing([[9.352, 43.983], [48.984, 57.579]]) == "(9.352, 43.98), (48.98, 57.58)"
+    assert fmt.listing([-0.0, 0.0]) == "0, 0"
+    assert fmt.listing("2 load levels") == "2 load levels"
+    assert fmt.listing(None) == fmt.MISSING

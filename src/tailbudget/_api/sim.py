@@ -44,22 +44,16 @@ class _ModelKnobs:
     logging_overhead_ms: float | None = None
 
 
-def _policy(budget: Budget | None, objectives: Objectives, llm: bool) -> tuple[Policy, str]:
-    """The budget's policy; without one, the default scaled to the e2e p95, or for an LLM
-    service judged on TTFT only, the LLM default on ttft.p95."""
-    from tailbudget.budget.policy import parse_policy, resolve_policy
-    from tailbudget.sim.policies import llm_default_policy
+def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]:
+    """The policy replay and serve run for the same objectives (one resolution): the
+    budget's, else the default for the objectives given (the LLM default with a ttft
+    objective). Its rules read their own series (ttft.p95 from each request's TTFT), so
+    the Controller's main window holds end-to-end times."""
+    from tailbudget.budget.policy import policy_for, resolve_policy
 
-    e2e = objectives.e2e()
-    ttft = {o.percentile: o.target_ms for o in objectives if o.metric == "ttft"}
-    if llm and not e2e and ttft and (budget is None or budget.policy in (None, "default", "model")):
-        pol = llm_default_policy(ttft.get("p95", max(ttft.values())))
-        if budget is not None and budget.policy == "model":
-            pol = pol.model_copy(update={"mode": "model"})
-        return pol, "ttft"
     if budget is not None:
         return resolve_policy(budget), "e2e"
-    return parse_policy("default", objectives), "e2e"
+    return policy_for("default", objectives), "e2e"
 
 
 def _inputs(
@@ -101,7 +95,7 @@ def _inputs(
         logging_overhead_ms=knobs.logging_overhead_ms,
     )
     fitted = fit_logs(sources_of(data), ReadOptions.from_budget(b), opts, max_events=max_events)
-    policy, signal = _policy(b, objectives, fitted.model.kind == "llm")
+    policy, signal = _policy(b, objectives)
     return _Inputs(fitted, objectives, b, policy, signal)
 
 

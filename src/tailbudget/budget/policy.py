@@ -366,9 +366,17 @@ def resolve_policy(budget: Budget | None) -> Policy:
     """
     if budget is None:
         return parse_policy("default")
-    objectives = budget.objectives
+    return policy_for(budget.policy, budget.objectives)
+
+
+def policy_for(spec: str | dict[str, Any] | None, objectives: Objectives | None) -> Policy:
+    """A `policy:` value resolved against objectives: what `resolve_policy` does with a
+    budget's, and what `simulate`/`capacity` do with `--slo` alone (no file), so the same
+    objectives get the same rules in replay, serve and the simulator."""
+    if objectives is None:
+        return parse_policy(spec)
     targets, goodput = objective_targets(objectives)
-    return parse_policy(budget.policy, objectives, targets=targets, goodput=goodput)
+    return parse_policy(spec, objectives, targets=targets, goodput=goodput)
 
 
 __all__ = [
@@ -384,6 +392,7 @@ __all__ = [
     "objective_targets",
     "parse_baselines",
     "parse_policy",
+    "policy_for",
     "resolve_policy",
     "resolve_threshold",
     "slo_targets",

@@ -92,6 +92,18 @@ def seconds(v: float) -> str:
     return f"{v:,.0f} s" if abs(v) >= 100 else f"{v:.3g} s"
 
 
+def listing(value: object) -> str:
+    """A figure, a text or a list of them as people read it: numbers to four significant
+    digits ('9.352, 43.98'), pairs in parentheses ('(9.352, 43.98), (48.98, 57.58)')."""
+    if isinstance(value, list | tuple):
+        items = [f"({listing(v)})" if isinstance(v, list | tuple) else listing(v) for v in value]
+        return ", ".join(items) if items else "none"
+    if value is None or isinstance(value, str):
+        return MISSING if value is None else value
+    v = _num(value)
+    return MISSING if v is None else number(v + 0.0)  # + 0.0: -0.0 reads 0
+
+
 def threshold(metric: str, value: object) -> str:
     """A metric's value or threshold in its own unit: '1,800 ms', '0.5%', '1.2x'.
 
@@ -120,6 +132,7 @@ _COUNTS = {"concurrency": "requests", "in_flight": "requests", "replicas": "repl
 __all__ = [
     "MISSING",
     "count",
+    "listing",
     "ms",
     "number",
     "r2",

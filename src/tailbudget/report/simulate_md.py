@@ -34,9 +34,21 @@ def model_markdown(model: ServiceModel) -> list[str]:
             f"Not identifiable from the logs (stated defaults): {', '.join(model.unidentified)}.",
         ]
     if model.fit_quality:
-        lines += ["", "Fit quality: " + "; ".join(f"{k} {v}" for k, v in model.fit_quality.items())]
+        quality = [f"{_QUALITY.get(k, k)}: {fmt.listing(v)}" for k, v in model.fit_quality.items()]
+        lines += ["", "Fit quality: " + "; ".join(quality)]
     lines += [f"- {n}" for n in model.notes]
     return lines
+
+
+_QUALITY = {
+    "points": "load levels (sequences decoding, TPOT ms)",
+    "tpot_residual_ms": "TPOT residuals (ms)",
+    "tpot_r2": "TPOT R²",
+    "ttft_vs_prompt_r2": "TTFT vs prompt R²",
+    "tpot_line": "TPOT line",
+    "work": "work",
+}
+"""How the fit's quality figures read (their JSON keys stay as they are)."""
 
 
 def _ratio(x: float | None) -> str:

@@ -20,10 +20,14 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from tailbudget.budget.default_policy import default_clear
 from tailbudget.budget.policy import Policy, Replicas, Rule
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
+from tailbudget.control.wal import StageColumn
 from tailbudget.errors import PolicyError
 from tailbudget.sim.fleet import Knobs, TickView
 
@@ -149,13 +153,27 @@ class BudgetPolicy:
         c = self.controller
         values = view.done_ttft_ms if self.signal == "ttft" else view.done_ms
         if view.done_ts.size and values is not None:
-            c.observe_many(view.done_ts, values, view.done_err)
+            # Each request's TTFT also feeds the ttft series, as replay and serve feed it:
+            # the LLM default's rules read ttft.p95 there, beside the end-to-end window.
+            ttft = view.done_ttft_ms
+            series = {} if ttft is None else {"ttft": _known(np.asarray(ttft, dtype=float))}
+            c.observe_columns(
+                np.asarray(view.done_ts, dtype=float),
+                np.asarray(values, dtype=float),
+                np.asarray(view.done_err, dtype=bool),
+                series=series,
+            )
         decisions = c.evaluate(view.now_s)
         knobs.desired = c.desired_replicas
         active = c.active
         knobs.shed = "shed_load" in active
         knobs.trim = "trim_logging" in active
         return decisions
+
+
+def _known(ms: npt.NDArray[np.float64]) -> StageColumn:
+    rows = np.flatnonzero(np.isfinite(ms))
+    return StageColumn(rows.astype(np.int64), ms[rows], dense=rows.size == ms.size)
 
 
 class HpaPolicy:

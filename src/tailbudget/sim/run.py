@@ -293,6 +293,13 @@ def _runnable(
     return policy, start
 
 
+def _watched(policy: Policy, signal: str) -> str:
+    # What the rules read: a ttft.p95 rule reads each request's TTFT, not its total.
+    if signal == "ttft" or any(r.ref.series == "ttft" for r in policy.rules):
+        return "time to first token"
+    return "end-to-end time"
+
+
 @dataclass(frozen=True)
 class _Context:
     model: ServiceModel
@@ -349,8 +356,8 @@ def simulate(
     notes = [
         "closed loop: each policy's decisions change the simulated service "
         "(replicas after the provisioning delay, shedding, logging)",
-        f"budget policy: {budget_policy.source}, on each request's "
-        f"{'time to first token' if signal == 'ttft' else 'end-to-end time'}",
+        f"budget policy: {budget_policy.source}, "
+        f"on each request's {_watched(budget_policy, signal)}",
     ]
     if any(s.kind == "model" for s in policies):
         notes.append(
