@@ -77,3 +77,11 @@ def test_the_markdown_report_opens_with_the_verdict():
     first = audit_markdown(report).split("\n## ")[0]
     assert "**Breach: e2e p99 23,543 ms: over its 20,000 ms target" in first
     assert f"Recommendation: **{report.recommendation.choice}**" in first
+
+
+def test_the_culprits_figures_are_stated_once():
+    report = _audit(VLLM, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
+    md = audit_markdown(report)
+    top = report.culprits[0]
+    assert md.count(top.evidence) == 1  # in the culprits table, not again in the recommendation
+    assert f"Most likely culprit: {top.stage} (first of the culprits" in report.recommendation.text

@@ -189,6 +189,12 @@ def _evidence(
     return "; ".join(bits)
 
 
+def _first(top: Culprit) -> str:
+    """A pointer to the culprit's row, not its figures again: each figure is stated once,
+    in the culprits table, next to what it measures."""
+    return f"first of the culprits, score {top.score:.2f}; its evidence is in that table"
+
+
 def name_in(
     rec: Recommendation,
     culprits: list[Culprit],
@@ -215,7 +221,7 @@ def name_in(
         )
         return rec.model_copy(update={"text": text})
     if too_few and thin_miss:  # a miss known from a thin log: the culprit is where to look
-        text = f"{rec.text} Where to look first: {top.stage}{where} ({top.evidence})."
+        text = f"{rec.text} Where to look first: {top.stage}{where} ({_first(top)})."
         return rec.model_copy(update={"text": text})
     if no_hypothesis:
         text = (
@@ -230,5 +236,5 @@ def name_in(
         if top.weak
         else ""
     )
-    text = f"{rec.text} Most likely culprit: {top.stage}{where} ({top.evidence}).{caveat}"
+    text = f"{rec.text} Most likely culprit: {top.stage}{where} ({_first(top)}).{caveat}"
     return rec.model_copy(update={"text": text.rstrip(".") + "."})
