@@ -22,7 +22,7 @@ from tailbudget.logs.span_file import SpanFile
 from tailbudget.logs.spans import SpanColumns, read_span_table
 from tailbudget.logs.table import LogTable
 
-__all__ = ["SPAN_COLUMNS", "jaeger_spans", "otlp_spans", "read_trace_json"]
+__all__ = ["SPAN_COLUMNS", "SPAN_SCHEMA", "jaeger_spans", "otlp_spans", "read_trace_json"]
 
 SPAN_COLUMNS = SpanColumns(
     trace="trace_id",
@@ -37,7 +37,7 @@ SPAN_COLUMNS = SpanColumns(
     kind="kind",
     ref_type="ref_type",
 )
-_SCHEMA = pa.schema(
+SPAN_SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
         ("span_id", pa.string()),
@@ -51,6 +51,7 @@ _SCHEMA = pa.schema(
         ("ref_type", pa.string()),
     ]
 )
+"""The span table's Arrow schema (SPAN_COLUMNS' names): files and live batches alike."""
 
 
 CHUNK_ROWS = 10_000
@@ -72,7 +73,7 @@ def read_trace_json(
     size. A Jaeger document is parsed whole.
     """
     keys = (*options.shape, *options.cohorts)
-    schema = _SCHEMA
+    schema = SPAN_SCHEMA
     for key in options.shape:
         schema = schema.append(pa.field(key, pa.float64()))
     for key in options.cohorts:

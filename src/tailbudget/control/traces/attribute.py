@@ -15,24 +15,11 @@ import pyarrow as pa
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.traces.assembler import OpenTrace
 from tailbudget.control.wal import StageColumn
+from tailbudget.logs.traces import SPAN_SCHEMA
 
 __all__ = ["Attributed", "Attributor"]
 
 _BATCH_VIEW = "_tb_live_spans"
-_SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("span_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("name", pa.string()),
-        ("service", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("error", pa.bool_()),
-        ("kind", pa.string()),
-        ("ref_type", pa.string()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -71,12 +58,12 @@ class Attributor:
         rows = [row for trace in traces for row in trace.spans.values()]
         columns: list[Any] = [list(c) for c in zip(*rows, strict=True)] if rows else []
         if not columns:
-            columns = [[] for _ in range(len(_SCHEMA) - 1)]
+            columns = [[] for _ in range(len(SPAN_SCHEMA) - 1)]
         columns[2] = [p or None for p in columns[2]]
         columns.append(pa.nulls(len(rows), pa.string()))  # OTLP has no FOLLOWS_FROM
         table = pa.Table.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(columns, _SCHEMA, strict=True)],
-            schema=_SCHEMA,
+            [pa.array(c, type=f.type) for c, f in zip(columns, SPAN_SCHEMA, strict=True)],
+            schema=SPAN_SCHEMA,
         )
         # Registered by name and unregistered after (an ibis memtable stays registered
         # on the connection, holding every batch's spans).
