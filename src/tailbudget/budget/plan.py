@@ -148,13 +148,10 @@ class Plan(BaseModel, ReportBase):
         return plan_markdown(self)
 
     def to_html(self) -> str:
-        """The plan's text as one self-contained page."""
-        from tailbudget.report.html.text_page import text_html
+        """The plan as one self-contained page (`--format html`), its verdict first."""
+        from tailbudget.report.html.plan import render_plan_html
 
-        verdict = "fits" if self.fits else "does not fit"
-        return text_html(
-            f"Budget plan: {self.service}", f"the budget {verdict}", self.to_markdown()
-        )
+        return render_plan_html(self)
 
 
 def _fmt(ms: float) -> str:

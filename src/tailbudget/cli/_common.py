@@ -36,6 +36,7 @@ class TextFormat(StrEnum):
     text = "text"
     md = "md"
     json = "json"
+    html = "html"
 
 
 def fail(message: str) -> typer.Exit:

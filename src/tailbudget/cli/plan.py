@@ -27,6 +27,8 @@ def plan_command(
         emit(result.to_json(), output)
     elif format is TextFormat.md:
         emit(result.to_markdown(), output)
+    elif format is TextFormat.html:
+        emit(result.to_html(), output)
     elif output is None:
         from rich.console import Console
 

@@ -26,7 +26,12 @@ def rebudget_command(
     from tailbudget._api.budgets import rebudget
 
     result = rebudget(budget, log, engine=engine)
-    render = {"text": result.to_text, "md": result.to_markdown, "json": result.to_json}
+    render = {
+        "text": result.to_text,
+        "md": result.to_markdown,
+        "json": result.to_json,
+        "html": result.to_html,
+    }
     emit(render[format.value](), output)
     if fail_on_gap and any(v > 0 for v in result.speedup_needed_ms.values()):
         gaps = ", ".join(f"{k} {v:,.0f} ms" for k, v in result.speedup_needed_ms.items() if v > 0)

@@ -113,10 +113,10 @@ class Rebudget(ReportBase):
         return rebudget_markdown(self)
 
     def to_html(self) -> str:
-        """The proposal's Markdown as one self-contained page."""
-        from tailbudget.report.html.text_page import text_html
+        """The proposal as one self-contained page (`--format html`), its verdict first."""
+        from tailbudget.report.html.plan import render_rebudget_html
 
-        return text_html(f"Re-budget: {self.service}", self.source, self.to_markdown())
+        return render_rebudget_html(self)
 
     @property
     def speedup_needed_ms(self) -> dict[str, float]:
