@@ -21,73 +21,9 @@ def _slices(points: dict[str, float]) -> str:
 
 
 def rebudget_dict(r: Rebudget) -> dict[str, Any]:
-    """The JSON contract: fits_now, speedup_needed_ms, changes, options, budget, and context."""
-    return {
-        "service": r.service,
-        "source": r.source,
-        "how": r.how,
-        "fits_now": r.fits_now,
-        "slo": r.slo,
-        "gated": list(r.gated),
-        "headroom": r.headroom,
-        "speedup_needed_ms": r.speedup_needed_ms,
-        "measured": {"stages": r.measured, "e2e": r.measured_e2e},
-        "allocations": [
-            {
-                "percentile": a.percentile,
-                "target_ms": round(a.target_ms, 3),
-                "budget_ms": round(a.old_ms, 3),
-                "measured_ms": round(a.measured_ms, 3),
-                "slices": {s: round(v, 3) for s, v in a.slices.items()},
-            }
-            for a in r.allocations
-        ],
-        "changes": [
-            {"stage": c.stage, "from": c.from_, "to": c.to, "reason": c.reason} for c in r.changes
-        ],
-        "options": [
-            {
-                "fix": o.fix,
-                "stages": list(o.stages),
-                "kind": o.kind,
-                "saved_ms": o.saved_ms,
-                "composed_saved_ms": o.composed_saved_ms,
-                "hours": o.hours,
-                "risk": o.risk,
-                "reversible": o.reversible,
-                "score": o.score,
-                "counterfactual": o.counterfactual,
-                "chosen": o.chosen,
-            }
-            for o in r.options
-        ],
-        "closes_gap": r.closes_gap,
-        "objectives": [
-            {
-                "objective": o.objective,
-                "target_ms": o.target_ms,
-                "measured_ms": o.measured_ms,
-                "verdict": o.verdict,
-            }
-            for o in r.objectives
-        ],
-        "goodput": None
-        if r.goodput is None
-        else {
-            "share": r.goodput.share,
-            "good": r.goodput.good,
-            "requests": r.goodput.requests,
-            "min": r.goodput.min,
-            "thresholds": r.goodput.thresholds,
-            "verdict": r.goodput.verdict,
-        },
-        "composed": [
-            {"method": c.method, "before": c.before, "after": c.after} for c in r.compositions
-        ],
-        "notes": list(r.notes),
-        "budget": r.budget_text,
-        "diff": r.diff,
-    }
+    """The JSON contract as plain values (the record's, `from` as the contract spells it)."""
+    doc: dict[str, Any] = r.json_data()
+    return doc
 
 
 def rebudget_json(r: Rebudget) -> str:

@@ -6,7 +6,7 @@ import difflib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -35,6 +35,9 @@ from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.columns import UNATTRIBUTED
+
+if TYPE_CHECKING:
+    from tailbudget.audit.budgeting.rebudget_record import RebudgetDocument
 
 MIN_SAVING_MS = 0.5
 """Options that save less than this at every gated percentile are not listed."""
@@ -94,11 +97,15 @@ class Rebudget(ReportBase):
     diff: str
     notes: tuple[str, ...]
 
-    def json_data(self) -> Any:
-        """The `rebudget --format json` contract."""
-        from tailbudget.report.rebudget import rebudget_dict
+    def record(self) -> RebudgetDocument:
+        """The `rebudget --format json` document as a record."""
+        from tailbudget.audit.budgeting.rebudget_record import document_of
 
-        return rebudget_dict(self)
+        return document_of(self)
+
+    def json_data(self) -> Any:
+        """The `rebudget --format json` contract (`from` spelled as the contract does)."""
+        return self.record().model_dump(mode="json", by_alias=True)
 
     def to_text(self) -> str:
         """The proposal for a terminal (`--format text`)."""
