@@ -54,17 +54,7 @@ class Attributor:
         from tailbudget.logs.spans import critical_path_stages
 
         roots = [t.root for t in traces if t.root is not None]
-        index = {r.trace: i for i, r in enumerate(roots)}
-        rows = [row for trace in traces for row in trace.spans.values()]
-        columns: list[Any] = [list(c) for c in zip(*rows, strict=True)] if rows else []
-        if not columns:
-            columns = [[] for _ in range(len(SPAN_SCHEMA) - 1)]
-        columns[2] = [p or None for p in columns[2]]
-        columns.append(pa.nulls(len(rows), pa.string()))  # OTLP has no FOLLOWS_FROM
-        table = pa.Table.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(columns, SPAN_SCHEMA, strict=True)],
-            schema=SPAN_SCHEMA,
-        )
+        table = _span_table(traces)
         # Registered by name and unregistered after (an ibis memtable stays registered
         # on the connection, holding every batch's spans).
         con = self.backend.con
@@ -82,7 +72,7 @@ class Attributor:
         finally:
             con.unregister(_BATCH_VIEW)
             self._clear()
-        stages = _stage_columns(per, index, self.named)
+        stages = _stage_columns(per, [r.trace for r in roots], self.named)
         return Attributed(
             traces=[r.trace for r in roots],
             ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
@@ -90,6 +80,16 @@ class Attributor:
             error=np.array([r.error for r in roots], dtype=np.bool_),
             stages=stages,
         )
+
+
+def _span_table(traces: Sequence[OpenTrace]) -> pa.Table:
+    """The batch's spans as Arrow columns (a root's empty parent id is read as none by
+    the span reader's own normalisation)."""
+    rows = [row for trace in traces for row in trace.spans.values()]
+    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * (len(SPAN_SCHEMA) - 1)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, SPAN_SCHEMA, strict=False)]
+    arrays.append(pa.nulls(len(rows), pa.string()))  # OTLP has no FOLLOWS_FROM
+    return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
 
 
 def _clear_tables(con: Any) -> None:
@@ -103,22 +103,24 @@ def _clear_tables(con: Any) -> None:
 
 
 def _stage_columns(
-    per: pa.Table, index: dict[str, int], named: tuple[str, ...]
+    per: pa.Table, traces: list[str], named: tuple[str, ...]
 ) -> dict[str, StageColumn]:
     """Every named stage for every trace (0 ms where the trace has none of it), as a
     stage column of a log is: the window's percentiles are then the audit's."""
-    n = len(index)
+    import pyarrow.compute as pc
+
+    n = len(traces)
     columns = {stage: np.zeros(n, dtype=np.float64) for stage in named}
-    for trace, stage, ms in zip(
-        per.column("trace").to_pylist(),
-        per.column("stage").to_pylist(),
-        per.column("ms").to_pylist(),
-        strict=True,
-    ):
-        at = index.get(trace)
-        if at is not None and stage is not None:
-            column = columns.get(stage)
-            if column is None:
-                column = columns[stage] = np.zeros(n, dtype=np.float64)
-            column[at] += float(ms or 0.0)
-    return {stage: StageColumn.every_row(ms) for stage, ms in columns.items()}
+    at = pc.index_in(per.column("trace"), value_set=pa.array(traces, pa.string()))
+    keep = pc.and_(pc.is_valid(at), pc.is_valid(per.column("stage")))
+    rows = at.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+    ms = pc.fill_null(per.column("ms").filter(keep), 0.0).to_numpy().astype(np.float64)
+    stage = per.column("stage").filter(keep).combine_chunks().dictionary_encode()
+    codes = stage.indices.to_numpy(zero_copy_only=False)
+    for code, name in enumerate(stage.dictionary.to_pylist()):
+        column = columns.get(name)
+        if column is None:
+            column = columns[name] = np.zeros(n, dtype=np.float64)
+        mine = codes == code
+        np.add.at(column, rows[mine], ms[mine])
+    return {name: StageColumn.every_row(ms) for name, ms in columns.items()}
