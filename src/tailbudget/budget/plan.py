@@ -8,7 +8,8 @@ fan-out makes the composed tail worse than the max of the slices).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,6 +44,31 @@ class _Row(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class LognormalFit(_Row):
+    """A lognormal through the stage's slices (or one slice and the default spread)."""
+
+    distribution: Literal["lognormal"] = "lognormal"
+    mu: float
+    sigma: float
+    points: int
+    default_spread: bool
+
+
+class SplicedFit(_Row):
+    """A lognormal spliced between each pair of the stage's slices."""
+
+    distribution: Literal["spliced_lognormal"] = "spliced_lognormal"
+    points: int
+    sigmas: list[float]
+    default_spread: bool = False
+
+
+class OtherFit(_Row):
+    """A distribution the plan names without parameters."""
+
+    distribution: str
+
+
 class StageSlice(_Row):
     """One stage's slices, its share of each SLO percentile and the fit behind it."""
 
@@ -53,7 +79,12 @@ class StageSlice(_Row):
     """`budget` (slices given) or `llm` (slices from the LLM block)."""
     budget: dict[str, float | None]
     share_of_slo: dict[str, float]
-    fit: dict[str, Any]
+    fit: LognormalFit | SplicedFit | OtherFit
+
+    @property
+    def default_spread(self) -> bool:
+        """The stage states one percentile: its spread is the composition's default."""
+        return not isinstance(self.fit, OtherFit) and self.fit.default_spread
 
 
 class LlmSlice(_Row):
@@ -158,6 +189,40 @@ def _fmt(ms: float) -> str:
     return f"{ms:,.0f} ms"
 
 
+def _fit(fit: object) -> LognormalFit | SplicedFit | OtherFit:
+    if isinstance(fit, SplicedLognormal):
+        return SplicedFit(points=len(fit.z), sigmas=[round(x, 6) for x in fit.sigmas])
+    if isinstance(fit, Lognormal):
+        return LognormalFit(
+            mu=round(fit.mu, 6),
+            sigma=round(fit.sigma, 6),
+            points=fit.points,
+            default_spread=fit.default_spread,
+        )
+    return OtherFit(distribution="lognormal")
+
+
+def _stage_slice(
+    path: str,
+    stage: m.Stage,
+    fits: Mapping[str, object],
+    gated: Sequence[str],
+    slo: Mapping[str, float],
+) -> StageSlice:
+    points = stage_points(stage, gated)
+    return StageSlice(
+        name=stage.name,
+        path=path,
+        in_parallel=".parallel[" in path,
+        source="budget" if stage.budget is not None else "llm",
+        budget={p: points.get(p) for p in PERCENTILES},
+        share_of_slo={
+            p: round(points[p] / slo[p], 4) for p in PERCENTILES if p in points and p in slo
+        },
+        fit=_fit(fits[stage.name]),
+    )
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -170,58 +235,27 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     at_tokens = budget.objectives.e2e_output_tokens()
     problems: list[Problem] = []
 
-    stages: list[dict[str, Any]] = []
-    for path, stage in budget.stages():
-        points = stage_points(stage, budget.gated)
-        fit = fits[stage.name]
-        fit_info: dict[str, Any] = {"distribution": "lognormal"}
-        if isinstance(fit, SplicedLognormal):
-            fit_info = {
-                "distribution": "spliced_lognormal",
-                "points": len(fit.z),
-                "sigmas": [round(x, 6) for x in fit.sigmas],
-                "default_spread": False,
-            }
-        elif isinstance(fit, Lognormal):
-            fit_info |= {
-                "mu": round(fit.mu, 6),
-                "sigma": round(fit.sigma, 6),
-                "points": fit.points,
-                "default_spread": fit.default_spread,
-            }
-        stages.append(
-            {
-                "name": stage.name,
-                "path": path,
-                "in_parallel": ".parallel[" in path,
-                "source": "budget" if stage.budget is not None else "llm",
-                "budget": {p: points.get(p) for p in PERCENTILES},
-                "share_of_slo": {
-                    p: round(points[p] / slo[p], 4) for p in PERCENTILES if p in points and p in slo
-                },
-                "fit": fit_info,
-            }
-        )
+    stages = [_stage_slice(path, stage, fits, budget.gated, slo) for path, stage in budget.stages()]
 
-    llm_rows: list[dict[str, Any]] = []
+    llm_rows: list[LlmSlice] = []
     for _, stage in budget.stages():
         if stage.llm is None:
             continue
         spec = stage.llm
         holder = ttft_holder(budget, stage)
         own = spec.total_ms - (spec.ttft_ms if holder else 0.0)
-        row: dict[str, Any] = {
-            "stage": stage.name,
-            "ttft_ms": spec.ttft_ms,
-            "decode_ms": round(spec.decode_ms, 3),
-            "tail_ms": spec.tail_ms,
-            "total_ms": round(own, 3),
-            "ttft_stage": holder,
-            "output_tokens": spec.median_tokens,
-            "tokens_per_s": spec.tokens_per_s,
-            "dominant": spec.dominant,
-            "decode_share": round(spec.decode_ms / spec.total_ms, 4),
-        }
+        row = LlmSlice(
+            stage=stage.name,
+            ttft_ms=spec.ttft_ms,
+            decode_ms=round(spec.decode_ms, 3),
+            tail_ms=spec.tail_ms,
+            total_ms=round(own, 3),
+            ttft_stage=holder,
+            output_tokens=spec.median_tokens,
+            tokens_per_s=spec.tokens_per_s,
+            dominant=spec.dominant,
+            decode_share=round(spec.decode_ms / spec.total_ms, 4),
+        )
         llm_rows.append(row)
         # A measured block (distributions) describes the slice it sits on: medians of
         # tokens and TPOT do not multiply into a median decode time, so it is not checked.
@@ -252,28 +286,28 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                     )
                 )
 
-    checks: list[dict[str, Any]] = []
+    checks: list[GateCheck] = []
     for p in budget.gated:
         target = slo[p]
         limit = target * (1.0 - budget.headroom)
         used, composed_p = e2e[p]
         ok = used <= limit + 1e-9
         checks.append(
-            {
-                "percentile": p,
-                "slo_ms": target,
-                "limit_ms": round(limit, 3),
-                "additive_ms": round(used, 3),
-                "composed_ms": round(composed_p, 3),
-                "free_share": round(1.0 - used / target, 4),
-                "headroom_required": budget.headroom,
-                "fits": ok,
-            }
+            GateCheck(
+                percentile=p,
+                slo_ms=target,
+                limit_ms=round(limit, 3),
+                additive_ms=round(used, 3),
+                composed_ms=round(composed_p, 3),
+                free_share=round(1.0 - used / target, 4),
+                headroom_required=budget.headroom,
+                fits=ok,
+            )
         )
         if not ok and at_tokens is not None:
             continue  # the objective check names the LLM stage at N tokens
         if not ok:
-            by_stage = [(s["name"], s["budget"][p]) for s in stages if s["budget"][p] is not None]
+            by_stage = [(s.name, ms) for s in stages if (ms := s.budget[p]) is not None]
             name, biggest = max(by_stage, key=lambda kv: kv[1])
             problems.append(
                 Problem(
@@ -319,15 +353,17 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                 ),
             )
         )
-    single = [s["name"] for s in stages if s["fit"].get("default_spread")]
-    composed: dict[str, Any] = {p: round(v, 3) for p, v in comp.percentiles.items()}
-    composed |= {
-        "method": comp.method,
-        "samples": comp.samples,
-        "correlation": comp.correlation,
-        "default_sigma": budget.composition.default_sigma,
-        "default_spread_stages": single,
-    }
+    pcts = {p: round(v, 3) for p, v in comp.percentiles.items()}
+    composed = Composition(
+        p50=pcts["p50"],
+        p95=pcts["p95"],
+        p99=pcts["p99"],
+        method=comp.method,
+        samples=comp.samples,
+        correlation=comp.correlation,
+        default_sigma=budget.composition.default_sigma,
+        default_spread_stages=[s.name for s in stages if s.default_spread],
+    )
     targets = budget.objectives.e2e()
     return Plan(
         service=budget.service,
@@ -339,15 +375,15 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         gating="additive",
-        stages=[StageSlice.model_validate(st) for st in stages],
+        stages=stages,
         additive={p: round(v, 3) for p, v in add.items()},
-        composed=Composition.model_validate(composed),
-        llm=[LlmSlice.model_validate(row) for row in llm_rows],
+        composed=composed,
+        llm=llm_rows,
         gates=Gates(
             environment=budget.environment,
             gated=list(budget.gated),
             by_environment={env: list(ps) for env, ps in m.GATES.items()},
-            checks=[GateCheck.model_validate(c) for c in checks],
+            checks=checks,
         ),
         objectives=objective_rows,
         goodput=goodput,
