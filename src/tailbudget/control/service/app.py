@@ -110,6 +110,16 @@ async def _read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     return b"".join(chunks)
 
 
+async def _read_batch(request: Request) -> bytes | Response:
+    """A batch body (observations, spans: MAX_BODY at most), or a ready error response."""
+    try:
+        return await _read_body(request)
+    except _TooLarge:
+        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
+    except TimeoutError:
+        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+
+
 async def _read_json(request: Request, example: str) -> Any:
     """A small JSON body (64 KiB at most), or a ready error response."""
     try:
@@ -158,12 +168,9 @@ def _ingest(runtime: Runtime, body: bytes, content_type: str | None, limits: Bod
 
 async def observations(request: Request) -> Response:
     """POST /v1/observations."""
-    try:
-        body = await _read_body(request)
-    except _TooLarge:
-        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
-    except TimeoutError:
-        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+    body = await _read_batch(request)
+    if isinstance(body, Response):
+        return body
     try:
         accepted = await asyncio.to_thread(
             _ingest,

@@ -18,24 +18,14 @@ log = logging.getLogger(__name__)
 
 async def traces(request: Request) -> Response:
     """POST /v1/traces: the body limits and timeout of observations; 2xx once durable."""
-    from tailbudget.control.service.app import (
-        BODY_TIMEOUT_S,
-        MAX_BODY,
-        _error,
-        _not_durable,
-        _read_body,
-        _TooLarge,
-    )
+    from tailbudget.control.service.app import _error, _not_durable, _read_batch
 
     receiver: TraceReceiver | None = request.app.state.traces
     if receiver is None:
         return _error(404, "traces are not enabled; start serve with traces on")
-    try:
-        body = await _read_body(request)
-    except _TooLarge:
-        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
-    except TimeoutError:
-        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
+    body = await _read_batch(request)
+    if isinstance(body, Response):
+        return body
     try:
         content, media = await asyncio.to_thread(
             receiver.receive,
