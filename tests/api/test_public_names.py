@@ -63,6 +63,7 @@ def test_every_command_is_a_function():
 
 
 def test_all_is_pinned():
+    # The Python API (issue 25): one function per CLI command, and the types they take.
     assert sorted(tailbudget.__all__) == sorted(
         {
             *API,
@@ -84,6 +85,8 @@ def test_all_is_pinned():
         }
     )
     assert all(hasattr(tailbudget, name) for name in tailbudget.__all__)
+    public = {name for name in dir(tailbudget) if not name.startswith("_")}
+    assert set(tailbudget.__all__) - {"__version__"} <= public
 
 
 def test_reports_share_one_base():
