@@ -13,8 +13,21 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from tailbudget._report_base import ReportBase
+from tailbudget.budget.policy_model import Rule
 
-__all__ = ["RuleState", "StatusView", "VerdictBy", "VerdictView", "WindowView"]
+__all__ = [
+    "EvaluationView",
+    "PolicyView",
+    "RuleState",
+    "ShedView",
+    "SnapshotView",
+    "StageView",
+    "StatusView",
+    "VerdictBy",
+    "VerdictView",
+    "WalView",
+    "WindowView",
+]
 
 Json = dict[str, JsonValue]
 """A block whose keys another module states (its own docstring lists them)."""
@@ -66,6 +79,62 @@ class VerdictView(_Record, ReportBase):
     objectives: list[RuleState]
 
 
+class StageView(_Record):
+    """A stage's window (no error figures: errors belong to requests)."""
+
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    known: bool
+    window_s: float | None
+
+
+class ShedView(_Record):
+    """What shed_load is doing now."""
+
+    fraction: float
+    rate_per_s: float | None
+
+
+class PolicyView(_Record):
+    """The policy serve runs: reactive rules, or the model policy with the rules as guard."""
+
+    mode: Literal["model", "reactive"]
+    source: str
+    window_s: float
+    evaluate_every_s: float
+    min_samples: int
+    rules: list[Rule]
+
+
+class EvaluationView(_Record):
+    """The evaluation loop's heartbeat: when it last succeeded, and its errors by kind."""
+
+    period_s: float
+    last_good_s: float | None
+    age_s: float
+    stale_after_s: float
+    last_error: str | None
+    last_error_kind: str | None
+    errors: dict[str, int]
+
+
+class SnapshotView(_Record):
+    """When the state was last snapshotted, and why it could not be."""
+
+    written_s: float | None
+    error: str | None
+
+
+class WalView(_Record):
+    """The write-ahead log: its size, the batches in it, the fsyncs they took."""
+
+    bytes: int
+    batches: int
+    fsyncs: int
+
+
 class StatusView(_Record, ReportBase):
     """Everything `GET /v1/status` shows."""
 
@@ -75,7 +144,7 @@ class StatusView(_Record, ReportBase):
     errors_total: int
     stage_observations: dict[str, int]
     window: WindowView
-    stages: dict[str, Json]
+    stages: dict[str, StageView]
     series: dict[str, Json]
     objectives: list[Json]
     verdict_by: list[VerdictBy]
@@ -84,18 +153,18 @@ class StatusView(_Record, ReportBase):
     desired_replicas: int
     desired_replicas_reason: str
     model: Json | None
-    shed: Json | None
+    shed: ShedView | None
     baseline_p99_ms: float | None
     baselines: dict[str, float]
     dry_run: bool
-    policy: Json
+    policy: PolicyView
     decisions_total: int
     last_decisions: list[Json]
     last_evaluated_s: float | None
-    evaluation: Json
+    evaluation: EvaluationView
     last_error: str | None
     notes: list[str]
     controller: Json
     state_dir: str
-    snapshot: Json
-    wal: Json
+    snapshot: SnapshotView
+    wal: WalView

@@ -9,10 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tailbudget.control.service.view_records import (
+    PolicyView,
     RuleState,
+    ShedView,
+    SnapshotView,
     StatusView,
     VerdictBy,
     VerdictView,
+    WalView,
     WindowView,
 )
 from tailbudget.control.stage_windows import stage_summary
@@ -179,18 +183,18 @@ def status(rt: Runtime, now_s: float) -> StatusView:
             model=None if rt.model is None else rt.model.status(rt.replicas.desired),
             shed=None
             if rt.shed is None
-            else {"fraction": rt.shed.current_fraction, "rate_per_s": rt.shed.current_rate},
+            else ShedView(fraction=rt.shed.current_fraction, rate_per_s=rt.shed.current_rate),
             baseline_p99_ms=controller.get("baseline_p99_ms"),
             baselines=controller.get("baselines", {}),
             dry_run=rt.policy.dry_run,
-            policy={
-                "mode": "model" if rt.model is not None else "reactive",
-                "source": rt.policy.source,
-                "window_s": rt.policy.window_s,
-                "evaluate_every_s": rt.policy.evaluate_every_s,
-                "min_samples": rt.policy.min_samples,
-                "rules": [r.model_dump() for r in rt.policy.rules],
-            },
+            policy=PolicyView(
+                mode="model" if rt.model is not None else "reactive",
+                source=rt.policy.source,
+                window_s=rt.policy.window_s,
+                evaluate_every_s=rt.policy.evaluate_every_s,
+                min_samples=rt.policy.min_samples,
+                rules=list(rt.policy.rules),
+            ),
             decisions_total=sum(rt.decisions_total.values()),
             last_decisions=list(rt.last_decisions)[-10:],
             last_evaluated_s=rt.last_evaluated_s,
@@ -200,12 +204,12 @@ def status(rt: Runtime, now_s: float) -> StatusView:
             controller=controller,
             state_dir=str(rt.state.root),
             # group commit at work: fewer fsyncs than batches under concurrent posts
-            snapshot={"written_s": rt.snapshot_written_s, "error": rt.snapshot_error},
-            wal={
-                "bytes": rt.state.wal.size(),
-                "batches": rt.state.wal.appended,
-                "fsyncs": rt.state.wal.fsyncs,
-            },
+            snapshot=SnapshotView(written_s=rt.snapshot_written_s, error=rt.snapshot_error),
+            wal=WalView(
+                bytes=rt.state.wal.size(),
+                batches=rt.state.wal.appended,
+                fsyncs=rt.state.wal.fsyncs,
+            ),
         )
 
 
