@@ -140,6 +140,9 @@ def _log_block(total: str | None, named: bool, stages: tuple[str, ...]) -> list[
 def rebudget(budget: BudgetLike, data: Data, *, engine: Any = None) -> Rebudget:
     """Compare each slice with what the log measures; propose slices that fit, and price
     the speed-ups (`tailbudget rebudget`)."""
+    from dataclasses import replace
+
+    from tailbudget.audit.budgeting.gap import objective_fixes
     from tailbudget.audit.budgeting.profile import profile_of
     from tailbudget.audit.budgeting.proposal import rebudget as propose
     from tailbudget.audit.fixes import catalog
@@ -147,7 +150,10 @@ def rebudget(budget: BudgetLike, data: Data, *, engine: Any = None) -> Rebudget:
 
     b = _budget(budget)
     table = read_log(source_of(data), ReadOptions.from_budget(b), engine=engine)
-    return propose(b, profile_of(table), catalog(b.fixes))
+    found = propose(b, profile_of(table), catalog(b.fixes))
+    breached = [o.objective for o in found.objectives if o.verdict == "breach"]
+    fixes = objective_fixes(table, b, breached)
+    return replace(found, objective_options=fixes) if fixes else found
 
 
 def export(

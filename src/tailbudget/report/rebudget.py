@@ -7,6 +7,7 @@ from typing import Any
 from tailbudget._json import dumps
 from tailbudget.audit.budgeting.checks import GoodputCheck
 from tailbudget.audit.budgeting.proposal import Rebudget
+from tailbudget.audit.report import RankedFix
 from tailbudget.report import fmt
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
@@ -91,7 +92,11 @@ def rebudget_markdown(r: Rebudget) -> str:
     else:
         out.append("No slice changes.")
     out += ["", "## Options (measured on the log)", ""]
+    out += [f"- {g.says}" for g in r.gaps] + ([""] if r.gaps else [])
     out += _options_md(r)
+    if r.objective_options:
+        out += ["", "Fixes of the breached LLM objectives (the audit's ranking, its figures):", ""]
+        out += [f"- {_objective_option(f)}" for f in r.objective_options]
     out += ["", "## Composed end-to-end percentiles", ""]
     out += ["| composition | before | after |", "|---|---|---|"]
     out += [
@@ -145,6 +150,7 @@ def rebudget_text(r: Rebudget) -> str:
     for c in r.changes:
         out.append(f"  {c.stage}: {_slices(c.from_)} -> {_slices(c.to)}")
         out.append(f"      {c.reason}")
+    out += [""] + [f"{g.says}" for g in r.gaps] if r.gaps else []
     if r.options:
         out += ["", "options (ms saved on the budget's figure / on composed e2e, per hour):"]
         for o in r.options:
@@ -155,12 +161,24 @@ def rebudget_text(r: Rebudget) -> str:
                 f"{fmt.ms(o.composed_saved_ms[first])} ms at {first}, {fmt.number(o.hours)} h, "
                 f"{o.risk} risk"
             )
+    if r.objective_options:
+        out += ["", "fixes of the breached LLM objectives (the audit's ranking, its figures):"]
+        out += [f"   {_objective_option(f)}" for f in r.objective_options]
     out += ["", "composed end-to-end:"]
     for comp in r.compositions:
         out.append(f"  {comp.method}: before {_slices(comp.before)}; after {_slices(comp.after)}")
     out += ["", "proposed budget (diff):", r.diff.rstrip() or "(no change)", ""]
     out += [f"note: {n}" for n in r.notes]
     return "\n".join(out) + "\n"
+
+
+def _objective_option(f: RankedFix) -> str:
+    # As the audit words it: `limit_decode_batch: tpot.p99 76 -> 39 ms; goodput ...`.
+    said = f"{f.fix} on {f.stage}: {f.objective} {fmt.ms(f.objective_before_ms)} -> "
+    said += f"{fmt.ms(f.objective_after_ms)} ms"
+    if f.goodput_words():
+        said += f"; {f.goodput_words()}"
+    return f"{said}; {fmt.number(f.hours)} h, {f.risk} risk ({f.counterfactual})"
 
 
 def _goodput_line(g: GoodputCheck) -> str:

@@ -167,6 +167,20 @@ def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
                 assert row["fits"] is (o["verdict"] == "pass"), key
     if all(o["verdict"] != "breach" for o in audit["objectives"]):
         quiet(replay)
+
+    # A breached TTFT/TPOT/ITL objective gets the audit's own ranked fixes, its figures.
+    def fixes(rows: list[dict]) -> list[tuple]:
+        keys = ("fix", "objective", "objective_before_ms", "objective_after_ms", "goodput_after")
+        return [tuple(f[k] for k in keys) for f in rows if f.get("objective")]
+
+    assert fixes(rebudget["objective_options"]) == fixes(audit["ranking"])
+    # A passing ttft objective's stage is not cut below what it measures, or says why.
+    passing = by_key(rebudget["objectives"]).get("ttft.p95", {}).get("verdict") == "pass"
+    for change in rebudget["changes"]:
+        got = rebudget["measured"]["stages"].get(change["stage"], {})
+        cut = any(v < got.get(p, 0.0) - 0.05 for p, v in change["to"].items())
+        if passing and change["stage"] == "ttft" and cut:
+            assert "although ttft.p95 passes" in change["reason"], change
     # The proposal keeps the llm: block init wrote (its distributions, not derived medians).
     written = {s["stage"]: s.get("llm") for s in yaml.safe_load(budget.read_text())["pipeline"]}
     proposed = {s["stage"]: s.get("llm") for s in yaml.safe_load(rebudget["budget"])["pipeline"]}

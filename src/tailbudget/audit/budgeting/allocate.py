@@ -5,7 +5,10 @@ slowest branch, plus `overhead_ms`): a stage that measures under its slice keeps
 it uses and its unused room goes to the stages over theirs; when every stage at its
 measured figure still does not fit `(1 - headroom) x SLO`, the stages over budget share
 what is left in proportion to what they measure (each needs the same relative
-speed-up) and the shortfall is the speed-up still needed. The framework's trade:
+speed-up) and the shortfall is the speed-up still needed. A stage whose own objective
+passes on the log (the `ttft` stage under a passing ttft.p95) keeps what it measures
+while the other stages can take the cut: its slice is cut below that only when they
+cannot. The framework's trade:
 fetch 55 ms against a 40 ms slice, inference 22 ms against 30: inference's 8 unused ms
 go to fetch, and 7 ms of speed-up remain (17 ms at 10% headroom).
 """
@@ -71,8 +74,10 @@ def allocate(
     slo_ms: float,
     old: dict[str, dict[str, float]],
     measured: dict[str, float],
+    keep: frozenset[str] = frozenset(),
 ) -> Allocation:
-    """New slices at `percentile`; `measured` maps stage -> ms (missing: keeps its slice)."""
+    """New slices at `percentile`; `measured` maps stage -> ms (missing: keeps its slice).
+    Stages in `keep` (their objective passes) are cut last, after every other stage."""
 
     def old_of(s: m.Stage) -> float:
         return old[s.name][percentile]
@@ -82,7 +87,7 @@ def allocate(
 
     target = (1.0 - budget.headroom) * slo_ms - budget.overhead_ms
     slices: dict[str, float] = {}
-    _sequence(budget.pipeline, target, old_of, meas_of, slices)
+    _sequence(budget.pipeline, target, old_of, meas_of, slices, keep)
     total_measured = tree_value(budget.pipeline, meas_of)
     return Allocation(
         percentile=percentile,
@@ -95,13 +100,22 @@ def allocate(
 
 
 def _sequence(
-    items: Sequence[Any], target: float, old_of: Values, meas_of: Values, out: dict[str, float]
+    items: Sequence[Any],
+    target: float,
+    old_of: Values,
+    meas_of: Values,
+    out: dict[str, float],
+    keep: frozenset[str],
 ) -> None:
     olds = [_value(i, old_of) for i in items]
     meas = [_value(i, meas_of) for i in items]
-    shares = _with_room(olds, meas, target) if sum(meas) <= target else _short(olds, meas, target)
+    kept = [isinstance(i, m.Stage) and i.name in keep for i in items]
+    if sum(meas) <= target:
+        shares = _with_room(olds, meas, target)
+    else:
+        shares = _short(olds, meas, target, kept)
     for item, share in zip(items, shares, strict=True):
-        _assign(item, share, old_of, meas_of, out)
+        _assign(item, share, old_of, meas_of, out, keep)
 
 
 def _with_room(olds: list[float], meas: list[float], target: float) -> list[float]:
@@ -116,10 +130,13 @@ def _with_room(olds: list[float], meas: list[float], target: float) -> list[floa
     return [w - excess * r / total_room for w, r in zip(wanted, room, strict=True)]
 
 
-def _short(olds: list[float], meas: list[float], target: float) -> list[float]:
+def _short(olds: list[float], meas: list[float], target: float, kept: list[bool]) -> list[float]:
     # Even at their measured figures the stages do not fit: those within budget keep what
-    # they measure, those over it share the rest in proportion to what they measure.
-    over = [x > o for o, x in zip(olds, meas, strict=True)]
+    # they measure, those over it share the rest in proportion to what they measure. With
+    # none over its slice, the stages whose objective does not pass share the cut.
+    over = [x > o and not k for o, x, k in zip(olds, meas, kept, strict=True)]
+    if not any(x > 0 for x, is_over in zip(meas, over, strict=True) if is_over):
+        over = [not k for k in kept]
     rest = target - sum(x for x, is_over in zip(meas, over, strict=True) if not is_over)
     over_total = sum(x for x, is_over in zip(meas, over, strict=True) if is_over)
     if rest <= 0 or over_total <= 0:
@@ -129,7 +146,12 @@ def _short(olds: list[float], meas: list[float], target: float) -> list[float]:
 
 
 def _assign(
-    item: Any, share: float, old_of: Values, meas_of: Values, out: dict[str, float]
+    item: Any,
+    share: float,
+    old_of: Values,
+    meas_of: Values,
+    out: dict[str, float],
+    keep: frozenset[str],
 ) -> None:
     if isinstance(item, m.Stage):
         out[item.name] = share
@@ -137,6 +159,6 @@ def _assign(
         # A branch may use the whole group's share; it is not given more than it needs.
         for branch in item.parallel:
             wanted = max(_value(branch, old_of), _value(branch, meas_of))
-            _assign(branch, min(share, wanted), old_of, meas_of, out)
+            _assign(branch, min(share, wanted), old_of, meas_of, out, keep)
     else:
-        _sequence(item.sequence, share, old_of, meas_of, out)
+        _sequence(item.sequence, share, old_of, meas_of, out, keep)

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
+from tailbudget.audit.budgeting.budget_text import budget_diff as _diff
+from tailbudget.audit.budgeting.budget_text import budget_yaml as budget_yaml
 from tailbudget.audit.budgeting.checks import (
     GoodputCheck,
     ObjectiveCheck,
     goodput_check,
     objective_checks,
 )
+from tailbudget.audit.budgeting.gap import Gap, gaps
 from tailbudget.audit.budgeting.options import (
     Option,
     OptionFacts,
@@ -30,7 +31,9 @@ from tailbudget.audit.budgeting.options import (
     per_request,
 )
 from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.budgeting.reasons import passing_stages, reason
 from tailbudget.audit.fixes import Fix
+from tailbudget.audit.report import RankedFix
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import compose
 from tailbudget.errors import TailbudgetError
@@ -96,6 +99,10 @@ class Rebudget(ReportBase):
     budget_text: str
     diff: str
     notes: tuple[str, ...]
+    gaps: tuple[Gap, ...] = ()
+    """Where each breached e2e percentile's gap lies (the stage, long answers or slow tokens)."""
+    objective_options: tuple[RankedFix, ...] = ()
+    """The audit's ranked fixes of each breached TTFT/TPOT/ITL objective, its figures."""
 
     def record(self) -> RebudgetDocument:
         """The `rebudget --format json` document as a record."""
@@ -145,13 +152,17 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     measured = {s: profile.percentiles(s) for s in profile.stages}
     _check_measurable(profile.source, {**measured, "end-to-end": profile.percentiles("total")})
     old = old_slices(budget)
+    checks = objective_checks(budget, profile)
+    passing = passing_stages(budget, checks)
+    keep = frozenset(passing)
     allocations = tuple(
-        allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}) for p in gated
+        allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}, keep)
+        for p in gated
     )
     fits_now = _fits_now(budget, allocations, old, measured, gated)
     # A budget the log already meets is the proposal: re-slicing it would only round.
     proposed = budget if fits_now else _proposed(budget, allocations, measured)
-    changes = () if fits_now else _changes(budget, proposed, old, measured, allocations)
+    changes = () if fits_now else _changes(budget, proposed, old, measured, allocations, passing)
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
@@ -172,13 +183,14 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         options=priced,
         closes_gap=_closes(budget, profile, chosen, allocations, old),
         compositions=_compositions(budget, proposed, profile, chosen),
-        objectives=objective_checks(budget, profile),
+        objectives=checks,
         goodput=goodput_check(budget, profile),
         budget_text=budget_yaml(
             proposed, header=f"proposed by `tailbudget rebudget` from {profile.source}"
         ),
         diff=_diff(budget, proposed),
         notes=notes,
+        gaps=gaps(profile, slo, gated, profile.percentiles("total")),
     )
 
 
@@ -270,6 +282,7 @@ def _changes(
     old: dict[str, dict[str, float]],
     measured: dict[str, dict[str, float]],
     allocations: Sequence[Allocation],
+    passing: dict[str, str],
 ) -> tuple[Change, ...]:
     out: list[Change] = []
     for (_, before), (_, after) in zip(budget.stages(), proposed.stages(), strict=True):
@@ -277,36 +290,9 @@ def _changes(
         now = after.budget.given() if after.budget is not None else {}
         if was == now:
             continue
-        out.append(Change(before.name, was, now, _reason(before.name, old, measured, allocations)))
+        why = reason(before.name, old, measured, allocations, passing)
+        out.append(Change(before.name, was, now, why))
     return tuple(out)
-
-
-def _reason(
-    stage: str,
-    old: dict[str, dict[str, float]],
-    measured: dict[str, dict[str, float]],
-    allocations: Sequence[Allocation],
-) -> str:
-    parts: list[str] = []
-    for a in allocations:
-        p, was, now = a.percentile, old[stage][a.percentile], a.slices[stage]
-        got = measured.get(stage, {}).get(p)
-        if got is None:
-            parts.append(f"{p}: not in the log, slice kept")
-            continue
-        line = f"{p}: measures {got:,.1f} ms against {was:,.1f}"
-        if now < was - 0.05 and got <= now + 0.05:
-            line += f"; gives {was - now:,.1f} ms it does not use to the stages over budget"
-        elif now > was + 0.05:
-            line += f"; takes {now - was:,.1f} ms of other stages' unused room"
-        elif now < was - 0.05:
-            line += (
-                "; the SLO with headroom leaves less once the other stages are at what they measure"
-            )
-        if got > now + 0.05:
-            line += f"; still {got - now:,.1f} ms over: needs a speed-up"
-        parts.append(line)
-    return "; ".join(parts)
 
 
 def _options(
@@ -489,28 +475,3 @@ def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[st
     if profile.errors:
         out.append(f"{profile.errors:,} error requests left out of every figure")
     return tuple(out)
-
-
-def budget_yaml(budget: m.Budget, *, header: str = "") -> str:
-    """A budget as YAML text that `tailbudget plan` reads back."""
-    data = budget.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    data.setdefault("slo", budget.slo.model_dump(mode="json", exclude_none=True))
-    blocks = {s.name: s.llm.as_written() for _, s in budget.stages() if s.llm is not None}
-    data["pipeline"] = [_as_written(i, blocks) for i in data["pipeline"]]
-    # Wide lines: a distribution stays one flow mapping on one line, as `init` writes it.
-    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=4096)
-    return (f"# {header}\n" if header else "") + text
-
-
-def _as_written(item: Any, blocks: dict[str, dict[str, Any]]) -> Any:
-    # Each llm: block in the form its file states (distributions, not derived medians).
-    if "stage" in item:
-        return {**item, "llm": blocks[item["stage"]]} if "llm" in item else item
-    key = "parallel" if "parallel" in item else "sequence"
-    return {**item, key: [_as_written(i, blocks) for i in item[key]]}
-
-
-def _diff(budget: m.Budget, proposed: m.Budget) -> str:
-    a = budget_yaml(budget).splitlines(keepends=True)
-    b = budget_yaml(proposed).splitlines(keepends=True)
-    return "".join(difflib.unified_diff(a, b, "budget (current)", "budget (proposed)"))

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tailbudget.audit.report import RankedFix
+
 if TYPE_CHECKING:
     from tailbudget.audit.budgeting.proposal import PricedOption, Rebudget
 
@@ -18,6 +20,7 @@ __all__ = [
     "AllocationRecord",
     "ChangeRecord",
     "CompositionRecord",
+    "GapRecord",
     "GoodputRecord",
     "MeasuredRecord",
     "ObjectiveRecord",
@@ -101,6 +104,17 @@ class CompositionRecord(_Record):
     after: dict[str, float]
 
 
+class GapRecord(_Record):
+    """Where a breached e2e percentile's gap lies, read on the requests above it."""
+
+    objective: str
+    over_ms: float
+    requests: int
+    stage: str | None
+    share: float | None
+    says: str
+
+
 class RebudgetDocument(_Record):
     """The contract: fits_now, speedup_needed_ms, changes, options, budget, and context."""
 
@@ -117,6 +131,9 @@ class RebudgetDocument(_Record):
     changes: list[ChangeRecord]
     options: list[OptionRecord]
     closes_gap: bool
+    gaps: list[GapRecord]
+    objective_options: list[RankedFix]
+    """The audit's own ranking entries for breached TTFT/TPOT/ITL objectives."""
     objectives: list[ObjectiveRecord]
     goodput: GoodputRecord | None
     composed: list[CompositionRecord]
@@ -153,6 +170,18 @@ def document_of(r: Rebudget) -> RebudgetDocument:
         ],
         options=[_option(o) for o in r.options],
         closes_gap=r.closes_gap,
+        gaps=[
+            GapRecord(
+                objective=g.objective,
+                over_ms=round(g.over_ms, 3),
+                requests=g.requests,
+                stage=g.stage,
+                share=g.share,
+                says=g.says,
+            )
+            for g in r.gaps
+        ],
+        objective_options=list(r.objective_options),
         objectives=[
             ObjectiveRecord(
                 objective=o.objective,

@@ -1,0 +1,118 @@
+"""What makes an end-to-end gap, for the options a re-budget offers, and the audit's own
+fixes for a breached TTFT, TPOT or ITL objective.
+
+A gap at e2e p99 is read on the requests above that percentile (whole requests): the
+stage that holds most of their time, and, on an LLM log, whether their answers are long
+or their tokens slow (each against the log's median), so the options say which lever
+the gap needs. A breached LLM objective gets the fixes the audit ranks for it, from the
+audit itself (llm_causes), so both commands give the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tailbudget._units import quantile_of
+from tailbudget.audit.budgeting import metrics
+from tailbudget.audit.budgeting.profile import FloatArray, Profile
+
+if TYPE_CHECKING:
+    from tailbudget.audit.report import RankedFix
+    from tailbudget.budget.model import Budget
+    from tailbudget.logs.table import LogTable
+
+LONG = 2.0
+"""Answers count as long (tokens as slow) at this multiple of the log's median or more."""
+LLM_METRICS = ("ttft", "tpot", "itl")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Where an end-to-end objective's gap lies, on the requests above the percentile."""
+
+    objective: str
+    over_ms: float
+    requests: int
+    """Requests at or above the measured percentile, the gap is read on."""
+    stage: str | None
+    """The stage holding most of those requests' time."""
+    share: float | None
+    """That stage's share of their time."""
+    says: str
+
+
+def gaps(
+    profile: Profile, slo: dict[str, float], gated: Sequence[str], measured: dict[str, float]
+) -> tuple[Gap, ...]:
+    """One Gap per gated e2e percentile the log breaches."""
+    out: list[Gap] = []
+    for p in gated:
+        over = measured[p] - slo[p]
+        if over > 0 and profile.used:
+            out.append(_gap(profile, p, over, measured[p]))
+    return tuple(out)
+
+
+def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:
+    tail = profile.total >= min(at, float(np.max(profile.total)))
+    n = int(tail.sum())
+    spent = float(profile.total[tail].sum())
+    shares = {s: float(t[tail].sum()) / spent for s, t in profile.times.items() if spent > 0}
+    stage = max(shares, key=lambda s: shares[s]) if shares else None
+    says = f"e2e.{p} is {over:,.0f} ms over its target"
+    if stage is not None:
+        says += f": {stage} holds {shares[stage]:.0%} of the time of the {n} requests above it"
+    why = _answers(profile, tail)
+    if why:
+        says += f"; {why}"
+    return Gap(f"e2e.{p}", over, n, stage, shares.get(stage) if stage else None, says)
+
+
+def _answers(profile: Profile, tail: np.ndarray) -> str:
+    # Long answers or slow tokens: the tail's medians against the whole log's.
+    tokens, tpot = profile.covariates.get("output_tokens"), metrics.tpot(profile)
+    if tokens is None or tpot is None:
+        return ""
+    k_tail, k_all = _median(tokens[tail]), _median(tokens)
+    t_tail, t_all = _median(tpot[tail]), _median(tpot)
+    if None in (k_tail, k_all, t_tail, t_all):
+        return ""
+    assert k_tail is not None and k_all is not None and t_tail is not None and t_all is not None
+    long, slow = k_tail >= LONG * k_all, t_tail >= LONG * t_all
+    what = (
+        "long answers and slow tokens"
+        if long and slow
+        else "long answers, not slow tokens: shorter answers (max_tokens) or faster decode"
+        if long
+        else "slow tokens, not long answers: faster decode per token"
+        if slow
+        else "neither unusually long answers nor slow tokens"
+    )
+    return (
+        f"their answers run {k_tail:,.0f} output tokens at the median ({k_all:,.0f} over "
+        f"the log) at {t_tail:.3g} ms a token ({t_all:.3g}): {what}"
+    )
+
+
+def _median(values: FloatArray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(np.quantile(finite, quantile_of("p50"))) if finite.size else None
+
+
+def objective_fixes(
+    table: LogTable, budget: Budget, breached: Sequence[str]
+) -> tuple[RankedFix, ...]:
+    """The audit's ranked fixes of the breached LLM objectives (`tpot.p99` ->
+    limit_decode_batch, 76 -> 39 ms on the vLLM file): the audit run on the same log and
+    budget, its ranking kept for those objectives, so both commands give one figure."""
+    if not any(key.split(".", 1)[0] in LLM_METRICS for key in breached):
+        return ()
+    from tailbudget.audit.config import AuditConfig
+    from tailbudget.audit.run import run_audit
+
+    report = run_audit(table, AuditConfig.from_budget(budget))
+    return tuple(f for f in report.ranking if f.objective in breached)
