@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 LONG = 2.0
 """Answers count as long (tokens as slow) at this multiple of the log's median or more."""
 LLM_METRICS = ("ttft", "tpot", "itl")
+FEW = 20
+"""Below this many requests above the percentile, the reading is said to be rough (the
+audit's slow-group bound)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:
     why = _answers(profile, tail)
     if why:
         says += f"; {why}"
+    if n < FEW:
+        says += f" (only {n} requests above it: a rough reading)"
     return Gap(f"e2e.{p}", over, n, stage, shares.get(stage) if stage else None, says)
 
 
