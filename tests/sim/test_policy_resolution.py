@@ -44,3 +44,17 @@ def test_simulate_runs_the_llm_default_on_ttft():
     assert [d.metric for d in rep.runs[0].decisions if d.action == "scale_up"][:1] == ["ttft.p95"]
     md = rep.to_markdown()
     assert "[[" not in md and "(9.352, 43.98), (48.98, 57.58)" in md
+
+
+def test_a_budgets_llm_block_is_said_not_to_feed_the_model(tmp_path):
+    grid = SHARED_DATA / "vllm_grid"
+    if not grid.is_dir():
+        pytest.skip(f"real data folder not found: {grid}")
+    logs = [*grid.glob("*qps_01.json"), *grid.glob("*qps_04.json")]
+    budget = tmp_path / "b.yaml"
+    tailbudget.measure_budget(logs[0], SLO).save(budget)
+    rep = tailbudget.simulate(logs, budget=budget, arrivals="burst:50", policy="fixed")
+    said = "the budget's llm: block (decode) is not used here: the service model is fitted"
+    assert any(said in n for n in rep.notes), rep.notes
+    # The same objectives get the same policy as replay: the budget's, resolved once.
+    assert any("default (LLM), scaled to ttft.p95 = 1000 ms" in n for n in rep.notes)

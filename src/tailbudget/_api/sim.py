@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, objectives_of, sources_of
 from tailbudget._api.spelling import as_flags
@@ -209,7 +209,7 @@ def simulate(
         given=given, max_events=bound,
     )  # fmt: skip
     _save(inputs.fitted, save_model)
-    return run(
+    report = run(
         inputs.fitted.model,
         inputs.objectives,
         arrivals=spec,
@@ -224,6 +224,7 @@ def simulate(
         signal=inputs.signal,
         headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
+    return _noted(report, inputs.budget)
 
 
 def capacity(
@@ -271,7 +272,7 @@ def capacity(
         max_events=bound,
     )  # fmt: skip
     _save(inputs.fitted, save_model)
-    return capacity_curve(
+    curve = capacity_curve(
         inputs.fitted.model,
         inputs.objectives,
         arrivals=spec,
@@ -280,3 +281,22 @@ def capacity(
         seed=seed,
         log_times=inputs.fitted.log_times,
     )
+    return _noted(curve, inputs.budget)
+
+
+_R = TypeVar("_R", "SimReport", "CapacityReport")
+
+
+def _noted(report: _R, budget: Budget | None) -> _R:
+    """The report, saying plainly that a budget's llm: blocks do not feed the model."""
+    from dataclasses import replace
+
+    named = [s.name for _, s in budget.stages() if s.llm is not None] if budget else []
+    if not named:
+        return report
+    note = (
+        f"the budget's llm: block ({', '.join(named)}) is not used here: the service model "
+        "is fitted from the logs only (their TTFT, TPOT and answer lengths, under the "
+        "simulated load); `plan` reads the block"
+    )
+    return replace(report, notes=[*report.notes, note])
