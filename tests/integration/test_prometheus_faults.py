@@ -153,14 +153,6 @@ def _wait_for(srv: Server, verdict: str, within_s: float) -> tuple[dict[str, Any
         time.sleep(0.1)
 
 
-def _peak_rss_mib(srv: Server) -> float:
-    assert srv.proc is not None
-    for line in Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
-
-
 def _start(tmp_path: Path, fake: FakePrometheus) -> Server:
     token, budget = _files(tmp_path, BUDGET)
     extra = ("--prometheus", fake.url)
@@ -202,7 +194,7 @@ def test_serve_goes_unknown_within_two_periods_and_recovers(tmp_path):
                 if s.name.endswith("_total")
             }
             assert {"deadline", "bad_figure", "bad_answer"} <= set(kinds)
-            assert _peak_rss_mib(srv) < 256, "a 100 MB answer must not be buffered"
+            assert srv.peak_rss_mib() < 256, "a 100 MB answer must not be buffered"
             fake.mode = "overflow"
             _wait_for(srv, "unknown", 10)
             srv.stop(signal.SIGKILL)

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -72,7 +72,7 @@ class Server:
         self.url = ""
         self.log = state_dir.parent / f"serve-{state_dir.name}.log"
 
-    def start(self) -> Server:
+    def start(self) -> Self:
         port = free_port()
         argv = [sys.executable, "-m", "tailbudget", "serve", "--port", str(port)]
         argv += ["--state-dir", str(self.state_dir)]
@@ -130,6 +130,14 @@ class Server:
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = httpx.get(f"{self.url}/v1/status", timeout=10).json()
         return body
+
+    def peak_rss_mib(self) -> float:
+        """The server process's peak resident set (VmHWM), MiB."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmHWM in /proc status")
 
 
 def _files(root: Path, budget_text: str = BUDGET) -> tuple[Path, Path]:

@@ -230,14 +230,6 @@ def test_slow_clients_do_not_starve_the_others(tmp_path):
         srv.stop()
 
 
-def _server_peak_mib(srv: Server) -> float:
-    assert srv.proc is not None
-    for line in Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM in /proc status")
-
-
 def test_hostile_bodies_are_refused_in_bounded_memory(tmp_path):
     from tests.control.test_service_limits import gaps_table, zstd_stream
 
@@ -283,7 +275,7 @@ def test_hostile_bodies_are_refused_in_bounded_memory(tmp_path):
         r = srv.post(zstd_stream(table), content_type=arrow)
         assert r.status_code == 200, r.text
         acked += n
-        assert _server_peak_mib(srv) < 256
+        assert srv.peak_rss_mib() < 256
         assert srv.status()["observations_total"] == acked
         srv.stop(signal.SIGKILL)
         srv = Server(state, token_file=token, budget=budget).start()

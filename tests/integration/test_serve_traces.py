@@ -8,10 +8,7 @@ plus the gateway->ranker network, the store its own plus the ranker->store netwo
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,11 +17,10 @@ import httpx
 import numpy as np
 import pytest
 
-from tests._net import free_port
+from tests.integration.test_serve import Server
 
 pytestmark = pytest.mark.integration
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 TOKEN = "tr4ces"
 N = 2000
 BUDGET = """\
@@ -46,46 +42,21 @@ policy:
 """
 
 
-class TraceServer:
+class TraceServer(Server):
+    """`serve --traces` (spans named by service, a 2 s trace grace) on a free loopback port."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = ""
         (root / "token").write_text(TOKEN)
         (root / "budget.yaml").write_text(BUDGET)
-
-    def start(self) -> TraceServer:
-        port = free_port()
-        argv = [sys.executable, "-m", "tailbudget", "serve", "--port", str(port), "--traces"]
-        argv += ["--state-dir", str(self.root / "state"), "--token-file", str(self.root / "token")]
-        argv += ["--budget", str(self.root / "budget.yaml"), "--span-stage", "service"]
-        argv += ["--trace-grace", "2s"]
-        with open(self.root / "serve.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=log, stderr=log
-            )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail((self.root / "serve.log").read_text()[-800:])
-            try:
-                if httpx.get(f"{self.url}/v1/status", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        pytest.fail("serve did not answer within 90 s")
+        super().__init__(
+            root / "state",
+            token_file=root / "token",
+            budget=root / "budget.yaml",
+            extra=("--traces", "--span-stage", "service", "--trace-grace", "2s"),
+        )
 
     def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
+        self.stop(signal.SIGKILL)
 
     def status(self) -> dict[str, Any]:
         return dict(httpx.get(f"{self.url}/v1/status", timeout=30).json())
