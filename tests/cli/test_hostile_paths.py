@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
+from tests.cli._expect import one_line_error
 
 runner = CliRunner()
 GRID = Path(__file__).resolve().parents[3] / "shared" / "data" / "vllm_grid"
@@ -26,15 +27,6 @@ pipeline:
   - stage: db
     budget: {p50: 50, p95: 150, p99: 300}
 """
-
-
-def _one_line(result, *needles: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +58,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ],
 )
 @pytest.mark.parametrize("command", ["audit", "simulate"])
-def test_vllm_gaps_that_are_not_lists_of_numbers_are_one_line(files, kind, needle, command):
+def test_vllm_gaps_that_are_not_lists_of_numbers_areone_line_error(files, kind, needle, command):
     if kind not in files:
         pytest.skip("shared data not present")
     slo = "ttft.p95=500,itl.p99=100" if command == "audit" else "ttft.p95=500"
-    _one_line(runner.invoke(app, [command, str(files[kind]), "--slo", slo]), needle)
+    one_line_error(runner.invoke(app, [command, str(files[kind]), "--slo", slo]), needle)
 
 
 def _every_output_command(files: dict[str, Path], out: str) -> list[list[str]]:
@@ -87,33 +79,33 @@ def _every_output_command(files: dict[str, Path], out: str) -> list[list[str]]:
     ]
 
 
-def test_an_output_name_too_long_for_the_file_system_is_one_line(files):
+def test_an_output_name_too_long_for_the_file_system_isone_line_error(files):
     out = str(files["dir"] / ("x" * 300 + ".yaml"))
     for args in _every_output_command(files, out):
-        line = _one_line(runner.invoke(app, args), "File name too long")
+        line = one_line_error(runner.invoke(app, args), "File name too long")
         assert len(line) < 400, line  # the name is shown by its ends
 
 
-def test_an_output_under_a_file_is_one_line(files):
+def test_an_output_under_a_file_isone_line_error(files):
     a_file = files["dir"] / "taken"
     a_file.write_text("")
     for args in _every_output_command(files, str(a_file / "out.yaml")):
-        _one_line(runner.invoke(app, args), str(a_file / "out.yaml"))
+        one_line_error(runner.invoke(app, args), str(a_file / "out.yaml"))
 
 
-def test_demo_out_under_a_file_too_long_or_unwritable_is_one_line(tmp_path):
+def test_demo_out_under_a_file_too_long_or_unwritable_isone_line_error(tmp_path):
     a_file = tmp_path / "taken"
     a_file.write_text("")
     demo = ["demo", "--rows", "1000", "--out"]
-    _one_line(runner.invoke(app, [*demo, str(a_file / "sub")]), "cannot write there")
-    _one_line(runner.invoke(app, [*demo, str(tmp_path / ("d" * 300))]), "File name too long")
+    one_line_error(runner.invoke(app, [*demo, str(a_file / "sub")]), "cannot write there")
+    one_line_error(runner.invoke(app, [*demo, str(tmp_path / ("d" * 300))]), "File name too long")
     if os.geteuid() == 0:  # root writes through permission bits: /proc takes no folders
         unwritable = Path("/proc/tailbudget-demo")
     else:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o555)
         unwritable = locked / "demo"
-    _one_line(runner.invoke(app, [*demo, str(unwritable)]), "cannot write there")
+    one_line_error(runner.invoke(app, [*demo, str(unwritable)]), "cannot write there")
 
 
 def test_a_recursive_query_stops_at_its_time_limit():
@@ -122,7 +114,7 @@ def test_a_recursive_query_stops_at_its_time_limit():
         "SELECT CAST(n AS DOUBLE) AS total_ms FROM t"
     )
     args = ["audit", "--query", query, "--slo", "p99=900", "--query-timeout", "2s"]
-    _one_line(
+    one_line_error(
         runner.invoke(app, args),
         "--query: still running after its time limit of 2 s",
         "recursive CTE needs a stop condition",

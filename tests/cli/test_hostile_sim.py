@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
+from tests.cli._expect import one_line_error
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -35,15 +36,6 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _log(tmp_path_factory.mktemp("sim") / "log.csv", 1.7e9 + np.arange(300) * 0.5)
 
 
-def _one_line(result, *needles: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 @pytest.mark.parametrize("command", ["simulate", "capacity"])
 @pytest.mark.parametrize(
     ("args", "needle"),
@@ -56,7 +48,7 @@ def _one_line(result, *needles: str) -> str:
 )
 def test_a_run_too_large_is_refused_before_it_starts(log, command, args, needle):
     result = runner.invoke(app, [command, str(log), "--slo", "p95=800", *args])
-    line = _one_line(result, needle, "simulated events", "above the bound of", "--max-events")
+    line = one_line_error(result, needle, "simulated events", "above the bound of", "--max-events")
     assert "4,000,000" in line or "80,000,000" in line
 
 
@@ -66,28 +58,28 @@ def test_a_run_too_large_is_refused_before_it_starts(log, command, args, needle)
 )
 def test_replicas_too_many_are_refused(log, args):
     result = runner.invoke(app, ["simulate", str(log), "--slo", "p95=800", *args])
-    _one_line(result, " ".join(args), "replica slots", "--max-events")
+    one_line_error(result, " ".join(args), "replica slots", "--max-events")
 
 
 @pytest.mark.parametrize("args", [["--replicas", "1e12"], ["--policy", "fixed:1e11"]])
-def test_replicas_in_exponent_form_are_one_line(log, args):
+def test_replicas_in_exponent_form_areone_line_error(log, args):
     result = runner.invoke(app, ["simulate", str(log), "--slo", "p95=800", *args])
-    _one_line(result)
+    one_line_error(result)
 
 
 def test_max_events_raises_the_bound_and_refuses_nonsense(log):
     args = ["simulate", str(log), "--slo", "p95=800", "--arrivals", "poisson:2", "--duration"]
-    _one_line(runner.invoke(app, [*args, "1000h", "--policy", "fixed"]), "--duration 1000h")
+    one_line_error(runner.invoke(app, [*args, "1000h", "--policy", "fixed"]), "--duration 1000h")
     fine = runner.invoke(app, [*args, "2m", "--policy", "fixed", "--max-events", "100000"])
     assert fine.exit_code == 0, fine.output
-    _one_line(runner.invoke(app, [*args, "2m", "--max-events", "0"]), "--max-events must be")
+    one_line_error(runner.invoke(app, [*args, "2m", "--max-events", "0"]), "--max-events must be")
 
 
 @pytest.mark.parametrize("command", ["simulate", "capacity"])
 @pytest.mark.parametrize("duration", ["0", "0s", "0m"])
 def test_a_zero_duration_is_refused(log, command, duration):
     result = runner.invoke(app, [command, str(log), "--slo", "p95=800", "--duration", duration])
-    _one_line(result, "--duration must be a positive time", repr(duration))
+    one_line_error(result, "--duration must be a positive time", repr(duration))
 
 
 @pytest.mark.parametrize(
@@ -104,11 +96,11 @@ def test_a_zero_duration_is_refused(log, command, duration):
     ],
 )
 @pytest.mark.parametrize("command", ["simulate", "capacity"])
-def test_hostile_arrival_files_are_one_line(log, tmp_path, command, name, content, needle):
+def test_hostile_arrival_files_areone_line_error(log, tmp_path, command, name, content, needle):
     trace = tmp_path / name
     trace.write_bytes(content)
     result = runner.invoke(app, [command, str(log), "--slo", "p95=800", "--arrivals", str(trace)])
-    _one_line(result, needle)
+    one_line_error(result, needle)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +113,7 @@ def test_a_log_spanning_centuries_is_refused(tmp_path, command, name, second, ne
     epochs[::2] = second
     log = _log(tmp_path / name, epochs)
     result = runner.invoke(app, [command, str(log), "--slo", "p95=800"])
-    _one_line(result, needle, "minutes to fit over", "check its timestamps", "--max-events")
+    one_line_error(result, needle, "minutes to fit over", "check its timestamps", "--max-events")
 
 
 def test_refused_runs_stay_under_a_gigabyte(log):
