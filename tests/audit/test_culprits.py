@@ -17,16 +17,8 @@ import pytest
 from tailbudget.audit import AuditConfig, run_audit
 from tailbudget.audit.culprits import WEAK_SLOW
 from tailbudget.logs import ReadOptions, read_log
+from tests._data import DATA
 
-_ROOT = Path(__file__).resolve().parents[2]
-DATA = next(
-    (
-        p
-        for p in (_ROOT / ".." / "shared" / "data", _ROOT / ".." / ".." / "shared" / "data")
-        if p.is_dir()
-    ),
-    _ROOT / ".." / "shared" / "data",
-)
 FAULTS = DATA / "nezha_faults"
 BASELINE = DATA / "nezha_trainticket_baseline_spans.csv"
 DELAG = DATA / "delag_eshopper_000.csv"

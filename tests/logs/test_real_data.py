@@ -11,17 +11,8 @@ import pytest
 
 from tailbudget.errors import LogError
 from tailbudget.logs import ReadOptions, read_log
+from tests._data import DATA
 
-_ROOT = Path(__file__).resolve().parents[2]
-# The repo's parent holds shared/ (main, CI); a worktree under wt/ sits one level deeper.
-DATA = next(
-    (
-        p
-        for p in (_ROOT / ".." / "shared" / "data", _ROOT / ".." / ".." / "shared" / "data")
-        if p.is_dir()
-    ),
-    _ROOT / ".." / "shared" / "data",
-)
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not here")
 
 DELAG = DATA / "delag_eshopper_000.csv"
