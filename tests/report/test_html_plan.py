@@ -4,6 +4,7 @@ external assets, and the same figures the Markdown report states."""
 from __future__ import annotations
 
 import re
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ def test_the_rebudget_page_opens_with_its_verdict(tmp_path: Path) -> None:
     assert {"objectives", "slices", "changes", "options", "budget", "notes"} <= set(_sections(html))
     for o in proposal.objectives:
         assert o.objective in html
+    for gap in proposal.gaps:  # where each e2e gap lies, as the Markdown says it
+        assert escape(gap.says) in html
 
 
 def test_plan_format_html_on_the_command_line(tmp_path: Path) -> None:

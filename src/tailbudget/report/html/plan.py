@@ -165,6 +165,17 @@ def _rebudget_changes(r: Rebudget) -> str:
 
 
 def _rebudget_options(r: Rebudget) -> str:
+    # Where each e2e gap lies, the options' table, then the audit's fixes of breached
+    # LLM objectives: the Markdown's order and words.
+    gaps = _list([g.says for g in r.gaps], "")
+    fixes = ""
+    if r.objective_options:
+        fixes = "<p>Fixes of the breached LLM objectives (the audit's ranking, its figures):</p>"
+        fixes += _list([rebudget_md._objective_option(f) for f in r.objective_options], "")
+    return gaps + _options_table(r) + fixes
+
+
+def _options_table(r: Rebudget) -> str:
     if not r.options:
         return "<p>No option saves time on this log.</p>"
     pcts = list(r.gated)
