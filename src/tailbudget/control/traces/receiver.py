@@ -1,7 +1,8 @@
 """`serve --traces`: the OTLP/HTTP receiver behind POST /v1/traces.
 
-A request's spans are written to the span log (fsynced) and handed to the
-assembler before its 2xx, so an acknowledged span survives kill -9. A flusher
+A request's spans are written to the span log and handed to the assembler, then
+fsynced before its 2xx (requests in flight share one fsync: the span log's group
+commit), so an acknowledged span survives kill -9. A flusher
 thread takes the traces that completed, attributes them on the critical path
 (`attribute.Attributor`, the audit's code) and commits one observation per
 trace through the runtime's write-ahead log, the same path observations take;
