@@ -18,6 +18,7 @@ from tailbudget.control.service.runtime import _STAGE_NAMES, Runtime, RuntimeCon
 from tailbudget.control.state import StateDir
 from tailbudget.control.wal import StageColumn
 from tailbudget.errors import TailbudgetError
+from tests._json import strict_json
 from tests.control.runtimes import crash, runtime
 
 T0 = 1_800_000_000.0
@@ -147,13 +148,6 @@ def test_the_all_time_stage_name_set_is_bounded_like_the_window(tmp_path):
     rt.close()
 
 
-def _strict(text: str) -> object:
-    def refuse(name: str) -> None:
-        raise AssertionError(f"{name} in what should be strict JSON")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def test_a_snapshot_and_journal_holding_infinity_load_with_it_skipped_and_reported(tmp_path):
     # As an older (lenient) writer left them: a scale_up on an overflowed p95 in the
     # snapshot's recent decisions and in the journal, bare Infinity and NaN.
@@ -172,14 +166,14 @@ def test_a_snapshot_and_journal_holding_infinity_load_with_it_skipped_and_report
         fh.write('{"kind":"decision","action":"scale_up","rule":"scale","value":Infinity}\n')
     again = runtime(tmp_path)
     status = again.status(T0 + 4)
-    _strict(json.dumps(status))
+    strict_json(json.dumps(status))
     notes = "\n".join(status["notes"])
     assert "2 NaN/Infinity figure(s)" in notes and "controller.recent[0].value" in notes
     assert "skipped 1 record(s) holding NaN or Infinity" in notes
     assert status["decisions_total"] == 1  # the journal's good decision is kept
     assert list(again.controller.recent) == []  # the decision on infinity is dropped
     again.close()
-    _strict((state / StateDir.SNAPSHOT).read_text())  # written strict on the way out
+    strict_json((state / StateDir.SNAPSHOT).read_text())  # written strict on the way out
 
 
 def test_the_verdict_goes_stale_when_no_evaluation_runs(tmp_path):

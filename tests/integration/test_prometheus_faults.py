@@ -22,6 +22,7 @@ from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tests._fake_prometheus import FakePrometheus, fake_prometheus
+from tests._json import strict_json
 from tests.integration.test_serve import Server, _files
 
 pytestmark = pytest.mark.integration
@@ -66,13 +67,6 @@ POLICY = {
 }
 
 
-def _strict(text: str) -> Any:
-    def refuse(name: str) -> None:
-        raise AssertionError(f"{name} in what should be strict JSON")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def test_the_runtime_never_stores_a_figure_it_cannot_trust(tmp_path):
     policy = parse_policy(POLICY)
     with fake_prometheus("overflow") as fake:
@@ -85,7 +79,7 @@ def test_the_runtime_never_stores_a_figure_it_cannot_trust(tmp_path):
         judged = rt.verdict()
         assert judged["verdict"] == "unknown" and "1e306" in judged["reason"]
         status = rt.status()
-        _strict(json.dumps(status))
+        strict_json(json.dumps(status))
         assert status["evaluation"]["errors"] == {"bad_figure": 1}
         assert "1e306" in status["last_error"]
         fake.mode = "list"
@@ -97,9 +91,9 @@ def test_the_runtime_never_stores_a_figure_it_cannot_trust(tmp_path):
         assert rt.verdict()["verdict"] == "healthy" and rt.verdict()["reason"] is None
         rt.close()
         # Nothing non-finite was stored: the snapshot and journal are strict JSON.
-        _strict((tmp_path / "state" / "snapshot.json").read_text())
+        strict_json((tmp_path / "state" / "snapshot.json").read_text())
         for line in (tmp_path / "state" / "journal.jsonl").read_text().splitlines():
-            _strict(line)
+            strict_json(line)
 
 
 def test_an_evaluation_that_raises_is_caught_counted_and_unknown(tmp_path, monkeypatch):
@@ -139,7 +133,7 @@ policy:
 def _verdict(srv: Server) -> dict[str, Any]:
     r = httpx.get(f"{srv.url}/v1/verdict", timeout=10)
     assert r.status_code == 200, r.text
-    body: dict[str, Any] = _strict(r.text)
+    body: dict[str, Any] = strict_json(r.text)
     return body
 
 
@@ -180,7 +174,7 @@ def test_serve_goes_unknown_within_two_periods_and_recovers(tmp_path):
                 assert says in body["reason"], (mode, body["reason"])
                 status = httpx.get(f"{srv.url}/v1/status", timeout=10)
                 assert status.status_code == 200
-                assert says in _strict(status.text)["evaluation"]["last_error"]
+                assert says in strict_json(status.text)["evaluation"]["last_error"]
                 fake.mode = "ok"
                 body, _ = _wait_for(srv, "healthy", 10)
                 assert body["verdict"] == "healthy", (mode, body)
@@ -201,7 +195,7 @@ def test_serve_goes_unknown_within_two_periods_and_recovers(tmp_path):
         finally:
             srv.stop()
         # Restart clean: no 500, the snapshot strict JSON, healthy once Prometheus is.
-        _strict((tmp_path / "state" / "snapshot.json").read_text())
+        strict_json((tmp_path / "state" / "snapshot.json").read_text())
         srv = Server(srv.state_dir, token_file=srv.token_file, budget=srv.budget, extra=srv.extra)
         srv.start()
         try:
