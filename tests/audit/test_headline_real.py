@@ -85,3 +85,17 @@ def test_the_culprits_figures_are_stated_once():
     top = report.culprits[0]
     assert md.count(top.evidence) == 1  # in the culprits table, not again in the recommendation
     assert f"Most likely culprit: {top.stage} (first of the culprits" in report.recommendation.text
+
+
+def test_a_measured_ttft_tail_is_not_a_prefill_hypothesis():
+    """The budget init --from writes states TTFT at p99 (450 ms here): the audit compares the
+    stage's p99 with that, not with the median (350 ms), so a TTFT inside its objective is
+    not flagged as a prefill problem that "neither traffic nor input length explains"."""
+    import tailbudget as tb
+
+    slo = "ttft.p95=500,tpot.p99=60,e2e.p99=20000"
+    budget = tb.measure_budget(str(VLLM), slo=slo).budget
+    report = tb.audit(str(VLLM), slo=slo, budget=budget)
+    kinds = {(h.kind, h.stage) for h in report.hypotheses}
+    assert ("llm_prefill", "ttft") not in kinds
+    assert ("llm_decode_contention", "decode") in kinds

@@ -194,16 +194,24 @@ def _recommend(
 
 
 def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float], float | None]:
+    """Each TTFT stage's p99 budget and the decode rate its slowest 5% may fall to.
+
+    Like is compared with like: a p99 with a p99 (the stage's own slice, else the llm:
+    block's TTFT at p99), and the p5 token rate with the rate at TPOT's p95. A median
+    budget would flag a TTFT tail the budget itself states as normal.
+    """
     spec = next(iter(config.llm.values()), None)
     out: dict[str, float] = {}
     for n in names:
         if not hypotheses.TTFT_NAME.search(n):
             continue
-        if spec is not None:
-            out[n] = spec.ttft_ms + spec.tail_ms
-        elif "p99" in config.stage_budgets.get(n, {}):
+        if "p99" in config.stage_budgets.get(n, {}):
             out[n] = config.stage_budgets[n]["p99"]
-    return out, (spec.tokens_per_s if spec is not None else None)
+        elif spec is not None:
+            out[n] = spec.ttft_at("p99") + spec.tail_ms
+    if spec is None:
+        return out, None
+    return out, (1000.0 / spec.tpot_at("p95") if spec.tpot is not None else spec.tokens_per_s)
 
 
 def _provenance(ctx: Ctx) -> Provenance:
