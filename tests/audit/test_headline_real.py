@@ -99,3 +99,13 @@ def test_a_measured_ttft_tail_is_not_a_prefill_hypothesis():
     kinds = {(h.kind, h.stage) for h in report.hypotheses}
     assert ("llm_prefill", "ttft") not in kinds
     assert ("llm_decode_contention", "decode") in kinds
+
+
+def test_requests_that_failed_without_a_latency_are_not_over_a_latency_target():
+    """AIPerf's 11 cancelled requests have no latency: goodput counts them as not good, but
+    they are not "requests over the p99 target" (every timed request is under 9.3 s)."""
+    report = _audit(AIPERF, "p50=9116,p95=11976,p99=12108")
+    assert report.rows.failed == 11 and report.snapshot.max < 12108
+    assert report.snapshot.verdict["p99"] == "inconclusive"
+    assert "exceed" not in report.recommendation.text
+    assert report.recommendation.choice == "none"
