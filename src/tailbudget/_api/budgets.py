@@ -82,19 +82,22 @@ def measure_budget(
     stages: str | Sequence[str] | None = None,
     parallel: Sequence[str] = (),
     engine: Any = None,
+    unit: str | None = None,
 ) -> MeasuredBudget:
     """A budget measured from a log: each stage's slice is what the log measures.
-    `parallel` lists groups of stages that run at once ("a,b" each, as `--parallel`)."""
+    `parallel` lists groups of stages that run at once ("a,b" each, as `--parallel`);
+    `unit` (ms, s, us) is the log's latency unit when it does not say it."""
     from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
     from tailbudget.audit.budgeting.profile import profile_of
     from tailbudget.budget.load import parse_budget
     from tailbudget.budget.plan import make_plan
     from tailbudget.logs import read_log
+    from tailbudget.logs.units import check_log_unit
 
     objectives = objectives_of(slo)
-    columns = Columns(total=total, stage=stage, stages=stages)
+    columns = Columns(total=total, stage=stage, stages=stages, unit=unit)
     source = source_of(data)
-    log = read_log(source, columns.options(), engine=engine)
+    log = check_log_unit(read_log(source, columns.options(), engine=engine))
     if not log.stages:
         raise TailbudgetError(
             f"stages: {log.source} has no stage columns; name them with stages (column names "
@@ -118,7 +121,7 @@ def measure_budget(
         profile_of(log),
         service=service or (Path(source).stem if isinstance(source, str) else "service"),
         slo_block=slo_lines(objectives) if objectives is not None else None,
-        log_block=_log_block(total, bool(stage or stages), log.stages),
+        log_block=_log_block(total, bool(stage or stages), log.stages, unit),
         stated=stated,
     )
     fits = None
@@ -127,19 +130,26 @@ def measure_budget(
     return MeasuredBudget(result.text, fits, tuple(result.notes()))
 
 
-def _log_block(total: str | None, named: bool, stages: tuple[str, ...]) -> list[str]:
+def _log_block(
+    total: str | None, named: bool, stages: tuple[str, ...], unit: str | None = None
+) -> list[str]:
     # How to read the log again (audit, rebudget): only what was not the default.
     lines: list[str] = []
     if total:
         lines.append(f"  total: {total}")
+    if unit is not None and unit != "ms":
+        lines.append(f"  unit: {unit}")
     if named:
         lines.append("  stages: {" + ", ".join(f"{s}: {s}" for s in stages) + "}")
     return ["log:", *lines] if lines else []
 
 
-def rebudget(budget: BudgetLike, data: Data, *, engine: Any = None) -> Rebudget:
+def rebudget(
+    budget: BudgetLike, data: Data, *, engine: Any = None, unit: str | None = None
+) -> Rebudget:
     """Compare each slice with what the log measures; propose slices that fit, and price
-    the speed-ups (`tailbudget rebudget`)."""
+    the speed-ups (`tailbudget rebudget`). `unit` (ms, s, us) overrides the budget's
+    `log: unit:` for a log that does not say its unit."""
     from dataclasses import replace
 
     from tailbudget.audit.budgeting.gap import objective_fixes
@@ -147,9 +157,11 @@ def rebudget(budget: BudgetLike, data: Data, *, engine: Any = None) -> Rebudget:
     from tailbudget.audit.budgeting.proposal import rebudget as propose
     from tailbudget.audit.fixes import catalog
     from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.logs.units import check_log_unit
 
     b = _budget(budget)
-    table = read_log(source_of(data), ReadOptions.from_budget(b), engine=engine)
+    read = ReadOptions.from_budget(b, unit=unit)
+    table = check_log_unit(read_log(source_of(data), read, engine=engine))
     found = propose(b, profile_of(table), catalog(b.fixes))
     breached = [o.objective for o in found.objectives if o.verdict == "breach"]
     fixes = objective_fixes(table, b, breached)

@@ -42,6 +42,8 @@ class _ModelKnobs:
     provision_delay: str | None = None
     concurrency: int | None = None
     logging_overhead_ms: float | None = None
+    unit: str | None = None
+    """The logs' latency unit when they do not say it (ms, s or us)."""
 
 
 def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]:
@@ -94,7 +96,8 @@ def _inputs(
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
         logging_overhead_ms=knobs.logging_overhead_ms,
     )
-    fitted = fit_logs(sources_of(data), ReadOptions.from_budget(b), opts, max_events=max_events)
+    read = ReadOptions.from_budget(b, unit=knobs.unit)
+    fitted = fit_logs(sources_of(data), read, opts, max_events=max_events)
     policy, signal = _policy(b, objectives)
     return _Inputs(fitted, objectives, b, policy, signal)
 
@@ -161,6 +164,7 @@ def simulate(
     seed: int = 0,
     save_model: str | Path | None = None,
     max_events: int | None = None,
+    unit: str | None = None,
 ) -> SimReport:
     """Fit a service model from the log(s) and run each policy closed loop on the same
     arrivals (`tailbudget simulate`). `policy` (or its alias `policies`) lists budget,
@@ -193,7 +197,13 @@ def simulate(
     spec = parse_arrivals(arrivals)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
-        events, cold_window_min, cold_factor, provision_delay, concurrency, logging_overhead_ms
+        events,
+        cold_window_min,
+        cold_factor,
+        provision_delay,
+        concurrency,
+        logging_overhead_ms,
+        unit,
     )
     inputs = _inputs(data, budget, slo, knobs, bound)
     if arrivals is None:
@@ -244,6 +254,7 @@ def capacity(
     seed: int = 0,
     save_model: str | Path | None = None,
     max_events: int | None = None,
+    unit: str | None = None,
 ) -> CapacityReport:
     """The fewest replicas meeting every gated objective at each multiple of the log's
     load (`tailbudget capacity`); `load` (or its alias `loads`) is "1,2,4" or a list.
@@ -258,7 +269,9 @@ def capacity(
     multiples = _loads(loads if loads is not None else load)
     spec = parse_arrivals(arrivals)
     horizon = _horizon(duration)
-    knobs = _ModelKnobs(events, cold_window_min, cold_factor, provision_delay, concurrency)
+    knobs = _ModelKnobs(
+        events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit
+    )
     inputs = _inputs(data, budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()

@@ -206,3 +206,8 @@ class OneLineErrors(TyperGroup):
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv
+
+
+UNIT = typer.Option(None, "--unit", help="Latency unit when the log does not say it: ms, s or us.")
+"""`--unit` of every command that reads a latency log (a log in seconds read as ms would
+be a 1 ms service: such logs are refused until the unit is stated)."""

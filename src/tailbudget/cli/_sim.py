@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from tailbudget.cli._common import UNIT as UNIT_OPTION
 from tailbudget.cli._common import emit
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ COLD_MIN = typer.Option(None, "--cold-window-min", help="Minutes a new replica r
 COLD = typer.Option(None, "--cold-factor", help="Work multiplier on a cold replica.")
 DELAY = typer.Option(None, "--provision-delay", help="Time a new replica takes (e.g. 45s).")
 CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at once.")
+UNIT = UNIT_OPTION
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
 SAVE_MODEL = typer.Option(
     None, "--save-model", help="Also write the fitted model here (for serve --model)."

@@ -33,6 +33,7 @@ def capacity_command(
     fail_on_breach: bool = typer.Option(
         False, "--fail-on-breach", help="Exit 1 when some load cannot be met."
     ),
+    unit: str | None = _sim.UNIT,
 ) -> None:
     """Fewest replicas meeting every gated objective, per load multiple, with a chart."""
     from tailbudget._api.sim import capacity
@@ -42,7 +43,7 @@ def capacity_command(
             logs, slo, budget=budget, load=load, arrivals=arrivals, duration=duration,
             concurrency=concurrency, events=events, cold_window_min=cold_window_min,
             cold_factor=cold_factor, provision_delay=provision_delay, seed=seed,
-            save_model=save_model, max_events=max_events,
+            save_model=save_model, max_events=max_events, unit=unit,
         )  # fmt: skip
     _sim.emit_report(rep, format, output)
     if fail_on_breach and any(p.replicas is None for p in rep.curve):

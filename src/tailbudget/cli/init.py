@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import clean_errors, emit, output_exists
+from tailbudget.cli._common import UNIT, clean_errors, emit, output_exists
 from tailbudget.errors import TailbudgetError
 
 
@@ -49,6 +49,7 @@ def init_command(
         None, "--output", "-o", help="Write the budget here (default: stdout)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    unit: str | None = UNIT,
 ) -> None:
     """Write a commented budget file a team can edit, then check it with `tailbudget plan`."""
     if output is not None and output_exists(output) and not force:
@@ -62,7 +63,7 @@ def init_command(
 
     measured = measure_budget(
         from_log, slo, service=service, total=total, stage=stage, stages=stages,
-        parallel=parallel, engine=engine,
+        parallel=parallel, engine=engine, unit=unit,
     )  # fmt: skip
     where = str(output) if output is not None else "the budget"
     if measured.fits is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tailbudget.cli._common import TextFormat, clean_errors, emit, gate_failed
+from tailbudget.cli._common import UNIT, TextFormat, clean_errors, emit, gate_failed
 
 
 @clean_errors
@@ -21,11 +21,12 @@ def rebudget_command(
     fail_on_gap: bool = typer.Option(
         False, "--fail-on-gap", help="Exit 1 when reallocation alone cannot fit the SLO."
     ),
+    unit: str | None = UNIT,
 ) -> None:
     """Compare each slice with the log; propose slices that fit, and price the speed-ups."""
     from tailbudget._api.budgets import rebudget
 
-    result = rebudget(budget, log, engine=engine)
+    result = rebudget(budget, log, engine=engine, unit=unit)
     render = {
         "text": result.to_text,
         "md": result.to_markdown,

@@ -38,6 +38,7 @@ def simulate_command(
     format: _sim.SimFormat = typer.Option(_sim.SimFormat.md, "--format", "-f", help="Output."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     save_model: Path | None = _sim.SAVE_MODEL,
+    unit: str | None = _sim.UNIT,
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
     from tailbudget._api.sim import simulate
@@ -48,6 +49,6 @@ def simulate_command(
             concurrency=concurrency, policy=policy, load=load, requests=requests,
             events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
             provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,
-            seed=seed, save_model=save_model, max_events=max_events,
+            seed=seed, save_model=save_model, max_events=max_events, unit=unit,
         )  # fmt: skip
     _sim.emit_report(rep, format, output)

@@ -105,6 +105,7 @@ def _via_read_log(
     source: Any, timestamp: str | None, total: str | None, error: str | None, unit: str | None
 ) -> ReplayLog:
     from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.logs.units import check_log_unit
 
     opts: dict[str, Any] = {}
     for key, value in (
@@ -115,7 +116,7 @@ def _via_read_log(
     ):
         if value is not None:
             opts[key] = value
-    return replay_log_of(read_log(source, ReadOptions(**opts)))
+    return replay_log_of(check_log_unit(read_log(source, ReadOptions(**opts))))
 
 
 def replay_log_of(table: LogTable) -> ReplayLog:

@@ -68,7 +68,7 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in _UNITS:
-            raise LogError(f"unit must be one of ms, s, us, got {self.unit!r}")
+            raise LogError(f"unit must be one of ms, s, us, got {self.unit!r}", param="unit")
         if self.format is not None and self.format not in FORMATS:
             raise LogError(f"unknown log format {self.format!r}; use one of {', '.join(FORMATS)}")
         if self.span_stage not in ("operation", "service"):

@@ -10,10 +10,21 @@ look like seconds, the audit stops and asks for the unit instead of gating.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from tailbudget.errors import LogError
 
-__all__ = ["SECONDS_MAX", "SECONDS_P99", "check_unit", "looks_like_seconds", "names_unit"]
+if TYPE_CHECKING:
+    from tailbudget.logs.table import LogTable
+
+__all__ = [
+    "SECONDS_MAX",
+    "SECONDS_P99",
+    "check_log_unit",
+    "check_unit",
+    "looks_like_seconds",
+    "names_unit",
+]
 
 SECONDS_P99 = 30.0
 """A p99 under this many "ms" (a 30 s answer when in seconds) may be seconds."""
@@ -58,3 +69,29 @@ def check_unit(stated: bool, p50: float, p99: float, maximum: float) -> None:
         "s if they are seconds, ms if they really are milliseconds",
         param="unit",
     )
+
+
+def check_log_unit(log: LogTable) -> LogTable:
+    """`check_unit` on a read log's successful requests, for the commands that read a log
+    without auditing it (init --from, rebudget, replay, simulate, capacity): one check,
+    so a log the audit refuses is not a 1 ms budget, replay or simulation elsewhere.
+
+    Logs whose reader knows the unit (benchmark formats, span tables, a stated unit) are
+    passed through without a query.
+    """
+    if log.unit_stated:
+        return log
+    t = log.table
+    ok = t.filter(~t.error.fill_null(False) & t.total_ms.notnull())
+    col = ok.total_ms
+    row = ok.aggregate(
+        n=col.count(),
+        p50=col.quantile(0.5),
+        p99=col.quantile(0.99),
+        top=col.max(),
+    ).to_pyarrow()
+    figures = row.to_pylist()[0]
+    if not figures["n"]:
+        return log
+    check_unit(False, float(figures["p50"]), float(figures["p99"]), float(figures["top"]))
+    return log

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from tailbudget.logs import ReadOptions, read_log
 from tailbudget.logs.bench_rows import is_number
+from tailbudget.logs.units import check_log_unit
 from tailbudget.sim.bounds import check_span, parse_max_events
 from tailbudget.sim.fit import LoggedRequests
 
@@ -68,7 +69,7 @@ def read_logged(
     """One log (a path, or data in memory) as arrays (sorted by time when it has time),
     plus vLLM extras; a log whose times span more minutes than `max_events`
     (sim/bounds.py) is refused."""
-    table = read_log(path, options)
+    table = check_log_unit(read_log(path, options))
     cols = ["total_ms", "error", *(table.stage_column(s) for s in table.stages)]
     cols += [c for c in ("input_tokens", "output_tokens") if c in table.shape]
     if table.has_timestamp:
