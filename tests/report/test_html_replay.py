@@ -26,7 +26,8 @@ def html(replay):
 
 def test_sections_and_offline(html):
     page = hp.parse(html)
-    assert page.sections == ["summary", "timeline", "decisions", "policy"]
+    # Issue 26 item 6: the page opens with the verdict (it opened with the summary).
+    assert page.sections == ["verdict", "summary", "timeline", "decisions", "policy"]
     assert all(v.startswith("#") for _, _, v in page.urls)
     assert page.na_notes == []
 
@@ -100,14 +101,17 @@ def test_thresholds_from_policy_rules_including_baseline_ratio(replay):
 def test_missing_timeline_or_decisions_says_not_available(replay):
     r = replay.model_copy(update={"timeline": [], "decisions": []})
     page = hp.parse(render_replay_html(r))
-    assert page.sections == ["summary", "timeline", "decisions", "policy"]
+    assert page.sections == ["verdict", "summary", "timeline", "decisions", "policy"]
+    assert "The policy took no action over" in render_replay_html(r)
     assert any("no window timeline" in n for n in page.na_notes)
     assert any("took no action" in n for n in page.na_notes)
 
 
 def test_open_loop_is_said_first_and_thresholds_in_their_units(html):
-    summary = html.split('<section id="summary">', 1)[1]
-    assert summary.startswith('<h2>Replay</h2><p class="rec" id="open-loop">open loop')
+    # The open-loop caveat moved from the summary into the verdict that now opens the page.
+    verdict = html.split('<section id="verdict">', 1)[1]
+    assert verdict.startswith('<h2>Verdict</h2><p class="verdict"><strong>The policy would')
+    assert '</strong></p><p class="rec" id="open-loop">open loop' in verdict.split("</section>")[0]
     policy = hp.parse(html.split('<section id="policy">', 1)[1]).tables[0]
     errors = next(r for r in policy[1:] if r[1] == "error_rate")
     assert errors[3] == "1%" and errors[7] == "0.5%"  # not "0.01" and "0.005"
@@ -115,3 +119,10 @@ def test_open_loop_is_said_first_and_thresholds_in_their_units(html):
 
 def test_title_names_the_service(html):
     assert "<h1>Policy replay: rag-chat</h1>" in html
+
+
+def test_the_verdict_says_the_decisions_by_action(html, replay):
+    verdict = html.split('<section id="verdict">', 1)[1].split("</section>")[0]
+    n = len(replay.decisions)
+    assert f"would have made {n} decision" in verdict
+    assert all(f"{k} x{v}" in verdict for k, v in replay.summary.items())

@@ -297,6 +297,10 @@ class ObjectiveRow(_Model):
     """Requests (gaps, for itl) the percentile is computed from."""
     output_tokens: int | None = None
     note: str = ""
+    driver: str = ""
+    """For a breached e2e objective: where its gap lies on the requests above the
+    percentile (the stage holding their time; long answers or slow tokens), as rebudget's
+    gaps[] says it."""
 
 
 class BaselineRow(_Model):

@@ -15,6 +15,7 @@ from tailbudget.audit import (
     canary,
     cold_start,
     culprits,
+    e2e_drivers,
     hypotheses,
     llm_causes,
     objectives,
@@ -125,16 +126,17 @@ def _audit(ctx: Ctx) -> AuditReport:
     else:
         ranked = ranking.rank(ctx, ev, hyps, fixes)
     llm = llm_causes.find(ctx, dist.objectives, fixes, snap, dist.goodput.share)
+    rows = dist.objectives if failing else e2e_drivers.with_drivers(ctx, dist.objectives)
     if not failing:
         hyps = llm_causes.merged(llm.hypotheses, hyps)
         ranked = sorted([*ranked, *llm.ranking], key=lambda f: -f.score)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, split.event_growth)
     over = _over_targets(dist.goodput.by_target, snap.count, ctx.log.rows.failed)
-    rec = _recommend(config, snap, hyps, ranked, failing, dist.objectives, llm, found, over)
+    rec = _recommend(config, snap, hyps, ranked, failing, rows, llm, found, over)
     judged = None
     if config.baseline is not None and dist.objectives:
-        judged = canary.judge(ctx, dist.objectives, dist.goodput.good or 0, config.baseline)
+        judged = canary.judge(ctx, rows, dist.goodput.good or 0, config.baseline)
     report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
@@ -156,7 +158,7 @@ def _audit(ctx: Ctx) -> AuditReport:
         gated=[p for p in config.gated if p in config.slo],
         culprits=found,
         nesting=nest,
-        objectives=dist.objectives,
+        objectives=rows,
         canary=judged,
         distributions=dist.metric_cdfs,
         service=config.service,
@@ -186,6 +188,7 @@ def _recommend(
         )
     rec = recommendation.recommend(snap, config.slo, hyps, ranked, over)
     rec = llm_causes.recommend(objective_rows, llm, rec)
+    rec = e2e_drivers.naming_every_breach(rec, objective_rows)
     thin = bool(recommendation.too_few(snap))
     # Too few requests to measure, yet surely missed: no measured breach to name a fix for.
     measured = any(o.gated and o.verdict == "breach" for o in objective_rows)

@@ -46,8 +46,10 @@ def objectives_section(r: AuditReport) -> list[str]:
         out.append("")
     out += [f"- {o.metric} {o.percentile}: {o.note}" for o in r.objectives if o.note]
     causes = [h for h in r.hypotheses if h.objective is not None]
-    if causes:
+    drivers = [o for o in r.objectives if o.driver]
+    if causes or drivers:
         out += ["", "What drives each breached objective:", ""]
+        out += [f"- **{o.metric}.{o.percentile}**: {o.driver}" for o in drivers]
         out += [f"- **{h.objective}**: {h.evidence}" for h in causes]
     fixes = [f for f in r.ranking if f.objective is not None]
     for f in fixes:

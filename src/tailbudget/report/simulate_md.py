@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tailbudget.report import fmt
+from tailbudget.report import fmt, sim_verdict
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import SimReport
@@ -59,6 +59,8 @@ def simulate_markdown(rep: SimReport) -> str:
     """Policies side by side, the objectives per policy, decisions, the model."""
     lines = [
         "# Closed-loop simulation",
+        "",
+        f"**Verdict: {sim_verdict.simulate_headline(rep)[0]}.**",
         "",
         f"Arrivals: {rep.arrivals}: {fmt.count(rep.requests)} requests, "
         f"{fmt.seconds(rep.duration_s)} simulated, seed {rep.seed}.",
@@ -123,7 +125,8 @@ def simulate_markdown(rep: SimReport) -> str:
 
 def capacity_markdown(rep: CapacityReport) -> str:
     """The replica curve and where to scale before breach."""
-    lines = ["# Capacity", "", f"Arrivals: {rep.arrivals}.", ""]
+    verdict = f"**Verdict: {sim_verdict.capacity_headline(rep)[0]}.**"
+    lines = ["# Capacity", "", verdict, "", f"Arrivals: {rep.arrivals}.", ""]
     names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
     lines += _table(
         ["load", "replicas", "utilization", *names],

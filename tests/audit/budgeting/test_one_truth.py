@@ -130,3 +130,21 @@ def test_init_says_when_a_stated_objective_is_tighter_than_the_log(tmp_path):
     assert result.exit_code == 0, result.output
     assert "the log breaches tpot.p99: measured 75.8 ms" in result.output
     assert "breaches ttft" not in result.output  # 448 ms meets 500
+
+
+def test_audit_says_what_drives_a_breached_e2e_as_rebudget_does(measured):
+    """Issue 26 item 3: the audit explained tpot.p99 but said nothing of e2e.p99 (23,543 ms
+    over 20,000), which rebudget's gaps[] reads; the recommendation named tpot.p99 only."""
+    log, budget, _ = measured
+    (gap,) = run_json("rebudget", str(budget), str(log))["gaps"]
+    audit = run_json("audit", str(log), "--budget", str(budget))
+    rows = objectives(audit)
+    assert gap["objective"] == "e2e.p99"
+    assert rows["e2e.p99"]["driver"] == gap["says"]  # one function, the same words
+    assert "decode holds 99%" in gap["says"] and "long answers, not slow tokens" in gap["says"]
+    assert rows["tpot.p99"]["driver"] == ""  # its cause is the LLM hypothesis
+    text = audit["recommendation"]["text"]
+    assert "tpot.p99" in text and "e2e.p99 23,543 ms" in text
+    md = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
+    drives = md.split("What drives each breached objective:")[1].split("##")[0]
+    assert f"- **e2e.p99**: {gap['says']}" in drives and "- **tpot.p99**" in drives

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget import _arrow_numpy as arrow_numpy
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.covariates import output_tokens_column
+from tailbudget.logs.engine import arrow_result
 from tailbudget.logs.table import LogTable
 
 FloatArray = npt.NDArray[np.float64]
@@ -85,8 +87,10 @@ class Profile:
 def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
     """Read a canonical log's stage columns into a Profile (errors left out, counted)."""
     table = log.table
-    rows = int(table.count().execute())
-    errors = int(table.filter(table.error).count().execute()) if rows else 0
+    # Through Arrow, never pandas: the audit calls this for a breached e2e objective and
+    # loads no pandas (half a second to import).
+    rows = _count(table, log.backend)
+    errors = _count(table.filter(table.error), log.backend) if rows else 0
     ok = table.filter(~table.error)
     sampled = rows - errors > MAX_ROWS
     if sampled:
@@ -97,7 +101,7 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
         ok = ok.mutate(output_tokens=ok[tokens])  # the audit's answer-length column
     extra = [c for c in _LLM_COLUMNS if c in ok.columns and c not in wanted]
     lists = [ITL] if ITL in table.columns else []
-    arrow = ok.select(*wanted, *extra, *lists).to_pyarrow()
+    arrow = arrow_result(ok.select(*wanted, *extra, *lists), log.backend)
     if sampled and arrow.num_rows > MAX_ROWS:
         arrow = arrow.slice(0, MAX_ROWS)
     columns = {name: _floats(arrow.column(name)) for name in (*wanted, *extra)}
@@ -123,6 +127,10 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
         longest_gap=longest,
         failed=int(getattr(log.rows, "failed", 0)),
     )
+
+
+def _count(table: Any, backend: Any) -> int:
+    return int(arrow_result(table.aggregate(n=table.count()), backend).column("n")[0].as_py())
 
 
 def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
@@ -156,5 +164,9 @@ def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
 
 
 def _floats(column: Any) -> FloatArray:
+    # From the buffers (NaN where null), not to_numpy, which loads pandas for a chunked
+    # column; a copy, since the profile's arrays are written to (masks, clips).
+    if str(column.type) in arrow_numpy.NUMPY_TYPES or str(column.type) == "null":
+        return np.array(arrow_numpy.floats(column), dtype=np.float64)
     out: FloatArray = column.to_numpy(zero_copy_only=False).astype(np.float64)
     return out

@@ -32,6 +32,11 @@ def _goodput(r: AuditReport) -> str:
 
 def _causes(r: AuditReport) -> str:
     items = [
+        f"<li><strong>{esc(f'{o.metric}.{o.percentile}')}</strong>: {esc(o.driver)}</li>"
+        for o in r.objectives
+        if o.driver
+    ]
+    items += [
         f"<li><strong>{esc(h.objective)}</strong>: {esc(h.evidence)}</li>"
         for h in r.hypotheses
         if h.objective

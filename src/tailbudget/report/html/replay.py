@@ -55,11 +55,31 @@ def _summary_pairs(rep: ReplayReport) -> list[tuple[str, str]]:
     return pairs
 
 
-def _summary(rep: ReplayReport) -> str:
-    # Open loop is the one caveat every reader needs before the decisions: shown first.
+def verdict_line(rep: ReplayReport) -> str:
+    """What the policy did over the log, in one sentence: its decisions by action and
+    where it left the service."""
+    if not rep.decisions:
+        return f"The policy took no action over {fmt.seconds(rep.duration_s)} of this log"
+    by_action = ", ".join(f"{k} x{fmt.count(n)}" for k, n in rep.summary.items())
+    active = ", ".join(rep.active_at_end) or "nothing"
+    return (
+        f"The policy would have made {fmt.count(len(rep.decisions))} "
+        f"decision{'s' if len(rep.decisions) != 1 else ''} over {fmt.seconds(rep.duration_s)}"
+        f" ({by_action}), ending at {fmt.count(rep.final_replicas)} desired replicas with "
+        f"{active} active"
+    )
+
+
+def _verdict(rep: ReplayReport) -> str:
+    # Open loop is the one caveat every reader needs before the decisions: said with the
+    # verdict, since no decision changed the latencies that follow it.
     loop = "".join(f'<p class="rec" id="open-loop">{esc(n)}</p>' for n in rep.open_loop)
+    return f'<p class="verdict"><strong>{esc(verdict_line(rep))}.</strong></p>' + loop
+
+
+def _summary(rep: ReplayReport) -> str:
     items = "".join(f"<li>{esc(n)}</li>" for n in rep.other_notes)
-    return loop + kv(_summary_pairs(rep)) + (f"<ul>{items}</ul>" if items else "")
+    return kv(_summary_pairs(rep)) + (f"<ul>{items}</ul>" if items else "")
 
 
 def _policy_pairs(pol: ReplayPolicy) -> list[tuple[str, str]]:
@@ -146,6 +166,7 @@ def render_replay_html(replay: ReplayReport) -> str:
     sections = page.render_sections(
         replay,
         (
+            ("verdict", "Verdict", _verdict),
             ("summary", "Replay", _summary),
             ("timeline", "Timeline", _timeline),
             ("decisions", "Decisions", _decisions),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from tailbudget.report import fmt
+from tailbudget.report import fmt, sim_verdict
 from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
@@ -165,27 +165,14 @@ def _verdict_block(headline: str, lines: list[str], bad: bool) -> str:
 
 def render_simulate_html(rep: SimReport) -> str:
     """The simulation report: side by side, timeline, decisions, model."""
-    best = min(
-        rep.runs,
-        key=lambda r: (
-            max((o.minutes_in_breach for o in r.objectives), default=0),
-            r.replica_hours,
-        ),
-    )
+    best = sim_verdict.best_run(rep)
     take = (
         f"{best.policy}: fewest minutes in breach "
         f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
         f"at {fmt.number(best.replica_hours)} replica-hours"
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
-    breached = any(o.verdict == "breach" and o.objective.gated for o in best.objectives)
-    headline = (
-        f"Every policy breaches; the best, {best.policy}, is in breach "
-        f"{max((o.minutes_in_breach for o in best.objectives), default=0)} minutes"
-        if breached
-        else f"{best.policy} meets every gated objective at "
-        f"{fmt.number(best.replica_hours)} replica-hours"
-    )
+    headline, breached = sim_verdict.simulate_headline(rep)
     verdict = _verdict_block(headline, [_run_verdict(r) for r in rep.runs], breached)
     sections = [
         ("verdict", "Verdict", verdict),
@@ -207,14 +194,7 @@ def render_simulate_html(rep: SimReport) -> str:
 
 def render_capacity_html(rep: CapacityReport) -> str:
     """The capacity curve and where to scale before breach."""
-    sbb = rep.scale_before_breach
-    if sbb is not None and sbb.load is not None:
-        take = (
-            f"scale before {sbb.load:g}x the log's load ({sbb.objective} at "
-            f"{fmt.share(sbb.share_of_target, 0)} of target)"
-        )
-    else:
-        take = "no scale-before-breach load found in the searched range"
+    take = sim_verdict.capacity_take(rep)
     rows = [
         [cell(f"{p.load:g}x"), cell(p.replicas if p.replicas is not None else "not met"),
          *(cell(o.measured_ms, "ms") for o in p.objectives)]
@@ -226,14 +206,7 @@ def render_capacity_html(rep: CapacityReport) -> str:
         + (f"{p.replicas} replica{'s' if p.replicas != 1 else ''}" if p.replicas else "not met")
         for p in rep.curve
     ]
-    first = rep.curve[0] if rep.curve else None
-    headline = (
-        "No replica count found"
-        if first is None or first.replicas is None
-        else f"{first.replicas} {'replica meets' if first.replicas == 1 else 'replicas meet'} "
-        f"every gated objective at {first.load:g}x the log's load; {take}"
-    )
-    short = first is None or not first.replicas
+    headline, short = sim_verdict.capacity_headline(rep)
     sections = [
         ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")

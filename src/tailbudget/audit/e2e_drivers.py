@@ -1,0 +1,64 @@
+"""What drives each breached end-to-end objective, read the way `rebudget` reads its gaps.
+
+The audit's LLM causes explain a breached TTFT or TPOT; an e2e objective over its target
+gets the re-budget's reading of the requests above it (the stage holding most of their
+time; on an LLM log, long answers or slow tokens), from the one function both commands
+call (budgeting.gap.gaps), so the audit and rebudget say the same words and figures.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tailbudget.audit.budgeting.gap import gaps
+from tailbudget.audit.budgeting.profile import profile_of
+from tailbudget.audit.context import Ctx
+from tailbudget.audit.report import ObjectiveRow, Recommendation
+
+__all__ = ["naming_every_breach", "with_drivers"]
+
+
+def with_drivers(ctx: Ctx, rows: list[ObjectiveRow]) -> list[ObjectiveRow]:
+    """The rows with `driver` set on each breached e2e objective (profiled only then: a log
+    within its e2e objectives is not read a second time)."""
+    breached = {
+        o.percentile: o
+        for o in rows
+        if o.metric == "e2e" and o.verdict == "breach" and o.measured_ms is not None
+    }
+    if not breached:
+        return rows
+    profile = profile_of(ctx.log)
+    slo = {p: o.target_ms for p, o in breached.items()}
+    # The audit's own measured figure, so the gap is the one its objectives table shows.
+    measured = {p: float(o.measured_ms or 0.0) for p, o in breached.items()}
+    said = {g.objective: g.says for g in gaps(profile, slo, list(breached), measured)}
+    return [
+        o.model_copy(update={"driver": said.get(f"e2e.{o.percentile}", "")})
+        if o.metric == "e2e"
+        else o
+        for o in rows
+    ]
+
+
+def naming_every_breach(rec: Recommendation, rows: list[ObjectiveRow]) -> Recommendation:
+    """The recommendation with each gated breach it does not name yet added (`e2e.p99`
+    next to the `tpot.p99` fix it starts with), so no breached objective goes unsaid."""
+    unsaid = [o for o in rows if o.gated and o.verdict == "breach" and not _named(o, rec.text)]
+    if not unsaid:
+        return rec
+    named = "; ".join(
+        f"{o.metric}.{o.percentile} {o.measured_ms:,.0f} ms against its {o.target_ms:,.0f} ms"
+        + (" (what drives it is under Objectives)" if o.driver else "")
+        for o in unsaid
+    )
+    text = rec.text.rstrip()
+    text += ("" if text.endswith(".") else ".") + f" Also over target: {named}."
+    return rec.model_copy(update={"text": text})
+
+
+def _named(o: ObjectiveRow, text: str) -> bool:
+    # The e2e tail's own recommendation names its percentile bare ("p99 is 15 ms over").
+    key = f"{o.metric}.{o.percentile}"
+    bare = o.metric == "e2e" and re.search(rf"(^|[\s(]){re.escape(o.percentile)} is ", text)
+    return key in text or bool(bare)

@@ -1,0 +1,55 @@
+"""`simulate` and `capacity` markdown open with the verdict their HTML pages open with
+(issue 26 item 6: they opened with the arrivals, the verdict nowhere)."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tailbudget.cli import app
+from tests.sim.synth import doubling_log
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return doubling_log(tmp_path_factory.mktemp("verdict") / "doubling.parquet")
+
+
+def both(args: list[str], tmp_path: Path) -> tuple[str, str]:
+    md = runner.invoke(app, [*args, "--format", "md"])
+    assert md.exit_code == 0, md.output
+    out = tmp_path / "page.html"
+    page = runner.invoke(app, [*args, "--format", "html", "-o", str(out)])
+    assert page.exit_code == 0, page.output
+    return md.output, out.read_text()
+
+
+def html_verdict(page: str) -> str:
+    section = page.split('<section id="verdict">', 1)[1]
+    found = re.search(r'<p class="verdict [a-z]+"><strong>(.*?)</strong>', section)
+    assert found is not None
+    return html.unescape(found.group(1))
+
+
+def test_simulate_md_opens_with_the_html_verdict(log: Path, tmp_path: Path) -> None:
+    args = ["simulate", str(log), "--slo", "p95=1000", "--concurrency", "4", "--replicas", "2",
+            "--duration", "10m", "--policy", "budget", "--policy", "fixed"]  # fmt: skip
+    md, page = both(args, tmp_path)
+    first = md.split("\n\n")[1]
+    assert first == f"**Verdict: {html_verdict(page)}.**"
+    assert "meets every gated objective" in first or "Every policy breaches" in first
+
+
+def test_capacity_md_opens_with_the_html_verdict(log: Path, tmp_path: Path) -> None:
+    args = ["capacity", str(log), "--slo", "p95=1000", "--concurrency", "4", "--load", "1,2",
+            "--duration", "10m"]  # fmt: skip
+    md, page = both(args, tmp_path)
+    first = md.split("\n\n")[1]
+    assert first == f"**Verdict: {html_verdict(page)}.**"
+    assert "every gated objective at 1x the log's load; scale before" in first
