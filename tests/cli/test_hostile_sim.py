@@ -125,14 +125,17 @@ def test_refused_runs_stay_under_a_gigabyte(log):
         ["--arrivals", "poisson:1e9"],
         ["--arrivals", "burst:1e12"],
     ]
+    # VmHWM is this process image's own peak: ru_maxrss survives exec on Linux, so a child
+    # forked from a large pytest process would report the parent's size, not its own.
     script = (
-        "import resource, sys\n"
+        "import sys\n"
         "from tailbudget.cli import main\n"
         "sys.argv = ['tailbudget', *sys.argv[1:]]\n"
         "try:\n"
         "    main()\n"
         "finally:\n"
-        "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "    hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+        "    print(hwm[0].split()[1], file=sys.stderr)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     for args in cases:

@@ -19,6 +19,7 @@ import numpy as np
 from tailbudget._units import quantile_of
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import FloatArray, Profile
+from tailbudget.report import fmt
 
 if TYPE_CHECKING:
     from tailbudget.audit.report import RankedFix
@@ -66,9 +67,10 @@ def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:
     spent = float(profile.total[tail].sum())
     shares = {s: float(t[tail].sum()) / spent for s, t in profile.times.items() if spent > 0}
     stage = max(shares, key=lambda s: shares[s]) if shares else None
-    says = f"e2e.{p} is {over:,.0f} ms over its target"
+    says = f"e2e.{p} is {fmt.ms(over)} ms over its target"
     if stage is not None:
-        says += f": {stage} holds {shares[stage]:.0%} of the time of the {n} requests above it"
+        held = fmt.share(shares[stage], 0)  # n/a where extreme figures overflow the sum
+        says += f": {stage} holds {held} of the time of the {n} requests above it"
     why = _answers(profile, tail)
     if why:
         says += f"; {why}"
