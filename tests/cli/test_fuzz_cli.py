@@ -11,7 +11,6 @@ minutes on a 2-core machine.
 
 from __future__ import annotations
 
-import json
 import math
 import resource
 import signal
@@ -26,22 +25,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
+from tests._json import strict_json
+from tests.cli._inputs import BUDGET
 
 runner = CliRunner()
 CASE_SECONDS = 45
 """A case past this is a hang (every case is a few seconds on a loaded machine)."""
 GIB_KIB = 1 << 20
-
-BUDGET = """\
-service: svc
-environment: prd
-slo: {p50: 300, p95: 800, p99: 1500}
-pipeline:
-  - stage: db
-    budget: {p50: 50, p95: 150, p99: 300}
-  - stage: llm
-    budget: {p50: 200, p95: 500, p99: 1000}
-"""
 
 latency = st.one_of(
     st.floats(min_value=0.5, max_value=5_000, allow_nan=False),
@@ -160,13 +150,6 @@ def _alarm(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def _strict(text: str) -> object:
-    def refuse(const: str) -> object:
-        raise ValueError(f"not RFC 8259: {const}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def _fill(args: list[str], files: dict[str, Path]) -> list[str]:
     out = []
     for a in args:
@@ -221,6 +204,6 @@ def _one_case(tmp_path_factory: Any, case: tuple[str, list[str], str, bytes]) ->
         errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
         assert len(errors) == 1, (where, result.stderr)
     elif "--format" in argv and argv[argv.index("--format") + 1] == "json":
-        _strict(result.stdout)
+        strict_json(result.stdout)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert peak <= max(peak_before, GIB_KIB), (where, peak)

@@ -16,20 +16,10 @@ from typer.testing import CliRunner
 from tailbudget.budget.yaml_safe import YamlError, load_yaml
 from tailbudget.cli import app
 from tailbudget.export.common import label_value
+from tests.cli._inputs import BUDGET
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-BUDGET = """\
-service: svc
-environment: prd
-slo: {p50: 300, p95: 800, p99: 1500}
-pipeline:
-  - stage: db
-    budget: {p50: 50, p95: 150, p99: 300}
-  - stage: llm
-    budget: {p50: 200, p95: 500, p99: 1000}
-"""
 
 
 def _one_line_error(result, *needles: str) -> None:

@@ -3,7 +3,6 @@ an empty stage column), and no verdict from no data."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,28 +11,10 @@ from typer.testing import CliRunner
 
 from tailbudget._json import dumps
 from tailbudget.cli import app
+from tests._json import strict_json
+from tests.cli._inputs import BUDGET
 
 runner = CliRunner()
-
-BUDGET = """\
-service: svc
-environment: prd
-slo: {p50: 300, p95: 800, p99: 1500}
-pipeline:
-  - stage: db
-    budget: {p50: 50, p95: 150, p99: 300}
-  - stage: llm
-    budget: {p50: 200, p95: 500, p99: 1000}
-"""
-
-
-def strict(text: str) -> object:
-    """json.loads that refuses NaN, Infinity and -Infinity (RFC 8259 has none)."""
-
-    def refuse(const: str) -> object:
-        raise ValueError(f"not RFC 8259: {const}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 def _write(path: Path, rows: list[tuple[float, float, float | None]]) -> Path:
@@ -88,7 +69,7 @@ def test_every_command_answers_strict_json_or_one_line(logs, kind, command):
         assert len(lines) == 1 and lines[0].startswith("error: "), result.output
         return
     start = result.output.index("{")
-    strict(result.output[start:])
+    strict_json(result.output[start:])
 
 
 def test_rebudget_on_overflowing_latencies_is_one_line(logs):
@@ -102,7 +83,7 @@ def test_an_objective_on_an_empty_stage_is_inconclusive_not_a_pass(logs):
     args = ["audit", str(logs["empty_stage"]), "--slo", "p99=900,db.p99=300"]
     result = runner.invoke(app, [*args, "--format", "json", "--fail-on-breach"])
     assert result.exit_code == 0, result.output
-    db = next(o for o in strict(result.output)["objectives"] if o["metric"] == "db")
+    db = next(o for o in strict_json(result.output)["objectives"] if o["metric"] == "db")
     assert db["verdict"] == "inconclusive" and db["measured_ms"] is None
     assert "no time recorded for db" in db["note"]
     md = runner.invoke(app, [*args, "--format", "md"]).output
@@ -113,7 +94,7 @@ def test_a_simulated_run_of_one_request_gets_no_verdict(logs):
     args = ["simulate", str(logs["empty_stage"]), "--slo", "p95=800", "--arrivals", "burst:1"]
     result = runner.invoke(app, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output
-    obj = strict(result.output)["objectives"][0]
+    obj = strict_json(result.output)["objectives"][0]
     assert obj["verdict"] == "inconclusive" and obj["n"] == 1
     assert "rests on 1 simulated request; a verdict on p95 needs at least 20" in obj["note"]
     md = runner.invoke(app, [*args]).output
@@ -121,13 +102,15 @@ def test_a_simulated_run_of_one_request_gets_no_verdict(logs):
 
 
 def test_the_writer_says_which_figures_it_nulled():
-    doc = strict(dumps({"a": float("inf"), "b": [1.0, float("nan")], "notes": []}, explain=True))
+    doc = strict_json(
+        dumps({"a": float("inf"), "b": [1.0, float("nan")], "notes": []}, explain=True)
+    )
     assert doc["a"] is None and doc["b"] == [1.0, None]
     assert doc["notes"] == [
         "2 figures could not be computed as a finite number (an overflow, or no data) "
         "and are null: a, b[1]"
     ]
-    assert strict(dumps({"a": 1.0}, explain=True)) == {"a": 1.0}
+    assert strict_json(dumps({"a": 1.0}, explain=True)) == {"a": 1.0}
 
 
 def test_rebudget_agrees_with_the_audit_on_an_empty_stage(logs, tmp_path):
@@ -139,8 +122,10 @@ def test_rebudget_agrees_with_the_audit_on_an_empty_stage(logs, tmp_path):
         )
     )
     log = str(logs["empty_stage"])
-    proposal = strict(runner.invoke(app, ["rebudget", str(budget), log, "--format", "json"]).output)
-    audit = strict(
+    proposal = strict_json(
+        runner.invoke(app, ["rebudget", str(budget), log, "--format", "json"]).output
+    )
+    audit = strict_json(
         runner.invoke(app, ["audit", log, "--budget", str(budget), "--format", "json"]).output
     )
     in_rebudget = next(o for o in proposal["objectives"] if o["objective"] == "db.p99")
