@@ -56,6 +56,18 @@ def _unit_hint(report: AuditReport) -> AuditReport:
     )
 
 
+def _timeout_s(query_timeout: str | float) -> float:
+    from tailbudget._units import parse_duration_s
+
+    limit = parse_duration_s(query_timeout, field="query_timeout", param="query_timeout")
+    if not limit > 0:
+        raise TailbudgetError(
+            f"query_timeout must be a positive time such as 10m, got {query_timeout!r}",
+            param="query_timeout",
+        )
+    return limit
+
+
 def audit(
     data: Data,
     slo: Any = None,
@@ -82,7 +94,6 @@ def audit(
     """Audit a latency log against `slo` (or the budget's objectives); the report is the
     `audit --format json` document (`.to_json()`), and renders itself in Jupyter.
     A `query`'s engine work stops after `query_timeout` (DuckDB: logs/deadline.py)."""
-    from tailbudget._units import parse_duration_s
     from tailbudget.audit import AuditConfig, run_audit
     from tailbudget.audit.events import read_events
     from tailbudget.logs import read_log
@@ -113,12 +124,7 @@ def audit(
     source = None if data is None else source_of(data)
     if baseline is not None:  # per-operation samples, for contention against the baseline
         options = options.with_(span_profile=True)
-    limit = parse_duration_s(query_timeout, field="query_timeout", param="query_timeout")
-    if not limit > 0:
-        raise TailbudgetError(
-            f"query_timeout must be a positive time such as 10m, got {query_timeout!r}",
-            param="query_timeout",
-        )
+    limit = _timeout_s(query_timeout)
     if query is not None:
         engine = connect(engine)  # the same connection, so the deadline can interrupt it
     with query_deadline(engine, limit) if query is not None else nullcontext():

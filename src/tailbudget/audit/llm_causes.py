@@ -150,8 +150,8 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
     return hyp, ({"kind": kind, "fit": fit, "ref": ref} if what else {})
 
 
-def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]] | None:
-    """The TPOT/ITL breach's cause: decode contention, long answers or long contexts."""
+def _tpot_fit(ctx: Ctx) -> tuple[Fit, bool] | None:
+    """TPOT regressed on lengths and on who decoded alongside; True when from the batch column."""
     tpot, ttft, inp = ob.metric_value(ctx, "tpot"), ob.metric_value(ctx, "ttft"), input_tokens(ctx)
     if tpot is None:
         return None
@@ -183,11 +183,14 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         # is the batch a request ran in showing through its length, so it is left out.
         kept = [k for k in terms if k == "busy" or fit.coef[k] >= 0]
         fit = (fit_sums(row, kept) if len(kept) < len(terms) else None) or fit
-    ref = reference(ctx, ctx.config.baseline, "tpot", ["output_tokens"])
-    key = f"{obj.metric}.{obj.percentile}"
+    return fit, batched
+
+
+def _tpot_contention(
+    fit: Fit, ref: Fit | None, batched: bool, parts: list[str], figures: dict[str, float]
+) -> float:
+    """The ms of mean TPOT that contention explains (batch slope or excess over the baseline)."""
     mean = fit.means["y"]
-    parts: list[str] = []
-    figures: dict[str, float] = {"tpot_mean_ms": mean, "r2": fit.r2}
     contention = 0.0
     if "busy" in fit.coef:
         b = fit.coef["busy"]
@@ -214,6 +217,21 @@ def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
             "is contention"
         )
         contention = max(contention, extra)
+    return contention
+
+
+def tpot_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]] | None:
+    """The TPOT/ITL breach's cause: decode contention, long answers or long contexts."""
+    found = _tpot_fit(ctx)
+    if found is None:
+        return None
+    fit, batched = found
+    ref = reference(ctx, ctx.config.baseline, "tpot", ["output_tokens"])
+    key = f"{obj.metric}.{obj.percentile}"
+    mean = fit.means["y"]
+    parts: list[str] = []
+    figures: dict[str, float] = {"tpot_mean_ms": mean, "r2": fit.r2}
+    contention = _tpot_contention(fit, ref, batched, parts, figures)
     lengths = {
         c: max(fit.coef.get(c, 0.0), 0.0) * fit.means.get(c, 0.0)
         for c in ("output_tokens", "input_tokens")

@@ -209,6 +209,61 @@ def _threshold_ms(doc: dict[str, Any], ann: dict[str, Any], where: str) -> float
     return round(_number(bound, f"{where}: le bound") * 1000.0, 6)
 
 
+def _annotations(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    if doc.get("apiVersion") != API_VERSION:
+        raise BudgetError(
+            f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
+        )
+    ann = _dig(doc, "metadata", "annotations")
+    return ann if isinstance(ann, dict) else {}
+
+
+def _service_name(doc: dict[str, Any], ann: dict[str, Any], where: str, seen: str | None) -> str:
+    name = ann.get(A_SERVICE) or _dig(doc, "spec", "service")
+    if not isinstance(name, str) or not name:
+        raise BudgetError(f"{where}: spec.service is missing")
+    if seen is not None and name != seen:
+        raise BudgetError(
+            f"{where}: service {name!r} differs from {seen!r}; import one service at a time"
+        )
+    return name
+
+
+def _target(doc: dict[str, Any], where: str) -> float:
+    objectives = _dig(doc, "spec", "objectives")
+    target = _dig(objectives[0], "target") if isinstance(objectives, list) and objectives else None
+    if isinstance(target, bool) or not isinstance(target, int | float):
+        raise BudgetError(f"{where}: spec.objectives[0].target must be a number, got {target!r}")
+    return target
+
+
+def _error_rate(ann: dict[str, Any], target: float, where: str) -> float:
+    if A_ERROR_RATE in ann:
+        rate = _number(ann[A_ERROR_RATE], f"{where}: annotation {A_ERROR_RATE}")
+    elif 0 < target <= 1:
+        rate = round(1.0 - float(target), 12)
+    else:
+        raise BudgetError(f"{where}: objectives[0].target must be in (0, 1], got {target!r}")
+    if not 0 <= rate < 1:
+        raise BudgetError(f"{where}: error rate must be in [0, 1), got {rate!r}")
+    return rate
+
+
+def _latency(
+    doc: dict[str, Any], ann: dict[str, Any], kind: Any, target: float, where: str
+) -> tuple[str, float]:
+    if isinstance(kind, str) and ("." in kind or kind == "goodput"):
+        raise BudgetError(
+            f"{where}: objective {kind} is not end to end; import reads end-to-end "
+            "latency and error-rate SLOs (export those on the default tailbudget series)"
+        )
+    p = kind if kind in PERCENTILES else _target_percentile(target, where)
+    ms = _threshold_ms(doc, ann, where)
+    if not ms > 0:
+        raise BudgetError(f"{where}: the {p} threshold must be above 0 ms, got {ms!r}")
+    return p, ms
+
+
 def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     """OpenSLO documents -> {service, environment, slo: {p..: ms, error_rate}}.
 
@@ -229,53 +284,16 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     gated: list[str] = []
     for i, doc in enumerate(slos):
         where = f"{source}: SLO #{i + 1}"
-        if doc.get("apiVersion") != API_VERSION:
-            raise BudgetError(
-                f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
-            )
-        ann = _dig(doc, "metadata", "annotations")
-        ann = ann if isinstance(ann, dict) else {}
-        name = ann.get(A_SERVICE) or _dig(doc, "spec", "service")
-        if not isinstance(name, str) or not name:
-            raise BudgetError(f"{where}: spec.service is missing")
-        if service is None:
-            service = name
-        elif name != service:
-            raise BudgetError(
-                f"{where}: service {name!r} differs from {service!r}; import one service at a time"
-            )
+        ann = _annotations(doc, where)
+        name = _service_name(doc, ann, where, service)
+        service = service or name
         environment = environment or ann.get(A_ENVIRONMENT)
-        objectives = _dig(doc, "spec", "objectives")
-        target = (
-            _dig(objectives[0], "target") if isinstance(objectives, list) and objectives else None
-        )
-        if isinstance(target, bool) or not isinstance(target, int | float):
-            raise BudgetError(
-                f"{where}: spec.objectives[0].target must be a number, got {target!r}"
-            )
+        target = _target(doc, where)
         kind = ann.get(A_KIND)
         if kind == "error_rate" or (kind is None and _good_le(doc) is None):
-            if A_ERROR_RATE in ann:
-                rate = _number(ann[A_ERROR_RATE], f"{where}: annotation {A_ERROR_RATE}")
-            elif 0 < target <= 1:
-                rate = round(1.0 - float(target), 12)
-            else:
-                raise BudgetError(
-                    f"{where}: objectives[0].target must be in (0, 1], got {target!r}"
-                )
-            if not 0 <= rate < 1:
-                raise BudgetError(f"{where}: error rate must be in [0, 1), got {rate!r}")
-            slo["error_rate"] = rate
+            slo["error_rate"] = _error_rate(ann, target, where)
             continue
-        if isinstance(kind, str) and ("." in kind or kind == "goodput"):
-            raise BudgetError(
-                f"{where}: objective {kind} is not end to end; import reads end-to-end "
-                "latency and error-rate SLOs (export those on the default tailbudget series)"
-            )
-        p = kind if kind in PERCENTILES else _target_percentile(target, where)
-        ms = _threshold_ms(doc, ann, where)
-        if not ms > 0:
-            raise BudgetError(f"{where}: the {p} threshold must be above 0 ms, got {ms!r}")
+        p, ms = _latency(doc, ann, kind, target, where)
         slo[p] = ms
         labels = _dig(doc, "metadata", "labels")
         if not isinstance(labels, dict) or labels.get(L_GATED, "true") in ("true", ["true"]):

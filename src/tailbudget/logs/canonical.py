@@ -74,20 +74,7 @@ def canonicalize(
     mapping = resolve_columns(list(schema.names), numeric, opts, source, extras=extras)
     factor = _UNIT_FACTOR[options.unit]
 
-    checks: list[tuple[str, Any]] = []
-    stage_cols: dict[str, Any] = {}
-    for stage, column in mapping.stages.items():
-        value, non_numeric = _number(raw[column], column, source)
-        stage_cols[stage] = value
-        checks.append(("non_numeric", non_numeric))
-    if mapping.total is not None:
-        total, non_numeric = _number(raw[mapping.total], mapping.total, source)
-        checks.append(("non_numeric", non_numeric))
-        missing_total = is_missing(total) & ~non_numeric
-    else:
-        parts = list(stage_cols.values())
-        total = sum((p.fill_null(0.0) for p in parts[1:]), parts[0].fill_null(0.0))
-        missing_total = ibis.and_(*(is_missing(p) for p in parts))
+    stage_cols, checks, total, missing_total = _latency_columns(raw, mapping, source)
     # A missing stage cell means the stage did not run: 0 ms, not a bad row.
     latencies = [total, *(v.fill_null(0.0) for v in stage_cols.values())]
     any_non_numeric = ibis.or_(*(c for _, c in checks)) if checks else ibis.literal(False)
@@ -104,27 +91,7 @@ def canonicalize(
     ]
     reason = ibis.cases(*((c, name) for name, c in conditions), else_=ibis.null(dt.string))
 
-    columns: dict[str, Any] = {
-        "request_id": (
-            raw[mapping.request_id].cast(dt.string)
-            if mapping.request_id
-            else ibis.row_number().cast(dt.string)
-        ),
-        "ts": ts,
-        "total_ms": total * factor if factor != 1.0 else total,
-    }
-    others = ["request_id", "ts", "total_ms", "error", *mapping.shape, *mapping.cohorts]
-    idents = engine_columns(list(stage_cols), [*others, *mapping.extras])
-    for stage, value in stage_cols.items():
-        filled = value.fill_null(0.0)
-        columns[idents[stage]] = filled * factor if factor != 1.0 else filled
-    columns["error"] = _error(raw, mapping.error)
-    for col in mapping.shape:
-        columns[col] = _covariate(raw[col])
-    for col in mapping.cohorts:
-        columns[col] = raw[col].cast(dt.string)
-    for col in mapping.extras:
-        columns.setdefault(col, raw[col])
+    columns, idents = _output_columns(raw, mapping, ts, total, stage_cols, factor)
     if cache:
         # Materialised once, the reason column costs nothing to filter on later.
         annotated = materialize(backend, raw.select(**columns, **{_REASON: reason}))
@@ -165,6 +132,55 @@ def canonicalize(
         unit_stated=fmt in OWN_UNITS
         or unit_stated(options.unit, mapping.total, mapping.stages.values()),
     )
+
+
+def _latency_columns(
+    raw: Any, mapping: ColumnMap, source: str
+) -> tuple[dict[str, Any], list[tuple[str, Any]], Any, Any]:
+    """Each stage's number, the non-numeric checks, the total and where it is missing."""
+    checks: list[tuple[str, Any]] = []
+    stage_cols: dict[str, Any] = {}
+    for stage, column in mapping.stages.items():
+        value, non_numeric = _number(raw[column], column, source)
+        stage_cols[stage] = value
+        checks.append(("non_numeric", non_numeric))
+    if mapping.total is not None:
+        total, non_numeric = _number(raw[mapping.total], mapping.total, source)
+        checks.append(("non_numeric", non_numeric))
+        missing_total = is_missing(total) & ~non_numeric
+    else:
+        parts = list(stage_cols.values())
+        total = sum((p.fill_null(0.0) for p in parts[1:]), parts[0].fill_null(0.0))
+        missing_total = ibis.and_(*(is_missing(p) for p in parts))
+    return stage_cols, checks, total, missing_total
+
+
+def _output_columns(
+    raw: Any, mapping: ColumnMap, ts: Any, total: Any, stage_cols: dict[str, Any], factor: float
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The canonical columns (in ms) and each stage's engine identifier."""
+    columns: dict[str, Any] = {
+        "request_id": (
+            raw[mapping.request_id].cast(dt.string)
+            if mapping.request_id
+            else ibis.row_number().cast(dt.string)
+        ),
+        "ts": ts,
+        "total_ms": total * factor if factor != 1.0 else total,
+    }
+    others = ["request_id", "ts", "total_ms", "error", *mapping.shape, *mapping.cohorts]
+    idents = engine_columns(list(stage_cols), [*others, *mapping.extras])
+    for stage, value in stage_cols.items():
+        filled = value.fill_null(0.0)
+        columns[idents[stage]] = filled * factor if factor != 1.0 else filled
+    columns["error"] = _error(raw, mapping.error)
+    for col in mapping.shape:
+        columns[col] = _covariate(raw[col])
+    for col in mapping.cohorts:
+        columns[col] = raw[col].cast(dt.string)
+    for col in mapping.extras:
+        columns.setdefault(col, raw[col])
+    return columns, idents
 
 
 def materialize(backend: Any, expr: Any) -> Any:

@@ -86,15 +86,7 @@ def resolve_columns(
     notes: list[str] = []
 
     def find(col: str, param: str) -> str:
-        if col in cols:
-            return col
-        folded = [c for c in cols if c.lower() == col.lower()]
-        if len(folded) == 1:
-            return folded[0]
-        raise LogError(
-            f"{param}: column {col!r} not found in {source}; columns are: {_list(cols)}",
-            param=param,
-        )
+        return _find(cols, col, param, source)
 
     def guess(names: Sequence[str]) -> str | None:
         lower = {c.lower(): c for c in cols}
@@ -126,26 +118,7 @@ def resolve_columns(
     taken = {total, timestamp, request_id, error, *shape, *cohorts, *extras}
 
     explicit = options.stage_map()
-    if explicit is not None:
-        stages = {k: find(v, "stage") for k, v in explicit.items()}
-    elif options.stages_glob:
-        globs = [g.strip() for g in options.stages_glob.split(",") if g.strip()]
-        matched = [
-            c for c in cols if c not in taken and any(fnmatch.fnmatchcase(c, g) for g in globs)
-        ]
-        if not matched:
-            raise LogError(
-                f"stages: {options.stages_glob!r} matches no column of {source}; "
-                f"columns are: {_list(cols)}",
-                param="stages",
-            )
-        stages = {_stage_of(c): c for c in matched}
-    else:
-        stages = {
-            _stage_of(c): c
-            for c in cols
-            if c.endswith("_ms") and c not in taken and c.lower() not in _NOT_STAGES
-        }
+    stages = _stage_columns(cols, taken, options, source)
     stages = _unique_stages(stages)
 
     if total is None and not stages:
@@ -174,6 +147,45 @@ def resolve_columns(
         extras=tuple(e for e in extras if e in cols and e not in stages.values()),
         notes=tuple(notes),
     )
+
+
+def _find(cols: Sequence[str], col: str, param: str, source: str) -> str:
+    """The column named `col` (exactly, else the one equal without case), or a one-line error."""
+    if col in cols:
+        return col
+    folded = [c for c in cols if c.lower() == col.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise LogError(
+        f"{param}: column {col!r} not found in {source}; columns are: {_list(cols)}",
+        param=param,
+    )
+
+
+def _stage_columns(
+    cols: Sequence[str], taken: set[str | None], options: ReadOptions, source: str
+) -> dict[str, str]:
+    """Stage name -> column: as mapped, as globbed, or every other `<stage>_ms` column."""
+    explicit = options.stage_map()
+    if explicit is not None:
+        return {k: _find(cols, v, "stage", source) for k, v in explicit.items()}
+    if options.stages_glob:
+        globs = [g.strip() for g in options.stages_glob.split(",") if g.strip()]
+        matched = [
+            c for c in cols if c not in taken and any(fnmatch.fnmatchcase(c, g) for g in globs)
+        ]
+        if not matched:
+            raise LogError(
+                f"stages: {options.stages_glob!r} matches no column of {source}; "
+                f"columns are: {_list(cols)}",
+                param="stages",
+            )
+        return {_stage_of(c): c for c in matched}
+    return {
+        _stage_of(c): c
+        for c in cols
+        if c.endswith("_ms") and c not in taken and c.lower() not in _NOT_STAGES
+    }
 
 
 def _check_roles(

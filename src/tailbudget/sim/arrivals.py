@@ -172,21 +172,7 @@ def make_arrivals(
         if n <= pool:  # each logged request once, as a benchmark sends its prompts
             src = rng.permutation(pool)[:n].astype(np.int64)
     else:
-        base, tin_all, tout_all = _recorded(spec, log_times)
-        span = float(base[-1]) if base.size else 0.0
-        horizon = (span / load if duration_s is None else duration_s) or 1.0
-        reps = max(1, math.ceil(horizon * load / max(span, 1e-9))) if span > 0 else 1
-        idx = np.tile(np.arange(base.size), reps)
-        t = (np.concatenate([base + k * span for k in range(reps)]) / load) if reps else base
-        keep = t <= horizon
-        if max_requests is not None:
-            keep &= np.arange(t.size) < max_requests
-        t, idx = t[keep], idx[keep]
-        if spec.kind == "log":
-            src = idx.astype(np.int64)
-        else:
-            tin = None if tin_all is None else tin_all[idx]
-            tout = None if tout_all is None else tout_all[idx]
+        t, src, tin, tout, horizon = _replayed(spec, log_times, load, duration_s, max_requests)
     if src is None:
         src = rng.integers(0, pool, size=t.size).astype(np.int64)
     low = rng.random(t.size) < low_share
@@ -203,6 +189,35 @@ def make_arrivals(
         ),
     )
     return arrivals, float(horizon)
+
+
+_F64 = npt.NDArray[np.float64]
+
+
+def _replayed(
+    spec: ArrivalSpec,
+    log_times: _F64 | None,
+    load: float,
+    duration_s: float | None,
+    max_requests: int | None,
+) -> tuple[_F64, npt.NDArray[np.int64] | None, _F64 | None, _F64 | None, float]:
+    """A recorded trace or log's arrivals, sped up by `load` and repeated to fill the horizon:
+    times, each one's logged request (a log) or its tokens (a trace), and the horizon."""
+    base, tin_all, tout_all = _recorded(spec, log_times)
+    span = float(base[-1]) if base.size else 0.0
+    horizon = (span / load if duration_s is None else duration_s) or 1.0
+    reps = max(1, math.ceil(horizon * load / max(span, 1e-9))) if span > 0 else 1
+    idx = np.tile(np.arange(base.size), reps)
+    t = (np.concatenate([base + k * span for k in range(reps)]) / load) if reps else base
+    keep = t <= horizon
+    if max_requests is not None:
+        keep &= np.arange(t.size) < max_requests
+    t, idx = t[keep], idx[keep]
+    if spec.kind == "log":
+        return t, idx.astype(np.int64), None, None, horizon
+    tin = None if tin_all is None else tin_all[idx]
+    tout = None if tout_all is None else tout_all[idx]
+    return t, None, tin, tout, horizon
 
 
 def _recorded(

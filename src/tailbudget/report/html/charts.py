@@ -9,6 +9,7 @@ series is drawn as several artists) so tests and readers can find it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
@@ -89,6 +90,32 @@ def cdf_chart(r: AuditReport) -> str | None:
         return to_svg(fig)
 
 
+def _budget_ticks(
+    ax: Any, rows: Sequence[StageRow], pos: np.ndarray, width: float, sideways: bool
+) -> list[float]:
+    """Each stage budget as a black tick on its bar; the budgets drawn, for the axis range."""
+    at, val = [], []
+    for i, s in enumerate(rows):
+        budget = s.budget or {}
+        for k, p in enumerate(PERCENTILES):
+            if p in budget:
+                at.append(pos[i] + (1 - k if sideways else k - 1) * width)
+                val.append(budget[p])
+    if at:
+        xy = (val, at) if sideways else (at, val)
+        (ln,) = ax.plot(
+            *xy,
+            ls="none",
+            marker="|" if sideways else "_",
+            markersize=13 if sideways else 17,
+            mew=2.4,
+            color=INK,
+            label="stage budget",
+        )
+        ln.set_gid("tb-stages-budget")
+    return val
+
+
 def stage_chart(rows: Sequence[StageRow]) -> str | None:
     """Grouped bars of each stage's p50/p95/p99, with its budget as a black tick.
 
@@ -112,25 +139,7 @@ def stage_chart(rows: Sequence[StageRow]) -> str | None:
             bars = draw(pos + off, vals, width, color=PCT_COLORS[p], label=p)
             for i, bar in enumerate(bars):
                 bar.set_gid(f"tb-stages-{p}-{i}")
-        at, val = [], []
-        for i, s in enumerate(rows):
-            budget = s.budget or {}
-            for k, p in enumerate(PERCENTILES):
-                if p in budget:
-                    at.append(pos[i] + (1 - k if sideways else k - 1) * width)
-                    val.append(budget[p])
-        if at:
-            xy = (val, at) if sideways else (at, val)
-            (ln,) = ax.plot(
-                *xy,
-                ls="none",
-                marker="|" if sideways else "_",
-                markersize=13 if sideways else 17,
-                mew=2.4,
-                color=INK,
-                label="stage budget",
-            )
-            ln.set_gid("tb-stages-budget")
+        val = _budget_ticks(ax, rows, pos, width, sideways)
         heights = [float(getattr(s, p)) for s in rows for p in PERCENTILES if getattr(s, p) > 0]
         log = bool(heights) and max(heights + val) / min(heights + val) > 30
         axis = ax.xaxis if sideways else ax.yaxis

@@ -183,6 +183,39 @@ def _series(timeline: Sequence[ReplayPoint], key: str) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values])
 
 
+def _decision_lines(ax: Any, ax2: Any, replay: ReplayReport, scale: float) -> None:
+    """One vertical line per decision (in both panels), and the value that triggered it."""
+    seen: set[str] = set()
+    px, py = [], []
+    for i, d in enumerate(replay.decisions):
+        x = d.t_offset_s / scale
+        action = d.action
+        color = ACTION_COLORS.get(action, INK)
+        dlabel = f"decision: {action}" if action not in seen else None
+        seen.add(action)
+        dl = ax.axvline(x, color=color, lw=1.2, alpha=0.9, label=dlabel)
+        dl.set_gid(f"tb-replay-decision-{i}")
+        if ax2 is not None:
+            ax2.axvline(x, color=color, lw=1.0, alpha=0.6)
+        if d.metric in ("p50", "p95", "p99") and d.value is not None:
+            px.append(x)
+            py.append(d.value)
+    if px:
+        sc = ax.scatter(px, py, marker="v", color=INK, s=28, zorder=5, label="value that triggered")
+        sc.set_gid("tb-replay-decision-values")
+
+
+def _error_panel(ax2: Any, tmin: np.ndarray, err: np.ndarray, rules: Sequence[Threshold]) -> Any:
+    """The window error rate (%) with its thresholds, below the latency panel."""
+    (el,) = ax2.plot(tmin, err * 100, color=GREY, lw=1.3, label="window error rate")
+    el.set_gid("tb-replay-error-rate")
+    for i, th in enumerate(r for r in rules if r.metric == "error_rate"):
+        _threshold_line(ax2, i, th, th.value * 100, f"tb-replay-error-threshold-{i}")
+    ax2.set_ylabel("errors (%)")
+    ax2.set_ylim(bottom=0)
+    return ax2
+
+
 def replay_chart(replay: ReplayReport) -> str | None:
     """Window p95/p99 over replay time with thresholds; each decision is a marked line."""
     timeline = sorted(replay.timeline, key=lambda w: w.t_offset_s)
@@ -209,45 +242,17 @@ def replay_chart(replay: ReplayReport) -> str | None:
         rules = rule_thresholds(replay)
         for i, th in enumerate(r for r in rules if r.metric != "error_rate"):
             _threshold_line(ax, i, th, th.value, f"tb-replay-threshold-{i}")
-        seen: set[str] = set()
-        px, py = [], []
-        for i, d in enumerate(replay.decisions):
-            x = d.t_offset_s / scale
-            action = d.action
-            color = ACTION_COLORS.get(action, INK)
-            dlabel = f"decision: {action}" if action not in seen else None
-            seen.add(action)
-            dl = ax.axvline(x, color=color, lw=1.2, alpha=0.9, label=dlabel)
-            dl.set_gid(f"tb-replay-decision-{i}")
-            if ax2 is not None:
-                ax2.axvline(x, color=color, lw=1.0, alpha=0.6)
-            if d.metric in ("p50", "p95", "p99") and d.value is not None:
-                px.append(x)
-                py.append(d.value)
-        if px:
-            sc = ax.scatter(
-                px, py, marker="v", color=INK, s=28, zorder=5, label="value that triggered"
-            )
-            sc.set_gid("tb-replay-decision-values")
+        _decision_lines(ax, ax2, replay, scale)
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_ylabel("window latency (ms)")
         ax.set_ylim(bottom=0)
         ax.set_title("Replay: rolling-window percentiles and controller decisions")
-        bottom = ax
-        if ax2 is not None:
-            (el,) = ax2.plot(tmin, err * 100, color=GREY, lw=1.3, label="window error rate")
-            el.set_gid("tb-replay-error-rate")
-            for i, th in enumerate(r for r in rules if r.metric == "error_rate"):
-                _threshold_line(ax2, i, th, th.value * 100, f"tb-replay-error-threshold-{i}")
-            ax2.set_ylabel("errors (%)")
-            ax2.set_ylim(bottom=0)
-            bottom = ax2
+        bottom = ax if ax2 is None else _error_panel(ax2, tmin, err, rules)
         bottom.set_xlabel(f"time since the log's first request ({unit})")
-        handles, labels = [], []
-        for a in (ax, ax2) if ax2 is not None else (ax,):
-            h, lab = a.get_legend_handles_labels()
-            handles += h
-            labels += lab
+        handles, labels = ax.get_legend_handles_labels()
+        if ax2 is not None:
+            h, lab = ax2.get_legend_handles_labels()
+            handles, labels = handles + h, labels + lab
         # Below the plot: the decision lines would hide behind a legend drawn inside.
         fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=7.5)
         return to_svg(fig)
