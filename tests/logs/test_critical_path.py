@@ -213,3 +213,23 @@ def test_a_root_calling_another_service_directly_keeps_its_own_time(tmp_path, du
     _, df = _read(tmp_path, duck, rows, span_stage="service")
     assert df.loc["t1", "front_ms"] == pytest.approx(60.0)
     assert df.loc["t1", "back_ms"] == pytest.approx(40.0)
+
+
+def test_traces_taken_a_bucket_at_a_time_give_the_same_table(tmp_path, duck, monkeypatch):
+    # Large tables go through the path a bucket of whole traces at a time (bounded memory).
+    from tailbudget.logs import critical_path
+
+    rng = random.Random(3)
+    rows = []
+    for k in range(60):
+        rows.append(_span("r", "", "gw", "root", 0, 100, trace=f"t{k}"))
+        cursor = 0.0
+        for i in range(rng.randint(1, 6)):
+            end = cursor + rng.uniform(1, 20)
+            rows.append(_span(f"c{i}", "r", f"svc{i % 3}", f"op{i}", cursor, end, trace=f"t{k}"))
+            cursor = end + rng.uniform(0, 3)
+    _, whole = _read(tmp_path, duck, rows, span_stage="service")
+    monkeypatch.setattr(critical_path, "BUCKET_SPANS", 50)
+    _, parts = _read(tmp_path, duck, rows, span_stage="service")
+    assert len(whole) == 60
+    assert parts.sort_index().equals(whole.sort_index())

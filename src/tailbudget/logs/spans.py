@@ -156,7 +156,6 @@ def critical_path_stages(
         # arrives as an Arrow table that each of them would scan and normalise again.
         spans = materialize(backend, spans)
         cp, _ = critical_times(spans, backend, ())
-        cp = materialize(backend, cp)
         keep = list(named)
         for name in choose_stages(cp, backend, options).keep:
             if name not in keep and len(keep) < most:
@@ -183,8 +182,8 @@ def _read_span_table(
     )
     attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
     if timed and options.span_attribution == "critical_path":
-        cp, cp_notes = critical_times(spans, backend, attrs)
-        selfs = materialize(backend, cp)
+        # Stored on the engine by critical_times: the stage ranking and the pivot read it.
+        selfs, cp_notes = critical_times(spans, backend, attrs)
         extra_notes.extend(cp_notes)
         what = "critical-path time"
     else:
