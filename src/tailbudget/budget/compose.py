@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget._units import PERCENTILES, parse_percentile, quantile_of
 from tailbudget.budget import model as m
 from tailbudget.budget.distributions import Distribution, FloatArray, fit_stage
 
@@ -192,6 +192,26 @@ def _opposed(rng: np.random.Generator, k: int, samples: int, rho: float) -> Iter
         yield z
 
 
+MEASURED_METHOD = "measured_requests_scaled"
+
+
+def by_requests(budget: m.Budget, add: dict[str, float]) -> dict[str, float] | None:
+    """End-to-end figures from the log's whole requests (`composition.measured`), or None.
+
+    Each percentile is the slices' sum now times what the log's requests measured end to
+    end against the slices' sum then: the log's own figures while the slices are as
+    measured, and a share of any edit (requests that skip a stage do not feel its slice).
+    None when the file records no requests, or not at every percentile the plan needs."""
+    got = budget.composition.measured
+    if got is None:
+        return None
+    e2e = {parse_percentile(k)[0]: v for k, v in got.e2e.items()}
+    then = {parse_percentile(k)[0]: v for k, v in got.slices.items()}
+    if any(p not in e2e for p in add):
+        return None
+    return {p: add[p] * e2e[p] / then[p] for p in add}
+
+
 def compose(
     budget: m.Budget,
     *,
@@ -199,7 +219,18 @@ def compose(
     seed: int | None = None,
     tree: Node | None = None,
 ) -> Composed:
-    """Monte Carlo composition of the budget's fitted stage distributions."""
+    """Monte Carlo composition of the budget's fitted stage distributions; a budget that
+    records its log's whole requests (`composition.measured`) composes from those."""
+    measured = by_requests(budget, additive(budget))
+    if measured is not None:
+        got = budget.composition.measured
+        assert got is not None
+        return Composed(
+            percentiles=measured,
+            samples=got.requests,
+            method=MEASURED_METHOD,
+            correlation=budget.composition.correlation,
+        )
     if tree is None:
         tree, _ = budget_tree(budget)
     n = samples if samples is not None else budget.composition.samples

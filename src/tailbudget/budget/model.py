@@ -21,12 +21,13 @@ from pydantic import (
     model_validator,
 )
 
-from tailbudget._units import PERCENTILES, order_problem
+from tailbudget._units import PERCENTILES, order_problem, parse_percentile
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
 from tailbudget.budget.llm_spec import Spread as Spread
 from tailbudget.budget.objectives import GATES as GATES
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.slo import SLO as SLO
+from tailbudget.errors import TailbudgetError
 
 Environment = Literal["dev", "qa", "uat", "prd"]
 
@@ -157,6 +158,37 @@ class LogMapping(_Frozen):
     """Span tables and traces: a stage is a span's operation or its service."""
 
 
+class MeasuredRequests(_Frozen):
+    """What a log's whole requests measured end to end, beside the slices' sum then.
+
+    `init --from` writes it where the log's requests call different subsets of the stages
+    (span tables: most requests skip most operations). Stage distributions composed as if
+    every request ran every stage overstate such a service's tail; its requests' own
+    end-to-end figures do not. `plan` composes the current slices' sum scaled by what the
+    requests measured against it (exactly the log's figures until a slice is edited)."""
+
+    requests: Annotated[int, Field(ge=1, strict=True)]
+    """How many requests the figures come from."""
+    e2e: dict[str, Ms]
+    """End-to-end ms per percentile (any percentile name: p50, p90, p99.9)."""
+    slices: dict[str, Ms]
+    """The slices' additive sum at the same percentiles when the log was measured."""
+
+    @model_validator(mode="after")
+    def _same_percentiles(self) -> MeasuredRequests:
+        for name in (*self.e2e, *self.slices):
+            try:
+                parse_percentile(name, where="composition.measured")
+            except TailbudgetError as e:
+                raise ValueError(str(e)) from None
+        if set(self.e2e) != set(self.slices) or not self.e2e:
+            raise ValueError(
+                "composition.measured: e2e and slices must give the same percentiles, got "
+                f"{sorted(self.e2e)} and {sorted(self.slices)}"
+            )
+        return self
+
+
 class Composition(_Frozen):
     """Settings of the Monte Carlo composition of stage distributions."""
 
@@ -167,6 +199,8 @@ class Composition(_Frozen):
     least -1/(k-1) for k stages (checked with the pipeline)."""
     default_sigma: Annotated[float, Field(gt=0, le=3)] = 0.5
     """Log-space spread assumed for a stage with a single percentile given."""
+    measured: MeasuredRequests | None = None
+    """The log's whole requests, end to end (optional; see MeasuredRequests)."""
 
 
 def _wrap_lists(items: Any) -> Any:

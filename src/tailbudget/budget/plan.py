@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict
 from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES
 from tailbudget.budget import model as m
-from tailbudget.budget.compose import additive, budget_tree, compose, stage_points
+from tailbudget.budget.compose import (
+    MEASURED_METHOD,
+    additive,
+    budget_tree,
+    compose,
+    stage_points,
+)
 from tailbudget.budget.distributions import Lognormal, SplicedLognormal
 from tailbudget.budget.plan_goodput import GoodputPlan, plan_goodput
 from tailbudget.budget.plan_llm import ttft_holder
@@ -244,6 +250,25 @@ def _loose_bound(budget: m.Budget, percentile: str, composed_ms: float) -> str:
     )
 
 
+def _over_requests(
+    budget: m.Budget, p: str, target: float, limit: float, composed_ms: float, summed: float
+) -> Problem:
+    got = budget.composition.measured
+    assert got is not None
+    return Problem(
+        severity="error",
+        metric="e2e",
+        percentile=p,
+        message=(
+            f"{p}: the log's {got.requests:,} requests measure {_fmt(composed_ms)} end to end "
+            f"with these slices, {_fmt(composed_ms - limit)} over the {_fmt(limit)} limit "
+            f"(SLO {_fmt(target)} less {budget.headroom:.0%} headroom); the slices add to "
+            f"{_fmt(summed)}, but a request calls only some stages (composition.measured); "
+            "cut the stages most requests call, or relax the SLO"
+        ),
+    )
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -254,6 +279,9 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     mc = {"samples": comp.samples, "seed": seed if seed is not None else budget.composition.seed}
     e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
     at_tokens = budget.objectives.e2e_output_tokens()
+    # A budget recording its log's whole requests gates on them: the slices' sum assumes
+    # every request runs every stage, which a span table's requests do not.
+    by_requests = comp.method == MEASURED_METHOD and at_tokens is None
     problems: list[Problem] = []
 
     stages = [_stage_slice(path, stage, fits, budget.gated, slo) for path, stage in budget.stages()]
@@ -311,14 +339,15 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     for p in budget.gated:
         target = slo[p]
         limit = target * (1.0 - budget.headroom)
-        used, composed_p = e2e[p]
+        summed, composed_p = e2e[p]
+        used = composed_p if by_requests else summed
         ok = used <= limit + 1e-9
         checks.append(
             GateCheck(
                 percentile=p,
                 slo_ms=target,
                 limit_ms=round(limit, 3),
-                additive_ms=round(used, 3),
+                additive_ms=round(summed, 3),
                 composed_ms=round(composed_p, 3),
                 free_share=round(1.0 - used / target, 4),
                 headroom_required=budget.headroom,
@@ -327,6 +356,9 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         )
         if not ok and at_tokens is not None:
             continue  # the objective check names the LLM stage at N tokens
+        if not ok and by_requests:
+            problems.append(_over_requests(budget, p, target, limit, composed_p, summed))
+            continue
         if not ok:
             by_stage = [(s.name, ms) for s in stages if (ms := s.budget[p]) is not None]
             name, biggest = max(by_stage, key=lambda kv: kv[1])
@@ -358,7 +390,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                 )
             )
 
-    objective_rows, more = check_objectives(budget, fits, e2e, **mc)
+    objective_rows, more = check_objectives(budget, fits, e2e, by_requests=by_requests, **mc)
     problems += more
     goodput = plan_goodput(budget, fits, tree, **mc)
     if goodput is not None and goodput.fits is False:
@@ -395,7 +427,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         | {"error_rate": budget.objectives.error_rate},
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
-        gating="additive",
+        gating="measured_requests" if by_requests else "additive",
         stages=stages,
         additive={p: round(v, 3) for p, v in add.items()},
         composed=composed,

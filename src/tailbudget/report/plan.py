@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tailbudget._units import PERCENTILES
-from tailbudget.budget.plan import LlmSlice, ObjectiveCheck, Plan
+from tailbudget.budget.plan import GateCheck, LlmSlice, ObjectiveCheck, Plan
 from tailbudget.report import fmt
 
 _BAR = 16
@@ -28,6 +28,55 @@ def slo_use(free_share: float) -> str:
     if free_share >= 0:
         return f"{fmt.share(free_share, 0)} of the SLO free"
     return f"{fmt.share(1 - free_share, 0)} of the SLO used"
+
+
+def by_requests(plan: Plan) -> bool:
+    """The plan gates on its log's whole requests (composition.measured), not the sum."""
+    return plan.gating == "measured_requests"
+
+
+def row_labels(plan: Plan) -> tuple[str, str, str]:
+    """The additive and composed rows' names, and the sentence that says which gates."""
+    if by_requests(plan):
+        return (
+            "additive (every stage in every request)",
+            f"composed (the log's {fmt.count(plan.composed.samples)} requests, gates)",
+            "Percentiles do not add, and a request calls only some stages: the additive row "
+            "is the sum if every request ran every stage; the composed row is what the "
+            "log's requests measured end to end with these slices (composition.measured), "
+            "and gates.",
+        )
+    comp = plan.composed
+    return (
+        "additive (gates)",
+        f"composed ({comp.method}, {fmt.count(comp.samples)} samples)",
+        "Percentiles do not add: the additive row is the arithmetic each stage signs up "
+        "to (and gates); the composed row is the end-to-end distribution to expect.",
+    )
+
+
+def _bold_gate(label: str) -> str:
+    # The gating row is bold: "**additive** (gates)".
+    if "gates" not in label:
+        return label
+    head, _, rest = label.partition(" (")
+    return f"**{head}** ({rest}"
+
+
+def check_line(plan: Plan, c: GateCheck) -> str:
+    """One gated percentile's check, the gating figure first (text and HTML alike)."""
+    verdict = "fits" if c.fits else "does not fit"
+    if by_requests(plan):
+        return (
+            f"{c.percentile}: the log's requests {fmt.ms(c.composed_ms)} ms vs limit "
+            f"{fmt.ms(c.limit_ms)} ms ({slo_use(c.free_share)}); the slices add to "
+            f"{fmt.ms(c.additive_ms)} ms: {verdict}"
+        )
+    return (
+        f"{c.percentile}: additive {fmt.ms(c.additive_ms)} ms vs limit "
+        f"{fmt.ms(c.limit_ms)} ms ({slo_use(c.free_share)}), composed "
+        f"{fmt.ms(c.composed_ms)} ms: {verdict}"
+    )
 
 
 def _bar(share: float) -> Text:
@@ -85,18 +134,19 @@ def print_plan(plan: Plan, console: Console) -> None:
             _bar(share) if share is not None else Text(""),
         )
     table.add_section()
-    table.add_row("additive ✓gate", *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
+    gate = by_requests(plan)
+    add_label = "additive" if gate else "additive ✓gate"
+    comp_label = "composed (requests) ✓gate" if gate else "composed (MC)"
+    table.add_row(add_label, *(_ms(plan.additive[p]) for p in PERCENTILES), "", "")
     comp = plan.composed
-    table.add_row("composed (MC)", *(_ms(comp.at(p)) for p in PERCENTILES), "", "")
+    table.add_row(comp_label, *(_ms(comp.at(p)) for p in PERCENTILES), "", "")
     table.add_row("SLO", *(_ms(plan.slo.get(p)) for p in PERCENTILES), "", "", style="bold")
     console.print(table)
     for check in plan.gates.checks:
-        mark = "[green]fits[/green]" if check.fits else "[red]does not fit[/red]"
-        console.print(
-            f"{check.percentile}: additive {_ms(check.additive_ms)} ms vs limit "
-            f"{_ms(check.limit_ms)} ms ({slo_use(check.free_share)}), composed "
-            f"{_ms(check.composed_ms)} ms: {mark}"
-        )
+        line = check_line(plan, check)
+        head, verdict = line.rsplit(": ", 1)
+        color = "green" if check.fits else "red"
+        console.print(f"{head}: [{color}]{verdict}[/{color}]", highlight=False)
     for row in plan.llm:
         console.print(
             f"llm {row.stage}: {_ttft(row, '')}decode {_ms(row.decode_ms)} + tail "
@@ -174,14 +224,13 @@ def plan_markdown(plan: Plan) -> str:
         cells = " | ".join(_ms(s.budget.get(p)) for p in PERCENTILES)
         lines.append(f"| {name} | {cells} | {fmt.share(share, 0)} |")
     comp = plan.composed
+    add_label, comp_label, note = row_labels(plan)
     lines += [
-        f"| **additive** (gates) | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
-        f"| composed ({comp.method}, {fmt.count(comp.samples)} samples) | "
-        f"{' | '.join(_ms(comp.at(p)) for p in PERCENTILES)} | |",
+        f"| {_bold_gate(add_label)} | {' | '.join(_ms(plan.additive[p]) for p in PERCENTILES)} | |",
+        f"| {_bold_gate(comp_label)} | {' | '.join(_ms(comp.at(p)) for p in PERCENTILES)} | |",
         f"| **SLO** | {' | '.join(_ms(plan.slo.get(p)) for p in PERCENTILES)} | |",
         "",
-        "Percentiles do not add: the additive row is the arithmetic each stage signs up "
-        "to (and gates); the composed row is the end-to-end distribution to expect.",
+        note,
         "",
     ]
     lines += _objectives_md(plan)

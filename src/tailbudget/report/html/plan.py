@@ -30,12 +30,7 @@ def _list(items: list[str], empty: str) -> str:
 
 def _plan_verdict(p: Plan) -> str:
     headline = f"The budget {'fits' if p.fits else 'does not fit'}"
-    lines = [
-        f"{c.percentile}: additive {fmt.ms(c.additive_ms)} ms against a limit of "
-        f"{fmt.ms(c.limit_ms)} ms ({plan_md.slo_use(c.free_share)}); composed "
-        f"{fmt.ms(c.composed_ms)} ms: {'fits' if c.fits else 'does not fit'}"
-        for c in p.gates.checks
-    ]
+    lines = [plan_md.check_line(p, c) for c in p.gates.checks]
     lines += [
         f"{plan_md.PROBLEM_LABELS.get(pr.severity, pr.severity)}: {pr.message}" for pr in p.problems
     ]
@@ -55,19 +50,13 @@ def _plan_stages(p: Plan) -> str:
             ]
         )
     comp = p.composed
-    rows.append([cell("additive (gates)"), *(cell(p.additive[q], "ms") for q in PERCENTILES)])
+    add_label, comp_label, note_text = plan_md.row_labels(p)
+    rows.append([cell(add_label), *(cell(p.additive[q], "ms") for q in PERCENTILES)])
     rows[-1].append(cell(None))
-    rows.append(
-        [cell(f"composed ({comp.method}, {fmt.count(comp.samples)} samples)")]
-        + [cell(comp.at(q), "ms") for q in PERCENTILES]
-        + [cell(None)]
-    )
+    rows.append([cell(comp_label)] + [cell(comp.at(q), "ms") for q in PERCENTILES] + [cell(None)])
     rows.append([cell("SLO"), *(cell(p.slo.get(q), "ms") for q in PERCENTILES), cell(None)])
     heads = ["stage", *(f"{q} ms" for q in PERCENTILES), f"share of {key} SLO"]
-    note = (
-        "<p>Percentiles do not add: the additive row is the arithmetic each stage signs up "
-        "to (and gates); the composed row is the end-to-end distribution to expect.</p>"
-    )
+    note = f"<p>{esc(note_text)}</p>"
     return table(heads, rows, numeric=(1, 2, 3, 4)) + note
 
 
