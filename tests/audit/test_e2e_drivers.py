@@ -38,3 +38,40 @@ def test_the_e2e_tails_own_words_name_its_percentile():
     rows = [row("e2e", "p99", 500, 515)]
     rec = Recommendation(choice="fix_tail", text="p99 is 15 ms over target. Start with x.")
     assert naming_every_breach(rec, rows) == rec
+
+
+def test_a_breached_stage_objective_gets_the_same_driver_in_audit_and_rebudget(tmp_path):
+    # A stage objective over its target is explained like an e2e one, from one function:
+    # the audit's objectives[].driver and rebudget's gaps[].says are the same text.
+    import json
+
+    import pytest
+    from typer.testing import CliRunner
+
+    from tailbudget.cli import app
+    from tests.conftest import SHARED_DATA
+
+    log = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
+    if not log.is_file():
+        pytest.skip(f"real data not found: {log}")
+    runner, budget = CliRunner(), tmp_path / "b.yaml"
+    made = runner.invoke(
+        app,
+        ["init", "--from", str(log), "--slo", "decode.p99=15000,e2e.p99=30000", "-o", str(budget)],
+    )
+    assert made.exit_code == 0, made.output
+    audit = json.loads(
+        runner.invoke(app, ["audit", str(log), "--budget", str(budget), "--format", "json"]).stdout
+    )
+    rebudget = json.loads(
+        runner.invoke(app, ["rebudget", str(budget), str(log), "--format", "json"]).stdout
+    )
+    rows = {f"{o['metric']}.{o['percentile']}": o for o in audit["objectives"]}
+    assert rows["decode.p99"]["verdict"] == "breach"
+    assert rows["e2e.p99"]["driver"] == ""  # passing: no driver
+    said = rows["decode.p99"]["driver"]
+    assert said.startswith("decode.p99 is ") and "requests above it spend" in said
+    assert "also above the end-to-end p99" in said
+    assert [g["says"] for g in rebudget["gaps"] if g["objective"] == "decode.p99"] == [said]
+    markdown = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
+    assert f"- **decode.p99**: {said}" in markdown

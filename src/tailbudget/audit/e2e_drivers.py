@@ -1,16 +1,19 @@
-"""What drives each breached end-to-end objective, read the way `rebudget` reads its gaps.
+"""What drives each breached end-to-end or stage objective, read the way `rebudget` reads
+its gaps.
 
 The audit's LLM causes explain a breached TTFT or TPOT; an e2e objective over its target
 gets the re-budget's reading of the requests above it (the stage holding most of their
-time; on an LLM log, long answers or slow tokens), from the one function both commands
-call (budgeting.gap.gaps), so the audit and rebudget say the same words and figures.
+time; on an LLM log, long answers or slow tokens), a stage objective the reading of the
+requests slow in that stage (their time there, their sizes, whether they make the
+end-to-end tail), from the one function both commands call (budgeting.gap.driver), so
+the audit and rebudget say the same words and figures.
 """
 
 from __future__ import annotations
 
 import re
 
-from tailbudget.audit.budgeting.gap import gaps
+from tailbudget.audit.budgeting.gap import driver
 from tailbudget.audit.budgeting.profile import profile_of
 from tailbudget.audit.context import Ctx
 from tailbudget.audit.report import ObjectiveRow, Recommendation
@@ -19,26 +22,33 @@ __all__ = ["naming_every_breach", "with_drivers"]
 
 
 def with_drivers(ctx: Ctx, rows: list[ObjectiveRow]) -> list[ObjectiveRow]:
-    """The rows with `driver` set on each breached e2e objective (profiled only then: a log
-    within its e2e objectives is not read a second time)."""
-    breached = {
-        o.percentile: o
+    """The rows with `driver` set on each breached e2e or stage objective (profiled only
+    then: a log within its objectives is not read a second time)."""
+    breached = [
+        o
         for o in rows
-        if o.metric == "e2e" and o.verdict == "breach" and o.measured_ms is not None
-    }
+        if o.verdict == "breach" and o.measured_ms is not None and o.metric not in _LLM
+    ]
     if not breached:
         return rows
     profile = profile_of(ctx.log)
-    slo = {p: o.target_ms for p, o in breached.items()}
     # The audit's own measured figure, so the gap is the one its objectives table shows.
-    measured = {p: float(o.measured_ms or 0.0) for p, o in breached.items()}
-    said = {g.objective: g.says for g in gaps(profile, slo, list(breached), measured)}
+    said: dict[str, str] = {}
+    for o in breached:
+        key = f"{o.metric}.{o.percentile}"
+        got = driver(profile, key, o.target_ms, float(o.measured_ms or 0.0))
+        if got is not None:
+            said[key] = got.says
     return [
-        o.model_copy(update={"driver": said.get(f"e2e.{o.percentile}", "")})
-        if o.metric == "e2e"
+        o.model_copy(update={"driver": said[key]})
+        if (key := f"{o.metric}.{o.percentile}") in said
         else o
         for o in rows
     ]
+
+
+_LLM = ("ttft", "tpot", "itl")
+"""Explained by the audit's LLM causes, not by a driver reading."""
 
 
 def naming_every_breach(rec: Recommendation, rows: list[ObjectiveRow]) -> Recommendation:

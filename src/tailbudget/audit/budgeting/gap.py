@@ -10,6 +10,7 @@ audit itself (llm_causes), so both commands give the same figures.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 LONG = 2.0
 """Answers count as long (tokens as slow) at this multiple of the log's median or more."""
 LLM_METRICS = ("ttft", "tpot", "itl")
+_KEY = re.compile(r"^(.+)\.(p\d+(?:\.\d+)?)\Z")
+"""An objective's key: a metric or stage name (dots allowed) and its percentile."""
 FEW = 20
 """Below this many requests above the percentile, the reading is said to be rough (the
 audit's slow-group bound)."""
@@ -59,6 +62,66 @@ def gaps(
         if over > 0 and profile.used:
             out.append(_gap(profile, p, over, measured[p]))
     return tuple(out)
+
+
+def driver(profile: Profile, objective: str, target: float, measured: float) -> Gap | None:
+    """What drives one breached objective, e2e (`e2e.p99`) or a stage (`retrieval.p99`):
+    the one reading the audit's `objectives[].driver` and rebudget's `gaps[]` both give.
+    None when it is not breached or the log has no such stage."""
+    found = _KEY.match(objective)
+    if found is None:
+        return None
+    metric, p = found.group(1), found.group(2)
+    over = measured - target
+    if over <= 0 or not profile.used:
+        return None
+    if metric == "e2e":
+        return _gap(profile, p, over, measured)
+    if metric in profile.times:
+        return _stage_gap(profile, metric, p, over, measured)
+    return None
+
+
+def _stage_gap(profile: Profile, stage: str, p: str, over: float, at: float) -> Gap:
+    # The requests whose time in the stage reaches the measured percentile: is it the
+    # stage's own tail (their median there against the requests that call it), do they
+    # carry larger inputs, and do they also make the end-to-end tail at that percentile?
+    times = profile.times[stage]
+    tail = times >= min(at, float(np.max(times)))
+    n = int(tail.sum())
+    says = f"{stage}.{p} is {fmt.ms(over)} ms over its target"
+    slow, usual = _median(times[tail]), _median(times[times > 0])
+    if slow is not None and usual is not None:
+        says += (
+            f": the {n} requests above it spend {fmt.ms(slow)} ms there at the median "
+            f"(every request that calls it: {fmt.ms(usual)} ms)"
+        )
+    sizes = _sizes(profile, tail)
+    if sizes:
+        says += f"; {sizes}"
+    e2e_at = float(np.quantile(profile.total, quantile_of(p)))
+    also = float(np.mean(profile.total[tail] >= e2e_at)) if n else 0.0
+    says += f"; {fmt.share(also, 0)} of them are also above the end-to-end {p}"
+    if n < FEW:
+        says += f" (only {n} requests above it: a rough reading)"
+    spent = float(profile.total[tail].sum())
+    share = float(times[tail].sum()) / spent if spent > 0 else None
+    return Gap(f"{stage}.{p}", over, n, stage, share, says)
+
+
+def _sizes(profile: Profile, tail: np.ndarray) -> str:
+    # Prompt and answer lengths of the slow requests against the log's medians.
+    out = []
+    for name, what in (("input_tokens", "prompts"), ("output_tokens", "answers")):
+        values = profile.covariates.get(name)
+        if values is None:
+            continue
+        k_tail, k_all = _median(values[tail]), _median(values)
+        if k_tail is not None and k_all is not None:
+            out.append(
+                f"their {what} run {k_tail:,.0f} tokens at the median ({k_all:,.0f} over the log)"
+            )
+    return "; ".join(out)
 
 
 def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:

@@ -20,7 +20,7 @@ from tailbudget.audit.budgeting.checks import (
     goodput_check,
     objective_checks,
 )
-from tailbudget.audit.budgeting.gap import Gap, gaps
+from tailbudget.audit.budgeting.gap import LLM_METRICS, Gap, driver, gaps
 from tailbudget.audit.budgeting.options import (
     Option,
     OptionFacts,
@@ -190,8 +190,22 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         ),
         diff=_diff(budget, proposed),
         notes=notes,
-        gaps=gaps(profile, slo, gated, profile.percentiles("total")),
+        gaps=gaps(profile, slo, gated, profile.percentiles("total")) + _stage_gaps(profile, checks),
     )
+
+
+def _stage_gaps(profile: Profile, checks: Sequence[ObjectiveCheck]) -> tuple[Gap, ...]:
+    # A breached stage objective gets the audit's driver reading (one function, gap.driver).
+    out = []
+    for c in checks:
+        if c.verdict != "breach" or c.measured_ms is None or c.objective.startswith("e2e."):
+            continue
+        if c.objective.split(".", 1)[0] in LLM_METRICS:
+            continue
+        got = driver(profile, c.objective, c.target_ms, c.measured_ms)
+        if got is not None:
+            out.append(got)
+    return tuple(out)
 
 
 MAX_SLICE_MS = 1e12
