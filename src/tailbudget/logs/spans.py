@@ -33,12 +33,12 @@ from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.engine import arrow_result, capped_memory
 from tailbudget.logs.options import ReadOptions
-from tailbudget.logs.span_stages import MAX_SPAN_STAGES, choose_stages
+from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
 
 __all__ = [
+    "ROOT_PARENTS",
     "SpanColumns",
-    "critical_path_stages",
     "read_span_table",
     "span_columns",
     "strip_replica",
@@ -48,7 +48,8 @@ SPAN_MEMORY_LIMIT = "256MB"
 """DuckDB's memory while spans become requests (the joins of self time and critical path)."""
 
 _ATTR = "_tb_attr_"
-_ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
+ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
+"""Parent ids that mark a root span (lower case), as well as none."""
 _POD_SUFFIX = r"(-[a-z0-9]{6,10}-[a-z0-9]{5}|-[a-z0-9]{5}|-[0-9]+)$"
 _ROLES: dict[str, tuple[str, ...]] = {
     "trace": ("traceid",),
@@ -127,44 +128,6 @@ def read_span_table(
         return _read_span_table(raw, cols, options, backend, source, fmt, notes)
 
 
-def critical_path_stages(
-    raw: Any,
-    cols: SpanColumns,
-    options: ReadOptions,
-    backend: Any,
-    source: str,
-    *,
-    named: tuple[str, ...] = (),
-    most: int = MAX_SPAN_STAGES,
-) -> tuple[Any, tuple[str, ...]]:
-    """Each trace's ms on the critical path by stage, as a pyarrow Table (trace, stage, ms),
-    and the stages named so far.
-
-    The attribution `read_span_table` gives a file, for traces assembled live (serve
-    --traces): the same normalisation, the same `critical_times` and the same choice of
-    stages (`choose_stages`) on each batch. A stage once named stays named (`named`, at
-    most `most`), so a live window keeps its stages; the rest are summed into `other`."""
-    with capped_memory(backend, SPAN_MEMORY_LIMIT):
-        spans, timed, _ = _normalise(raw, cols, options, source, [])
-        spans = spans.filter(spans.bad.isnull()).drop("bad")
-        if not timed:
-            raise LogError(f"{source}: spans need start and end times for a critical path")
-        spans = spans.mutate(
-            is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
-        )
-        # Normalised once: the path's queries read these spans three times, and a batch
-        # arrives as an Arrow table that each of them would scan and normalise again.
-        spans = materialize(backend, spans)
-        cp, _ = critical_times(spans, backend, ())
-        keep = list(named)
-        for name in choose_stages(cp, backend, options).keep:
-            if name not in keep and len(keep) < most:
-                keep.append(name)
-        label = ibis.ifelse(cp.stage_raw.isin(keep), cp.stage_raw, "other")
-        per = cp.group_by(trace=cp.trace, stage=label).aggregate(ms=cp.self_ms.sum())
-        return backend.to_pyarrow(per), tuple(keep)
-
-
 def _read_span_table(
     raw: Any,
     cols: SpanColumns,
@@ -178,7 +141,7 @@ def _read_span_table(
     spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
     spans, rejected = _split_untimed(spans, backend, extra_notes)
     spans = spans.mutate(
-        is_root=spans.parent.isnull() | spans.parent.lower().isin(_ROOT_PARENTS),
+        is_root=spans.parent.isnull() | spans.parent.lower().isin(ROOT_PARENTS),
     )
     attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
     if timed and options.span_attribution == "critical_path":

@@ -1,6 +1,7 @@
 """Completed traces -> one observation each: root duration, and each stage's ms on the
-critical path, computed by the audit's own attribution (`logs.spans.critical_path_stages`)
-on an embedded DuckDB over the batch's spans."""
+critical path, computed by the audit's own attribution (`logs.critical_path.path_times`)
+on the batch's spans as Arrow columns, the stages chosen as the audit chooses them
+(`logs.span_stages.choose_stages`, on an embedded DuckDB)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ import pyarrow as pa
 from tailbudget.control.stage_windows import MAX_STAGES
 from tailbudget.control.traces.assembler import OpenTrace
 from tailbudget.control.wal import StageColumn
-from tailbudget.logs.traces import SPAN_SCHEMA
 
 __all__ = ["Attributed", "Attributor"]
 
-_BATCH_VIEW = "_tb_live_spans"
+_BATCH_VIEW = "_tb_live_paths"
 
 
 @dataclass(frozen=True)
@@ -39,88 +39,115 @@ class Attributor:
     def __init__(self, span_stage: Literal["operation", "service"]) -> None:
         from tailbudget.logs.engine import connect
         from tailbudget.logs.options import ReadOptions
-        from tailbudget.logs.traces import SPAN_COLUMNS
 
         self.backend = connect(None)
         self.options = ReadOptions(span_stage=span_stage)
-        self.columns = SPAN_COLUMNS
         self.named: tuple[str, ...] = ()
         """Stages named so far (sticky); the rest are `other`, as the audit folds them."""
 
-    def _clear(self) -> None:
-        _clear_tables(self.backend.con)
-
     def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
-        from tailbudget.logs.spans import critical_path_stages
+        from tailbudget.logs.critical_path import path_times
 
+        traces = [t for t in traces if t.root is not None]
+        table, owner = _span_table(traces, self.options.span_stage)
+        found = path_times(table)
+        paths = pa.table(
+            {
+                "trace": table.column("trace"),
+                "is_root": table.column("is_root"),
+                "dur_ms": table.column("dur_ms"),
+                "stage_raw": found.stage_raw,
+                "self_ms": pa.array(found.self_ms, pa.float64()),
+            }
+        )
+        self.named = self._choose(paths)
         roots = [t.root for t in traces if t.root is not None]
-        table = _span_table(traces)
-        # Registered by name and unregistered after (an ibis memtable stays registered
-        # on the connection, holding every batch's spans).
-        con = self.backend.con
-        con.register(_BATCH_VIEW, table)
-        try:
-            per, self.named = critical_path_stages(
-                self.backend.table(_BATCH_VIEW),
-                self.columns,
-                self.options,
-                self.backend,
-                "traces",
-                named=self.named,
-                most=MAX_STAGES - 1,
-            )
-        finally:
-            con.unregister(_BATCH_VIEW)
-            self._clear()
-        stages = _stage_columns(per, [r.trace for r in roots], self.named)
         return Attributed(
             traces=[r.trace for r in roots],
             ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
             total_ms=np.array([(r.end_ns - r.start_ns) / 1e6 for r in roots], dtype=np.float64),
             error=np.array([r.error for r in roots], dtype=np.bool_),
-            stages=stages,
+            stages=_stage_columns(paths, owner, len(roots), self.named),
         )
 
+    def _choose(self, paths: pa.Table) -> tuple[str, ...]:
+        """The stages named so far, and the ones this batch adds (at most MAX_STAGES - 1,
+        `other` being the last): a stage once named stays named, so a window keeps it."""
+        from tailbudget.logs.span_stages import choose_stages
 
-def _span_table(traces: Sequence[OpenTrace]) -> pa.Table:
-    """The batch's spans as Arrow columns (a root's empty parent id is read as none by
-    the span reader's own normalisation)."""
+        if not paths.num_rows:
+            return self.named
+        con = self.backend.con
+        # Registered by name and unregistered after (an ibis memtable stays registered
+        # on the connection, holding every batch's spans).
+        con.register(_BATCH_VIEW, paths)
+        try:
+            choice = choose_stages(self.backend.table(_BATCH_VIEW), self.backend, self.options)
+        finally:
+            con.unregister(_BATCH_VIEW)
+        keep = list(self.named)
+        for name in choice.keep:
+            if name not in keep and len(keep) < MAX_STAGES - 1:
+                keep.append(name)
+        return tuple(keep)
+
+
+def _span_table(
+    traces: Sequence[OpenTrace], span_stage: str
+) -> tuple[pa.Table, npt.NDArray[np.int64]]:
+    """The batch's spans normalised as the span reader normalises OTLP (ms from the first
+    start, a root's parent none or a root marker), and each span's trace number."""
+    import pyarrow.compute as pc
+
+    from tailbudget.logs.spans import ROOT_PARENTS
+
     rows = [row for trace in traces for row in trace.spans.values()]
-    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * (len(SPAN_SCHEMA) - 1)
-    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, SPAN_SCHEMA, strict=False)]
-    arrays.append(pa.nulls(len(rows), pa.string()))  # OTLP has no FOLLOWS_FROM
-    return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
-
-
-def _clear_tables(con: Any) -> None:
-    """Drop the batch's intermediate tables: a long-running connection must not keep them."""
-    names = con.sql(
-        "select table_name from duckdb_tables() where temporary and table_name like '\\_%' "
-        "escape '\\'"
-    ).fetchall()
-    for (name,) in names:
-        con.execute(f'drop table if exists temp.main."{name}"')
+    owner = np.repeat(np.arange(len(traces), dtype=np.int64), [len(t.spans) for t in traces])
+    cols: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 9
+    start_ns = np.array(cols[5], dtype=np.int64)
+    end_ns = np.array(cols[6], dtype=np.int64)
+    base = int(start_ns[0]) if len(start_ns) else 0
+    # As the reader does: integer ns relative to an epoch near the data, then ms.
+    start_ms = (start_ns - base).astype(np.float64) * 1e-6
+    end_ms = (end_ns - base).astype(np.float64) * 1e-6
+    parent = pa.array(cols[2], pa.string())
+    is_root = pc.or_(pc.equal(parent, ""), pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
+    stage = cols[4] if span_stage == "service" else cols[3]
+    table = pa.table(
+        {
+            "trace": pa.array(cols[0], pa.string()),
+            "span": pa.array(cols[1], pa.string()),
+            "parent": pc.if_else(is_root, pa.scalar(None, pa.string()), parent),
+            "stage_raw": pa.array(stage, pa.string()),
+            "service": pa.array(cols[4], pa.string()),
+            "kind": pa.array(cols[8], pa.string()),
+            "follows": pa.nulls(len(rows), pa.bool_()),  # OTLP has no FOLLOWS_FROM
+            "start_ms": start_ms,
+            "end_ms": end_ms,
+            "dur_ms": np.maximum(end_ms - start_ms, 0.0),
+            "is_root": is_root,
+        }
+    )
+    return table, owner
 
 
 def _stage_columns(
-    per: pa.Table, traces: list[str], named: tuple[str, ...]
+    paths: pa.Table, owner: npt.NDArray[np.int64], n: int, named: tuple[str, ...]
 ) -> dict[str, StageColumn]:
-    """Every named stage for every trace (0 ms where the trace has none of it), as a
-    stage column of a log is: the window's percentiles are then the audit's."""
+    """Every named stage for every trace (0 ms where the trace has none of it), the
+    rest summed into `other`, as a stage column of a log is: the window's percentiles
+    are then the audit's."""
     import pyarrow.compute as pc
 
-    n = len(traces)
+    stage = pc.fill_null(paths.column("stage_raw"), "other")
+    encoded = stage.combine_chunks().dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    ms = paths.column("self_ms").to_numpy()
     columns = {stage: np.zeros(n, dtype=np.float64) for stage in named}
-    at = pc.index_in(per.column("trace"), value_set=pa.array(traces, pa.string()))
-    keep = pc.and_(pc.is_valid(at), pc.is_valid(per.column("stage")))
-    rows = at.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
-    ms = pc.fill_null(per.column("ms").filter(keep), 0.0).to_numpy().astype(np.float64)
-    stage = per.column("stage").filter(keep).combine_chunks().dictionary_encode()
-    codes = stage.indices.to_numpy(zero_copy_only=False)
-    for code, name in enumerate(stage.dictionary.to_pylist()):
-        column = columns.get(name)
-        if column is None:
-            column = columns[name] = np.zeros(n, dtype=np.float64)
+    for code, name in enumerate(encoded.dictionary.to_pylist()):
+        label = name if name in columns else "other"
         mine = codes == code
-        np.add.at(column, rows[mine], ms[mine])
-    return {name: StageColumn.every_row(ms) for name, ms in columns.items()}
+        if label not in columns:
+            columns[label] = np.zeros(n, dtype=np.float64)
+        np.add.at(columns[label], owner[mine], ms[mine])
+    return {name: StageColumn.every_row(values) for name, values in columns.items()}
