@@ -50,6 +50,8 @@ def test_floor_beside_every_policy(report: SimReport) -> None:
     assert report.floor is not None
     ratios = {r.policy: r.replica_hours_vs_floor for r in report.runs}
     assert all(x is not None for x in ratios.values())
-    # measured: 1.47x the hindsight floor (the trace's bursts follow silent minutes, which
-    # no forecast one provisioning delay ahead sees; docs/act.md); the issue's 1.15x is not met
-    assert ratios["model"] is not None and ratios["model"] < 1.6
+    # measured: 1.31x the hindsight floor (1.47x before bursts were sized inside their
+    # minute). Every minute is met only by remembering the bursts of five minutes earlier:
+    # minute 14's follows two silent minutes, and sizing without that memory costs 1.06x
+    # with minute 14 in breach (docs/act.md); the issue's 1.15x with every minute is not met
+    assert ratios["model"] is not None and ratios["model"] < 1.4

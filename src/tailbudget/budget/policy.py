@@ -83,6 +83,7 @@ _MODEL_KEYS = {
     "mix_window",
     "peak_window",
     "peak_span",
+    "surge",
     "drift_error",
     "drift_for",
     "min_samples",

@@ -70,7 +70,10 @@ class ModelMode(_Frozen):
     """The request mix (prompt and answer tokens) is the arrivals of this span."""
     peak_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
     """Bursts: size for the busiest `peak_span_s` of this span as well as the forecast."""
-    peak_span_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
+    peak_span_s: Annotated[float, Field(gt=0, lt=60, allow_inf_nan=False)] = 5.0
+    surge: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] = 1.0
+    """The ready replicas carry this multiple of the forecast until a replica asked for now
+    is ready (a step no forecast sees); 1: size for the forecast alone."""
     drift_error: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.25
     """The model's stated error: measured above predicted x (1 + this) departs."""
     drift_for_s: Seconds = 120.0

@@ -5,7 +5,10 @@ Each evaluation:
 - **load**: the arrival rate per evaluation is smoothed with Holt's linear
   (double exponential) smoothing, level and trend; the load to size for is the
   larger of the last minute's rate and the forecast one provisioning delay and
-  one evaluation ahead (when a replica asked for now would be taking work);
+  one evaluation ahead (when a replica asked for now would be taking work),
+  with the busiest `peak_span_s` of the last `peak_window_s` as a burst inside
+  every minute (`Burst`); with `surge` > 1, also that multiple of the rate for
+  a provisioning delay (a step no forecast sees);
 - **mix**: the prompt and answer tokens (or the logged requests) of the
   arrivals over the last `mix_window_s`;
 - **desired** = the fewest replicas meeting every gated objective with the
@@ -24,6 +27,7 @@ Each evaluation:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -34,7 +38,7 @@ from tailbudget.control.decision import Decision
 from tailbudget.sim.fleet import Knobs, TickView
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.policies import BudgetPolicy
-from tailbudget.sim.sizing import Mix, Sizer, Sizing
+from tailbudget.sim.sizing import Burst, Mix, Sizer, Sizing, mix_columns
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions", "model_headroom"]
@@ -103,6 +107,9 @@ class ModelPolicy:
         self.last_sizing: Sizing | None = None
         self.peak_from = -np.inf
         self.peaks: deque[tuple[float, int]] = deque()
+        self.burst: Burst | None = None
+        self._sums_of: Arrivals | None = None
+        self._sums_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(1), np.zeros(1))
         self.mix: Mix | None = None
         self.predicted: dict[str, float] = {}
         """The e2e/TTFT objectives the model predicts at the current load and replicas."""
@@ -127,24 +134,42 @@ class ModelPolicy:
             lo = max(0, hi - 200)
         if hi <= lo:
             return Mix(np.arange(self.model.samples.size, dtype=np.int64))
+        sums = self._sums()
         return Mix(
             a.src[lo:hi],
             None if a.input_tokens is None else a.input_tokens[lo:hi],
             None if a.output_tokens is None else a.output_tokens[lo:hi],
+            means=(
+                (sums[0][hi] - sums[0][lo]) / (hi - lo),
+                (sums[1][hi] - sums[1][lo]) / (hi - lo),
+            ),
         )
 
+    def _sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Running sums of what the mix's bucket averages, per arrival (once per arrivals):
+        the mix of any window is then two subtractions, not a pass over it."""
+        if self._sums_of is not self.arrivals:
+            cols = mix_columns(self.model, self.arrivals.src, self.arrivals)
+            self._sums_of = self.arrivals
+            self._sums_cache = tuple(
+                np.concatenate(([0.0], np.cumsum(c, dtype=np.float64))) for c in cols
+            )  # type: ignore[assignment]
+        return self._sums_cache
+
     def _load(self, now: float) -> tuple[float, float, float]:
-        """(rate over the last minute, Holt forecast at ready time, rate to size for)."""
+        """(rate over the last minute, Holt forecast at ready time, rate to size for);
+        `self.burst` becomes the busiest span of the last `peak_window_s`."""
         span = self.every_s if self.last_t is None else max(now - self.last_t, 1e-9)
         self.holt.update(self._count(now - span, now) / span)
         self.last_t = now
         minute = self._count(now - 60.0, now) / min(60.0, max(now, self.every_s))
         ahead = self.holt.forecast((self.delay + self.every_s) / self.every_s)
-        return minute, ahead, max(minute, ahead, self._peak(now), 1e-3)
+        self.burst = Burst(self._peak(now), self.opts.peak_span_s)
+        return minute, ahead, max(minute, ahead, 1e-3)
 
-    def _peak(self, now: float) -> float:
-        """The busiest `peak_span_s` rate of the last `peak_window_s`: each evaluation adds
-        the busiest span ending at one of its own arrivals (only past arrivals counted)."""
+    def _peak(self, now: float) -> int:
+        """The most arrivals in a `peak_span_s` of the last `peak_window_s`: each evaluation
+        adds the busiest span ending at one of its own arrivals (only past arrivals)."""
         t, o = self.arrivals.t_s, self.opts
         lo = int(np.searchsorted(t, self.peak_from, side="right"))
         hi = int(np.searchsorted(t, now, side="right"))
@@ -154,36 +179,65 @@ class ModelPolicy:
             self.peaks.append((now, int((np.arange(lo, hi) + 1 - starts).max())))
         while self.peaks and self.peaks[0][0] < now - o.peak_window_s:
             self.peaks.popleft()
-        return max((n for _, n in self.peaks), default=0) / o.peak_span_s
+        return max((n for _, n in self.peaks), default=0)
+
+    def _size(self, rate: float, start: int, most: int) -> Sizing:
+        """The fewest replicas for the rate with the remembered burst; with `surge`, also
+        carrying `surge` x the rate for a provisioning delay (a burst as long as the delay)."""
+        assert self.mix is not None
+        sizing = self.sizer.size(rate, self.mix, start, most=most, burst=self.burst)
+        if self.opts.surge <= 1.0:
+            return sizing
+        span = min(self.delay + self.every_s, 50.0)
+        step = Burst(math.ceil(self.opts.surge * rate * span), span)
+        surged = self.sizer.size(rate, self.mix, start, most=most, burst=step)
+        big = (sizing.replicas or most + 1) < (surged.replicas or most + 1)
+        return surged if big else sizing
 
     # ---- drift ----------------------------------------------------------------------
 
-    def _measured(self, now: float, metric: str, q: float) -> float | None:
+    def _window(self, now: float) -> dict[str, np.ndarray]:
+        """The last minute's finite e2e and TTFT figures (enough of them), by metric."""
         while self.done and self.done[0][0] < now - 60.0:
             self.done.popleft()
-        parts = [v if metric == "e2e" else f for _, v, f in self.done]
-        vals = [p for p in parts if p is not None]
-        if not vals:
-            return None
-        x = np.concatenate(vals)
-        x = x[np.isfinite(x)]
-        return float(np.quantile(x, q)) if x.size >= self.opts.min_samples else None
+        out: dict[str, np.ndarray] = {}
+        for metric in ("e2e", "ttft"):
+            vals = [v if metric == "e2e" else f for _, v, f in self.done]
+            got = [v for v in vals if v is not None]
+            x = np.concatenate(got) if got else np.empty(0)
+            x = x[np.isfinite(x)]
+            if x.size >= self.opts.min_samples:
+                out[metric] = x
+        return out
 
     def _departs(self, now: float, rate: float, ready: int) -> bool:
         """Does any e2e/TTFT objective measure above the model's prediction plus its error?"""
         pred = self.sizer.predict(rate, self.mix or self._mix(now), max(1, ready))
         self.predicted, self.measured = {}, {}
+        wanted = [
+            r for r in pred if r.objective.metric in ("e2e", "ttft") and r.measured_ms is not None
+        ]
+        window = self._window(now) if wanted else {}
+        qs: dict[str, list[float]] = {}
+        for r in wanted:
+            qs.setdefault(r.objective.metric, []).append(r.objective.q)
+        # one partial sort per metric for all its quantiles
+        got = {
+            (m, q): float(v)
+            for m, q_list in qs.items()
+            if m in window
+            for q, v in zip(q_list, np.quantile(window[m], q_list), strict=True)
+        }
         off = False
-        for r in pred:
+        for r in wanted:
             o = r.objective
-            if o.metric not in ("e2e", "ttft") or r.measured_ms is None:
-                continue
+            assert r.measured_ms is not None
             self.predicted[o.key] = r.measured_ms
-            got = self._measured(now, o.metric, o.q)
-            if got is None:
+            value = got.get((o.metric, o.q))
+            if value is None:
                 continue
-            self.measured[o.key] = got
-            off = off or got > r.measured_ms * (1.0 + self.opts.drift_error)
+            self.measured[o.key] = value
+            off = off or value > r.measured_ms * (1.0 + self.opts.drift_error)
         return off
 
     def _drift(self, view: TickView, rate: float) -> list[Decision]:
@@ -221,7 +275,7 @@ class ModelPolicy:
         minute, ahead, rate = self._load(now)
         self.mix = self._mix(now)
         lo, hi = self.bounds
-        sizing = self.sizer.size(rate, self.mix, max(1, knobs.desired), max(minute, ahead), hi)
+        sizing = self._size(rate, max(1, knobs.desired), hi)
         self.last_sizing = sizing
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
         self.load, self.need = (minute, ahead, rate), need
