@@ -199,21 +199,67 @@ def test_assembler_is_full_at_max_held_until_traces_are_taken():
     assert len(ready) == 2 and not a.full and a.spans_held == 0
 
 
-def test_receiver_answers_503_when_full(tmp_path):
+def test_receiver_parks_past_max_held_and_answers_503_past_max_parked(tmp_path):
+    # Acknowledging never waits for attribution: past max_held the spans stay in the
+    # span log only; past max_parked the exporter is told to retry.
     from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
     from tests.control.runtimes import runtime
 
     rt = runtime(tmp_path)
-    receiver = TraceReceiver(
-        rt, TraceOptions(limits=Limits(grace_s=60, max_held=1), flush_every_s=60)
-    )
+    limits = Limits(grace_s=60, max_held=1, max_parked=1)
+    receiver = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=60))
     try:
         body = _request([(b"\x01" * 16, b"\x02" * 8, b"", T0, T0 + 5)])
         receiver.receive(body, "application/x-protobuf", None)
+        receiver.receive(body, "application/x-protobuf", None)
+        assert receiver.status()["traces"]["spans"]["parked"] == 1
         with pytest.raises(BadTraces) as caught:
             receiver.receive(body, "application/x-protobuf", None)
         assert caught.value.status == 503
         assert receiver.status()["traces"]["busy_responses"] == 1
     finally:
         receiver.close()
+        rt.close()
+
+
+def _trace_request(k):
+    trace = bytes([k + 1]) * 16
+    return _request(
+        [
+            (trace, b"\x02" * 8, b"", T0, T0 + 100 * 1_000_000),
+            (trace, b"\x03" * 8, b"\x02" * 8, T0 + 10 * 1_000_000, T0 + 90 * 1_000_000),
+        ]
+    )
+
+
+def test_parked_spans_are_attributed_in_order_and_survive_a_restart(tmp_path):
+    from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+    from tests.control.runtimes import crash, runtime
+
+    limits = Limits(grace_s=0, max_held=2)
+    rt = runtime(tmp_path)
+    receiver = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=60))
+    for k in range(5):
+        receiver.receive(_trace_request(k), "application/x-protobuf", None)
+    spans = receiver.status()["traces"]["spans"]
+    assert (spans["held"], spans["parked"]) == (2, 8)
+    receiver.flush(float("inf"))  # reads the parked spans back as traces complete
+    traces = receiver.status()["traces"]
+    assert traces["completed"] == 5 and traces["spans"]["parked"] == 0
+    assert traces["spans"]["dropped"] == {} and traces["incomplete"] == {}
+    # Parked, then killed before attribution: the restart holds them again.
+    for k in range(5, 8):
+        receiver.receive(_trace_request(k), "application/x-protobuf", None)
+    assert receiver.status()["traces"]["spans"]["parked"] == 4
+    receiver._stop.set()
+    receiver.span_log.close()
+    crash(rt)
+    rt = runtime(tmp_path)
+    again = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=60))
+    try:
+        assert again.recovered == 6
+        again.flush(float("inf"))
+        assert again.status()["traces"]["completed"] == 3
+    finally:
+        again.close()
         rt.close()

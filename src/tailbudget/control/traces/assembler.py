@@ -28,8 +28,12 @@ class Limits:
     recent: int = 200_000
     """Completed trace ids remembered, so a late span is counted, not a new trace."""
     max_held: int = 100_000
-    """Spans held in all (waiting for their trace or for attribution); past it the
-    receiver answers 503 and the exporters retry: memory stays flat under any load."""
+    """Spans held in memory in all (waiting for their trace or for attribution); past it
+    the receiver leaves acknowledged spans in the span log (parked) and reads them back
+    as attribution makes room: memory stays flat under any load."""
+    max_parked: int = 5_000_000
+    """Spans parked in the span log at most; past it the receiver answers 503 and the
+    exporters retry (the disk, too, is bounded)."""
 
 
 @dataclass

@@ -33,6 +33,7 @@ class TracesCollector(Collector):
             rejected = dict(r.spans_rejected)
             spans = r.spans_received
             open_traces = len(a.open)
+            held, parked = a.spans_held, r.parked_spans
         yield CounterMetricFamily(
             "tailbudget_traces_completed", "Traces attributed on the critical path.", completed
         )
@@ -58,6 +59,14 @@ class TracesCollector(Collector):
         yield GaugeMetricFamily(
             "tailbudget_traces_open", "Traces held, not yet complete.", open_traces
         )
+        waiting = GaugeMetricFamily(
+            "tailbudget_spans_pending",
+            "Acknowledged spans not yet attributed: held in memory, or parked in the span log.",
+            labels=["where"],
+        )
+        waiting.add_metric(["held"], float(held))
+        waiting.add_metric(["parked"], float(parked))
+        yield waiting
         burn = GaugeMetricFamily(
             "tailbudget_stage_budget_burn",
             "Each stage's window percentile over its budget slice (1 = the whole slice).",

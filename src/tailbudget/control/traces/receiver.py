@@ -2,14 +2,21 @@
 
 A request's spans are written to the span log and handed to the assembler, then
 fsynced before its 2xx (requests in flight share one fsync: the span log's group
-commit), so an acknowledged span survives kill -9. A flusher
-thread takes the traces that completed, attributes them on the critical path
-(`attribute.Attributor`, the audit's code) and commits one observation per
-trace through the runtime's write-ahead log, the same path observations take;
-only then are the traces marked done in the span log. A crash between those two
-fsyncs attributes those traces again at the restart (counted twice, never lost).
-On start, the open traces in the span log are held again and finish after
-their grace period.
+commit), so an acknowledged span survives kill -9. Acknowledging never waits
+for attribution: a flusher thread takes the traces that completed, attributes
+them on the critical path (`attribute.Attributor`, the audit's code) and commits
+one observation per trace through the runtime's write-ahead log, the same path
+observations take; only then are the traces marked done in the span log. A crash
+between those two fsyncs attributes those traces again at the restart (counted
+twice, never lost). On start, the open traces in the span log are held again and
+finish after their grace period.
+
+Memory stays flat when attribution falls behind: past `max_held` spans in memory,
+a request's spans stay in the span log only (parked, in arrival order) and the
+flusher reads them back as traces complete. Traces are then completed by the
+arrival time of the oldest parked span rather than the wall clock, so a trace
+whose late spans are still parked waits for them. Past `max_parked` the answer is
+503 and the exporter retries.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +49,15 @@ _BATCH = 20_000
 _REWRITE_BYTES = 64 * 1024 * 1024
 """The span log is rewritten to the open traces once it passes this size."""
 _BASELINE = "traces_baseline.json"
+
+
+@dataclass(frozen=True)
+class _Parked:
+    """A span record acknowledged but not held: where it is in the span log, when it came."""
+
+    offset: int
+    arrived_s: float
+    spans: int
 
 
 @dataclass(frozen=True)
@@ -75,7 +91,9 @@ class TraceReceiver:
         self.traces_completed = 0
         self.traces_unattributed = 0
         self.busy = 0
-        """Requests answered 503 because the assembler was full (the exporter retries)."""
+        """Requests answered 503 because too many spans were parked (the exporter retries)."""
+        self.parked: deque[_Parked] = deque()
+        self.parked_spans = 0
         recovered = self.span_log.open_spans()
         self.recovered = len(recovered)
         if recovered:
@@ -96,21 +114,28 @@ class TraceReceiver:
     ) -> tuple[bytes, str]:
         """Decode, make durable, hold; the OTLP response body and its media type.
 
-        Raises BadTraces (400/413/415, or 503 while full) and OSError (not durable)."""
+        Raises BadTraces (400/413/415, or 503 while the span log holds `max_parked`
+        spans waiting for room) and OSError (not durable)."""
         decoded = decode_traces(body, content_type, encoding, limits)
         with self.lock:
-            if decoded.spans and self.assembler.full:
+            if decoded.spans and self.parked_spans >= self.options.limits.max_parked:
                 self.busy += 1
                 raise BadTraces(
-                    f"{self.assembler.spans_held} spans wait for attribution; retry shortly", 503
+                    f"{self.parked_spans} spans wait for attribution; retry shortly", 503
                 )
-            # Written and held under the lock: a span-log rewrite never misses spans
-            # written but not held. Made durable outside it, so the requests in flight
-            # share one fsync (group commit) and the flusher is not held up by the disk.
+            # Written and held (or parked) under the lock: a span-log rewrite never misses
+            # spans written but not held, and parked records keep their order. Made durable
+            # outside it, so the requests in flight share one fsync (group commit) and the
+            # flusher is not held up by the disk.
             ticket = 0
             if decoded.spans:
-                ticket = self.span_log.write_spans(decoded.spans)
-                self.assembler.add(decoded.spans, time.monotonic())
+                ticket, offset = self.span_log.write_spans_at(decoded.spans)
+                now = time.monotonic()
+                if self.parked or self.assembler.full:
+                    self.parked.append(_Parked(offset, now, len(decoded.spans)))
+                    self.parked_spans += len(decoded.spans)
+                else:
+                    self.assembler.add(decoded.spans, now)
             self.spans_received += len(decoded.spans)
             self.spans_rejected.update(decoded.reasons)
         if ticket:
@@ -130,23 +155,50 @@ class TraceReceiver:
 
     def flush(self, now: float) -> int:
         """Attribute every trace due by `now` (monotonic s); returns how many."""
+        held = self.options.limits.max_held
         done = 0
         while True:
-            with self.lock:
-                ready, stale = self.assembler.take_due(now, _BATCH)
-            if stale:
-                self.span_log.mark_done(stale)
+            self._unpark(held)
+            ready = self._take(now, early=False)
+            if not ready and self.parked:
+                # Every held trace waits on parked spans: hold up to twice as many; only
+                # past that are traces completed by the wall clock (late spans counted).
+                self._unpark(2 * held)
+                ready = self._take(now, early=self.assembler.spans_held >= 2 * held)
             if not ready:
                 break
             done += self._commit(ready)
-            if len(ready) < _BATCH:
-                break
         if self.span_log.size() > _REWRITE_BYTES:
             with self.lock:
-                self.span_log.rewrite(
-                    row for trace in self.assembler.open.values() for row in trace.spans.values()
-                )
+                if not self.parked:  # parked records are read back from the log as is
+                    self.span_log.rewrite(
+                        row for t in self.assembler.open.values() for row in t.spans.values()
+                    )
         return done
+
+    def _take(self, now: float, *, early: bool) -> list[Any]:
+        """Traces due by the arrival time of the oldest parked span (all of theirs that
+        came before it are held), or by `now` when nothing is parked or `early`."""
+        with self.lock:
+            clock = now if early or not self.parked else min(now, self.parked[0].arrived_s)
+            ready, stale = self.assembler.take_due(clock, _BATCH)
+        if stale:
+            self.span_log.mark_done(stale)
+        return ready
+
+    def _unpark(self, most: int) -> None:
+        """Parked records read back from the span log, oldest first, while fewer than
+        `most` spans are held."""
+        while True:
+            with self.lock:
+                if not self.parked or self.assembler.spans_held >= most:
+                    return
+                head = self.parked[0]
+            rows = self.span_log.spans_at(head.offset)  # only this thread takes from parked
+            with self.lock:
+                self.parked.popleft()
+                self.parked_spans -= head.spans
+                self.assembler.add(rows, head.arrived_s)
 
     def _commit(self, ready: list[Any]) -> int:
         from tailbudget.control.service.ingest import BadBatch
@@ -192,6 +244,7 @@ class TraceReceiver:
                 "spans": {
                     "received": self.spans_received,
                     "held": a.spans_held,
+                    "parked": self.parked_spans,
                     "rejected": dict(self.spans_rejected),
                     "dropped": dict(a.dropped),
                 },

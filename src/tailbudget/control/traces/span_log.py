@@ -99,19 +99,34 @@ class SpanLog:
 
     def write_spans(self, rows: list[SpanRow]) -> int:
         """Written, not yet durable: the ticket to pass to `sync` before the 2xx."""
+        return self._write(_record(_SPANS, _spans_payload(rows)))[0]
+
+    def write_spans_at(self, rows: list[SpanRow]) -> tuple[int, int]:
+        """`write_spans`, and where the record starts (to read its spans back later)."""
         return self._write(_record(_SPANS, _spans_payload(rows)))
+
+    def spans_at(self, offset: int) -> list[SpanRow]:
+        """The spans of the record written at `offset` (one `write_spans_at` made)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(offset)
+            magic, kind, size, crc = _HEAD.unpack(fh.read(_HEAD.size))
+            payload = fh.read(size)
+        if magic != _MAGIC or kind != _SPANS or zlib.crc32(payload) != crc:
+            raise OSError(f"{self.path}: no span record at offset {offset}")
+        return [SpanRow(*row) for row in orjson.loads(payload)]
 
     def mark_done(self, traces: list[str]) -> None:
         """These traces are in the observation log: never replay them."""
         if traces:
-            self.sync(self._write(_record(_DONE, orjson.dumps(traces))))
+            self.sync(self._write(_record(_DONE, orjson.dumps(traces)))[0])
 
-    def _write(self, record: bytes) -> int:
+    def _write(self, record: bytes) -> tuple[int, int]:
         with self._lock:
+            offset = self._fh.tell()
             self._fh.write(record)
             self._fh.flush()
             self._written += 1
-            return self._written
+            return self._written, offset
 
     def sync(self, ticket: int) -> None:
         """Return once the record numbered `ticket` is on disk (one fsync for all the
