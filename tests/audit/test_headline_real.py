@@ -75,8 +75,20 @@ def test_an_objectives_cause_is_stated_once():
 def test_the_markdown_report_opens_with_the_verdict():
     report = _audit(VLLM, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
     first = audit_markdown(report).split("\n## ")[0]
-    assert "**Breach: e2e p99 23,543 ms: over its 20,000 ms target" in first
+    assert "**Breach: e2e.p99 and tpot.p99 over target; ttft.p95 within target" in first
     assert f"Recommendation: **{report.recommendation.choice}**" in first
+
+
+def test_each_objectives_figure_is_stated_once_with_its_definition():
+    # The headline named each objective's verdict and repeated the figure the objectives
+    # table states beneath it.
+    report = _audit(VLLM, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
+    md = audit_markdown(report)
+    head, objectives = md.split("\n## ")[0], md.split("## Objectives")[1].split("\n## ")[0]
+    for figure in ("23,543", "20,000", "448", "500 ms", "76", "60 ms"):
+        assert figure not in head, figure
+    assert "| e2e p99 | 20,000 | 23,543 | breach |" in objectives
+    assert "tpot (e2e - ttft) / (output tokens - 1)" in objectives
 
 
 def test_the_culprits_figures_are_stated_once():

@@ -42,24 +42,29 @@ def hypothesis_text(h: Hypothesis) -> str:
     return h.evidence
 
 
-_WORD = {"breach": "over", "pass": "within", "inconclusive": "too few requests to judge"}
+_WORD = {"breach": "over target", "pass": "within target", "inconclusive": "too few requests"}
 
 
 def verdict_line(r: AuditReport) -> str:
-    """Every gated objective in one sentence, breaches first: the report's headline."""
+    """Every gated objective's verdict in one sentence, breaches first: the report's
+    headline. Figures are stated once, in the objectives table beside their definitions."""
     rows = sorted((o for o in r.objectives if o.gated), key=lambda o: o.verdict != "breach")
-    parts = []
+    groups: dict[str, list[str]] = {}
     for o in rows:
-        got = "no data" if o.measured_ms is None else f"{fmt.ms(o.measured_ms)} ms"
-        how = _WORD.get(o.verdict, o.verdict)
-        parts.append(f"{o.metric} {o.percentile} {got}: {how} its {fmt.ms(o.target_ms)} ms target")
+        how = "no data" if o.measured_ms is None else _WORD.get(o.verdict, o.verdict)
+        groups.setdefault(how, []).append(f"{o.metric}.{o.percentile}")
     if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
-        parts.append(
-            f"goodput {fmt.share(r.goodput.share)}: {_WORD[r.goodput.verdict]} its "
-            f"{fmt.share(r.goodput.min)} minimum"
-        )
+        words = {"breach": "under its minimum", "pass": "at or above its minimum"}
+        groups.setdefault(words.get(r.goodput.verdict, r.goodput.verdict), []).append("goodput")
     head = "Breach" if r.breaches_gate() else "No gated breach"
-    return f"{head}: {'; '.join(parts)}." if parts else f"{head}: no gated objective."
+    if not groups:
+        return f"{head}: no gated objective."
+    parts = "; ".join(f"{_and(keys)} {how}" for how, keys in groups.items())
+    return f"{head}: {parts} (each figure, with its definition, under Objectives)."
+
+
+def _and(keys: list[str]) -> str:
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
 
 
 def title(report: AuditReport) -> str:

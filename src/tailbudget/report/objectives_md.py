@@ -16,6 +16,25 @@ def _name(o: ObjectiveRow) -> str:
     return name + (f" at {fmt.count(o.output_tokens)} tokens" if o.output_tokens else "")
 
 
+DEFINITIONS = {
+    "e2e": "e2e is each request's end-to-end time",
+    "ttft": "ttft its time to first token",
+    "tpot": "tpot (e2e - ttft) / (output tokens - 1), vLLM's definition (0 for one token)",
+    "itl": "itl every gap between two tokens",
+}
+
+
+def definitions(rows: list[ObjectiveRow]) -> str:
+    """What each measured figure of the objectives table is, for the metrics it holds."""
+    metrics = list(dict.fromkeys(o.metric for o in rows))
+    said = [DEFINITIONS[m] for m in metrics if m in DEFINITIONS]
+    stages = [m for m in metrics if m not in DEFINITIONS]
+    if stages:
+        said.append(f"{', '.join(stages)} the time each request spends in that stage")
+    pct = "each at its percentile over the requests (the gaps, for itl) the last column counts"
+    return "; ".join(said) + f"; {pct}"
+
+
 def objectives_section(r: AuditReport) -> list[str]:
     """Rows of the objectives table, goodput and the drivers of breached objectives."""
     if not r.objectives:
@@ -30,7 +49,7 @@ def objectives_section(r: AuditReport) -> list[str]:
             f"| {_name(o)} | {_ms(o.target_ms)} | {_ms(o.measured_ms)} | {o.verdict} | "
             f"{'yes' if o.gated else 'no'} | {fmt.count(o.n)} {unit} |"
         )
-    out.append("")
+    out += ["", f"Measured as: {definitions(r.objectives)}.", ""]
     g = r.goodput
     if g.thresholds:
         within = ", ".join(f"{m} <= {_ms(ms)} ms" for m, ms in g.thresholds.items())

@@ -9,6 +9,7 @@ from tailbudget.audit.report import AuditReport, CdfPoint, ObjectiveRow
 from tailbudget.budget.objectives import parse_percentile
 from tailbudget.report import fmt
 from tailbudget.report.html.page import cell, esc, figure, not_available, table
+from tailbudget.report.objectives_md import definitions
 
 __all__ = ["objectives_html"]
 
@@ -84,7 +85,8 @@ def objectives_html(r: AuditReport) -> str:
         ],
         numeric=[1, 2, 5],
     )
-    return body + _goodput(r) + _causes(r) + _charts(r)
+    said = f"<p>Measured as: {esc(definitions(r.objectives))}.</p>"
+    return body + said + _goodput(r) + _causes(r) + _charts(r)
 
 
 def quantile_chart(
