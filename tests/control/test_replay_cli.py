@@ -142,3 +142,27 @@ def test_relative_time_log(tmp_path: Path) -> None:
     d = rep["decisions"][0]
     assert d["action"] == "scale_up" and d["t"].startswith("PT")
     assert float(d["t"][2:-1]) == pytest.approx(d["t_offset_s"] + 3.0, abs=1e-3)
+
+
+def test_text_and_markdown_open_with_the_verdict(tmp_path: Path) -> None:
+    # The HTML page opened with the verdict and the open-loop caveat; text and markdown
+    # began with the header and buried the caveat. Now all three open the same way.
+    from tailbudget.report.replay_text import verdict_line
+
+    log = _ramp_log(tmp_path)
+    rep = json.loads(runner.invoke(app, ["replay", str(log), "-f", "json"]).output)
+    text = runner.invoke(app, ["replay", str(log), "--format", "text"]).output
+    md = runner.invoke(app, ["replay", str(log), "--format", "md"]).output
+    html = tmp_path / "r.html"
+    runner.invoke(app, ["replay", str(log), "--format", "html", "-o", str(html)])
+    first = text.splitlines()[0]
+    assert first.startswith("verdict: The policy would have made ")
+    assert "scale_up x" in first and text.splitlines()[1] == rep["notes"][0]
+    assert text.count("The policy would have made") == 1
+    head = md.split("```")[0]
+    assert head.splitlines()[2].startswith("**Verdict: The policy would have made ")
+    assert rep["notes"][0] in head and md.count(rep["notes"][0]) == 1
+    said = first.removeprefix("verdict: ").removesuffix(".")
+    assert f"**Verdict: {said}.**" in md
+    assert said.replace(",", "") in html.read_text().replace(",", "")
+    assert verdict_line  # the one sentence every format opens with

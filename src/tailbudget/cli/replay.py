@@ -19,6 +19,7 @@ class ReplayFormat(StrEnum):
 
     json = "json"
     text = "text"
+    md = "md"
     html = "html"
 
 
@@ -36,7 +37,7 @@ def replay_command(
         help="Baseline log: its p99 and every metric a rule compares with a baseline.",
     ),
     format: ReplayFormat = typer.Option(
-        ReplayFormat.text, "--format", "-f", help="Output: text (default), json or html."
+        ReplayFormat.text, "--format", "-f", help="Output: text (default), md, json or html."
     ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     total: str | None = typer.Option(None, "--total", help="Total latency column."),
@@ -59,5 +60,5 @@ def replay_command(
         baseline=baseline, total=total, timestamp=timestamp, error=error, unit=unit,
         dry_run=dry_run, events=events, cold_window_min=cold_window_min,
     )  # fmt: skip
-    render = {"json": rep.to_json, "html": rep.to_html, "text": rep.to_text}
+    render = {"json": rep.to_json, "html": rep.to_html, "text": rep.to_text, "md": rep.to_markdown}
     emit(render[format.value](), output)

@@ -5,19 +5,37 @@ from __future__ import annotations
 from tailbudget.control.replay_record import ReplayReport
 from tailbudget.report import fmt
 
-__all__ = ["replay_markdown", "replay_text"]
+__all__ = ["replay_markdown", "replay_text", "verdict_line"]
+
+
+def verdict_line(rep: ReplayReport) -> str:
+    """What the policy did over the log, in one sentence: its decisions by action and
+    where it left the service (every format opens with it)."""
+    if not rep.decisions:
+        return f"The policy took no action over {fmt.seconds(rep.duration_s)} of this log"
+    by_action = ", ".join(f"{k} x{fmt.count(n)}" for k, n in rep.summary.items())
+    active = ", ".join(rep.active_at_end) or "nothing"
+    return (
+        f"The policy would have made {fmt.count(len(rep.decisions))} "
+        f"decision{'s' if len(rep.decisions) != 1 else ''} over {fmt.seconds(rep.duration_s)}"
+        f" ({by_action}), ending at {fmt.count(rep.final_replicas)} desired replicas with "
+        f"{active} active"
+    )
 
 
 def replay_text(rep: ReplayReport) -> str:
-    """The replay for a terminal: a header, one line per decision, the notes."""
+    """The replay for a terminal: the verdict and the open-loop caveat, a header, one line
+    per decision, the notes."""
     rows = rep.rows
     lines = [
+        f"verdict: {verdict_line(rep)}.",
+        *rep.open_loop,
+        "",
         f"replay of {rep.source}: {fmt.count(rows.used)} requests over "
         f"{fmt.count(rep.duration_s)} s ({rep.start} .. {rep.end}), "
         f"{fmt.count(rep.evaluations)} evaluations every {rep.evaluate_every_s:g} s on a "
         f"{rep.window_s:g} s window",
         f"policy: {rep.policy.source}" + (" (dry run)" if rep.dry_run else ""),
-        *rep.open_loop,
     ]
     if rep.baselines:
         lines.append(
@@ -48,5 +66,11 @@ def replay_text(rep: ReplayReport) -> str:
 
 
 def replay_markdown(rep: ReplayReport) -> str:
-    """The replay in Markdown: a heading, then the terminal text as a block."""
-    return f"# Policy replay: {rep.name()}\n\n```text\n{replay_text(rep)}```\n"
+    """The replay in Markdown: a heading, the verdict and the open-loop caveat (as the HTML
+    page opens), then the terminal text's body as a block."""
+    caveat = "".join(f"{n}\n\n" for n in rep.open_loop)
+    body = replay_text(rep).split("\n\n", 1)[1]  # the verdict is above, not repeated
+    return (
+        f"# Policy replay: {rep.name()}\n\n**Verdict: {verdict_line(rep)}.**\n\n{caveat}"
+        f"```text\n{body}```\n"
+    )

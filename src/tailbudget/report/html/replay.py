@@ -7,6 +7,7 @@ from tailbudget.report import fmt
 from tailbudget.report.html import page, takeaways
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import replay_chart
+from tailbudget.report.replay_text import verdict_line
 
 
 def _yes(flag: bool) -> str:
@@ -53,21 +54,6 @@ def _summary_pairs(rep: ReplayReport) -> list[tuple[str, str]]:
             )
         )
     return pairs
-
-
-def verdict_line(rep: ReplayReport) -> str:
-    """What the policy did over the log, in one sentence: its decisions by action and
-    where it left the service."""
-    if not rep.decisions:
-        return f"The policy took no action over {fmt.seconds(rep.duration_s)} of this log"
-    by_action = ", ".join(f"{k} x{fmt.count(n)}" for k, n in rep.summary.items())
-    active = ", ".join(rep.active_at_end) or "nothing"
-    return (
-        f"The policy would have made {fmt.count(len(rep.decisions))} "
-        f"decision{'s' if len(rep.decisions) != 1 else ''} over {fmt.seconds(rep.duration_s)}"
-        f" ({by_action}), ending at {fmt.count(rep.final_replicas)} desired replicas with "
-        f"{active} active"
-    )
 
 
 def _verdict(rep: ReplayReport) -> str:
