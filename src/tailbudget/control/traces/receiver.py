@@ -44,8 +44,8 @@ __all__ = ["TraceOptions", "TraceReceiver"]
 
 log = logging.getLogger(__name__)
 
-_BATCH = 20_000
-"""Most traces attributed at once (one engine pass)."""
+_BATCH = 5_000
+"""Most traces attributed at once (one pass; a smaller batch keeps the peak RSS down)."""
 _REWRITE_BYTES = 64 * 1024 * 1024
 """The span log is rewritten to the open traces once it passes this size."""
 _BASELINE = "traces_baseline.json"

@@ -35,6 +35,7 @@ _HEAD = struct.Struct("<4sBII")
 _MAGIC = b"TBS1"
 _SPANS = 1
 _DONE = 2
+_row = tuple.__new__  # a SpanRow from its fields, without NamedTuple's keyword __new__
 
 
 def _record(kind: int, payload: bytes) -> bytes:
@@ -87,7 +88,7 @@ class SpanLog:
                 break
             value = orjson.loads(payload)
             if kind == _SPANS:
-                spans.extend(SpanRow(*row) for row in value)
+                spans.extend(_row(SpanRow, row) for row in value)
             elif kind == _DONE:
                 done.update(value)
             pos += _HEAD.size + size
@@ -113,7 +114,7 @@ class SpanLog:
             payload = fh.read(size)
         if magic != _MAGIC or kind != _SPANS or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
-        return [SpanRow(*row) for row in orjson.loads(payload)]
+        return [_row(SpanRow, row) for row in orjson.loads(payload)]
 
     def mark_done(self, traces: list[str]) -> None:
         """These traces are in the observation log: never replay them."""
