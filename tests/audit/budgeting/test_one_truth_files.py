@@ -216,8 +216,17 @@ def test_a_span_tables_plan_agrees_with_its_audit(data, tmp_path, name):
     for factor, verdict in ((1.25, "pass"), (0.8, "breach")):
         budget = tmp_path / f"spans{factor}.yaml"
         init(log, budget, f"p95={measured['measured_ms'] * factor:.1f}")
-        plan, _, audit, _ = commands(log, budget)
+        plan, rebudget, audit, _ = commands(log, budget)
         assert by_key(audit["objectives"])["e2e.p95"]["verdict"] == verdict
+        # rebudget reads the slices as plan composes them: fits now where the log passes,
+        # and a proposal that plans as fitting where it does not (the slices' sum allowed
+        # is the SLO over the requests' share of it, said in a note).
+        assert rebudget["fits_now"] is (verdict == "pass"), rebudget["speedup_needed_ms"]
+        if verdict == "breach":
+            proposed = tmp_path / "proposed.yaml"
+            proposed.write_text(rebudget["budget"])
+            assert cli("plan", str(proposed))["fits"] is True
+            assert any("composition.measured" in n for n in rebudget["notes"])
         assert plan["fits"] is (verdict == "pass"), plan["problems"]
         (row,) = plan["objectives"]
         assert row["fits"] is (verdict == "pass")

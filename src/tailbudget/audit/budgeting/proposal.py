@@ -35,7 +35,7 @@ from tailbudget.audit.budgeting.reasons import passing_stages, reason
 from tailbudget.audit.fixes import Fix
 from tailbudget.audit.report import RankedFix
 from tailbudget.budget import model as m
-from tailbudget.budget.compose import compose
+from tailbudget.budget.compose import by_requests, compose
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.columns import UNATTRIBUTED
 
@@ -155,10 +155,22 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     checks = objective_checks(budget, profile)
     passing = passing_stages(budget, checks)
     keep = frozenset(passing)
-    allocations = tuple(
-        allocate(budget, p, slo[p], old, {s: v[p] for s, v in measured.items()}, keep)
-        for p in gated
-    )
+    # A budget that records its log's whole requests is planned (and gated) on them: the
+    # slices' sum may reach the SLO over the requests' share of it, as `plan` composes.
+    share = by_requests(budget, dict.fromkeys(gated, 1.0)) or {}
+    sums = {p: slo[p] / share[p] if share.get(p) else slo[p] for p in gated}
+
+    def allocated(p: str) -> Allocation:
+        at = {s: v[p] for s, v in measured.items()}
+        got = allocate(budget, p, sums[p], old, at, keep)
+        if share.get(p) and got.measured_ms > got.target_ms:
+            # Cut slices are written at 0.1 ms (rounded half up): keep that slack off the
+            # sum, so the proposal's scaled composition stays within the SLO.
+            sums[p] -= 0.05 * len(old)
+            got = allocate(budget, p, sums[p], old, at, keep)
+        return got
+
+    allocations = tuple(allocated(p) for p in gated)
     fits_now = _fits_now(budget, allocations, old, measured, gated)
     # A budget the log already meets is the proposal: re-slicing it would only round.
     proposed = budget if fits_now else _proposed(budget, allocations, measured)
@@ -166,7 +178,13 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
-    notes = _notes(budget, profile, gated)
+    notes = _notes(budget, profile, gated) + tuple(
+        f"{p}: a request calls only some stages (composition.measured): the slices may "
+        f"add to {sums[p]:,.0f} ms for {slo[p]:,.0f} ms end to end, since the log's requests "
+        f"measure {share[p]:.0%} of the slices' sum there, as `plan` composes it"
+        for p in gated
+        if share.get(p)
+    )
     return Rebudget(
         service=budget.service,
         source=profile.source,
