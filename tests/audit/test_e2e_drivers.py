@@ -70,7 +70,7 @@ def test_a_breached_stage_objective_gets_the_same_driver_in_audit_and_rebudget(t
     assert rows["decode.p99"]["verdict"] == "breach"
     assert rows["e2e.p99"]["driver"] == ""  # passing: no driver
     said = rows["decode.p99"]["driver"]
-    assert said.startswith("decode.p99 is ") and "requests above it spend" in said
+    assert said.startswith("decode.p99 is ") and "requests at or above it spend" in said
     assert "also above the end-to-end p99" in said
     assert [g["says"] for g in rebudget["gaps"] if g["objective"] == "decode.p99"] == [said]
     markdown = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout

@@ -93,7 +93,7 @@ def _stage_gap(profile: Profile, stage: str, p: str, over: float, at: float) -> 
     slow, usual = _median(times[tail]), _median(times[times > 0])
     if slow is not None and usual is not None:
         says += (
-            f": the {n} requests above it spend {fmt.ms(slow)} ms there at the median "
+            f": the {n} requests at or above it spend {fmt.ms(slow)} ms there at the median "
             f"(every request that calls it: {fmt.ms(usual)} ms)"
         )
     sizes = _sizes(profile, tail)
@@ -103,7 +103,7 @@ def _stage_gap(profile: Profile, stage: str, p: str, over: float, at: float) -> 
     also = float(np.mean(profile.total[tail] >= e2e_at)) if n else 0.0
     says += f"; {fmt.share(also, 0)} of them are also above the end-to-end {p}"
     if n < FEW:
-        says += f" (only {n} requests above it: a rough reading)"
+        says += f" (only {n} requests at or above it: a rough reading)"
     spent = float(profile.total[tail].sum())
     share = float(times[tail].sum()) / spent if spent > 0 else None
     return Gap(f"{stage}.{p}", over, n, stage, share, says)
@@ -133,12 +133,12 @@ def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:
     says = f"e2e.{p} is {fmt.ms(over)} ms over its target"
     if stage is not None:
         held = fmt.share(shares[stage], 0)  # n/a where extreme figures overflow the sum
-        says += f": {stage} holds {held} of the time of the {n} requests above it"
+        says += f": {stage} holds {held} of the time of the {n} requests at or above it"
     why = _answers(profile, tail)
     if why:
         says += f"; {why}"
     if n < FEW:
-        says += f" (only {n} requests above it: a rough reading)"
+        says += f" (only {n} requests at or above it: a rough reading)"
     return Gap(f"e2e.{p}", over, n, stage, shares.get(stage) if stage else None, says)
 
 
