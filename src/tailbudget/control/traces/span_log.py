@@ -18,6 +18,7 @@ write returned.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import threading
@@ -35,7 +36,8 @@ _HEAD = struct.Struct("<4sBII")
 _MAGIC = b"TBS1"
 _SPANS = 1
 _DONE = 2
-_row = tuple.__new__  # a SpanRow from its fields, without NamedTuple's keyword __new__
+_row = functools.partial(tuple.__new__, SpanRow)
+"""A SpanRow from its fields, without NamedTuple's keyword __new__ (mapped in C)."""
 
 
 def _record(kind: int, payload: bytes) -> bytes:
@@ -88,7 +90,7 @@ class SpanLog:
                 break
             value = orjson.loads(payload)
             if kind == _SPANS:
-                spans.extend(_row(SpanRow, row) for row in value)
+                spans.extend(map(_row, value))
             elif kind == _DONE:
                 done.update(value)
             pos += _HEAD.size + size
@@ -114,7 +116,7 @@ class SpanLog:
             payload = fh.read(size)
         if magic != _MAGIC or kind != _SPANS or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
-        return [_row(SpanRow, row) for row in orjson.loads(payload)]
+        return list(map(_row, orjson.loads(payload)))
 
     def mark_done(self, traces: list[str]) -> None:
         """These traces are in the observation log: never replay them."""
