@@ -20,21 +20,25 @@ TRACE = DATA / "azure_llm_inference_trace_code_2023.csv"
 POLICIES = ("model", "budget", "hpa:concurrency=8", "fixed:2", "fixed:3")
 
 
-@pytest.fixture(scope="module")
-def report() -> SimReport:
+def _run(ttft_ms: float, tpot_ms: float, replicas: int, policies: tuple[str, ...]) -> SimReport:
     if not TRACE.is_file():
         pytest.skip("shared data not present")
     fitted = fit_logs([str(GRID).format(q) for q in ("01", "04")], ReadOptions(), ModelOptions())
     return simulate(
         fitted.model,
-        parse_objectives("ttft.p95=3000,tpot.p99=150"),
+        parse_objectives(f"ttft.p95={ttft_ms:g},tpot.p99={tpot_ms:g}"),
         arrivals=parse_arrivals(str(TRACE)),
-        policies=[parse_policy_spec(p) for p in POLICIES],
-        budget_policy=llm_default_policy(3000.0),
-        replicas=2,
+        policies=[parse_policy_spec(p) for p in policies],
+        budget_policy=llm_default_policy(ttft_ms),
+        replicas=replicas,
         duration_s=1800.0,
         signal="ttft",
     )
+
+
+@pytest.fixture(scope="module")
+def report() -> SimReport:
+    return _run(3000.0, 150.0, 2, POLICIES)
 
 
 def test_model_policy_meets_every_minute(report: SimReport) -> None:
@@ -50,8 +54,17 @@ def test_floor_beside_every_policy(report: SimReport) -> None:
     assert report.floor is not None
     ratios = {r.policy: r.replica_hours_vs_floor for r in report.runs}
     assert all(x is not None for x in ratios.values())
-    # measured: 1.31x the hindsight floor (1.47x before bursts were sized inside their
-    # minute). Every minute is met only by remembering the bursts of five minutes earlier:
+    # measured: 1.20x the hindsight floor (1.47x when bursts were sized as sustained
+    # rates). Every minute is met only by remembering the bursts of five minutes earlier:
     # minute 14's follows two silent minutes, and sizing without that memory costs 1.06x
     # with minute 14 in breach (docs/act.md); the issue's 1.15x with every minute is not met
-    assert ratios["model"] is not None and ratios["model"] < 1.4
+    assert ratios["model"] is not None and ratios["model"] < 1.3
+
+
+def test_a_tight_ttft_is_met_below_the_best_fixed_count() -> None:
+    # ttft.p95 1.5 s: the requests' own prefill is 87-95% of it, so a replica more buys
+    # noise, not headroom; the policy sizes to the target there (docs/act.md)
+    runs = {r.policy: r for r in _run(1500.0, 120.0, 1, ("model", "fixed:4")).runs}
+    assert runs["model"].to_dict()["minutes_in_breach"] == 0
+    assert runs["fixed:4"].to_dict()["minutes_in_breach"] == 0
+    assert runs["model"].replica_hours < runs["fixed:4"].replica_hours

@@ -108,6 +108,8 @@ class ModelPolicy:
         self.peak_from = -np.inf
         self.peaks: deque[tuple[float, int]] = deque()
         self.burst: Burst | None = None
+        self.background = 0.0
+        """The last minute's rate without its busiest `peak_span_s` (a burst's background)."""
         self._sums_of: Arrivals | None = None
         self._sums_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(1), np.zeros(1))
         self.mix: Mix | None = None
@@ -164,7 +166,10 @@ class ModelPolicy:
         self.last_t = now
         minute = self._count(now - 60.0, now) / min(60.0, max(now, self.every_s))
         ahead = self.holt.forecast((self.delay + self.every_s) / self.every_s)
-        self.burst = Burst(self._peak(now), self.opts.peak_span_s)
+        span = self.opts.peak_span_s
+        self.burst = Burst(self._peak(now), span)
+        recent = max((n for t, n in self.peaks if t > now - 60.0), default=0)
+        self.background = max(0, self._count(now - 60.0, now) - recent) / (60.0 - span)
         return minute, ahead, max(minute, ahead, 1e-3)
 
     def _peak(self, now: float) -> int:
@@ -185,14 +190,19 @@ class ModelPolicy:
         """The fewest replicas for the rate with the remembered burst; with `surge`, also
         carrying `surge` x the rate for a provisioning delay (a burst as long as the delay)."""
         assert self.mix is not None
-        sizing = self.sizer.size(rate, self.mix, start, most=most, burst=self.burst)
-        if self.opts.surge <= 1.0:
-            return sizing
-        span = min(self.delay + self.every_s, 50.0)
-        step = Burst(math.ceil(self.opts.surge * rate * span), span)
-        surged = self.sizer.size(rate, self.mix, start, most=most, burst=step)
-        big = (sizing.replicas or most + 1) < (surged.replicas or most + 1)
-        return surged if big else sizing
+        sizing = self.sizer.size(rate, self.mix, start, most=most)
+        if self.burst is not None and self.burst.count > 0:
+            # the burst recurs on the last minute's background (its rate without its own
+            # busiest span): the burst's requests are not counted twice, once in the rate
+            # and once as the burst
+            hit = self.sizer.size(self.background, self.mix, start, most=most, burst=self.burst)
+            sizing = _larger(sizing, hit, most)
+        if self.opts.surge > 1.0:
+            span = min(self.delay + self.every_s, 50.0)
+            step = Burst(math.ceil(self.opts.surge * rate * span), span)
+            surged = self.sizer.size(rate, self.mix, start, most=most, burst=step)
+            sizing = _larger(sizing, surged, most)
+        return sizing
 
     # ---- drift ----------------------------------------------------------------------
 
@@ -356,6 +366,11 @@ class ModelPolicy:
             ),
             replicas=new,
         )
+
+
+def _larger(a: Sizing, b: Sizing, most: int) -> Sizing:
+    """The sizing asking for more replicas (an unmet search counts as the most)."""
+    return b if (b.replicas or most + 1) > (a.replicas or most + 1) else a
 
 
 def model_headroom(opts: ModelMode, budget_headroom: float) -> float:

@@ -37,6 +37,8 @@ _MIX_STEP = 1.25
 _MAX_UTILIZATION = 0.9
 """A queue-model count busier than this is refused: its queue grows over spans longer than
 the simulated one, which starts empty and so understates the wait near saturation."""
+_PROBE_MAX = 64
+"""The most replicas simulated to learn what no count beats (the tail of the work itself)."""
 _MIN_RATE = 0.05
 """Requests/s below which a load is sized as this one (a replica is up anyway)."""
 
@@ -266,6 +268,17 @@ class Sizer:
             self.simulations += 1
         return self._runs[key]
 
+    def _goal(self, rate: float, mix: Mix, most: int, burst: Burst | None) -> float:
+        """The share of each target to size for: 1 - headroom, but never within the
+        headroom of what the most replicas reach (the requests' own work, which no count
+        beats): there a replica more buys noise, not margin, and the target is the goal."""
+        if self.limit >= 1.0:
+            return 1.0
+        best = worst_ratio(self.predict(rate, mix, min(most, _PROBE_MAX), burst))[0]
+        if not math.isfinite(best):
+            return self.limit
+        return min(1.0, max(self.limit, best / self.limit))
+
     def size(
         self,
         rate: float,
@@ -284,14 +297,15 @@ class Sizer:
             return self._sizes[(k, mk, ks, b)]
 
         busy = self._busy(_RATE_STEP**ks, mix)
+        goal = self._goal(rate, mix, most, burst)
 
-        def ok(n: int, limit: float = self.limit) -> bool:
+        def ok(n: int, limit: float = goal) -> bool:
             if busy / n > _MAX_UTILIZATION:
                 return False
             return worst_ratio(self.predict(rate, mix, n, burst))[0] <= limit
 
-        n, kept = fewest_replicas(ok, start, most), True
-        if n is None and self.limit < 1.0:  # headroom is the wish; the target, the need
+        n, kept = fewest_replicas(ok, start, most), goal < 1.0 or self.limit >= 1.0
+        if n is None and goal < 1.0:  # headroom is the wish; the target, the need
             n, kept = fewest_replicas(lambda c: ok(c, 1.0), start, most), False
         if n is None:
             least = max(1, math.ceil(busy / _MAX_UTILIZATION))
