@@ -263,8 +263,9 @@ def _over_requests(
             f"{p}: the log's {got.requests:,} requests measure {_fmt(composed_ms)} end to end "
             f"with these slices, {_fmt(composed_ms - limit)} over the {_fmt(limit)} limit "
             f"(SLO {_fmt(target)} less {budget.headroom:.0%} headroom); the slices add to "
-            f"{_fmt(summed)}, but a request calls only some stages (composition.measured); "
-            "cut the stages most requests call, or relax the SLO"
+            f"{_fmt(summed)} as if one request were at every stage's {p} at once "
+            "(composition.measured); cut the stages the slow requests spend their time in "
+            "(`tailbudget rebudget` with the log), or relax the SLO"
         ),
     )
 
@@ -276,7 +277,10 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     add = additive(budget, fits=fits)
     comp = compose(budget, samples=samples, seed=seed, tree=tree)
     slo = budget.objectives.e2e()
-    mc = {"samples": comp.samples, "seed": seed if seed is not None else budget.composition.seed}
+    # The Monte Carlo's own draws for the other objectives (a budget composed from its log's
+    # requests reports their count as the composition's samples).
+    draws = samples if samples is not None else budget.composition.samples
+    mc = {"samples": draws, "seed": seed if seed is not None else budget.composition.seed}
     e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
     at_tokens = budget.objectives.e2e_output_tokens()
     # A budget recording its log's whole requests gates on them: the slices' sum assumes

@@ -39,12 +39,13 @@ def row_labels(plan: Plan) -> tuple[str, str, str]:
     """The additive and composed rows' names, and the sentence that says which gates."""
     if by_requests(plan):
         return (
-            "additive (every stage in every request)",
+            "additive (every stage at its own percentile at once)",
             f"composed (the log's {fmt.count(plan.composed.samples)} requests, gates)",
-            "Percentiles do not add, and a request calls only some stages: the additive row "
-            "is the sum if every request ran every stage; the composed row is what the "
-            "log's requests measured end to end with these slices (composition.measured), "
-            "and gates.",
+            "Percentiles do not add: no request is at every stage's percentile at once, and "
+            "on a span table most requests call only a few stages. The composed row is what "
+            "the log's requests measured end to end with these slices "
+            "(composition.measured), and gates; the additive row sums every stage's own "
+            "percentile.",
         )
     comp = plan.composed
     return (

@@ -110,20 +110,14 @@ def check_measured(log: Path, tmp_path: Path) -> None:
     same_figures(rebudget, audit)
     recommendation_follows(audit)
     quiet(replay)
-    if log.name in {Path(f).name for f in LLM_FILES}:
-        # Two stages and their measured rank correlation (negative where TTFT and decode
-        # trade time): the composition gives the log's end-to-end figures.
-        for o in audit["objectives"]:
-            composed = plan["composed"][o["percentile"]]
-            assert composed == pytest.approx(o["measured_ms"], rel=0.05), o
-    if log.name in {Path(f).name for f in SPAN_FILES}:
-        # Most requests call a few operations: the plan composes the log's whole requests
-        # (composition.measured), so it gives the audit's end-to-end figures (the file
-        # rounds them up at 4 significant digits) and gates on them.
-        assert plan["gating"] == "measured_requests"
-        for o in audit["objectives"]:
-            composed = plan["composed"][o["percentile"]]
-            assert o["measured_ms"] <= composed <= o["measured_ms"] * 1.001 + 1e-3, o
+    # The plan composes the log's whole requests (composition.measured): the audit's
+    # end-to-end figures (the file rounds them up at 4 significant digits), and it gates
+    # on them. On span tables most requests call a few operations, and the slices' sum
+    # is 2-3x the log's figure; on LLM files TTFT and decode trade time.
+    assert plan["gating"] == "measured_requests"
+    for o in audit["objectives"]:
+        composed = plan["composed"][o["percentile"]]
+        assert o["measured_ms"] <= composed <= o["measured_ms"] * 1.001 + 1e-3, o
 
 
 @pytest.fixture
@@ -205,12 +199,13 @@ def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
     assert keys == {"ttft.p95", "tpot.p99", "e2e.p99"}
 
 
-@pytest.mark.parametrize("name", SPAN_FILES[:3])
+@pytest.mark.parametrize("name", [*SPAN_FILES[:3], "aiperf_profile_export.jsonl"])
 def test_a_span_tables_plan_agrees_with_its_audit(data, tmp_path, name):
     # Most requests skip most operations: the slices' sum is far above the log's own p95,
     # so a stated p95 between the two got "does not fit" from plan and "pass" from audit.
     # The plan now composes the log's whole requests: the same verdict on both sides of
-    # the measured figure, and the additive sum is shown, not gated.
+    # the measured figure, and the additive sum is shown, not gated. AIPerf's TTFT and
+    # decode trade time: its slices' sum (12,108 ms at p99) is far above its p95 too.
     log = data / name
     measured = by_key(cli("audit", str(log), "--slo", "p95=1000000")["objectives"])["e2e.p95"]
     for factor, verdict in ((1.25, "pass"), (0.8, "breach")):

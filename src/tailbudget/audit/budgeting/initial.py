@@ -122,9 +122,8 @@ def measured_budget(
     ]
     if slo_block is None:
         slo_block = _measured_slo(profile, body)
-    if _skipped(profile, top):
-        at = body.index("composition:") + 2
-        body.insert(at, _requests_line("\n".join([*slo_block, *body]), profile))
+    at = body.index("composition:") + 2
+    body.insert(at, _requests_line("\n".join([*slo_block, *body]), profile))
     text = "\n".join([*lines, *slo_block, *body]) + "\n"
     breaches = _breaches(text, profile)
     raised: list[str] = []
@@ -134,21 +133,14 @@ def measured_budget(
     return MeasuredBudget(text, shape, rho, rest, tuple(breaches), tuple(raised))
 
 
-SKIPPED = 0.5
-"""A stage with no time in at least this share of requests is one most requests skip."""
-
-
-def _skipped(profile: Profile, stages: list[str]) -> bool:
-    # Requests that call different subsets of the stages (a span table's operations) do
-    # not compose from the stages' distributions as if each request ran every stage.
-    return any(float(np.mean(profile.times[s] <= 0.0)) >= SKIPPED for s in stages)
-
-
 def _requests_line(text: str, profile: Profile) -> str:
     # The log's end-to-end figures beside the slices' sum they were measured with, at
-    # every percentile the plan composes: `plan` scales the sum by their ratio, so it
-    # gives the log's figures (as the slices, within 0.1% and never below) until a slice
-    # is edited. The sum keeps nine digits: the ratio is 1 for the slices as written.
+    # every percentile the plan composes. Stage percentiles do not add into a request's:
+    # no request is at every stage's p99 at once, and on a span table most requests call
+    # only a few operations (the sum is 2-3x the log's p95 there). `plan` scales the sum
+    # by the ratio, so it gives the log's figures (as the slices, within 0.1% and never
+    # below) until a slice is edited. The sum keeps nine digits: the ratio is 1 for the
+    # slices as written.
     from tailbudget.budget.compose import additive, plan_percentiles
     from tailbudget.budget.load import parse_budget
 
@@ -159,8 +151,8 @@ def _requests_line(text: str, profile: Profile) -> str:
     then = {p: float(f"{sums[p]:.9g}") for p in names}
     return (
         f"  measured: {{requests: {profile.used}, e2e: {_exact(e2e)}, slices: {_exact(then)}}}"
-        "   # the log's whole requests end to end, and the slices' sum then: most "
-        "requests call only some stages, so plan composes from these"
+        "   # the log's whole requests end to end, and the slices' sum then: plan "
+        "composes and gates on these"
     )
 
 

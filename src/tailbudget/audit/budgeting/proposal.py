@@ -179,9 +179,9 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
     notes = _notes(budget, profile, gated) + tuple(
-        f"{p}: a request calls only some stages (composition.measured): the slices may "
-        f"add to {sums[p]:,.0f} ms for {slo[p]:,.0f} ms end to end, since the log's requests "
-        f"measure {share[p]:.0%} of the slices' sum there, as `plan` composes it"
+        f"{p}: the slices may add to {sums[p]:,.0f} ms for {slo[p]:,.0f} ms end to end: the "
+        f"log's requests measure {share[p]:.0%} of the slices' sum there "
+        "(composition.measured), as `plan` composes it"
         for p in gated
         if share.get(p)
     )
