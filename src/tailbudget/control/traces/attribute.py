@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,20 @@ from tailbudget.control.wal import StageColumn
 __all__ = ["Attributed", "Attributor"]
 
 _BATCH_VIEW = "_tb_live_paths"
+_ROW_TYPE = pa.struct(
+    [
+        ("trace", pa.string()),
+        ("span", pa.string()),
+        ("parent", pa.string()),
+        ("name", pa.string()),
+        ("service", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("error", pa.bool_()),
+        ("kind", pa.string()),
+    ]
+)
+"""A SpanRow as Arrow (its fields, in order)."""
 
 
 @dataclass(frozen=True)
@@ -103,24 +117,25 @@ def _span_table(
 
     rows = [row for trace in traces for row in trace.spans.values()]
     owner = np.repeat(np.arange(len(traces), dtype=np.int64), [len(t.spans) for t in traces])
-    cols: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 9
-    start_ns = np.array(cols[5], dtype=np.int64)
-    end_ns = np.array(cols[6], dtype=np.int64)
+    # One conversion of the row tuples (as a struct) rather than one per column.
+    trace, span, parent, name, service, start, end, _, kind = pa.array(
+        rows, type=_ROW_TYPE
+    ).flatten()
+    start_ns = start.to_numpy(zero_copy_only=False).astype(np.int64)
+    end_ns = end.to_numpy(zero_copy_only=False).astype(np.int64)
     base = int(start_ns[0]) if len(start_ns) else 0
     # As the reader does: integer ns relative to an epoch near the data, then ms.
     start_ms = (start_ns - base).astype(np.float64) * 1e-6
     end_ms = (end_ns - base).astype(np.float64) * 1e-6
-    parent = pa.array(cols[2], pa.string())
     is_root = pc.or_(pc.equal(parent, ""), pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
-    stage = cols[4] if span_stage == "service" else cols[3]
     table = pa.table(
         {
-            "trace": pa.array(cols[0], pa.string()),
-            "span": pa.array(cols[1], pa.string()),
+            "trace": trace,
+            "span": span,
             "parent": pc.if_else(is_root, pa.scalar(None, pa.string()), parent),
-            "stage_raw": pa.array(stage, pa.string()),
-            "service": pa.array(cols[4], pa.string()),
-            "kind": pa.array(cols[8], pa.string()),
+            "stage_raw": service if span_stage == "service" else name,
+            "service": service,
+            "kind": kind,
             "follows": pa.nulls(len(rows), pa.bool_()),  # OTLP has no FOLLOWS_FROM
             "start_ms": start_ms,
             "end_ms": end_ms,

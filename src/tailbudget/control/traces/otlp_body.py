@@ -141,29 +141,32 @@ def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
     for span in spans:
         trace, sid, parent = span.trace_id, span.span_id, span.parent_span_id
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        if not trace.strip(b"\0"):
+        # An id is missing when empty or all zero bytes; a random id's first byte is
+        # seldom zero, so the full check (a strip) runs for few spans.
+        has_parent = bool(parent) and (parent[0] != 0 or bool(parent.strip(b"\0")))
+        if not trace or (trace[0] == 0 and not trace.strip(b"\0")):
             out.reject("no_trace_id")
-        elif not sid.strip(b"\0"):
+        elif not sid or (sid[0] == 0 and not sid.strip(b"\0")):
             out.reject("no_span_id")
         elif start <= 0:
             out.reject("no_start")
-        elif end < start and (parent.strip(b"\0") or end != 0):
+        elif end < start and (has_parent or end != 0):
             out.reject("no_end")  # a root may come without its end: held, counted incomplete
         else:
-            name = span.name or "unknown"
+            name, kind = span.name or "unknown", span.kind
             keep(
                 row(
                     SpanRow,
                     (
                         traces.get(trace) or traces.setdefault(trace, trace.hex()),
                         sid.hex(),
-                        parent.hex() if parent.strip(b"\0") else "",
+                        parent.hex() if has_parent else "",
                         names.get(name) or names.setdefault(name, intern(name)),
                         service,
                         start,
                         end,
                         span.status.code == 2,
-                        _KINDS[span.kind] if 0 <= span.kind < len(_KINDS) else str(span.kind),
+                        _KINDS[kind] if 0 <= kind < len(_KINDS) else str(kind),
                     ),
                 )
             )
