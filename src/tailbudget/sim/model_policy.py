@@ -186,12 +186,21 @@ class ModelPolicy:
             self.peaks.popleft()
         return max((n for _, n in self.peaks), default=0)
 
+    def _bursty(self, burst: Burst, rate: float) -> bool:
+        """Is the busiest span busier than Poisson arrivals at `rate` would show over the
+        peak window, 99 times in 100? (a Gaussian bound on the busiest of twice as many
+        spans as fit in it, for a sliding scan: mean + sqrt(2 ln(2n / 0.01)) sd)"""
+        mean = rate * burst.span_s
+        spans = max(1.0, self.opts.peak_window_s / burst.span_s)
+        z = math.sqrt(2.0 * math.log(2.0 * spans / 0.01))
+        return burst.count > mean + z * math.sqrt(mean) + 1.0
+
     def _size(self, rate: float, start: int, most: int) -> Sizing:
         """The fewest replicas for the rate with the remembered burst; with `surge`, also
         carrying `surge` x the rate for a provisioning delay (a burst as long as the delay)."""
         assert self.mix is not None
         sizing = self.sizer.size(rate, self.mix, start, most=most)
-        if self.burst is not None and self.burst.count > 0:
+        if self.burst is not None and self._bursty(self.burst, rate):
             # the burst recurs on the last minute's background (its rate without its own
             # busiest span): the burst's requests are not counted twice, once in the rate
             # and once as the burst

@@ -297,14 +297,19 @@ class Sizer:
             return self._sizes[(k, mk, ks, b)]
 
         busy = self._busy(_RATE_STEP**ks, mix)
-        goal = self._goal(rate, mix, most, burst)
 
-        def ok(n: int, limit: float = goal) -> bool:
+        def ok(n: int, limit: float = self.limit) -> bool:
             if busy / n > _MAX_UTILIZATION:
                 return False
             return worst_ratio(self.predict(rate, mix, n, burst))[0] <= limit
 
-        n, kept = fewest_replicas(ok, start, most), goal < 1.0 or self.limit >= 1.0
+        n, goal = fewest_replicas(ok, start, most), self.limit
+        if goal < 1.0 and (n is None or (n > 1 and ok(n - 1, 1.0))):
+            # the headroom costs replicas: is it margin, or the tail no count beats?
+            goal = self._goal(rate, mix, most, burst)
+            if goal > self.limit:
+                n = fewest_replicas(lambda c: ok(c, goal), start, most)
+        kept = goal < 1.0 or self.limit >= 1.0  # False: sized to the targets themselves
         if n is None and goal < 1.0:  # headroom is the wish; the target, the need
             n, kept = fewest_replicas(lambda c: ok(c, 1.0), start, most), False
         if n is None:
