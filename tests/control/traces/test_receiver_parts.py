@@ -232,7 +232,8 @@ def _trace_request(k):
     )
 
 
-def test_parked_spans_are_attributed_in_order_and_survive_a_restart(tmp_path):
+def test_parked_spans_are_attributed_in_order_and_survive_a_restart(tmp_path, monkeypatch):
+    from tailbudget.control.traces import span_log
     from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
     from tests.control.runtimes import crash, runtime
 
@@ -254,10 +255,15 @@ def test_parked_spans_are_attributed_in_order_and_survive_a_restart(tmp_path):
     receiver._stop.set()
     receiver.span_log.close()
     crash(rt)
+    # The restart rewrites the log to the open spans, a record of 2 here: the first
+    # record is held, the others parked, as past max_held before the crash.
+    monkeypatch.setattr(span_log, "_RECORD_ROWS", 2)
     rt = runtime(tmp_path)
     again = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=60))
     try:
         assert again.recovered == 6
+        spans = again.status()["traces"]["spans"]
+        assert (spans["held"], spans["parked"]) == (2, 4)
         again.flush(float("inf"))
         assert again.status()["traces"]["completed"] == 3
     finally:

@@ -94,14 +94,26 @@ class TraceReceiver:
         """Requests answered 503 because too many spans were parked (the exporter retries)."""
         self.parked: deque[_Parked] = deque()
         self.parked_spans = 0
-        recovered = self.span_log.open_spans()
-        self.recovered = len(recovered)
-        if recovered:
-            self.assembler.add(recovered, time.monotonic())
-            log.info("holding %d spans of open traces from the span log again", len(recovered))
+        self.recovered = self._recover()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tailbudget-traces", daemon=True)
         self._thread.start()
+
+    def _recover(self) -> int:
+        """The open traces' spans from the span log: held up to `max_held`, the rest
+        parked (memory stays flat however many a crash left)."""
+        now = time.monotonic()
+        total = 0
+        for offset, n in self.span_log.open_records():
+            total += n
+            if self.parked or self.assembler.spans_held >= self.options.limits.max_held:
+                self.parked.append(_Parked(offset, now, n))
+                self.parked_spans += n
+            else:
+                self.assembler.add(self.span_log.spans_at(offset), now)
+        if total:
+            log.info("%d spans of open traces from the span log again", total)
+        return total
 
     # --- ingest -----------------------------------------------------------------
 

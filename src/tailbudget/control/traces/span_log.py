@@ -3,11 +3,13 @@
 Two record kinds: the spans of one request (written and fsynced before its 2xx),
 and the ids of traces whose attribution reached the observation log (after that
 log's own fsync). On a restart the spans of traces not marked done are the open
-traces to finish. Each record: magic, kind, payload bytes, crc32 of the payload;
-the payload is JSON. Reading stops at the first record whose checksum fails: a
-torn tail is a write that was never acknowledged, cut before appending.
-`rewrite` keeps only open traces' spans (atomic rename), so the file stays about
-as large as what is open.
+traces to finish: the log is first rewritten to them a record at a time (streamed,
+so a long log never sits in memory whole), and the receiver holds the first of
+those records and parks the rest. Each record: magic, kind, payload bytes, crc32
+of the payload; the payload is JSON. Reading stops at the first record whose
+checksum fails: a torn tail is a write that was never acknowledged, dropped
+before appending. `rewrite` keeps only open traces' spans (atomic rename), so
+the file stays about as large as what is open.
 
 Group commit: a record is written (buffered) first and made durable by `sync`, one
 fdatasync at a time; requests whose records were written while one was in flight share
@@ -23,7 +25,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
@@ -36,6 +38,8 @@ _HEAD = struct.Struct("<4sBII")
 _MAGIC = b"TBS1"
 _SPANS = 1
 _DONE = 2
+_RECORD_ROWS = 4_096
+"""Spans per record when the log is rewritten at start-up (the unit held or parked)."""
 _row = functools.partial(tuple.__new__, SpanRow)
 """A SpanRow from its fields, without NamedTuple's keyword __new__ (mapped in C)."""
 
@@ -62,39 +66,72 @@ class SpanLog:
         self._synced = 0
         self.torn_bytes = 0
         self.fsyncs = 0
-        recovered, end = self._read()
-        self._recovered = recovered
-        if self.path.exists() and end < self.path.stat().st_size:
-            self.torn_bytes = self.path.stat().st_size - end
-            with open(self.path, "r+b") as fh:
-                fh.truncate(end)
+        self._open_records = self._compact()
         self._fh = open(self.path, "ab")  # noqa: SIM115 - held open for appends
 
-    def open_spans(self) -> list[SpanRow]:
-        """Spans of traces acknowledged but not yet attributed (read at start-up)."""
-        rows, self._recovered = self._recovered, []
-        return rows
+    def open_records(self) -> list[tuple[int, int]]:
+        """(offset, spans) of the records of traces acknowledged but not yet attributed,
+        found at start-up (given once): read each with `spans_at`."""
+        records, self._open_records = self._open_records, []
+        return records
 
-    def _read(self) -> tuple[list[SpanRow], int]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return [], 0
-        spans: list[SpanRow] = []
-        done: set[str] = set()
+    def open_spans(self) -> list[SpanRow]:
+        """Every span of those records at once (small logs and tests)."""
+        return [row for offset, _ in self.open_records() for row in self.spans_at(offset)]
+
+    def _intact(self) -> Iterator[tuple[int, bytes]]:
+        """(kind, payload) of each record up to the first torn one; counts the torn bytes."""
+        size = self.path.stat().st_size
         pos = 0
-        while pos + _HEAD.size <= len(data):
-            magic, kind, size, crc = _HEAD.unpack_from(data, pos)
-            payload = data[pos + _HEAD.size : pos + _HEAD.size + size]
-            if magic != _MAGIC or len(payload) != size or zlib.crc32(payload) != crc:
-                break
-            value = orjson.loads(payload)
-            if kind == _SPANS:
-                spans.extend(map(_row, value))
-            elif kind == _DONE:
-                done.update(value)
-            pos += _HEAD.size + size
-        return [row for row in spans if row.trace not in done], pos
+        with open(self.path, "rb") as fh:
+            while True:
+                head = fh.read(_HEAD.size)
+                if len(head) < _HEAD.size:
+                    break
+                magic, kind, length, crc = _HEAD.unpack(head)
+                payload = fh.read(length)
+                if magic != _MAGIC or len(payload) != length or zlib.crc32(payload) != crc:
+                    break
+                pos += _HEAD.size + length
+                yield kind, payload
+        self.torn_bytes = size - pos
+
+    def _compact(self) -> list[tuple[int, int]]:
+        """The log rewritten to its open traces' spans, `_RECORD_ROWS` a record (one
+        record in memory at a time); their (offset, spans)."""
+        if not self.path.exists():
+            return []
+        done: set[str] = set()
+        for kind, payload in self._intact():
+            if kind == _DONE:
+                done.update(orjson.loads(payload))
+        tmp = self.path.with_suffix(".tmp")
+        records: list[tuple[int, int]] = []
+        with open(tmp, "wb") as out:
+            pending: list[list[object]] = []
+            for kind, payload in self._intact():
+                if kind == _SPANS:
+                    pending.extend(r for r in orjson.loads(payload) if r[0] not in done)
+                while len(pending) >= _RECORD_ROWS:
+                    records.append((out.tell(), len(pending[:_RECORD_ROWS])))
+                    out.write(_record(_SPANS, orjson.dumps(pending[:_RECORD_ROWS])))
+                    del pending[:_RECORD_ROWS]
+            if pending:
+                records.append((out.tell(), len(pending)))
+                out.write(_record(_SPANS, orjson.dumps(pending)))
+            out.flush()
+            os.fsync(out.fileno())
+        self._replace(tmp)
+        return records
+
+    def _replace(self, tmp: Path) -> None:
+        """`tmp` becomes the log, durably (rename, then the directory fsynced)."""
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def append_spans(self, rows: list[SpanRow]) -> None:
         """Durable before returning (the request's 2xx waits for it)."""
@@ -160,12 +197,7 @@ class SpanLog:
                     fh.write(_record(_SPANS, _spans_payload(rows)))
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            self._replace(tmp)
             self._fh.close()
             self._fh = open(self.path, "ab")  # noqa: SIM115
             self._synced = self._written  # every record written so far is in the new file
