@@ -33,7 +33,20 @@ def rebudget_json(r: Rebudget) -> str:
 
 
 def _verdict(r: Rebudget) -> str:
-    return f"{_budget_verdict(r)} {_e2e_line(r)}"
+    return " ".join(x for x in (_budget_verdict(r), _e2e_line(r), _breached_line(r)) if x)
+
+
+def _breached_line(r: Rebudget) -> str:
+    # Slices that fit are not objectives that pass: a breached TTFT/TPOT/ITL or stage
+    # objective is said in the verdict, not only in the table below it.
+    breached = [o for o in r.objectives if o.verdict == "breach"]
+    if not breached:
+        return ""
+    said = "; ".join(
+        f"{o.objective} {_ms(o.measured_ms or 0.0)} against {_ms(o.target_ms)}" for o in breached
+    )
+    where = " (fixes below)" if r.objective_options or r.gaps else ""
+    return f"Over target on the log: {said}{where}."
 
 
 def _e2e_line(r: Rebudget) -> str:
@@ -48,6 +61,8 @@ def _e2e_line(r: Rebudget) -> str:
 
 
 def _budget_verdict(r: Rebudget) -> str:
+    if r.fits_now and any(o.verdict == "breach" for o in r.objectives):
+        return "Every stage is within its slice, but not every objective is met."
     if r.fits_now:
         return "The measured service fits the budget: every stage is within its slice."
     needed = {p: v for p, v in r.speedup_needed_ms.items() if v > 0}

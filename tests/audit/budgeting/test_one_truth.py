@@ -148,3 +148,17 @@ def test_audit_says_what_drives_a_breached_e2e_as_rebudget_does(measured):
     md = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
     drives = md.split("What drives each breached objective:")[1].split("##")[0]
     assert f"- **e2e.p99**: {gap['says']}" in drives and "- **tpot.p99**" in drives
+
+
+def test_rebudgets_verdict_names_a_breached_objective(measured, tmp_path):
+    # Slices that fit are not objectives that pass: with e2e.p99 met and tpot.p99 over,
+    # rebudget opened with "The measured service fits the budget" above a breached row.
+    log, _, _ = measured
+    budget = tmp_path / "b.yaml"
+    slo = "ttft.p95=500,tpot.p99=60,e2e.p99=25000"
+    made = runner.invoke(app, ["init", "--from", str(log), "--slo", slo, "-o", str(budget)])
+    assert made.exit_code == 0, made.output
+    result = runner.invoke(app, ["rebudget", str(budget), str(log), "--format", "text"])
+    first = result.output.splitlines()[1]
+    assert "fits the budget" not in first
+    assert "Over target on the log: tpot.p99 76 ms against 60 ms" in first

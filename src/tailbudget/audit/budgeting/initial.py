@@ -147,7 +147,8 @@ def _requests_line(text: str, profile: Profile) -> str:
     probe = parse_budget(text, source="the measured budget")
     sums = additive(probe)
     names = plan_percentiles(probe)
-    e2e = {p: sig(profile.quantile("total", p)) for p in names}
+    # Seven digits (rounded up): the composed figure reads as the audit's in every report.
+    e2e = {p: sig(profile.quantile("total", p), 7) for p in names}
     then = {p: float(f"{sums[p]:.9g}") for p in names}
     return (
         f"  measured: {{requests: {profile.used}, e2e: {_exact(e2e)}, slices: {_exact(then)}}}"
