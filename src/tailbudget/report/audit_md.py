@@ -269,13 +269,20 @@ def _ranking(r: AuditReport) -> list[str]:
     out: list[str] = []
     if r.ranking:
         out += _table(
-            ["fix", "stage", "p99 saved ms", "p99 after", "hours", "risk", "reversible", "ms/hour"],
+            [
+                "fix",
+                "stage",
+                *view.RANKING_HEAD[:2],
+                "hours",
+                "risk",
+                "reversible",
+                view.RANKING_HEAD[2],
+            ],
             [
                 [
                     f.fix,
                     f.stage or "-",
-                    _ms(f.p99_saved_ms),
-                    _ms(f.p99_after_ms),
+                    *view.ranking_figures(f),
                     fmt.number(f.hours),
                     f.risk,
                     "yes" if f.reversible else "no",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tailbudget.audit.report import AuditReport, ColdStart, Hypothesis, ShapeRow
+from tailbudget.audit.report import AuditReport, ColdStart, Hypothesis, RankedFix, ShapeRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 from tailbudget.report import fmt
 
@@ -65,6 +65,19 @@ def verdict_line(r: AuditReport) -> str:
 
 def _and(keys: list[str]) -> str:
     return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
+
+
+RANKING_HEAD = ("ms saved", "after (ms)", "ms saved an hour")
+"""The ranking's figure columns: each on the objective the fix is for (e2e p99 unless the
+row names another), so the saving, the figure after and the score read one objective."""
+
+
+def ranking_figures(f: RankedFix) -> tuple[str, str]:
+    """(ms saved, figure after) of a ranked fix, each naming its objective."""
+    before, after = f.objective_before_ms, f.objective_after_ms
+    if f.objective and before is not None and after is not None:
+        return (f"{fmt.ms(before - after)} ({f.objective})", f"{fmt.ms(after)} ({f.objective})")
+    return (f"{fmt.ms(f.p99_saved_ms)} (e2e p99)", f"{fmt.ms(f.p99_after_ms)} (e2e p99)")
 
 
 def title(report: AuditReport) -> str:
