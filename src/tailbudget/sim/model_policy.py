@@ -109,6 +109,8 @@ class ModelPolicy:
         self.peaks: deque[tuple[float, int]] = deque()
         self.burst: Burst | None = None
         self.background = 0.0
+        self.driver = ""
+        """What besides the forecast drives the count (a burst, a surge), for the reason."""
         """The last minute's rate without its busiest `peak_span_s` (a burst's background)."""
         self._sums_of: Arrivals | None = None
         self._sums_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(1), np.zeros(1))
@@ -200,17 +202,29 @@ class ModelPolicy:
         carrying `surge` x the rate for a provisioning delay (a burst as long as the delay)."""
         assert self.mix is not None
         sizing = self.sizer.size(rate, self.mix, start, most=most)
+        self.driver = ""
         if self.burst is not None and self._bursty(self.burst, rate):
             # the burst recurs on the last minute's background (its rate without its own
             # busiest span): the burst's requests are not counted twice, once in the rate
             # and once as the burst
             hit = self.sizer.size(self.background, self.mix, start, most=most, burst=self.burst)
-            sizing = _larger(sizing, hit, most)
+            if _larger(sizing, hit, most) is hit:
+                sizing, self.driver = (
+                    hit,
+                    (
+                        f", and a burst like the last {self.opts.peak_window_s / 60:g} min's busiest "
+                        f"({self.burst.count} requests in {self.burst.span_s:g} s) inside a minute"
+                    ),
+                )
         if self.opts.surge > 1.0:
             span = min(self.delay + self.every_s, 50.0)
             step = Burst(math.ceil(self.opts.surge * rate * span), span)
             surged = self.sizer.size(rate, self.mix, start, most=most, burst=step)
-            sizing = _larger(sizing, surged, most)
+            if _larger(sizing, surged, most) is surged:
+                sizing, self.driver = (
+                    surged,
+                    (f", and {self.opts.surge:g}x the rate until a replica asked for now is ready"),
+                )
         return sizing
 
     # ---- drift ----------------------------------------------------------------------
@@ -300,7 +314,7 @@ class ModelPolicy:
         self.load, self.need = (minute, ahead, rate), need
         head = (
             f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
-            "(Holt): "
+            f"(Holt){self.driver}: "
         )
         if sizing.met:
             room = "with headroom" if sizing.headroom else "(no count keeps the headroom)"
@@ -371,7 +385,8 @@ class ModelPolicy:
             rule="model",
             reason=(
                 f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in "
-                f"{self.delay + self.every_s:g} s (Holt): {why}; desired replicas {old} -> {new}"
+                f"{self.delay + self.every_s:g} s (Holt){self.driver}: {why}; desired replicas "
+                f"{old} -> {new}"
             ),
             replicas=new,
         )
