@@ -146,3 +146,29 @@ def test_simulate_policy_model_beside_the_floor(log: Path) -> None:
          "--duration", "10m", "--policy", "model", "--format", "md"],
     )  # fmt: skip
     assert md.exit_code == 0 and "| floor (hindsight) |" in md.output and "vs floor" in md.output
+
+
+def test_simulate_shows_the_logs_own_figure_beside_the_prediction(tmp_path: Path) -> None:
+    # At the Nezha minute's own arrivals the model predicted e2e.p95 749 ms where the audit
+    # measures 570 ms on the same log, with nothing saying which figure is which. The log's
+    # own figures are a row of their own (and `log_measured` in JSON), the gap a note.
+    from tests.conftest import SHARED_DATA
+
+    log = SHARED_DATA / "nezha_trainticket_baseline_spans.csv"
+    if not log.is_file():
+        pytest.skip(f"real data not found: {log}")
+    args = ["simulate", str(log), "--slo", "p95=500", "--policy", "fixed"]
+    doc = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    audit = json.loads(
+        runner.invoke(app, ["audit", str(log), "--slo", "p95=500", "--format", "json"]).stdout
+    )
+    (figure,) = doc["log_measured"]
+    (row,) = [o for o in audit["objectives"] if o["percentile"] == "p95"]
+    assert figure == {
+        "objective": "e2e.p95",
+        "measured_ms": pytest.approx(row["measured_ms"], rel=1e-9),
+        "verdict": row["verdict"],
+    }
+    md = runner.invoke(app, [*args, "--format", "md"]).stdout
+    assert "| the log as recorded (audit) | 570 (breach) |" in md
+    assert "ms predicted, 570 ms recorded" in md

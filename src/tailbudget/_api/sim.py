@@ -234,7 +234,53 @@ def simulate(
         signal=inputs.signal,
         headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
+    sources = sources_of(data)
+    if len(sources) == 1:
+        report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
     return _noted(report, inputs.budget)
+
+
+def _beside_log(
+    report: SimReport, source: Any, inputs: _Inputs, unit: str | None, *, own: bool
+) -> SimReport:
+    """The report with each objective as the audit measures it on the one LOG, and, at
+    the log's own arrivals, how far the prediction is from it (same objective, two
+    figures: both said, each with what it is)."""
+    from dataclasses import replace
+
+    from tailbudget.audit.budgeting import metrics
+    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.audit.snapshot import min_rows
+    from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.logs.units import check_log_unit
+    from tailbudget.report import fmt
+    from tailbudget.sim.records import LogFigureRecord
+
+    read = ReadOptions.from_budget(inputs.budget, unit=unit)
+    profile = profile_of(check_log_unit(read_log(source, read)))
+    rows: list[LogFigureRecord] = []
+    for o in (r.objective for r in report.runs[0].objectives):
+        got = metrics.measured(profile, o)
+        verdict = "not_measured" if got is None else "pass" if got <= o.target_ms else "breach"
+        if got is not None and metrics.count(profile, o) < min_rows(o.percentile):
+            verdict = "inconclusive"
+        rows.append(LogFigureRecord(objective=o.key, measured_ms=got, verdict=verdict))
+    notes = list(report.notes)
+    first = report.runs[0]
+    off = [
+        f"{o.objective.key} {fmt.ms(o.measured_ms)} ms predicted, {fmt.ms(r.measured_ms)} ms "
+        "recorded"
+        for o, r in zip(first.objectives, rows, strict=True)
+        if o.measured_ms is not None and r.measured_ms is not None
+    ]
+    if own and off:
+        notes.insert(
+            0,
+            f"the log as recorded (the audit's figures) is the last row; at the log's own "
+            f"arrivals the model, run by {first.policy}, differs from it: {'; '.join(off)} "
+            "(docs/simulate.md, Accuracy)",
+        )
+    return replace(report, log_measured=rows, notes=notes)
 
 
 def capacity(

@@ -51,6 +51,10 @@ _QUALITY = {
 """How the fit's quality figures read (their JSON keys stay as they are)."""
 
 
+LOG_ROW = "the log as recorded (audit)"
+"""The policies table's row of each objective measured on the log itself."""
+
+
 def _ratio(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
 
@@ -95,6 +99,11 @@ def simulate_markdown(rep: SimReport) -> str:
              fmt.number(rep.floor.replica_hours), "1x",
              fmt.count(max((n or 0 for n in rep.floor.per_minute), default=0)), "", ""]
         )  # fmt: skip
+    if rep.log_measured:
+        # The audit's figures on the log itself, beside the prediction: the same objective
+        # has two figures here, and the row says which is which.
+        recorded = [f"{fmt.ms(f.measured_ms)} ({f.verdict})" for f in rep.log_measured]
+        rows.append([LOG_ROW, *recorded, *("" for _ in head[len(names) + 1 :])])
     lines += _table(head, rows)
     if rep.floor is not None:
         from tailbudget.sim.floor import METHOD

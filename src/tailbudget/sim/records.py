@@ -19,6 +19,7 @@ __all__ = [
     "FloorRecord",
     "GoodputRecord",
     "LoadLevel",
+    "LogFigureRecord",
     "ModelRecord",
     "ObjectiveRecord",
     "ParamRecord",
@@ -91,6 +92,15 @@ class ObjectiveRecord(_Record):
     minutes_in_breach: int
     n: int | None
     note: str
+
+
+class LogFigureRecord(_Record):
+    """An objective measured on the log itself, as the audit measures it (beside the
+    simulated figures: the model's prediction against what the log recorded)."""
+
+    objective: str
+    measured_ms: float | None
+    verdict: Literal["pass", "breach", "inconclusive", "not_measured"]
 
 
 class GoodputRecord(_Record):
@@ -193,6 +203,8 @@ class SimDocument(_Record):
     runs: list[RunRecord]
     floor: FloorRecord | None
     notes: list[str]
+    log_measured: list[LogFigureRecord] = []
+    """With one LOG: each objective as the audit measures it on that log."""
 
 
 class CapacityPointRecord(_Record):

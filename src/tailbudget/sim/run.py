@@ -27,6 +27,7 @@ from tailbudget.sim.queue_engine import run_queue
 from tailbudget.sim.records import (
     ArrivalsRecord,
     GoodputRecord,
+    LogFigureRecord,
     RequestsRecord,
     RunRecord,
     SimDecisionRecord,
@@ -133,6 +134,8 @@ class SimReport(ReportBase):
     runs: list[RunResult]
     notes: list[str] = field(default_factory=list)
     floor: Floor | None = None
+    log_measured: list[LogFigureRecord] = field(default_factory=list)
+    """With one LOG: each objective as the audit measures it on that log."""
 
     def record(self) -> SimDocument:
         """The JSON contract: the first policy's figures at the top, every run in `runs`."""
@@ -152,6 +155,7 @@ class SimReport(ReportBase):
             runs=runs,
             floor=None if self.floor is None else self.floor.record(),
             notes=self.notes,
+            log_measured=self.log_measured,
         )
 
     def to_dict(self) -> dict[str, Any]:

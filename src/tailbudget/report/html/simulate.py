@@ -97,6 +97,13 @@ def _runs_table(rep: SimReport) -> str:
             [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None), cell(0, "int"),
              cell(rep.floor.replica_hours, "num"), cell(1.0, "num"), cell(None), cell(None)]
         )  # fmt: skip
+    if rep.log_measured:
+        from tailbudget.report.simulate_md import LOG_ROW
+
+        rows.append(
+            [cell(LOG_ROW), *(cell(f.measured_ms, "ms") for f in rep.log_measured)]
+            + [cell(None) for _ in head[len(names) + 1 :]]
+        )
     return table(head, rows, numeric=list(range(1, len(head))))
 
 
