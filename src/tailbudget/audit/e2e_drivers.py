@@ -16,9 +16,9 @@ import re
 from tailbudget.audit.budgeting.gap import driver
 from tailbudget.audit.budgeting.profile import profile_of
 from tailbudget.audit.context import Ctx
-from tailbudget.audit.report import ObjectiveRow, Recommendation
+from tailbudget.audit.report import Goodput, ObjectiveRow, Recommendation
 
-__all__ = ["naming_every_breach", "with_drivers"]
+__all__ = ["naming_every_breach", "naming_goodput", "with_drivers"]
 
 
 def with_drivers(ctx: Ctx, rows: list[ObjectiveRow]) -> list[ObjectiveRow]:
@@ -72,3 +72,28 @@ def _named(o: ObjectiveRow, text: str) -> bool:
     key = f"{o.metric}.{o.percentile}"
     bare = o.metric == "e2e" and re.search(rf"(^|[\s(]){re.escape(o.percentile)} is ", text)
     return key in text or bool(bare)
+
+
+def naming_goodput(rec: Recommendation, g: Goodput, failed: int) -> Recommendation:
+    """A breached goodput minimum never gets "none": the recommendation says how many
+    requests miss it and how (failed without a latency, or over a threshold), weak when
+    no other finding names an action (a gated breach always gets a recommendation)."""
+    if g.verdict != "breach" or g.min is None or rec.choice != "none" or not g.requests:
+        return rec
+    missed = g.requests - (g.good or 0)
+    over = missed - failed
+    limits = ", ".join(f"{m} {v:,.0f} ms" for m, v in g.thresholds.items())
+    parts = [f"{over:,} over a threshold ({limits})"]
+    if failed:
+        parts.insert(0, f"{failed:,} failed without a latency")
+    first = (
+        "fix the failures first (they count against goodput and no latency fix recovers them)"
+        if failed >= over
+        else "fix what slows the requests over a threshold (the objectives say which)"
+    )
+    text = (
+        f"Goodput {g.share:.1%} is under its {g.min:.1%} minimum: {missed:,} of "
+        f"{g.requests:,} requests are not good ({'; '.join(parts)}): {first}. "
+        f"{rec.text}"
+    )
+    return rec.model_copy(update={"choice": "fix_tail", "weak": True, "text": text.strip()})

@@ -34,6 +34,7 @@ from tailbudget.audit.fixes import catalog
 from tailbudget.audit.report import (
     AuditReport,
     Culprit,
+    Goodput,
     Hypothesis,
     ObjectiveRow,
     Percentiles,
@@ -133,7 +134,10 @@ def _audit(ctx: Ctx) -> AuditReport:
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, split.event_growth)
     over = _over_targets(dist.goodput.by_target, snap.count, ctx.log.rows.failed)
-    rec = _recommend(config, snap, hyps, ranked, failing, rows, llm, found, over)
+    rec = _recommend(
+        config, snap, hyps, ranked, failing, rows, llm, found, over, dist.goodput,
+        ctx.log.rows.failed,
+    )  # fmt: skip
     judged = None
     if config.baseline is not None and dist.objectives:
         judged = canary.judge(ctx, rows, dist.goodput.good or 0, config.baseline)
@@ -176,6 +180,8 @@ def _recommend(
     llm: llm_causes.Findings,
     found: list[Culprit],
     over: dict[str, float],
+    goodput: Goodput,
+    failed_rows: int,
 ) -> Recommendation:
     """One recommendation: errors first, else the ranked fixes, the LLM causes, the culprit."""
     if failing:
@@ -189,6 +195,7 @@ def _recommend(
     rec = recommendation.recommend(snap, config.slo, hyps, ranked, over)
     rec = llm_causes.recommend(objective_rows, llm, rec)
     rec = e2e_drivers.naming_every_breach(rec, objective_rows)
+    rec = e2e_drivers.naming_goodput(rec, goodput, failed_rows)
     thin = bool(recommendation.too_few(snap))
     # Too few requests to measure, yet surely missed: no measured breach to name a fix for.
     measured = any(o.gated and o.verdict == "breach" for o in objective_rows)

@@ -90,7 +90,8 @@ def mark(report: AuditReport) -> AuditReport:
     objective_fix = any(f.objective is not None for f in report.ranking)
     if rec.choice != "none" and not objective_fix and not report.breaches_gate():
         rec = rec.model_copy(update={"weak": True})  # a thin log's sure miss says so itself
-    elif rec.choice != "none" and not objective_fix:
+    elif rec.choice != "none" and not objective_fix and not rec.weak:
+        # (A recommendation already weak, as a goodput breach's, states its own caveat.)
         slo = {k: v for k, v in report.slo.model_dump().items() if v is not None}
         plain = recommendation.recommend(report.snapshot, slo, hyps, [])
         # A breach of a non-e2e objective leaves the e2e snapshot passing: keep the choice.

@@ -42,7 +42,11 @@ def hypothesis_text(h: Hypothesis) -> str:
     return h.evidence
 
 
-_WORD = {"breach": "over target", "pass": "within target", "inconclusive": "too few requests"}
+_WORD = {
+    "breach": "over target",
+    "pass": "within target",
+    "inconclusive": "inconclusive (too few requests)",
+}
 
 
 def verdict_line(r: AuditReport) -> str:

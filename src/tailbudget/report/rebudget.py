@@ -39,14 +39,18 @@ def _verdict(r: Rebudget) -> str:
 def _breached_line(r: Rebudget) -> str:
     # Slices that fit are not objectives that pass: a breached TTFT/TPOT/ITL or stage
     # objective is said in the verdict, not only in the table below it.
-    breached = [o for o in r.objectives if o.verdict == "breach"]
-    if not breached:
+    said = [
+        f"{o.objective} {_ms(o.measured_ms or 0.0)} against {_ms(o.target_ms)}"
+        for o in r.objectives
+        if o.verdict == "breach"
+    ]
+    g = r.goodput
+    if g is not None and g.verdict == "breach" and g.min is not None:
+        said.append(f"goodput {fmt.share(g.share)} against its {fmt.share(g.min)} minimum")
+    if not said:
         return ""
-    said = "; ".join(
-        f"{o.objective} {_ms(o.measured_ms or 0.0)} against {_ms(o.target_ms)}" for o in breached
-    )
     where = " (fixes below)" if r.objective_options or r.gaps else ""
-    return f"Over target on the log: {said}{where}."
+    return f"Over target on the log: {'; '.join(said)}{where}."
 
 
 def _e2e_line(r: Rebudget) -> str:
@@ -61,7 +65,7 @@ def _e2e_line(r: Rebudget) -> str:
 
 
 def _budget_verdict(r: Rebudget) -> str:
-    if r.fits_now and any(o.verdict == "breach" for o in r.objectives):
+    if r.fits_now and _breached_line(r):
         return "Every stage is within its slice, but not every objective is met."
     if r.fits_now:
         return "The measured service fits the budget: every stage is within its slice."

@@ -162,3 +162,30 @@ def test_rebudgets_verdict_names_a_breached_objective(measured, tmp_path):
     first = result.output.splitlines()[1]
     assert "fits the budget" not in first
     assert "Over target on the log: tpot.p99 76 ms against 60 ms" in first
+
+
+def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(tmp_path):
+    # AIPerf: 89 timed requests and 11 cancelled. tpot.p99 is over 30 ms on 89 values (the
+    # audit: inconclusive, init said "the log breaches"); goodput is 60% against 90% (init
+    # said nothing, rebudget "fits the budget", the audit recommended "none").
+    log = SHARED_DATA / "aiperf_profile_export.jsonl"
+    if not log.is_file():
+        pytest.skip(f"real data not found: {log}")
+    budget = tmp_path / "b.yaml"
+    slo = "ttft.p95=5000,tpot.p99=30,e2e.p99=10000,goodput=0.9"
+    made = runner.invoke(app, ["init", "--from", str(log), "--slo", slo, "-o", str(budget)])
+    assert made.exit_code == 0, made.output
+    assert "the log breaches tpot.p99" not in made.output
+    assert "the audit calls it inconclusive, not a breach" in made.output
+    assert "the log breaches goodput: measured 60.0% of 100 requests" in made.output
+    audit = run_json("audit", str(log), "--budget", str(budget))
+    assert audit["goodput"]["verdict"] == "breach"
+    assert audit["recommendation"]["choice"] != "none"
+    assert audit["recommendation"]["text"].startswith("Goodput 60.0% is under its 90.0%")
+    rows = {f"{o['metric']}.{o['percentile']}": o["verdict"] for o in audit["objectives"]}
+    assert rows["tpot.p99"] == "inconclusive"
+    result = runner.invoke(app, ["rebudget", str(budget), str(log), "--format", "text"])
+    first = result.output.splitlines()[1]
+    assert "goodput 60.0% against its 90.0% minimum" in first and "fits the budget" not in first
+    md = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
+    assert "tpot.p99 inconclusive (too few requests)" in md.split("\n## ")[0]

@@ -48,7 +48,9 @@ class MeasuredBudget:
     def notes(self) -> list[str]:
         """What `init --from` says beside the file: breached objectives, raised rules."""
         out = [
-            f"the log breaches {b}: the policy will act on this service as measured"
+            f"the log is over {b}: the audit calls it inconclusive, not a breach"
+            if "(inconclusive:" in b
+            else f"the log breaches {b}: the policy will act on this service as measured"
             for b in self.breaches
         ]
         if self.raised:
@@ -158,14 +160,27 @@ def _requests_line(text: str, profile: Profile) -> str:
 
 
 def _breaches(text: str, profile: Profile) -> list[str]:
-    # With the audit's definitions (metrics.py): what `audit` will call a breach.
+    # With the audit's definitions (metrics.py) and its rule for too few requests: what
+    # `audit` will call a breach, and not what it will call inconclusive.
+    from tailbudget.audit.budgeting.checks import goodput_check
+    from tailbudget.audit.snapshot import min_rows
     from tailbudget.budget.load import parse_budget
 
     out = []
-    for o in parse_budget(text, source="the measured budget").objectives:
+    budget = parse_budget(text, source="the measured budget")
+    good = goodput_check(budget, profile)
+    if good is not None and good.verdict == "breach" and good.min is not None:
+        out.append(
+            f"goodput: measured {good.share:.1%} of {good.requests:,} requests against its "
+            f"{good.min:.1%} minimum"
+        )
+    for o in budget.objectives:
         got = metrics.measured(profile, o)
         if got is not None and got > o.target_ms:
-            out.append(f"{o.key}: measured {got:,.1f} ms against {o.target_ms:,.6g} ms")
+            n, need = metrics.count(profile, o), min_rows(o.percentile)
+            thin = f" (inconclusive: {n:,} values, {need:,} needed for {o.percentile})"
+            said = f"{o.key}: measured {got:,.1f} ms against {o.target_ms:,.6g} ms"
+            out.append(said + (thin if n < need else ""))
     return out
 
 
