@@ -169,6 +169,9 @@ class MeasuredRequests(_Frozen):
 
     requests: Annotated[int, Field(ge=1, strict=True)]
     """How many requests the figures come from."""
+    failed: Annotated[int, Field(ge=0, strict=True)] = 0
+    """Requests of the log that errored or failed without a latency: never good, so the
+    plan's goodput counts them as the audit does."""
     e2e: dict[str, Ms]
     """End-to-end ms per percentile (any percentile name: p50, p90, p99.9)."""
     slices: dict[str, Ms]

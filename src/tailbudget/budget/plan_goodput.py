@@ -8,7 +8,8 @@ distribution (or its single rate), ITL from the block's `longest_gap:` distribut
 (each request's largest gap, as the audit checks an ITL threshold). The metrics are
 drawn independently of each other (the budget states no dependence between them), which
 the figure's method says. A metric the budget gives no distribution for is left out and
-the share is then an upper bound, said so.
+the share is then an upper bound, said so. A budget measured from a log whose requests
+failed (`composition.measured.failed`) counts them as not good, as the audit does.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def plan_goodput(
         high = min(high, float(meets.mean()))
         ok &= meets
     share = float(ok.mean())
+    got = budget.composition.measured
+    if got is not None and got.failed:
+        # The log's failed requests are never good (the audit's denominator holds them).
+        timed = got.requests / (got.requests + got.failed)
+        share, high = share * timed, high * timed
     least = objs.goodput.min
     fits_min = None
     if least is not None and share >= least:
@@ -73,6 +79,8 @@ def plan_goodput(
     elif least is not None and high < least:
         fits_min = False
     method = f"monte_carlo_{n}_metrics_independent_to_comonotone"
+    if got is not None and got.failed:
+        method += f"_less_{got.failed}_failed_of_{got.requests + got.failed}"
     if left_out:
         method += f"_upper_bound_without_{'_'.join(left_out)}"
     return GoodputPlan(

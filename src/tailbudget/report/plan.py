@@ -275,7 +275,12 @@ def _goodput_line(plan: Plan) -> str:
         verdict = {True: "fits", False: "below the minimum", None: "may not fit"}[g.fits]
     least = f" (minimum {fmt.share(g.min)})" if g.min is not None else ""
     low = "at most " if g.left_out else ""
+    shares = (
+        fmt.share(g.share)
+        if fmt.share(g.share) == fmt.share(g.share_high)
+        else f"{fmt.share(g.share)} to {fmt.share(g.share_high)}"
+    )
     return (
-        f"goodput: {low}{fmt.share(g.share)} to {fmt.share(g.share_high)} of requests "
+        f"goodput: {low}{shares} of requests "
         f"expected to meet {within}{least}: {verdict} [{g.method}]"
     )

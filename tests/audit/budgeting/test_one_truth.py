@@ -189,3 +189,21 @@ def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(t
     assert "goodput 60.0% against its 90.0% minimum" in first and "fits the budget" not in first
     md = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
     assert "tpot.p99 inconclusive (too few requests)" in md.split("\n## ")[0]
+
+
+def test_plans_goodput_counts_the_logs_failed_requests(tmp_path):
+    # AIPerf's 11 cancelled requests are never good: the audit measures 60.0% of 100, the
+    # plan drew 67.4% over the 89 timed ones. The measured block records them (failed: 11).
+    log = SHARED_DATA / "aiperf_profile_export.jsonl"
+    if not log.is_file():
+        pytest.skip(f"real data not found: {log}")
+    budget = tmp_path / "b.yaml"
+    slo = "ttft.p95=5000,tpot.p99=30,e2e.p99=10000,goodput=0.9"
+    made = runner.invoke(app, ["init", "--from", str(log), "--slo", slo, "-o", str(budget)])
+    assert made.exit_code == 0, made.output
+    assert "measured: {requests: 89, failed: 11," in budget.read_text()
+    plan = run_json("plan", str(budget))
+    audit = run_json("audit", str(log), "--budget", str(budget))
+    assert plan["goodput"]["share"] == pytest.approx(audit["goodput"]["share"], abs=0.01)
+    text = runner.invoke(app, ["plan", str(budget), "--format", "text"]).output
+    assert "goodput: 60.0% of requests expected" in text

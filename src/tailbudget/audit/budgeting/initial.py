@@ -152,8 +152,11 @@ def _requests_line(text: str, profile: Profile) -> str:
     # Seven digits (rounded up): the composed figure reads as the audit's in every report.
     e2e = {p: sig(profile.quantile("total", p), 7) for p in names}
     then = {p: float(f"{sums[p]:.9g}") for p in names}
+    lost = profile.errors + profile.failed
+    failed = f", failed: {lost}" if lost else ""
     return (
-        f"  measured: {{requests: {profile.used}, e2e: {_exact(e2e)}, slices: {_exact(then)}}}"
+        f"  measured: {{requests: {profile.used}{failed}, e2e: {_exact(e2e)}, "
+        f"slices: {_exact(then)}}}"
         "   # the log's whole requests end to end, and the slices' sum then: plan "
         "composes and gates on these"
     )
