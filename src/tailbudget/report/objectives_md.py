@@ -31,8 +31,8 @@ def definitions(rows: list[ObjectiveRow]) -> str:
     stages = [m for m in metrics if m not in DEFINITIONS]
     if stages:
         said.append(f"{', '.join(stages)} the time each request spends in that stage")
-    pct = "each at its percentile over the requests (the gaps, for itl) the last column counts"
-    return "; ".join(said) + f"; {pct}"
+    over = "the requests (the gaps, for itl)" if "itl" in metrics else "the requests"
+    return "; ".join(said) + f"; each at its percentile over {over} the last column counts"
 
 
 def objectives_section(r: AuditReport) -> list[str]:

@@ -56,6 +56,15 @@ def row_labels(plan: Plan) -> tuple[str, str, str]:
     )
 
 
+def share_head(plan: Plan, key: str, *, short: bool = False) -> str:
+    """The stage table's slice-over-SLO column: a share of the SLO where the slices add
+    up to the gated figure; where the log's requests gate (each calls some stages), a
+    ratio that is not a part of a whole, and named so."""
+    if by_requests(plan):
+        return f"slice / {key} SLO"
+    return f"{key} share" if short else f"share of {key} SLO"
+
+
 def _bold_gate(label: str) -> str:
     # The gating row is bold: "**additive** (gates)".
     if "gates" not in label:
@@ -121,7 +130,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     table.add_column("stage", no_wrap=True)
     for p in PERCENTILES:
         table.add_column(f"{p} ms", justify="right")
-    table.add_column(f"{key} share", justify="right")
+    table.add_column(share_head(plan, key, short=True), justify="right")
     table.add_column("")
     for s in plan.stages:
         name = ("  ∥ " if s.in_parallel else "") + s.name
@@ -216,7 +225,7 @@ def plan_markdown(plan: Plan) -> str:
         f"{fmt.share(plan.headroom, 0)}; overhead {_ms(plan.overhead_ms)} ms. "
         f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
         "",
-        f"| stage | p50 ms | p95 ms | p99 ms | share of {key} SLO |",
+        f"| stage | p50 ms | p95 ms | p99 ms | {share_head(plan, key)} |",
         "|---|---:|---:|---:|---:|",
     ]
     for s in plan.stages:

@@ -207,3 +207,21 @@ def test_plans_goodput_counts_the_logs_failed_requests(tmp_path):
     assert plan["goodput"]["share"] == pytest.approx(audit["goodput"]["share"], abs=0.01)
     text = runner.invoke(app, ["plan", str(budget), "--format", "text"]).output
     assert "goodput: 60.0% of requests expected" in text
+
+
+def test_a_span_tables_plan_calls_its_slices_ratios_not_shares(tmp_path):
+    # Gated on the log's requests, each stage's slice over the SLO is not a part of a
+    # whole (the 33 Nezha operations' "share of p95 SLO" summed to 217%).
+    log = SHARED_DATA / "nezha_trainticket_baseline_spans.csv"
+    if not log.is_file():
+        pytest.skip(f"real data not found: {log}")
+    budget = tmp_path / "b.yaml"
+    made = runner.invoke(app, ["init", "--from", str(log), "--slo", "p95=500", "-o", str(budget)])
+    assert made.exit_code == 0, made.output
+    md = runner.invoke(app, ["plan", str(budget), "--format", "md"]).stdout
+    assert "| slice / p95 SLO |" in md and "share of p95 SLO" not in md
+    audit = runner.invoke(app, ["audit", str(log), "--budget", str(budget)]).stdout
+    assert (
+        "Measured as: e2e is each request's end-to-end time; each at its percentile over the requests the last column counts."
+        in audit
+    )

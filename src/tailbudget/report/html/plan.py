@@ -55,7 +55,7 @@ def _plan_stages(p: Plan) -> str:
     rows[-1].append(cell(None))
     rows.append([cell(comp_label)] + [cell(comp.at(q), "ms") for q in PERCENTILES] + [cell(None)])
     rows.append([cell("SLO"), *(cell(p.slo.get(q), "ms") for q in PERCENTILES), cell(None)])
-    heads = ["stage", *(f"{q} ms" for q in PERCENTILES), f"share of {key} SLO"]
+    heads = ["stage", *(f"{q} ms" for q in PERCENTILES), plan_md.share_head(p, key)]
     note = f"<p>{esc(note_text)}</p>"
     return table(heads, rows, numeric=(1, 2, 3, 4)) + note
 
