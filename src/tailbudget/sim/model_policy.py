@@ -209,10 +209,11 @@ class ModelPolicy:
             # and once as the burst
             hit = self.sizer.size(self.background, self.mix, start, most=most, burst=self.burst)
             if _larger(sizing, hit, most) is hit:
+                window_min = self.opts.peak_window_s / 60
                 sizing, self.driver = (
                     hit,
                     (
-                        f", and a burst like the last {self.opts.peak_window_s / 60:g} min's busiest "
+                        f", and a burst like the last {window_min:g} min's busiest "
                         f"({self.burst.count} requests in {self.burst.span_s:g} s) inside a minute"
                     ),
                 )
