@@ -80,10 +80,8 @@ class OTelSink(Sink):
         for r in batch.records:
             self._request(r, batch.clock, batch.prefix)
 
-    def _request(self, r: Record, clock: Clock, prefix: str) -> None:
-        trace = self._trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
+    def _root_of(self, r: Record, prefix: str) -> tuple[str, dict[str, Any]]:
+        """The root span's name and attributes: the request id, fields, route, degradations."""
         fields = dict(r.fields)
         route = fields.get("route")
         attrs: dict[str, Any] = {"tailbudget.request_id": request_id_of(r, prefix)}
@@ -92,10 +90,47 @@ class OTelSink(Sink):
                 attrs[f"tailbudget.{key}"] = value
         if route is not None:
             attrs["http.route"] = str(route)
-        extra = r.extra
-        if extra is not None and extra.degraded:
-            attrs["tailbudget.degraded"] = list(extra.degraded)
+        if r.extra is not None and r.extra.degraded:
+            attrs["tailbudget.degraded"] = list(r.extra.degraded)
         name = self._root_name or (str(route) if route is not None else self._service)
+        return name, attrs
+
+    def _llm_spans(
+        self, r: Record, clock: Clock, root_ctx: Any, spans: list[Any], index: dict[int, int]
+    ) -> list[tuple[Any, int]]:
+        """Each LLM stream's GenAI attributes on its stage's span, or on a client span of its
+        own (returned with its end time, to end after the stages' spans are complete)."""
+        from opentelemetry.trace import SpanKind
+
+        extra, out = r.extra, []
+        for stream in extra.streams if extra is not None else ():
+            stats = stats_of(stream)
+            attrs_llm = genai_attributes(stats, stream.attributes)
+            at = index.get(stream.parent_t0) if stream.parent_t0 is not None else None
+            if at is not None:
+                target = spans[at]
+                target.set_attributes(attrs_llm)
+            else:
+                model = attrs_llm.get("gen_ai.request.model")
+                op = attrs_llm["gen_ai.operation.name"]
+                last = stream.token_ns[-1] if stream.token_ns else stream.start_ns
+                target = self._tracer.start_span(
+                    f"{op} {model}" if model else op,
+                    kind=SpanKind.CLIENT,
+                    context=root_ctx,
+                    start_time=clock.epoch_ns(stream.start_ns),
+                    attributes=attrs_llm,
+                )
+                out.append((target, clock.epoch_ns(last)))
+            if stream.token_ns:
+                target.add_event("gen_ai.first_token", timestamp=clock.epoch_ns(stream.token_ns[0]))
+        return out
+
+    def _request(self, r: Record, clock: Clock, prefix: str) -> None:
+        trace = self._trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        name, attrs = self._root_of(r, prefix)
         root = self._tracer.start_span(
             name, kind=SpanKind.SERVER, start_time=clock.epoch_ns(r.start_ns), attributes=attrs
         )
@@ -116,28 +151,7 @@ class OTelSink(Sink):
                 span.set_status(Status(StatusCode.ERROR, sp.error))
                 span.set_attribute("error.type", sp.error)
             spans.append(span)
-        extra_spans: list[tuple[Any, int]] = []
-        for stream in extra.streams if extra is not None else ():
-            stats = stats_of(stream)
-            attrs_llm = genai_attributes(stats, stream.attributes)
-            at = index.get(stream.parent_t0) if stream.parent_t0 is not None else None
-            if at is not None:
-                target = spans[at]
-                target.set_attributes(attrs_llm)
-            else:
-                model = attrs_llm.get("gen_ai.request.model")
-                op = attrs_llm["gen_ai.operation.name"]
-                last = stream.token_ns[-1] if stream.token_ns else stream.start_ns
-                target = self._tracer.start_span(
-                    f"{op} {model}" if model else op,
-                    kind=SpanKind.CLIENT,
-                    context=root_ctx,
-                    start_time=clock.epoch_ns(stream.start_ns),
-                    attributes=attrs_llm,
-                )
-                extra_spans.append((target, clock.epoch_ns(last)))
-            if stream.token_ns:
-                target.add_event("gen_ai.first_token", timestamp=clock.epoch_ns(stream.token_ns[0]))
+        extra_spans = self._llm_spans(r, clock, root_ctx, spans, index)
         for span, end in extra_spans:
             span.end(end_time=end)
         for span, sp in zip(reversed(spans), reversed(stamps), strict=True):

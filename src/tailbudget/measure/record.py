@@ -198,7 +198,8 @@ _MS = (1e6).__rtruediv__
 """ns -> ms, callable from C (`map`), so a row's durations cost no Python frame."""
 
 
-def to_rows(
+# One loop body on purpose: a helper call per row would cost more than the row (bench/measure.py).
+def to_rows(  # noqa: PLR0915
     records: Iterable[Record],
     clock: Clock,
     prefix: str,

@@ -103,30 +103,16 @@ class Recorder:
             budget = load_budget(budget)
         self.budget: Budget | None = budget
         self.service = service or (budget.service if budget is not None else "service")
-        if capacity < 1 or batch_size < 1:
-            raise TailbudgetError(
-                f"capacity and batch_size must be >= 1, got {capacity} and {batch_size}"
-            )
-        if flush_interval_s <= 0:
-            raise TailbudgetError(f"flush_interval_s must be > 0, got {flush_interval_s}")
-        if deadline_ms is not None and deadline_ms <= 0:
-            raise TailbudgetError(f"deadline_ms must be > 0, got {deadline_ms}")
+        _check_sizes(capacity, batch_size, flush_interval_s, deadline_ms)
         self.deadline_ms = (
             deadline_ms
             if deadline_ms is not None
             else (_slo_deadline(budget) if budget is not None else None)
         )
         self._need = _stage_need(budget) if budget is not None else {}
-        specs: list[SinkSpec]
-        if sink is None:
-            specs = []
-        elif isinstance(sink, str | Path | Sink):
-            specs = [sink]
-        else:
-            specs = list(sink)
-        sinks = [make_sink(s) for s in specs]
+        sinks = _make_sinks(sink)
         self.sketches: Any = None
-        if not sinks:
+        if not sinks:  # no sink given: rolling sketches, readable in-process
             from tailbudget.measure.sinks.sketch import SketchSink
 
             self.sketches = SketchSink(window_s=window_s)
@@ -279,3 +265,24 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_sizes(
+    capacity: int, batch_size: int, flush_interval_s: float, deadline_ms: float | None
+) -> None:
+    if capacity < 1 or batch_size < 1:
+        raise TailbudgetError(
+            f"capacity and batch_size must be >= 1, got {capacity} and {batch_size}"
+        )
+    if flush_interval_s <= 0:
+        raise TailbudgetError(f"flush_interval_s must be > 0, got {flush_interval_s}")
+    if deadline_ms is not None and deadline_ms <= 0:
+        raise TailbudgetError(f"deadline_ms must be > 0, got {deadline_ms}")
+
+
+def _make_sinks(sink: SinkSpec | Sequence[SinkSpec] | None) -> list[Sink]:
+    if sink is None:
+        return []
+    if isinstance(sink, str | Path | Sink):
+        return [make_sink(sink)]
+    return [make_sink(s) for s in sink]

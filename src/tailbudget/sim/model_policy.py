@@ -301,6 +301,41 @@ class ModelPolicy:
 
     # ---- the evaluation -------------------------------------------------------------
 
+    def _why(self, minute: float, ahead: float, sizing: Sizing, need: int, hi: int) -> str:
+        head = (
+            f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
+            f"(Holt){self.driver}: "
+        )
+        if sizing.met:
+            room = "with headroom" if sizing.headroom else "(no count keeps the headroom)"
+            return (
+                head
+                + f"{need} replicas meet every objective {room}"
+                + (f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else "")
+            )
+        return head + (
+            f"no count up to {hi} meets every objective ({sizing.binding} stays over); "
+            f"{need} wins 90% of what {hi} would: the rest of the tail is not load"
+        )
+
+    def _guard(self, view: TickView, knobs: Knobs, need: int, out: list[Decision]) -> int:
+        """The reactive rules: while drifting they scale up and shed (scaling down stays
+        the model's); the count to hold."""
+        guard_knobs = Knobs(desired=knobs.desired)
+        ruled: list[Decision] = []
+        if self.guard is not None:
+            self.guard.controller.desired_replicas = knobs.desired
+            ruled = self.guard.tick(view, guard_knobs)
+        if self.drifting:
+            if guard_knobs.desired > need:
+                need = guard_knobs.desired
+                out += [d for d in ruled if d.action == "scale_up"]
+            out += [d for d in ruled if d.action not in ("scale_up", "scale_down")]
+            knobs.shed, knobs.trim = guard_knobs.shed, guard_knobs.trim
+        else:
+            knobs.shed = knobs.trim = False
+        return need
+
     def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
         """Size for the forecast load; scale down only after a whole cooldown; guard drift."""
         now = view.now_s
@@ -313,35 +348,9 @@ class ModelPolicy:
         self.last_sizing = sizing
         need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
         self.load, self.need = (minute, ahead, rate), need
-        head = (
-            f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
-            f"(Holt){self.driver}: "
-        )
-        if sizing.met:
-            room = "with headroom" if sizing.headroom else "(no count keeps the headroom)"
-            tail = f"{need} replicas meet every objective {room}" + (
-                f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else ""
-            )
-        else:
-            tail = (
-                f"no count up to {hi} meets every objective ({sizing.binding} stays over); "
-                f"{need} wins 90% of what {hi} would: the rest of the tail is not load"
-            )
-        self.why = head + tail
+        self.why = self._why(minute, ahead, sizing, need, hi)
         out = self._drift(view, minute)
-        guard_knobs = Knobs(desired=knobs.desired)
-        ruled: list[Decision] = []
-        if self.guard is not None:
-            self.guard.controller.desired_replicas = knobs.desired
-            ruled = self.guard.tick(view, guard_knobs)
-        if self.drifting:  # the rules scale up and shed; scaling down stays the model's
-            if guard_knobs.desired > need:
-                need = guard_knobs.desired
-                out += [d for d in ruled if d.action == "scale_up"]
-            out += [d for d in ruled if d.action not in ("scale_up", "scale_down")]
-            knobs.shed, knobs.trim = guard_knobs.shed, guard_knobs.trim
-        else:
-            knobs.shed = knobs.trim = False
+        need = self._guard(view, knobs, need, out)
         current = knobs.desired
         if need >= current:
             self.low_since, self.low_max = None, 0

@@ -134,7 +134,8 @@ class _QueueSim:
                 last_free[r] = d
         return end
 
-    def _admit(self, upto_t: float, nxt: int) -> int:
+    # The simulator's hot loop, kept in one frame: locals, no call per request.
+    def _admit(self, upto_t: float, nxt: int) -> int:  # noqa: PLR0915
         """Queue (or shed) every arrival up to `upto_t`; place those that start by then."""
         self._place(upto_t)  # the queue left from before goes first (FIFO)
         if not (self.knobs.shed or self.knobs.trim or self.dead or self.per_ready):
