@@ -237,6 +237,5 @@ def serve(options: ServeOptions) -> None:
         access_log=False,
         http=guarded_protocol(cap),
         timeout_keep_alive=5,
-        h11_max_incomplete_event_size=16 * 1024,
         backlog=BACKLOG,
     )
