@@ -157,6 +157,30 @@ def test_span_log_replays_open_traces_and_cuts_a_torn_tail(tmp_path):
     last.close()
 
 
+def test_span_log_keeps_a_protobuf_request_and_reads_back_its_accepted_spans(tmp_path):
+    body = _request(
+        [
+            (b"\x01" * 16, b"\x02" * 8, b"", T0, T0 + 5),
+            (b"\x01" * 16, b"\x03" * 8, b"\x02" * 8, T0 + 1, 0),  # rejected: no end
+            (b"\x05" * 16, b"\x06" * 8, b"", T0, T0 + 5),
+        ]
+    )
+    decoded = decode_traces(body, "application/x-protobuf", None)
+    assert decoded.protobuf == body and decoded.accepted == 2
+    checked = decode_traces(body, "application/x-protobuf", None, rows=False)
+    assert checked.spans == [] and checked.accepted == 2  # to be parked: counted only
+    assert checked.reasons == decoded.reasons == {"no_end": 1}
+    log = SpanLog(tmp_path)
+    ticket, offset = log.write_protobuf_at(body)
+    log.sync(ticket)
+    assert log.spans_at(offset) == decoded.spans  # the same rows, the rejected not again
+    log.mark_done(["01" * 16])
+    log.close()
+    again = SpanLog(tmp_path)  # a restart rewrites the open traces' spans as rows
+    assert again.open_spans() == [decoded.spans[1]]
+    again.close()
+
+
 def test_span_log_group_commit_shares_one_fsync(tmp_path):
     log = SpanLog(tmp_path)
     first = log.write_spans([_row("a", "1")])

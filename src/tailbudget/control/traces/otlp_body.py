@@ -24,6 +24,7 @@ __all__ = [
     "SpanRow",
     "decode_traces",
     "export_response",
+    "protobuf_spans",
 ]
 
 _PROTOBUF = "application/x-protobuf"
@@ -58,8 +59,13 @@ class Decoded:
     """The spans of one request and what was rejected from it."""
 
     spans: list[SpanRow] = field(default_factory=list)
+    accepted: int = 0
+    """Spans taken: `len(spans)`, or (a protobuf request decoded without rows) counted."""
     rejected: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    protobuf: bytes | None = None
+    """The request's protobuf (decompressed): what the span log keeps of it, since
+    decoding it again gives the same spans (`protobuf_spans`)."""
 
     def reject(self, reason: str) -> None:
         self.rejected += 1
@@ -71,8 +77,13 @@ def decode_traces(
     content_type: str | None,
     encoding: str | None,
     limits: BodyLimits | None = None,
+    *,
+    rows: bool = True,
 ) -> Decoded:
-    """The span rows of one POST /v1/traces body (decoded within `limits`)."""
+    """The span rows of one POST /v1/traces body (decoded within `limits`).
+
+    `rows=False`: a protobuf body's spans are checked and counted, not made rows (its
+    `protobuf` gives them later, for about a third of the cost now)."""
     kind = (content_type or _PROTOBUF).split(";")[0].strip().lower()
     if kind not in (_PROTOBUF, _JSON):
         raise BadTraces(
@@ -83,8 +94,18 @@ def decode_traces(
     if kind == _JSON:
         _json_rows(data, out)
     else:
-        _proto_rows(data, out)
+        _proto_rows(data, out, rows=rows)
+        out.protobuf = data
+    if rows or kind == _JSON:
+        out.accepted = len(out.spans)
     return out
+
+
+def protobuf_spans(data: bytes) -> list[SpanRow]:
+    """The spans `decode_traces` accepted from this ExportTraceServiceRequest."""
+    out = Decoded()
+    _proto_rows(data, out)
+    return out.spans
 
 
 def _inflate(body: bytes, encoding: str, limits: BodyLimits) -> bytes:
@@ -112,7 +133,7 @@ def _add(out: Decoded, row: SpanRow) -> None:
         out.spans.append(row)
 
 
-def _proto_rows(data: bytes, out: Decoded) -> None:
+def _proto_rows(data: bytes, out: Decoded, *, rows: bool = True) -> None:
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -129,7 +150,31 @@ def _proto_rows(data: bytes, out: Decoded) -> None:
             if attr.key == "service.name":
                 service = intern(attr.value.string_value or "unknown")
         for scope in resource_spans.scope_spans:
-            _proto_spans(scope.spans, service, out)
+            if rows:
+                _proto_spans(scope.spans, service, out)
+            else:
+                _proto_check(scope.spans, out)
+
+
+def _missing(span_id: bytes) -> bool:
+    """Empty or all zero bytes (a random id's first byte is seldom zero: few strips)."""
+    return not span_id or (span_id[0] == 0 and not span_id.strip(b"\0"))
+
+
+def _proto_check(spans: Any, out: Decoded) -> None:
+    """`_proto_spans`' checks and count, no rows."""
+    for span in spans:
+        start, end = span.start_time_unix_nano, span.end_time_unix_nano
+        if _missing(span.trace_id):
+            out.reject("no_trace_id")
+        elif _missing(span.span_id):
+            out.reject("no_span_id")
+        elif start <= 0:
+            out.reject("no_start")
+        elif end < start and (end != 0 or not _missing(span.parent_span_id)):
+            out.reject("no_end")
+        else:
+            out.accepted += 1
 
 
 def _proto_spans(spans: Any, service: str, out: Decoded) -> None:

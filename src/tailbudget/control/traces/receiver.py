@@ -128,9 +128,15 @@ class TraceReceiver:
 
         Raises BadTraces (400/413/415, or 503 while the span log holds `max_parked`
         spans waiting for room) and OSError (not durable)."""
-        decoded = decode_traces(body, content_type, encoding, limits)
+        # A request that will be parked needs no rows now (the span log keeps its protobuf,
+        # decoded when read back): checked and counted only. Guessed without the lock:
+        # a request decoded without rows is parked even if room was made meanwhile
+        # (read back at the next flush), one with rows is parked if the room went.
+        park = bool(self.parked) or self.assembler.full
+        decoded = decode_traces(body, content_type, encoding, limits, rows=not park)
+        n = decoded.accepted
         with self.lock:
-            if decoded.spans and self.parked_spans >= self.options.limits.max_parked:
+            if n and self.parked_spans >= self.options.limits.max_parked:
                 self.busy += 1
                 raise BadTraces(
                     f"{self.parked_spans} spans wait for attribution; retry shortly", 503
@@ -140,15 +146,18 @@ class TraceReceiver:
             # outside it, so the requests in flight share one fsync (group commit) and the
             # flusher is not held up by the disk.
             ticket = 0
-            if decoded.spans:
-                ticket, offset = self.span_log.write_spans_at(decoded.spans)
+            if n:
+                if decoded.protobuf is not None:
+                    ticket, offset = self.span_log.write_protobuf_at(decoded.protobuf)
+                else:
+                    ticket, offset = self.span_log.write_spans_at(decoded.spans)
                 now = time.monotonic()
-                if self.parked or self.assembler.full:
-                    self.parked.append(_Parked(offset, now, len(decoded.spans)))
-                    self.parked_spans += len(decoded.spans)
+                if self.parked or self.assembler.full or len(decoded.spans) < n:
+                    self.parked.append(_Parked(offset, now, n))
+                    self.parked_spans += n
                 else:
                     self.assembler.add(decoded.spans, now)
-            self.spans_received += len(decoded.spans)
+            self.spans_received += n
             self.spans_rejected.update(decoded.reasons)
         if ticket:
             # Should this fsync fail, the answer is a 503 and the exporter sends the spans

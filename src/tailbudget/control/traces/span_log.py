@@ -1,12 +1,14 @@
 """The write-ahead log of acknowledged spans (`spans.log` in the state dir).
 
-Two record kinds: the spans of one request (written and fsynced before its 2xx),
-and the ids of traces whose attribution reached the observation log (after that
-log's own fsync). On a restart the spans of traces not marked done are the open
+Three record kinds: the spans of one request (written and fsynced before its 2xx)
+as the request's own protobuf (decompressed: no encoding on the way in, and read
+back by protobuf's C decoder) or, from a JSON request or a rewrite, as JSON span
+rows; and the ids of traces whose attribution reached the observation log (after
+that log's own fsync). On a restart the spans of traces not marked done are the open
 traces to finish: the log is first rewritten to them a record at a time (streamed,
 so a long log never sits in memory whole), and the receiver holds the first of
 those records and parks the rest. Each record: magic, kind, payload bytes, crc32
-of the payload; the payload is JSON. Reading stops at the first record whose
+of the payload. Reading stops at the first record whose
 checksum fails: a torn tail is a write that was never acknowledged, dropped
 before appending. `rewrite` keeps only open traces' spans (atomic rename), so
 the file stays about as large as what is open.
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from tailbudget.control.traces.otlp_body import SpanRow
+from tailbudget.control.traces.otlp_body import SpanRow, protobuf_spans
 
 __all__ = ["SpanLog"]
 
@@ -38,6 +40,7 @@ _HEAD = struct.Struct("<4sBII")
 _MAGIC = b"TBS1"
 _SPANS = 1
 _DONE = 2
+_PROTOBUF = 3
 _RECORD_ROWS = 4_096
 """Spans per record when the log is rewritten at start-up (the unit held or parked)."""
 _row = functools.partial(tuple.__new__, SpanRow)
@@ -50,6 +53,12 @@ def _record(kind: int, payload: bytes) -> bytes:
 
 def _spans_payload(rows: Iterable[SpanRow]) -> bytes:
     return orjson.dumps(list(rows), default=tuple)
+
+
+def _rows(kind: int, payload: bytes) -> list[SpanRow]:
+    if kind == _PROTOBUF:
+        return protobuf_spans(payload)
+    return list(map(_row, orjson.loads(payload)))
 
 
 class SpanLog:
@@ -110,8 +119,9 @@ class SpanLog:
         with open(tmp, "wb") as out:
             pending: list[list[object]] = []
             for kind, payload in self._intact():
-                if kind == _SPANS:
-                    pending.extend(r for r in orjson.loads(payload) if r[0] not in done)
+                if kind in (_SPANS, _PROTOBUF):
+                    rows = _rows(kind, payload)
+                    pending.extend(list(r) for r in rows if r[0] not in done)
                 while len(pending) >= _RECORD_ROWS:
                     records.append((out.tell(), len(pending[:_RECORD_ROWS])))
                     out.write(_record(_SPANS, orjson.dumps(pending[:_RECORD_ROWS])))
@@ -145,15 +155,20 @@ class SpanLog:
         """`write_spans`, and where the record starts (to read its spans back later)."""
         return self._write(_record(_SPANS, _spans_payload(rows)))
 
+    def write_protobuf_at(self, request: bytes) -> tuple[int, int]:
+        """`write_spans_at` for a protobuf request's spans: the request itself is kept."""
+        return self._write(_record(_PROTOBUF, request))
+
     def spans_at(self, offset: int) -> list[SpanRow]:
-        """The spans of the record written at `offset` (one `write_spans_at` made)."""
+        """The spans of the record written at `offset` (by `write_spans_at` or
+        `write_protobuf_at`)."""
         with open(self.path, "rb") as fh:
             fh.seek(offset)
             magic, kind, size, crc = _HEAD.unpack(fh.read(_HEAD.size))
             payload = fh.read(size)
-        if magic != _MAGIC or kind != _SPANS or zlib.crc32(payload) != crc:
+        if magic != _MAGIC or kind not in (_SPANS, _PROTOBUF) or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
-        return list(map(_row, orjson.loads(payload)))
+        return _rows(kind, payload)
 
     def mark_done(self, traces: list[str]) -> None:
         """These traces are in the observation log: never replay them."""
