@@ -159,8 +159,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"{head}: [{color}]{verdict}[/{color}]", highlight=False)
     for row in plan.llm:
         console.print(
-            f"llm {row.stage}: {_ttft(row, '')}decode {_ms(row.decode_ms)} + tail "
-            f"{_ms(row.tail_ms)} = {_ms(row.total_ms)} ms{_held(row)} ({row.dominant} dominates)"
+            f"llm {row.stage}, from its medians: {_llm_sum(row)} ({row.dominant} dominates)"
         )
     if comp.default_spread_stages:
         console.print(
@@ -250,10 +249,7 @@ def plan_markdown(plan: Plan) -> str:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
             lines.append(
-                f"- {row.stage}: {_ttft(row, ' ms')}decode {_ms(row.decode_ms)} ms "
-                f"({fmt.count(row.output_tokens)} tokens at {row.tokens_per_s:g} tok/s) + tail "
-                f"{_ms(row.tail_ms)} ms = {_ms(row.total_ms)} ms{_held(row)}; "
-                f"{row.dominant} dominates"
+                f"- {row.stage}, from its medians: {_llm_sum(row)}; {row.dominant} dominates"
             )
         lines.append("")
     lines += ["## Problems", ""]
@@ -265,6 +261,14 @@ def plan_markdown(plan: Plan) -> str:
 
 def _ttft(row: LlmSlice, unit: str) -> str:
     return "" if row.ttft_stage is not None else f"TTFT {_ms(row.ttft_ms)}{unit} + "
+
+
+def _llm_sum(row: LlmSlice) -> str:
+    return (
+        f"{_ttft(row, ' ms')}decode {_ms(row.decode_ms)} ms ({fmt.count(row.output_tokens)} "
+        f"tokens at {fmt.number(row.tokens_per_s)} tok/s) + tail {_ms(row.tail_ms)} ms "
+        f"= {_ms(row.total_ms)} ms{_held(row)}"
+    )
 
 
 def _held(row: LlmSlice) -> str:

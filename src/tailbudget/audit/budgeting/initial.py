@@ -168,6 +168,7 @@ def _breaches(text: str, profile: Profile) -> list[str]:
     from tailbudget.audit.budgeting.checks import goodput_check
     from tailbudget.audit.snapshot import min_rows
     from tailbudget.budget.load import parse_budget
+    from tailbudget.report import fmt
 
     out = []
     budget = parse_budget(text, source="the measured budget")
@@ -182,7 +183,7 @@ def _breaches(text: str, profile: Profile) -> list[str]:
         if got is not None and got > o.target_ms:
             n, need = metrics.count(profile, o), min_rows(o.percentile)
             thin = f" (inconclusive: {n:,} values, {need:,} needed for {o.percentile})"
-            said = f"{o.key}: measured {got:,.1f} ms against {o.target_ms:,.6g} ms"
+            said = f"{o.key}: measured {fmt.ms(got)} ms against {fmt.ms(o.target_ms)} ms"
             out.append(said + (thin if n < need else ""))
     return out
 

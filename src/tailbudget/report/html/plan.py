@@ -77,7 +77,7 @@ def _plan_objectives(p: Plan) -> str:
 def _plan_llm(p: Plan) -> str:
     lines = [
         f"{r.stage}: {plan_md._ttft(r, ' ms')}decode {fmt.ms(r.decode_ms)} ms "
-        f"({fmt.count(r.output_tokens)} tokens at {r.tokens_per_s:g} tok/s) + tail "
+        f"({fmt.count(r.output_tokens)} tokens at {fmt.number(r.tokens_per_s)} tok/s) + tail "
         f"{fmt.ms(r.tail_ms)} ms = {fmt.ms(r.total_ms)} ms{plan_md._held(r)}; "
         f"{r.dominant} dominates"
         for r in p.llm
