@@ -71,3 +71,12 @@ def order_problem(values: Iterable[tuple[str, float]], unit: str = " ms") -> str
 def quantile_of(name: str) -> float:
     """'p99' -> 0.99, 'p99.9' -> 0.999, 'p50' -> 0.5."""
     return parse_percentile(name)[1]
+
+
+def min_rows(percentile: str) -> int:
+    """Fewest values for a verdict on `percentile`: one beyond it on average (100 for p99).
+
+    The audit's rule; every command that judges a measured figure (plan, rebudget, init,
+    simulate) asks this function, so a thin percentile is inconclusive everywhere."""
+    q = quantile_of(percentile)
+    return math.ceil(1.0 / (1.0 - q) - 1e-9)

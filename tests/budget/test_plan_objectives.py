@@ -138,3 +138,41 @@ def test_goodput_is_planned_from_the_distributions():
     assert g.share == pytest.approx(0.9025, abs=0.005)
     assert g.share_high == pytest.approx(0.95, abs=0.005)
     assert g.fits is True
+
+
+MEASURED = (
+    "pipeline:\n"
+    "  - stage: ttft\n    budget: {p50: 2370, p95: 3826, p99: 3834}\n"
+    "  - stage: decode\n    budget: {p50: 6746, p95: 8150, p99: 8274}\n"
+    "    llm: {ttft: {n: 89, p50: 2370, p95: 3826, p99: 3834}, "
+    "tpot: {n: 89, p50: 27.62, p95: 33.35, p99: 33.74}, "
+    "itl: {n: 21537, p50: 22.68, p95: 31.66, p99: 140.6}, output_tokens: 247}\n"
+    "composition:\n  measured: {requests: 89, e2e: {p50: 9097.346, p95: 9288.606, "
+    "p99: 9297.61}, slices: {p50: 9116, p95: 11976, p99: 12108}}\n"
+)
+
+
+def test_a_measured_percentile_of_too_few_values_is_inconclusive_as_the_audit_says() -> None:
+    # AIPerf's 89 requests: p99 needs 100 (the audit's rule), so tpot.p99 and e2e.p99 are
+    # inconclusive over their targets and do not gate; p95 (20 needed) and the ITL's p99
+    # over 21,537 gaps get verdicts.
+    slo = "slo:\n  e2e: {p99: 9000}\n  tpot: {p95: 30, p99: 30}\n  itl: {p99: 100}\n"
+    plan = _plan(slo + MEASURED)
+    rows = {f"{o.metric}.{o.percentile}": o for o in plan.objectives}
+    assert rows["e2e.p99"].verdict == "inconclusive" and rows["e2e.p99"].fits is None
+    assert rows["tpot.p99"].verdict == "inconclusive" and rows["tpot.p99"].n == 89
+    assert "inconclusive: 89 requests, 100 needed for p99" in rows["tpot.p99"].note
+    assert rows["tpot.p95"].verdict == "does_not_fit"
+    assert rows["itl.p99"].verdict == "does_not_fit" and rows["itl.p99"].n == 21537
+    (gate,) = plan.gates.checks
+    assert (gate.verdict, gate.fits) == ("inconclusive", None)
+    errors = {(p.metric, p.percentile) for p in plan.problems if p.severity == "error"}
+    assert errors == {("tpot", "p95"), ("itl", "p99")}
+    warned = [p.message for p in plan.problems if p.severity == "warning"]
+    assert any(m.startswith("tpot.p99: 33.7 ms is over the 30.0 ms limit") for m in warned)
+    # Within every limit but p99's: the plan fits, as the audit gates nothing.
+    fits = _plan("slo:\n  e2e: {p99: 9000}\n  tpot: {p99: 30}\n" + MEASURED)
+    assert fits.fits is True
+    # A stated budget (no counts) keeps its verdicts.
+    stated = _plan("slo:\n  tpot: {p99: 30}\npipeline:\n" + CALL)
+    assert stated.objectives[0].verdict == "does_not_fit"

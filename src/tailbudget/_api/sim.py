@@ -248,9 +248,9 @@ def _beside_log(
     figures: both said, each with what it is)."""
     from dataclasses import replace
 
+    from tailbudget._units import min_rows
     from tailbudget.audit.budgeting import metrics
     from tailbudget.audit.budgeting.profile import profile_of
-    from tailbudget.audit.snapshot import min_rows
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit
     from tailbudget.report import fmt

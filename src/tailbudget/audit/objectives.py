@@ -21,11 +21,12 @@ from typing import Any, Literal
 
 import ibis
 
+from tailbudget._units import min_rows
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, ObjectiveRow
-from tailbudget.audit.snapshot import CDF_QS, min_rows
+from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
 

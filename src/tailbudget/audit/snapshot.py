@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from tailbudget._units import quantile_of
+from tailbudget._units import min_rows
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, Snapshot
@@ -66,12 +65,6 @@ def sample_exprs(ctx: Ctx) -> dict[str, Any]:
 def _top_target(ctx: Ctx) -> tuple[str, float] | None:
     slo = ctx.config.slo
     return next(((p, slo[p]) for p in ("p99", "p95", "p50") if p in slo), None)
-
-
-def min_rows(percentile: str) -> int:
-    """Fewest requests for a verdict on `percentile`: one beyond it on average (100 for p99)."""
-    q = quantile_of(percentile)
-    return math.ceil(1.0 / (1.0 - q) - 1e-9)
 
 
 def _verdict(measured: float, target: float, n: int, percentile: str) -> str:

@@ -29,10 +29,15 @@ threshold below the median (a request's longest gap) reads the lower tail too.""
 
 
 class Spread(BaseModel):
-    """A metric's percentiles (any of SPREAD_POINTS; at least one, non-decreasing, >= 0)."""
+    """A metric's percentiles (any of SPREAD_POINTS; at least one, non-decreasing, >= 0),
+    and optionally the count `n` they were measured on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    n: Annotated[int, Field(ge=1, strict=True)] | None = None
+    """How many values the percentiles were measured on (`init --from` writes it): a
+    percentile with fewer than the audit needs for a verdict (100 for p99) is
+    inconclusive in `plan` as in the audit."""
     p1: NonNeg | None = None
     p5: NonNeg | None = None
     p10: NonNeg | None = None

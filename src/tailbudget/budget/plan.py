@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tailbudget._report_base import ReportBase
-from tailbudget._units import PERCENTILES
+from tailbudget._units import PERCENTILES, min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import (
     MEASURED_METHOD,
@@ -28,9 +28,13 @@ from tailbudget.budget.plan_goodput import GoodputPlan, plan_goodput
 from tailbudget.budget.plan_llm import ttft_holder
 from tailbudget.budget.plan_objectives import (
     ObjectiveCheck,
+    PlanVerdict,
     Problem,
     check_objectives,
     e2e_figures,
+    fmt_ms,
+    thin_note,
+    thin_problem,
 )
 
 __all__ = [
@@ -119,7 +123,11 @@ class GateCheck(_Row):
     composed_ms: float
     free_share: float
     headroom_required: float
-    fits: bool
+    fits: bool | None
+    """None: the gating figure is inconclusive (`verdict`), so it does not gate."""
+    verdict: PlanVerdict = "fits"
+    """fits | does_not_fit | inconclusive: the log's requests (composition.measured) are
+    too few for a verdict at this percentile, by the audit's rule."""
 
 
 class Gates(_Row):
@@ -270,6 +278,14 @@ def _over_requests(
     )
 
 
+def _thin_requests(budget: m.Budget, p: str) -> str:
+    """Why the log's requests are too few for a verdict at `p` ('' when they are not)."""
+    got = budget.composition.measured
+    if got is None or got.requests >= min_rows(p):
+        return ""
+    return thin_note(got.requests, p)
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -346,6 +362,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         summed, composed_p = e2e[p]
         used = composed_p if by_requests else summed
         ok = used <= limit + 1e-9
+        thin = _thin_requests(budget, p) if by_requests else None
         checks.append(
             GateCheck(
                 percentile=p,
@@ -355,9 +372,16 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                 composed_ms=round(composed_p, 3),
                 free_share=round(1.0 - used / target, 4),
                 headroom_required=budget.headroom,
-                fits=ok,
+                fits=None if thin else ok,
+                verdict="inconclusive" if thin else "fits" if ok else "does_not_fit",
             )
         )
+        if thin:
+            # The audit's rule: too few of the log's requests beyond p for a verdict.
+            if not ok:
+                figure = f"the log's requests' {fmt_ms(composed_p)}"
+                problems.append(thin_problem(p, figure, limit, thin))
+            continue
         if not ok and at_tokens is not None:
             continue  # the objective check names the LLM stage at N tokens
         if not ok and by_requests:

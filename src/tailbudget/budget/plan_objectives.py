@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tailbudget._units import quantile_of
+from tailbudget._units import min_rows, quantile_of
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import Node, monte_carlo, stage_points
 from tailbudget.budget.distributions import Constant, Distribution, fit_stage
@@ -24,6 +24,7 @@ from tailbudget.budget.objectives import Objective
 from tailbudget.budget.plan_llm import before, streamed, ttft_holder
 
 Severity = Literal["error", "warning"]
+PlanVerdict = Literal["fits", "does_not_fit", "inconclusive", "not_checked"]
 
 
 class Problem(BaseModel):
@@ -52,12 +53,37 @@ class ObjectiveCheck(BaseModel):
     additive_ms: float | None
     composed_ms: float | None
     fits: bool | None
-    """None: the plan cannot check this objective (say why in `note`)."""
+    """None: the plan cannot check this objective, or its figure is inconclusive (`note`)."""
     gated: bool
     stage: str | None = None
     """The slice that decides the figure (the LLM stage for ttft/tpot)."""
     output_tokens: int | None = None
     note: str = ""
+    verdict: PlanVerdict = "not_checked"
+    """fits | does_not_fit | inconclusive (a figure measured on fewer values than the
+    audit needs for a verdict at its percentile: the audit's rule, and it does not gate) |
+    not_checked."""
+    n: int | None = None
+    """How many values a measured figure comes from (None: a stated figure)."""
+
+
+def thin_note(n: int, percentile: str, what: str = "requests") -> str:
+    """Why a measured figure is inconclusive, in the words `init --from` uses."""
+    return f"inconclusive: {n:,} {what}, {min_rows(percentile):,} needed for {percentile}"
+
+
+def thin_problem(key: str, figure: str, limit_ms: float, said: str) -> Problem:
+    """A measured figure over its limit on too few values: a warning, never a gate."""
+    metric, _, percentile = key.rpartition(".")
+    return Problem(
+        severity="warning",
+        metric=metric or "e2e",
+        percentile=percentile,
+        message=(
+            f"{key}: {figure} is over the {fmt_ms(limit_ms)} limit, but {said} (the audit's "
+            "rule, the audit's verdict too): it does not gate; a longer log decides it"
+        ),
+    )
 
 
 def fmt_ms(ms: float) -> str:
@@ -107,6 +133,20 @@ class _Checker:
         limit = obj.target_ms * self.limit
         gate = add if gate is None else gate
         fits = None if gate is None else gate <= limit + 1e-9
+        n = self._count(obj)
+        verdict: PlanVerdict = "not_checked" if fits is None else "fits" if fits else "does_not_fit"
+        if gate is not None and n is not None and n < min_rows(obj.percentile):
+            # The audit's rule on the log this figure was measured on: too few values
+            # beyond the percentile for a verdict, so it neither fits nor gates.
+            gaps = obj.metric == "itl" and self.llm is not None and self.llm[1].itl is not None
+            what = "gaps" if gaps else "requests"
+            said = thin_note(n, obj.percentile, what)
+            kw["note"] = f"{kw['note']}; {said}" if kw.get("note") else said
+            # A gated e2e figure of the log's requests is the plan's gate: said there.
+            gate_said = obj.metric == "e2e" and self.by_requests and obj.gated
+            if not fits and not gate_said:
+                self.problems.append(thin_problem(obj.key, fmt_ms(gate), limit, said))
+            fits, verdict = None, "inconclusive"
         return ObjectiveCheck(
             metric=obj.metric,
             percentile=obj.percentile,
@@ -116,8 +156,28 @@ class _Checker:
             composed_ms=None if comp is None else round(comp, 3),
             fits=fits,
             gated=obj.gated,
+            verdict=verdict,
+            n=n,
             **kw,
         )
+
+    def _count(self, obj: Objective) -> int | None:
+        """How many values the objective's figure was measured on: the llm: block's `n`
+        for its distributions, else the log's requests (composition.measured) for a figure
+        of a measured budget; None for a stated one."""
+        measured = self.b.composition.measured
+        requests = measured.requests if measured is not None else None
+        spec = self.llm[1] if self.llm is not None else None
+        if obj.metric == "e2e":
+            return requests if self.by_requests or obj.output_tokens is not None else None
+        if obj.metric in ("ttft", "tpot", "itl") and spec is not None:
+            spread = {"ttft": spec.ttft, "tpot": spec.tpot, "itl": spec.itl or spec.tpot}
+            got = spread[obj.metric]
+            if got is not None and got.n is not None:
+                return got.n
+            # Gaps are many per request: without their count, a request count says nothing.
+            return requests if got is not None and obj.metric != "itl" else None
+        return requests if obj.metric not in ("ttft", "tpot", "itl") else None
 
     def _over(self, obj: Objective, row: ObjectiveCheck, what: str, fix: str) -> None:
         assert row.additive_ms is not None

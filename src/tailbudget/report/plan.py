@@ -23,6 +23,15 @@ PROBLEM_LABELS = {"error": "does not fit", "warning": "warning"}
 bad input, so it never reads `error:` as a bad-input message (exit 2) does."""
 
 
+VERDICT_WORDS = {
+    "fits": "fits",
+    "does_not_fit": "does not fit",
+    "inconclusive": "inconclusive (too few requests)",
+    "not_checked": "not checked",
+}
+"""A plan verdict in words; `inconclusive` as the audit's headline says it."""
+
+
 def slo_use(free_share: float) -> str:
     """Headroom in words: '12% of the SLO free', or '928% of the SLO used' when over."""
     if free_share >= 0:
@@ -75,7 +84,7 @@ def _bold_gate(label: str) -> str:
 
 def check_line(plan: Plan, c: GateCheck) -> str:
     """One gated percentile's check, the gating figure first (text and HTML alike)."""
-    verdict = "fits" if c.fits else "does not fit"
+    verdict = VERDICT_WORDS[c.verdict]
     if by_requests(plan):
         return (
             f"{c.percentile}: the log's requests {fmt.ms(c.composed_ms)} ms vs limit "
@@ -155,7 +164,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     for check in plan.gates.checks:
         line = check_line(plan, check)
         head, verdict = line.rsplit(": ", 1)
-        color = "green" if check.fits else "red"
+        color = {True: "green", False: "red", None: "yellow"}[check.fits]
         console.print(f"{head}: [{color}]{verdict}[/{color}]", highlight=False)
     for row in plan.llm:
         console.print(
@@ -178,10 +187,6 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"verdict: {verdict}")
 
 
-def _verdict(fits: bool | None) -> str:
-    return "not checked" if fits is None else "fits" if fits else "does not fit"
-
-
 def _objective_cells(o: ObjectiveCheck) -> list[str]:
     name = f"{o.metric} {o.percentile}"
     if o.output_tokens is not None:
@@ -189,7 +194,7 @@ def _objective_cells(o: ObjectiveCheck) -> list[str]:
     return [
         name,
         *(fmt.ms(v) for v in (o.target_ms, o.limit_ms, o.additive_ms, o.composed_ms)),
-        _verdict(o.fits) + ("" if o.gated else " (not gated)"),
+        VERDICT_WORDS[o.verdict] + ("" if o.gated else " (not gated)"),
     ]
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.audit.snapshot import min_rows
+from tailbudget._units import min_rows
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError

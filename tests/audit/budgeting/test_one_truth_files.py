@@ -40,6 +40,8 @@ SPAN_FILES = [
 ]
 READ_ARGS = {"delag_eshopper_000.csv": ["--total", "Latency", "--stages", "*Controller*,Gateway*"]}
 ACTING = ("scale_up", "shed_load", "rollback")
+PLAN_VERDICT = {"pass": "fits", "breach": "does_not_fit", "inconclusive": "inconclusive"}
+"""The audit's verdict in the plan's words: the same verdict, inconclusive included."""
 
 
 def covered() -> set[str]:
@@ -87,6 +89,19 @@ def same_figures(rebudget: dict, audit: dict) -> None:
         assert measured[key]["verdict"] == o["verdict"], key
 
 
+def same_verdicts(plan: dict, audit: dict) -> None:
+    # plan judges each objective as the audit does, with the audit's rule for a percentile
+    # of too few requests (inconclusive, and it does not gate).
+    planned = by_key(plan["objectives"])
+    for o in audit["objectives"]:
+        key = f"{o['metric']}.{o['percentile']}"
+        assert planned[key]["verdict"] == PLAN_VERDICT[o["verdict"]], (key, planned[key])
+    for gate in plan["gates"]["checks"]:
+        verdicts = [o["verdict"] for o in audit["objectives"] if o["metric"] == "e2e"]
+        if gate["verdict"] == "inconclusive":
+            assert "inconclusive" in verdicts, gate
+
+
 def recommendation_follows(audit: dict) -> None:
     breached = [o for o in audit["objectives"] if o["gated"] and o["verdict"] == "breach"]
     if breached:
@@ -108,6 +123,7 @@ def check_measured(log: Path, tmp_path: Path) -> None:
     assert rebudget["fits_now"] is True and rebudget["changes"] == []
     assert {o["verdict"] for o in audit["objectives"]} <= {"pass", "inconclusive"}
     same_figures(rebudget, audit)
+    same_verdicts(plan, audit)
     recommendation_follows(audit)
     quiet(replay)
     # The plan composes the log's whole requests (composition.measured): the audit's
@@ -148,6 +164,7 @@ def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
     said = init(log, budget, slo)
     plan, rebudget, audit, replay = commands(log, budget)
     same_figures(rebudget, audit)
+    same_verdicts(plan, audit)
     recommendation_follows(audit)
     # Goodput: the share meeting every per-request threshold, counted the same way.
     assert rebudget["goodput"]["share"] == pytest.approx(audit["goodput"]["share"], abs=1e-12)
@@ -188,6 +205,23 @@ def test_stated_llm_objectives_get_the_audits_figures(data, tmp_path, name):
     written = {s["stage"]: s.get("llm") for s in yaml.safe_load(budget.read_text())["pipeline"]}
     proposed = {s["stage"]: s.get("llm") for s in yaml.safe_load(rebudget["budget"])["pipeline"]}
     assert proposed == written
+
+
+def test_a_thin_percentile_over_its_target_is_inconclusive_everywhere(data, tmp_path):
+    # AIPerf: 89 timed requests, p99 needs 100. Over target at p99 (TPOT 33.7 ms, e2e
+    # 9,298 ms), the audit calls both inconclusive and gates neither: init, plan and
+    # rebudget say so too, and nothing is cut for them.
+    log, budget = data / "aiperf_profile_export.jsonl", tmp_path / "tight.yaml"
+    said = init(log, budget, "tpot.p99=30,e2e.p99=9000")
+    assert "the measured service fits" in said
+    assert "the log is over tpot.p99" in said and "the log breaches" not in said
+    plan, rebudget, audit, _ = commands(log, budget)
+    assert {o["verdict"] for o in audit["objectives"]} == {"inconclusive"}
+    same_verdicts(plan, audit)
+    same_figures(rebudget, audit)
+    assert plan["fits"] is True
+    assert [g["verdict"] for g in plan["gates"]["checks"]] == ["inconclusive"]
+    assert rebudget["speedup_needed_ms"] == {} and rebudget["changes"] == []
 
 
 def test_azure_arrivals_drive_the_grid_model(data, tmp_path):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailbudget._units import min_rows
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
-from tailbudget.audit.snapshot import min_rows
 from tailbudget.budget import model as m
 
 

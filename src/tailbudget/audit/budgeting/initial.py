@@ -165,8 +165,8 @@ def _requests_line(text: str, profile: Profile) -> str:
 def _breaches(text: str, profile: Profile) -> list[str]:
     # With the audit's definitions (metrics.py) and its rule for too few requests: what
     # `audit` will call a breach, and not what it will call inconclusive.
+    from tailbudget._units import min_rows
     from tailbudget.audit.budgeting.checks import goodput_check
-    from tailbudget.audit.snapshot import min_rows
     from tailbudget.budget.load import parse_budget
     from tailbudget.report import fmt
 
@@ -253,8 +253,13 @@ def _llm_block(profile: Profile, name: str) -> str:
     ):
         finite = None if data is None else data[np.isfinite(data)]
         points = metrics.spread(finite, SPREAD_POINTS)
-        if points is not None and (key != "tpot" or points["p50"] > 0):
-            parts.append(f"{key}: {_fmt(points)}")
+        if points is None or (key == "tpot" and points["p50"] <= 0):
+            continue
+        # The count the audit judges each objective metric's percentiles on (`n`), so plan
+        # calls a percentile of too few values inconclusive as the audit does.
+        assert finite is not None
+        n = f"n: {finite.size}, " if key in ("ttft", "tpot", "itl") else ""
+        parts.append(f"{key}: {{{n}{_fmt(points)[1:]}")
     if not any(p.startswith("tpot") for p in parts):
         return ""
     return "llm: {" + ", ".join(parts) + "}   # measured; ttft is the ttft stage, not added again"

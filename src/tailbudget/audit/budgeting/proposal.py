@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tailbudget._report_base import ReportBase
-from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget._units import PERCENTILES, min_rows, quantile_of
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.audit.budgeting.budget_text import budget_diff as _diff
 from tailbudget.audit.budgeting.budget_text import budget_yaml as budget_yaml
@@ -148,7 +148,10 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     profile = with_unattributed(budget, profile)
     slo = budget.objectives.e2e()
     # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
-    gated = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
+    sliced = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
+    # The audit's rule: a percentile of too few requests is inconclusive and does not gate,
+    # so no slice is cut for it (plan does not gate on it either).
+    gated = tuple(p for p in sliced if profile.used >= min_rows(p))
     measured = {s: profile.percentiles(s) for s in profile.stages}
     _check_measurable(profile.source, {**measured, "end-to-end": profile.percentiles("total")})
     old = old_slices(budget)
@@ -178,7 +181,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
-    notes = _notes(budget, profile, gated) + tuple(
+    notes = _notes(budget, profile, sliced, gated) + tuple(
         f"{p}: the slices may add to {sums[p]:,.0f} ms for {slo[p]:,.0f} ms end to end: the "
         f"log's requests measure {share[p]:.0%} of the slices' sum there "
         "(composition.measured), as `plan` composes it"
@@ -484,13 +487,21 @@ def _compositions(
     return (measured, slices)
 
 
-def _notes(budget: m.Budget, profile: Profile, gated: Sequence[str]) -> tuple[str, ...]:
+def _notes(
+    budget: m.Budget, profile: Profile, sliced: Sequence[str], gated: Sequence[str]
+) -> tuple[str, ...]:
     names = {s.name for _, s in budget.stages()}
     out = [f"figures from {profile.how()}"]
-    if not gated:
+    thin = [p for p in sliced if p not in gated]
+    if thin:
+        out.append(
+            f"{', '.join(thin)}: {profile.used:,} requests, {min_rows(thin[-1]):,} needed for "
+            "a verdict: inconclusive, as the audit says, so no slice is cut for it"
+        )
+    elif not gated:
         out.append("no gated end-to-end objective at p50, p95 or p99: no slice is re-budgeted")
     other = [
-        o for o in budget.objectives.gated() if o.metric == "e2e" and o.percentile not in gated
+        o for o in budget.objectives.gated() if o.metric == "e2e" and o.percentile not in sliced
     ]
     if other:
         out.append(
