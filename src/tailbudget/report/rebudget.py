@@ -162,7 +162,8 @@ def rebudget_text(r: Rebudget) -> str:
     for a in r.allocations:
         out.append(
             f"{a.percentile}: SLO {_ms(r.slo[a.percentile])}, stages may use {_ms(a.target_ms)}, "
-            f"budget {_ms(a.old_ms)}, measured {_ms(a.measured_ms)}, "
+            f"budget {_ms(a.old_ms)}, the stages' measured {a.percentile} add to "
+            f"{_ms(a.measured_ms)}, "
             f"speed-up needed {_ms(a.speedup_needed_ms)}"
         )
     out.append("")

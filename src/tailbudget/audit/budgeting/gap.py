@@ -164,7 +164,7 @@ def _answers(profile: Profile, tail: np.ndarray) -> str:
     )
     return (
         f"their answers run {k_tail:,.0f} output tokens at the median ({k_all:,.0f} over "
-        f"the log) at {t_tail:.3g} ms a token ({t_all:.3g}): {what}"
+        f"the log) at {fmt.ms(t_tail)} ms a token ({fmt.ms(t_all)} over the log): {what}"
     )
 
 

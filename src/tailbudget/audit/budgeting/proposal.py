@@ -480,7 +480,7 @@ def _compositions(
     )
     old_c, new_c = compose(budget), compose(proposed)
     slices = Composition(
-        method=f"{old_c.method} over the slices (before = current budget, after = proposed)",
+        method=f"{_method_words(old_c.method)} (before = current budget, after = proposed)",
         before={p: float(old_c.percentiles[p]) for p in PERCENTILES},
         after={p: float(new_c.percentiles[p]) for p in PERCENTILES},
     )
@@ -518,3 +518,12 @@ def _notes(
     if profile.errors:
         out.append(f"{profile.errors:,} error requests left out of every figure")
     return tuple(out)
+
+
+def _method_words(method: str) -> str:
+    """A composition's method in words where its name is an identifier."""
+    from tailbudget.budget.compose import MEASURED_METHOD
+
+    if method == MEASURED_METHOD:
+        return "the log's end-to-end figures scaled by the slices' sum (composition.measured)"
+    return f"{method} over the slices"

@@ -8,6 +8,7 @@ from tailbudget.audit.budgeting.allocate import Allocation
 from tailbudget.audit.budgeting.checks import ObjectiveCheck
 from tailbudget.budget import model as m
 from tailbudget.budget.plan_llm import TTFT_STAGE
+from tailbudget.report import fmt
 
 
 def passing_stages(budget: m.Budget, checks: Sequence[ObjectiveCheck]) -> dict[str, str]:
@@ -37,11 +38,11 @@ def reason(
         if got is None:
             parts.append(f"{p}: not in the log, slice kept")
             continue
-        line = f"{p}: measures {got:,.1f} ms against {was:,.1f}"
+        line = f"{p}: measures {fmt.ms(got)} ms against {fmt.ms(was)}"
         if now < was - 0.05 and got <= now + 0.05:
-            line += f"; gives {was - now:,.1f} ms it does not use to the stages over budget"
+            line += f"; gives {fmt.ms(was - now)} ms it does not use to the stages over budget"
         elif now > was + 0.05:
-            line += f"; takes {now - was:,.1f} ms of other stages' unused room"
+            line += f"; takes {fmt.ms(now - was)} ms of other stages' unused room"
         elif now < was - 0.05:
             line += (
                 "; the SLO with headroom leaves less once the other stages are at what they measure"
@@ -54,6 +55,6 @@ def reason(
                 "stages cannot absorb the cut"
             )
         if got > now + 0.05:
-            line += f"; still {got - now:,.1f} ms over: needs a speed-up"
+            line += f"; still {fmt.ms(got - now)} ms over: needs a speed-up"
         parts.append(line)
     return "; ".join(parts)
