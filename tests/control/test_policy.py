@@ -46,6 +46,30 @@ def test_default_scales_with_slo_p95() -> None:
     assert "scaled to slo.p95 = 2000 ms" in p.source
 
 
+def test_default_watches_the_percentile_a_p99_only_slo_states() -> None:
+    # DeLag measured with `--slo p99=600`: no p95 objective, so no 1800 ms p95 rule for a
+    # 2800 ms SLO the budget never set; the same shares of the p99 target, on p99.
+    text = BUDGET.replace("{p50: 1000, p95: 2000, p99: 4000, error_rate: 0.02}", "{p99: 600}")
+    p = resolve_policy(parse_budget(text))
+    latency = [r for r in p.rules if r.action in ("scale_up", "trim_logging", "shed_load")]
+    assert {r.metric for r in latency} == {"p99"}
+    by = {r.name: r for r in latency}
+    assert by["scale_up_p99"].threshold == pytest.approx(600 * 1800 / 2800)
+    assert by["trim_logging_p99"].threshold == pytest.approx(600.0)
+    assert by["shed_load_p99"].threshold == pytest.approx(600 * 3000 / 2800)
+    assert by["scale_up_p99"].expr == "64.3% of p99"
+    assert "scaled to slo.p99 = 600 ms" in p.source
+    # p50 and p99 stated: the tail objective is watched, not the median.
+    both = resolve_policy(parse_budget(text.replace("{p99: 600}", "{p50: 200, p99: 600}")))
+    assert {r.metric for r in both.rules if r.action == "scale_up"} == {"p99"}
+    # The policy simulate runs for the same objectives is this one (one resolution).
+    from tailbudget._api.sim import _policy
+
+    budget = parse_budget(text)
+    assert _policy(budget, budget.objectives)[0].rules == p.rules
+    assert _policy(None, budget.objectives)[0].rules == p.rules
+
+
 def test_block_with_shares_and_clear() -> None:
     p = resolve_policy(
         _budget(  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget._units import quantile_of
 from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.model import SLO
 from tailbudget.budget.objectives import Objectives
@@ -33,40 +34,61 @@ def default_clear(metric: str, threshold: float) -> float:
     return threshold * 0.85
 
 
+def watched_objective(objectives: Objectives | None) -> tuple[str, float] | None:
+    """The end-to-end objective the default rules watch: p95 when the SLO states it, else
+    its highest stated percentile (a p99-only SLO is watched at p99), else None."""
+    if objectives is None:
+        return None
+    e2e = objectives.e2e()
+    if "p95" in e2e:
+        return "p95", float(e2e["p95"])
+    if not e2e:
+        return None
+    name = max(e2e, key=quantile_of)
+    return name, float(e2e[name])
+
+
 def default_rules(
     slo: SLO | Objectives | None, rollback_for_s: float = 120.0
 ) -> tuple[list[Rule], str]:
-    """The default reactive-scaling rules, scaled to the SLO p95 when the budget has one."""
+    """The default reactive-scaling rules, scaled to the budget's end-to-end objective.
+
+    The seed numbers are stated for a 2800 ms p95 SLO: scale-up at 64.3% of it, trim at
+    100%, shed at 107.1%. They watch p95 scaled to slo.p95; an SLO without p95 is
+    watched at the percentile it states (its highest), at the same shares of that target,
+    never at a p95 threshold the budget never set. The seed rules stand only without
+    any end-to-end objective."""
     objectives = as_objectives(slo)
-    p95 = objectives.e2e().get("p95") if objectives is not None else None
-    scale = p95 / SEED_SLO_P95_MS if p95 is not None else 1.0
+    watched = watched_objective(objectives)
+    metric, target = watched if watched is not None else ("p95", SEED_SLO_P95_MS)
+    scale = target / SEED_SLO_P95_MS
     rate = objectives.error_rate if objectives is not None else None
     err = rate if rate else SEED_ERROR_RATE
     up, trim, shed = (SEED_SCALE_UP_MS * scale, SEED_TRIM_MS * scale, SEED_SHED_MS * scale)
-    if p95 is None:
+    if watched is None:
         where = "default (rules for a 2800 ms p95 SLO)"
         exprs: tuple[str, ...] = ("1800 ms", "2800 ms", "3000 ms")
     else:
-        where = f"default, scaled to slo.p95 = {p95:g} ms"
-        exprs = tuple(f"{100 * v / p95:.1f}% of p95" for v in (up, trim, shed))
+        where = f"default, scaled to slo.{metric} = {target:g} ms"
+        exprs = tuple(f"{100 * v / target:.1f}% of {metric}" for v in (up, trim, shed))
 
-    def latency(name: str, t: float, expr: str, for_s: float, action: Action) -> Rule:
+    def latency(action: Action, t: float, expr: str, for_s: float) -> Rule:
         return Rule(
-            name=name,
-            metric="p95",
+            name=f"{action}_{metric.replace('.', '_')}",
+            metric=metric,
             threshold=t,
             for_s=for_s,
             action=action,
             cooldown_s=60.0,
-            clear_threshold=default_clear("p95", t),
+            clear_threshold=default_clear(metric, t),
             clear_for_s=120.0,
             expr=expr,
         )
 
     rules = [
-        latency("scale_up_p95", up, exprs[0], 0.0, "scale_up"),
-        latency("trim_logging_p95", trim, exprs[1], 120.0, "trim_logging"),
-        latency("shed_load_p95", shed, exprs[2], 120.0, "shed_load"),
+        latency("scale_up", up, exprs[0], 0.0),
+        latency("trim_logging", trim, exprs[1], 120.0),
+        latency("shed_load", shed, exprs[2], 120.0),
         _error_rule(err, rollback_for_s),
         Rule(
             name="rollback_p99_baseline",
@@ -170,4 +192,10 @@ def llm_default_rules(
     return rules, f"default (LLM), scaled to {metric} = {target:g} ms"
 
 
-__all__ = ["default_clear", "default_rules", "llm_default_rules", "ttft_objective"]
+__all__ = [
+    "default_clear",
+    "default_rules",
+    "llm_default_rules",
+    "ttft_objective",
+    "watched_objective",
+]

@@ -224,6 +224,29 @@ def test_a_thin_percentile_over_its_target_is_inconclusive_everywhere(data, tmp_
     assert rebudget["speedup_needed_ms"] == {} and rebudget["changes"] == []
 
 
+def test_a_p99_only_slo_is_watched_at_p99(data, tmp_path):
+    # The default rules derive their thresholds from the objectives the budget states: a
+    # p99-only SLO gets p99 rules at the seed's shares of its target (64.3%, 100%,
+    # 107.1%), never the seed's 1,800 ms p95 written for a 2,800 ms p95 SLO.
+    delag, budget = data / "delag_eshopper_000.csv", tmp_path / "delag.yaml"
+    init(delag, budget, "p99=600")
+    sim = cli(
+        "simulate", str(delag), "--budget", str(budget), "--arrivals", "poisson:20",
+        "--duration", "10m",
+    )  # fmt: skip
+    acted = [d for d in sim["decisions"] if d["action"] in ("scale_up", "shed_load")]
+    assert acted and {d["metric"] for d in acted} == {"p99"}
+    assert {round(d["threshold"], 3) for d in acted} == {385.714, 642.857}
+    # A measured budget with a p99-only SLO still replays its log without acting: the
+    # p99 rules are raised above the log's own windows as the p95 ones were.
+    nezha, measured = data / "nezha_trainticket_baseline_spans.csv", tmp_path / "nezha.yaml"
+    said = init(nezha, measured, "p99=800")
+    assert "scale_up_p99" in said
+    rules = yaml.safe_load(measured.read_text())["policy"]["rules"]
+    assert {r["metric"] for r in rules if r["action"] == "scale_up"} == {"p99"}
+    quiet(commands(nezha, measured)[3])
+
+
 def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
     grid = sorted((data / "vllm_grid").glob("*qps_0*.json"))
     budget = tmp_path / "grid.yaml"

@@ -1,15 +1,15 @@
 """The policy of a budget measured from a healthy log: the default rules, raised where
 the log's own windows reach them.
 
-The defaults scale to the SLO (scale-up at 64% of the p95 objective, the LLM default at
-90% of ttft.p95). A budget measured from a log states objectives the log meets, and the
-service's own 60 s windows cross those shares of them all the time: replaying the log
-would scale up, shed or roll back the very service the budget describes, and a KEDA
-object exported from it would scale a healthy service to its maximum. So `init --from`
-replays the log with the default rules, through the same Controller `replay` and
-`serve` run, and raises each rule that fires to 10% above the highest value the log
-reaches on it. A log that breaches a stated objective keeps the defaults: the policy
-should act on that service.
+The defaults scale to the SLO (scale-up at 64% of the p95 objective, or of the highest
+end-to-end percentile stated without p95; the LLM default at 90% of ttft.p95). A budget
+measured from a log states objectives the log meets, and the service's own 60 s windows
+cross those shares of them all the time: replaying the log would scale up, shed or roll
+back the very service the budget describes, and a KEDA object exported from it would
+scale a healthy service to its maximum. So `init --from` replays the log with the
+default rules, through the same Controller `replay` and `serve` run, and raises each
+rule that fires to 10% above the highest value the log reaches on it. A log that
+breaches a stated objective keeps the defaults: the policy should act on that service.
 """
 
 from __future__ import annotations
