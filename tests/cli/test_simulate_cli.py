@@ -172,3 +172,23 @@ def test_simulate_shows_the_logs_own_figure_beside_the_prediction(tmp_path: Path
     md = runner.invoke(app, [*args, "--format", "md"]).stdout
     assert "| the log as recorded (audit) | 570 (breach) |" in md
     assert "ms predicted, 570 ms recorded" in md
+
+
+def test_a_benchmark_sent_in_20_ms_runs_a_whole_minute_and_the_floor_says_what_it_cannot_meet() -> (
+    None
+):
+    """AIPerf sent its 89 requests within 20 ms: the run lasts one whole window (as a burst
+    does), not 20 ms whose replica-hours end before the requests do; where no replica count
+    meets an objective, the floor's row counts that minute instead of showing 0."""
+    aiperf = str(DATA / "aiperf_profile_export.jsonl")
+    res = runner.invoke(
+        app, ["simulate", aiperf, "--slo", "p50=9000", "--policy", "fixed:1", "--format", "md"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "60 s simulated" in res.output
+    assert "is in breach 1 minute." in res.output  # one minute, not "1 minutes"
+    floor = next(line for line in res.output.splitlines() if line.startswith("| floor"))
+    cells = [c.strip() for c in floor.strip("|").split("|")]
+    assert cells[-6] == "1"  # minutes in breach: the minute no count meets
+    assert cells[-3] == "n/a"  # no minute met, so no peak to show
+    assert "The floor cannot meet every gated objective in 1 of 1 minutes" in res.output

@@ -61,8 +61,14 @@ def test_load_scales_poisson_and_compresses_recorded_times() -> None:
         ArrivalSpec("log"), pool=100, load=2.0, duration_s=None, max_requests=None,
         low_share=0.0, rng=rng, log_times=times,
     )  # fmt: skip
-    assert horizon == pytest.approx(49.5) and np.allclose(np.diff(b.t_s), 0.5)
+    # 49.5 s of arrivals, replayed once, in a run of one whole minute (the shortest run)
+    assert horizon == pytest.approx(60.0) and np.allclose(np.diff(b.t_s), 0.5)
     assert (b.src == np.arange(100)).all()
+    c, horizon = make_arrivals(
+        ArrivalSpec("log"), pool=300, load=2.0, duration_s=None, max_requests=None,
+        low_share=0.0, rng=rng, log_times=np.arange(0.0, 300.0, 1.0),
+    )  # fmt: skip
+    assert horizon == pytest.approx(149.5) and c.size == 300
 
 
 def test_cold_factor_measured_from_events() -> None:

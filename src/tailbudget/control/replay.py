@@ -255,7 +255,7 @@ def _notes(
     if log.series:
         notes.append(
             "LLM series replayed: "
-            + ", ".join(f"{k} ({len(v)} values)" for k, v in sorted(log.series.items()))
+            + ", ".join(f"{k} ({fmt.count(len(v))} values)" for k, v in sorted(log.series.items()))
         )
     if baseline is not None:
         notes.append(f"baseline p99 {fmt.ms(baseline.p99_ms)} ms: {baseline.source}")

@@ -14,6 +14,10 @@ def _breach_minutes(r: RunResult) -> int:
     return max((o.minutes_in_breach for o in r.objectives), default=0)
 
 
+def _minutes(n: int) -> str:
+    return f"{fmt.count(n)} minute" + ("" if n == 1 else "s")
+
+
 def best_run(rep: SimReport) -> RunResult:
     """The policy with the fewest minutes in breach, then the fewest replica-hours."""
     return min(rep.runs, key=lambda r: (_breach_minutes(r), r.replica_hours))
@@ -25,7 +29,7 @@ def simulate_headline(rep: SimReport) -> tuple[str, bool]:
     breached = any(o.verdict == "breach" and o.objective.gated for o in best.objectives)
     headline = (
         f"Every policy breaches; the best, {best.policy}, is in breach "
-        f"{_breach_minutes(best)} minutes"
+        f"{_minutes(_breach_minutes(best))}"
         if breached
         else f"{best.policy} meets every gated objective at "
         f"{fmt.number(best.replica_hours)} replica-hours"

@@ -95,9 +95,8 @@ def simulate_markdown(rep: SimReport) -> str:
         )  # fmt: skip
     if rep.floor is not None:
         rows.append(
-            ["floor (hindsight)", *("" for _ in names), "", "0",
-             fmt.number(rep.floor.replica_hours), "1x",
-             fmt.count(max((n or 0 for n in rep.floor.per_minute), default=0)), "", ""]
+            ["floor (hindsight)", *("" for _ in names), "", fmt.count(rep.floor.unmet_minutes),
+             fmt.number(rep.floor.replica_hours), "1x", fmt.count(rep.floor.peak), "", ""]
         )  # fmt: skip
     if rep.log_measured:
         # The audit's figures on the log itself, beside the prediction: the same objective
@@ -109,6 +108,8 @@ def simulate_markdown(rep: SimReport) -> str:
         from tailbudget.sim.floor import METHOD
 
         lines += ["", f"Floor: {METHOD}."]
+        said = rep.floor.note()
+        lines += [f"{said[0].upper()}{said[1:]}."] if said else []
     thin = {f"{o.objective.key}: {o.note}" for r in rep.runs for o in r.objectives if o.note}
     lines += ["", *(f"- {n}" for n in sorted(thin))] if thin else []
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]

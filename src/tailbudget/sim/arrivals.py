@@ -193,6 +193,21 @@ def make_arrivals(
 
 _F64 = npt.NDArray[np.float64]
 
+ONE_WINDOW_S = 60.0
+"""The shortest run: one 1-minute window, so minutes in breach and replica-hours are whole."""
+
+
+def replay_horizon(span_s: float, load: float, duration_s: float | None) -> tuple[float, float]:
+    """(How long the recorded times are replayed, how long the run lasts), in seconds.
+
+    Without a duration the recorded span (sped up by `load`) is replayed once, in a run of
+    at least one window: a benchmark whose requests were all sent within 20 ms still runs
+    until a minute is whole, as a burst does, instead of a 20 ms run whose replica-hours
+    and minutes end before its requests do.
+    """
+    fill = (span_s / load if duration_s is None else duration_s) or 1.0
+    return fill, (fill if duration_s is not None else max(fill, ONE_WINDOW_S))
+
 
 def _replayed(
     spec: ArrivalSpec,
@@ -205,11 +220,11 @@ def _replayed(
     times, each one's logged request (a log) or its tokens (a trace), and the horizon."""
     base, tin_all, tout_all = _recorded(spec, log_times)
     span = float(base[-1]) if base.size else 0.0
-    horizon = (span / load if duration_s is None else duration_s) or 1.0
-    reps = max(1, math.ceil(horizon * load / max(span, 1e-9))) if span > 0 else 1
+    fill, horizon = replay_horizon(span, load, duration_s)
+    reps = max(1, math.ceil(fill * load / max(span, 1e-9))) if span > 0 else 1
     idx = np.tile(np.arange(base.size), reps)
     t = (np.concatenate([base + k * span for k in range(reps)]) / load) if reps else base
-    keep = t <= horizon
+    keep = t <= fill
     if max_requests is not None:
         keep &= np.arange(t.size) < max_requests
     t, idx = t[keep], idx[keep]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.sim.arrivals import ArrivalSpec
+from tailbudget.sim.arrivals import ArrivalSpec, replay_horizon
 
 __all__ = [
     "CAPACITY_RUNS_PER_LOAD",
@@ -105,8 +105,8 @@ def arrivals_per_run(
         horizon = _DEFAULT_BURST_S if duration_s is None else duration_s
         n = max(1.0, spec.count * load)
     else:
-        horizon = (span_s / load if duration_s is None else duration_s) or 1.0
-        reps = max(1.0, math.ceil(horizon * load / span_s)) if span_s > 0 else 1.0
+        fill, horizon = replay_horizon(span_s, load, duration_s)
+        reps = max(1.0, math.ceil(fill * load / span_s)) if span_s > 0 else 1.0
         n = recorded * reps
     if max_requests is not None:
         n = min(n, float(max_requests))

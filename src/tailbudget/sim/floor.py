@@ -45,6 +45,27 @@ class Floor:
     replica_hours: float
     provision_delay_s: float
 
+    @property
+    def unmet_minutes(self) -> int:
+        """Minutes no replica count up to the search's maximum meets (the tail is not load)."""
+        return sum(n is None for n in self.per_minute)
+
+    @property
+    def peak(self) -> int | None:
+        """The most replicas a minute needs; None when no minute is met."""
+        return max((n for n in self.per_minute if n is not None), default=None)
+
+    def note(self) -> str | None:
+        """What the reader must know when the floor itself cannot meet every objective."""
+        if not self.unmet_minutes:
+            return None
+        return (
+            f"the floor cannot meet every gated objective in {self.unmet_minutes:,} of "
+            f"{len(self.per_minute):,} minutes: no replica count does there (the tail is not "
+            "load); for those minutes it pays what the busiest met minute needs (at least "
+            "the minimum)"
+        )
+
     def record(self) -> FloorRecord:
         """The `floor` block of `simulate --format json`."""
         return FloorRecord(

@@ -94,8 +94,9 @@ def _runs_table(rep: SimReport) -> str:
         )  # fmt: skip
     if rep.floor is not None:
         rows.append(
-            [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None), cell(0, "int"),
-             cell(rep.floor.replica_hours, "num"), cell(1.0, "num"), cell(None), cell(None)]
+            [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None),
+             cell(rep.floor.unmet_minutes, "int"), cell(rep.floor.replica_hours, "num"),
+             cell(1.0, "num"), cell(None), cell(None)]
         )  # fmt: skip
     if rep.log_measured:
         from tailbudget.report.simulate_md import LOG_ROW
