@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["ServeOptions", "build_runtime", "read_token", "serve", "trace_options"]
 
 log = logging.getLogger("tailbudget.serve")
+
+_TRACE_SWITCH_S = 0.0005
+"""The interpreter's thread switch interval with `--traces` (CPython's default: 5 ms)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,11 @@ def serve(options: ServeOptions) -> None:
     # sight, a full collection (which each parsed batch's containers bring on every
     # few batches) walks only what ingest made, not every module's objects.
     gc.freeze()
+    if traces is not None:
+        # The trace flusher is a CPU-bound thread; at CPython's 5 ms switch interval each
+        # request's hand-offs (event loop, worker thread, after the fsync) wait up to
+        # that for the interpreter lock, and acknowledging queued behind attribution.
+        sys.setswitchinterval(_TRACE_SWITCH_S)
     cap = connection_cap()
     log.info("at most %d connections; request headers due within 10 s of connecting", cap)
     uvicorn.run(
