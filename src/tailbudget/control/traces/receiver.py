@@ -49,6 +49,9 @@ _BATCH = 5_000
 _REWRITE_BYTES = 64 * 1024 * 1024
 """The span log is rewritten to the open traces once it passes this size."""
 _BASELINE = "traces_baseline.json"
+_CULPRITS_EVERY_S = 1.0
+"""`/v1/status` ranks the window's culprits at most this often (a ranking over tens of
+thousands of traces costs tens of ms of the interpreter lock ingest needs)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class TraceReceiver:
         """Requests answered 503 because too many spans were parked (the exporter retries)."""
         self.parked: deque[_Parked] = deque()
         self.parked_spans = 0
+        self._culprits: tuple[float, object, list[dict[str, Any]]] = (-_CULPRITS_EVERY_S, None, [])
+        """When the culprits were last ranked, against which baseline, and the ranking."""
         self.recovered = self._recover()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tailbudget-traces", daemon=True)
@@ -278,7 +283,15 @@ class TraceReceiver:
             baseline = list(self.baseline)
         traces["in_window"] = len(rows)
         traces["baseline_traces"] = len(baseline)
-        return {"traces": traces, "culprits": culprits(rows, baseline)}
+        return {"traces": traces, "culprits": self._ranked(rows, baseline)}
+
+    def _ranked(self, rows: list[TraceRow], baseline: list[TraceRow]) -> list[dict[str, Any]]:
+        at, against, ranking = self._culprits
+        now = time.monotonic()
+        if now - at >= _CULPRITS_EVERY_S or against is not self.baseline:
+            ranking = culprits(rows, baseline)
+            self._culprits = (now, self.baseline, ranking)
+        return ranking
 
     def budget_burn(self) -> list[tuple[str, str, float]]:
         """(stage, quantile, window percentile / its slice) for each budgeted stage seen."""
