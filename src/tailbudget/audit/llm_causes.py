@@ -146,6 +146,7 @@ def ttft_cause(ctx: Ctx, obj: ObjectiveRow) -> tuple[Hypothesis, dict[str, Any]]
         evidence=evidence + "; ".join(parts),
         figures=figures,
         objective=key,
+        undetermined=not what,
     )
     return hyp, ({"kind": kind, "fit": fit, "ref": ref} if what else {})
 

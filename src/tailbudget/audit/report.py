@@ -217,6 +217,9 @@ class Hypothesis(_Model):
     """Drawn from fewer than MIN_SLOW_REQUESTS requests (slow group, or cold windows)."""
     objective: str | None = None
     """The breached objective this cause drives ('ttft.p95'); None for the e2e tail."""
+    undetermined: bool = False
+    """The log's figures cannot tell this cause from the others (TTFT without start times,
+    prompt lengths or a baseline): a candidate to check, not a finding."""
 
 
 class RankedFix(_Model):

@@ -62,11 +62,19 @@ def _weak_text(report: AuditReport, hyps: list[Hypothesis], n: int) -> str:
             f"the best-supported action, {first.fix}{where} (for {first.kind}: about "
             f"{first.p99_saved_ms:,.0f} ms of p99 by its counterfactual), is a lead"
         )
-    elif hyps:
-        h = hyps[0]
+    elif found := [h for h in hyps if not h.undetermined]:
+        h = found[0]
         lead = f"the best-supported cause, {h.kind}{f' on {h.stage}' if h.stage else ''}, is a lead"
     else:
-        lead = "no cause stands out yet"
+        # An undetermined cause is a candidate the figures cannot tell from the others:
+        # never "best-supported". The slow requests' driver stage is what there is.
+        driver = report.tail.driver
+        lead = (
+            f"the tail's driver, {driver} (the stage slow requests spend the most extra time "
+            "in), is a lead"
+            if driver
+            else "any cause named here is a lead"
+        )
     rows = report.snapshot.count
     need = math.ceil(rows * MIN_SLOW_REQUESTS / max(n, 1)) if rows else 0
     return (

@@ -126,7 +126,10 @@ def replay_log_of(table: LogTable) -> ReplayLog:
     source = table.source
     if not table.has_timestamp:
         raise LogError(
-            f"{source}: the log has no timestamp; replay needs one: name it with timestamp",
+            f"{source}: the log has no timestamp, and replay needs one: name its column with "
+            "--timestamp COLUMN (or log: {timestamp: COLUMN} in the budget); a log without "
+            "start times can be run at a stated load with `tailbudget simulate --arrivals "
+            "poisson:RATE`",
             param="timestamp",
         )
     wanted = [

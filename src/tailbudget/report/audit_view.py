@@ -37,6 +37,11 @@ CULPRIT_SCORE = (
 def hypothesis_text(h: Hypothesis) -> str:
     """A hypothesis's evidence, once: an objective's cause is stated under Objectives, so the
     Hypotheses section points there instead of repeating its figures."""
+    if h.objective and h.undetermined:
+        return (
+            f"a candidate for the {h.objective} breach, not a finding (its cause is "
+            "undetermined on this log): its figures are under Objectives"
+        )
     if h.objective:
         return f"the cause of the {h.objective} breach: its figures are under Objectives"
     return h.evidence

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.logs.table import LogTable
 
-LONG = 2.0
-"""Answers count as long (tokens as slow) at this multiple of the log's median or more."""
+LONG = 1.25
+"""Answers count as long (tokens as slow) at this multiple of the log's median or more:
+the slow requests' answers 1.5x the median length, or their tokens 1.5x slower, are what
+makes them slow (the time is tokens x TPOT), and the reading must say so."""
 LLM_METRICS = ("ttft", "tpot", "itl")
 _KEY = re.compile(r"^(.+)\.(p\d+(?:\.\d+)?)\Z")
 """An objective's key: a metric or stage name (dots allowed) and its percentile."""
@@ -119,7 +121,8 @@ def _sizes(profile: Profile, tail: np.ndarray) -> str:
         k_tail, k_all = _median(values[tail]), _median(values)
         if k_tail is not None and k_all is not None:
             out.append(
-                f"their {what} run {k_tail:,.0f} tokens at the median ({k_all:,.0f} over the log)"
+                f"their {what} run {k_tail:,.0f} tokens at the median (the log's median "
+                f"{k_all:,.0f})"
             )
     return "; ".join(out)
 
@@ -163,9 +166,15 @@ def _answers(profile: Profile, tail: np.ndarray) -> str:
         else "neither unusually long answers nor slow tokens"
     )
     return (
-        f"their answers run {k_tail:,.0f} output tokens at the median ({k_all:,.0f} over "
-        f"the log) at {fmt.ms(t_tail)} ms a token ({fmt.ms(t_all)} over the log): {what}"
+        f"their answers run {k_tail:,.0f} output tokens at the median ({_times(k_tail, k_all)} "
+        f"the log's median of {k_all:,.0f}) at {fmt.ms(t_tail)} ms a token "
+        f"({_times(t_tail, t_all)} the log's median of {fmt.ms(t_all)}): {what}"
     )
+
+
+def _times(tail: float, whole: float) -> str:
+    # The ratio the verdict reads (LONG): "1.5x".
+    return f"{tail / whole:,.1f}x" if whole > 0 else "n/a"
 
 
 def _median(values: FloatArray) -> float | None:
