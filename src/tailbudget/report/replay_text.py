@@ -32,7 +32,7 @@ def replay_text(rep: ReplayReport) -> str:
         *rep.open_loop,
         "",
         f"replay of {rep.source}: {fmt.count(rows.used)} requests over "
-        f"{fmt.count(rep.duration_s)} s ({rep.start} .. {rep.end}), "
+        f"{fmt.seconds(rep.duration_s)} ({rep.start} .. {rep.end}), "
         f"{fmt.count(rep.evaluations)} evaluations every {rep.evaluate_every_s:g} s on a "
         f"{rep.window_s:g} s window",
         f"policy: {rep.policy.source}" + (" (dry run)" if rep.dry_run else ""),

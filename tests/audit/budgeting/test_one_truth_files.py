@@ -279,6 +279,25 @@ def test_llmperf_at_half_its_measured_figures_reads_one_way(data, tmp_path):
     assert "simulate --arrivals" in replay.output
 
 
+def test_a_nezha_fault_minute_at_half_its_p95_reads_one_way(data, tmp_path):
+    # A Nezha fault minute (52 traces, e2e p95 1,478 ms) with p95=739: the weak
+    # recommendation names the lead without a p99 figure for a p95 breach (it said "about
+    # 272 ms of p99" where rebudget prices the fix at p95), and the replay's text gives
+    # its span once (it said "over 59.5 s" in the verdict, "over 60 s" below it).
+    log, budget = data / "nezha_faults/2023-01-30_12_01_trace.csv", tmp_path / "half.yaml"
+    init(log, budget, "p95=739")
+    plan, rebudget, audit, replay = commands(log, budget)
+    same_figures(rebudget, audit)
+    same_verdicts(plan, audit)
+    recommendation_follows(audit)
+    assert audit["recommendation"]["weak"] is True
+    assert "of p99" not in audit["recommendation"]["text"]
+    assert "warm_cache" in audit["recommendation"]["text"]
+    assert replay is not None
+    text = runner.invoke(app, ["replay", str(log), "--budget", str(budget), "--format", "text"])
+    assert text.output.count("over 59.5 s") == 2, text.output
+
+
 def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
     grid = sorted((data / "vllm_grid").glob("*qps_0*.json"))
     budget = tmp_path / "grid.yaml"
