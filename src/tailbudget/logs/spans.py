@@ -143,23 +143,7 @@ def _read_span_table(
     spans = spans.mutate(
         is_root=spans.parent.isnull() | spans.parent.lower().isin(ROOT_PARENTS),
     )
-    attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
-    if timed and options.span_attribution == "critical_path":
-        # Stored on the engine by critical_times: the stage ranking and the pivot read it.
-        selfs, cp_notes = critical_times(spans, backend, attrs)
-        extra_notes.extend(cp_notes)
-        what = "critical-path time"
-    else:
-        # Computed once: both the stage ranking and the per-trace pivot read it.
-        selfs = materialize(backend, _self_times(spans, timed))
-        what = "self time (span minus the union of its children)"
-        if options.span_attribution == "critical_path":
-            extra_notes.append("spans have no start times: no critical path, stages are self time")
-    if not timed:
-        extra_notes.append(
-            "spans have no start times: a span's self time is its duration minus the sum "
-            "of its children's durations"
-        )
+    selfs, what = _stage_times(spans, timed, options, backend, extra_notes)
     choice = choose_stages(selfs, backend, options)
     if not choice.keep and rejected is not None:
         said = next(n for n in extra_notes if n.startswith("spans that cannot be timed"))
@@ -171,24 +155,7 @@ def _read_span_table(
     names = engine_columns(keep, ["other_ms", "total_ms", "n_roots", "n_spans", "error"])
     extra_notes.extend(choice.notes)
 
-    zero = ibis.literal(0.0)
-    aggs: dict[str, Any] = {}
-    for raw_name, column in names.items():
-        aggs[column] = ibis.ifelse(selfs.stage_raw == raw_name, selfs.self_ms, zero).sum()
-    if rest:
-        aggs["other_ms"] = ibis.ifelse(selfs.stage_raw.isin(keep), zero, selfs.self_ms).sum()
-    aggs["total_ms"] = ibis.ifelse(selfs.is_root, selfs.dur_ms, ibis.null(dt.float64)).max()
-    aggs["n_roots"] = selfs.is_root.cast(dt.int64).sum()
-    aggs["n_spans"] = selfs.count()
-    aggs["error"] = ibis.ifelse(selfs.is_root & selfs.err, 1, 0).max()
-    if timed:
-        aggs["start_ms"] = ibis.ifelse(selfs.is_root, selfs.start_ms, ibis.null(dt.float64)).min()
-    for i, name in enumerate((*options.shape, *options.cohorts)):
-        # A request's attribute: the root span's value, else any span's.
-        value = selfs[f"{_ATTR}{i}"]
-        aggs[_column_name(name)] = ibis.coalesce(
-            ibis.ifelse(selfs.is_root, value, ibis.null(value.type())).max(), value.max()
-        )
+    aggs = _trace_aggregates(selfs, names, keep, bool(rest), timed, options)
     per_trace = selfs.group_by(request_id=selfs.trace).aggregate(**aggs)
     if timed:
         start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
@@ -235,6 +202,59 @@ def _read_span_table(
         attribution="critical_path" if what.startswith("critical") else "self",
         span_profile=profile,
     )
+
+
+def _stage_times(
+    spans: Any, timed: bool, options: ReadOptions, backend: Any, notes: list[str]
+) -> tuple[Any, str]:
+    """Each span's time that counts for its stage (critical path, else self time), stored on
+    the engine, and what that time is, in words."""
+    attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
+    if timed and options.span_attribution == "critical_path":
+        # Stored on the engine by critical_times: the stage ranking and the pivot read it.
+        selfs, cp_notes = critical_times(spans, backend, attrs)
+        notes.extend(cp_notes)
+        return selfs, "critical-path time"
+    # Computed once: both the stage ranking and the per-trace pivot read it.
+    selfs = materialize(backend, _self_times(spans, timed))
+    if options.span_attribution == "critical_path":
+        notes.append("spans have no start times: no critical path, stages are self time")
+    if not timed:
+        notes.append(
+            "spans have no start times: a span's self time is its duration minus the sum "
+            "of its children's durations"
+        )
+    return selfs, "self time (span minus the union of its children)"
+
+
+def _trace_aggregates(
+    selfs: Any,
+    names: dict[str, str],
+    keep: list[str],
+    rest: bool,
+    timed: bool,
+    options: ReadOptions,
+) -> dict[str, Any]:
+    """One row per trace: each kept stage's ms, the rest, the root's total, error and start."""
+    zero = ibis.literal(0.0)
+    aggs: dict[str, Any] = {}
+    for raw_name, column in names.items():
+        aggs[column] = ibis.ifelse(selfs.stage_raw == raw_name, selfs.self_ms, zero).sum()
+    if rest:
+        aggs["other_ms"] = ibis.ifelse(selfs.stage_raw.isin(keep), zero, selfs.self_ms).sum()
+    aggs["total_ms"] = ibis.ifelse(selfs.is_root, selfs.dur_ms, ibis.null(dt.float64)).max()
+    aggs["n_roots"] = selfs.is_root.cast(dt.int64).sum()
+    aggs["n_spans"] = selfs.count()
+    aggs["error"] = ibis.ifelse(selfs.is_root & selfs.err, 1, 0).max()
+    if timed:
+        aggs["start_ms"] = ibis.ifelse(selfs.is_root, selfs.start_ms, ibis.null(dt.float64)).min()
+    for i, name in enumerate((*options.shape, *options.cohorts)):
+        # A request's attribute: the root span's value, else any span's.
+        value = selfs[f"{_ATTR}{i}"]
+        aggs[_column_name(name)] = ibis.coalesce(
+            ibis.ifelse(selfs.is_root, value, ibis.null(value.type())).max(), value.max()
+        )
+    return aggs
 
 
 def _normalise(

@@ -342,47 +342,57 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
                 f"got {_short(item.get('total_ms'))}"
             )
         total[i] = t
-        when = _ts(item.get("ts"), now_s)
-        if when is None:
-            raise BadBatch(
-                f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, "
-                f"got {_short(item.get('ts'))}"
-            )
-        if when > now_s + MAX_FUTURE_S:
-            raise ahead_of_clock(i, when - now_s)
-        if when < now_s - MAX_PAST_S:
-            raise behind_clock(i, _short(item.get("ts")), now_s - when)
-        ts[i] = when
-        e = item.get("error", False)
-        if e is None or e is False or e == 0:
-            pass
-        elif e is True or e == 1:
-            err[i] = True
-        else:
-            raise BadBatch(f"item {i}: error must be true/false or 0/1, got {_short(e)}")
-        st = item.get("stages")
-        if st is not None:
-            if not isinstance(st, dict):
-                raise BadBatch(
-                    f"item {i}: stages must be an object of name -> ms, got {_short(st)}"
-                )
-            for name, ms in st.items():
-                x = _number(ms)
-                if x is None or x < 0:
-                    raise BadBatch(
-                        f"item {i}: stages.{name} must be a number >= 0 (ms), got {_short(ms)}"
-                    )
-                column = stages.get(name)
-                if column is None:
-                    _check_stage_name(i, name, len(stages))
-                    column = stages[name] = ([], [])
-                column[0].append(i)
-                column[1].append(x)
+        ts[i] = _item_ts(i, item, now_s)
+        err[i] = _item_error(i, item)
+        _item_stages(i, item, stages)
     columns = {
         name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
         for name, (rows, ms) in stages.items()
     }
     return ParsedBatch(ts, total, err, columns, _series(items, total))
+
+
+def _item_ts(i: int, item: dict[str, Any], now_s: float) -> float:
+    when = _ts(item.get("ts"), now_s)
+    if when is None:
+        raise BadBatch(
+            f"item {i}: ts must be epoch seconds or an ISO-8601 time with a zone, "
+            f"got {_short(item.get('ts'))}"
+        )
+    if when > now_s + MAX_FUTURE_S:
+        raise ahead_of_clock(i, when - now_s)
+    if when < now_s - MAX_PAST_S:
+        raise behind_clock(i, _short(item.get("ts")), now_s - when)
+    return when
+
+
+def _item_error(i: int, item: dict[str, Any]) -> bool:
+    e = item.get("error", False)
+    if e is None or e is False or e == 0:
+        return False
+    if e is True or e == 1:
+        return True
+    raise BadBatch(f"item {i}: error must be true/false or 0/1, got {_short(e)}")
+
+
+def _item_stages(
+    i: int, item: dict[str, Any], stages: dict[str, tuple[list[int], list[float]]]
+) -> None:
+    st = item.get("stages")
+    if st is None:
+        return
+    if not isinstance(st, dict):
+        raise BadBatch(f"item {i}: stages must be an object of name -> ms, got {_short(st)}")
+    for name, ms in st.items():
+        x = _number(ms)
+        if x is None or x < 0:
+            raise BadBatch(f"item {i}: stages.{name} must be a number >= 0 (ms), got {_short(ms)}")
+        column = stages.get(name)
+        if column is None:
+            _check_stage_name(i, name, len(stages))
+            column = stages[name] = ([], [])
+        column[0].append(i)
+        column[1].append(x)
 
 
 def ahead_of_clock(i: int, ahead_s: float) -> BadBatch:

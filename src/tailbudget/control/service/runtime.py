@@ -106,17 +106,7 @@ class Runtime:
         """The model policy (serve --model / --fit): it sizes replicas; the rules guard drift."""
         self.state = StateDir(config.state_dir)
         self.journal = Journal(self.state.journal_path)
-        actions, shed, _ = build_actions(config.actions, shedder=shedder, limiter=limiter)
-        self.shed: ShedAction | None = shed
-        self.replicas = ReplicasAction(
-            minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
-        )
-        # In-process actions run inline (cheap, and the snapshot then reflects them);
-        # webhooks and commands run on the action thread.
-        remote = [a for a in actions if isinstance(a, WebhookAction | CommandAction)]
-        local = [a for a in actions if a not in remote]
-        self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
-        self.remote = Dispatcher(self.journal, remote)
+        self._wire_actions(policy, config, shedder, limiter, extra_actions)
         self.lock = threading.RLock()
         """Guards the controller, the windows and the counters (taken after the group commit)."""
         self._actions = concurrent.futures.ThreadPoolExecutor(1, "tailbudget-actions")
@@ -154,6 +144,26 @@ class Runtime:
             raise
 
     # --- start-up -------------------------------------------------------------
+
+    def _wire_actions(
+        self,
+        policy: Policy,
+        config: RuntimeConfig,
+        shedder: PriorityShedder | None,
+        limiter: TokenBucket | None,
+        extra_actions: Sequence[Action],
+    ) -> None:
+        actions, shed, _ = build_actions(config.actions, shedder=shedder, limiter=limiter)
+        self.shed: ShedAction | None = shed
+        self.replicas = ReplicasAction(
+            minimum=policy.replicas.min, maximum=policy.replicas.max, step=policy.replicas.step
+        )
+        # In-process actions run inline (cheap, and the snapshot then reflects them);
+        # webhooks and commands run on the action thread.
+        remote = [a for a in actions if isinstance(a, WebhookAction | CommandAction)]
+        local = [a for a in actions if a not in remote]
+        self.dispatcher = Dispatcher(self.journal, [*local, self.replicas, *extra_actions])
+        self.remote = Dispatcher(self.journal, remote)
 
     def _load_snapshot(self) -> Controller:
         snap = self.state.load_snapshot()
