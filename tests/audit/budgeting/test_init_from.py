@@ -100,3 +100,13 @@ def test_bad_input_is_one_line(demo_log, args, needle):
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0]
+
+
+def test_a_measured_slo_says_which_figure_is_the_logs_own(shared_data, tmp_path):
+    # LLMPerf: TTFT and decode medians add to 2,206 ms, the log's median request takes
+    # 2,260; the p50 objective is the log's figure, and the comment no longer calls every
+    # objective "the measured slices' sum".
+    init_from(shared_data / "llmperf_anyscale_70b.json", [], tmp_path)
+    (line,) = [t for t in (tmp_path / "measured.yaml").read_text().splitlines() if t[:4] == "slo:"]
+    assert "p50: 2260" in line
+    assert "the measured slices' sum (p50: the log's own figure, above the sum)" in line

@@ -201,9 +201,15 @@ def _measured_slo(profile: Profile, body: list[str]) -> list[str]:
     sums = additive(probe)
     slo = {p: max(e2e[p], sums[p]) for p in e2e}
     measured = ", ".join(f"{p} {_num(sig(v))}" for p, v in e2e.items())
+    # Say which figure each objective is: a p50 where stage medians add to less than the
+    # log's own median is the log's figure, not the slices' sum the comment names.
+    own = [p for p in e2e if e2e[p] > sums[p]]
+    what = "the measured slices' sum"
+    if own:
+        what += f" ({', '.join(own)}: the log's own figure, above the sum)"
     return [
-        f"slo: {_fmt(slo)}   # the measured slices' sum (no slo given; the log measures "
-        f"{measured} ms end to end): yours go here"
+        f"slo: {_fmt(slo)}   # no slo given: {what}; the log measures {measured} ms end "
+        "to end: yours go here"
     ]
 
 
