@@ -456,7 +456,11 @@ def _smallest_set(
             rest = sum(max(v, 0.0) for v in g)
             if rest < best_left:
                 best, best_left = c, rest
-    return best
+    # No set closes the gap: what is chosen is the best try, and an option that saves
+    # nothing on the log's own requests (the slow ones never call its stage) is no part
+    # of it, whatever it takes off the slices' sum.
+    useful = tuple(o for o in best if any(v > 0 for v in o.composed_saved_ms.values()))
+    return useful or best
 
 
 def _priced(o: Option, chosen: bool) -> PricedOption:
