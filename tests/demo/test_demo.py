@@ -34,7 +34,7 @@ def test_demo_writes_every_file_and_a_summary(demo_dir) -> None:
     ):
         assert (out / name).is_file(), name
     assert "recommendation: fix_tail" in output
-    assert "plan: the budget fits" in output
+    assert "plan: the stage budgets fit the SLO with headroom, on paper" in output
     assert pq.read_metadata(out / "rag_requests.parquet").num_rows == 60_000
 
 

@@ -62,8 +62,12 @@ def step_plan(state: DemoState) -> None:
     path = state.out_dir / "plan.md"
     path.write_text(plan_markdown(state.plan), encoding="utf-8")
     state.files.append(path)
-    fits = "fits" if state.plan.fits else "does NOT fit"
-    state.summary.append(f"plan: the budget {fits} the SLO with headroom")
+    fits = "fit" if state.plan.fits else "do NOT fit"
+    # The plan is the budget on paper; the audit next measures the log against it.
+    state.summary.append(
+        f"plan: the stage budgets {fits} the SLO with headroom, on paper (the audit below "
+        "measures the log against them)"
+    )
 
 
 def step_audit(state: DemoState) -> None:
@@ -158,11 +162,16 @@ def step_simulate(state: DemoState) -> None:
         for r in rep.runs
     )
     floor = 0.0 if rep.floor is None else rep.floor.replica_hours
+    unmet = 0 if rep.floor is None else rep.floor.unmet_minutes
+    minutes = 0 if rep.floor is None else len(rep.floor.per_minute)
+    met = (
+        f"; no replica count meets the objectives in {unmet} of {minutes} minutes" if unmet else ""
+    )
     every = all(any(o.verdict == "breach" for o in r.objectives) for r in rep.runs)
     why = "; every policy breaches: replicas do not fix a tail that is not load" if every else ""
     state.summary.append(
-        f"simulate (the log's first hour, replica-hours vs the hindsight floor {floor:.1f}): "
-        f"{runs}{why}"
+        f"simulate (the log's first hour, replica-hours vs the hindsight floor {floor:.1f}"
+        f"{met}): {runs}{why}"
     )
 
 
