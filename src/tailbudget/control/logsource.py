@@ -126,10 +126,9 @@ def replay_log_of(table: LogTable) -> ReplayLog:
     source = table.source
     if not table.has_timestamp:
         raise LogError(
-            f"{source}: the log has no timestamp, and replay needs one: name its column with "
-            "--timestamp COLUMN (or log: {timestamp: COLUMN} in the budget); a log without "
-            "start times can be run at a stated load with `tailbudget simulate --arrivals "
-            "poisson:RATE`",
+            f"{source}: the log has no timestamp, and replay needs one: name its column as "
+            "timestamp (or log: {timestamp: COLUMN} in the budget); a log without start "
+            "times can be run at a stated load by simulate, with arrivals poisson:RATE",
             param="timestamp",
         )
     wanted = [

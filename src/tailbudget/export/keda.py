@@ -40,9 +40,17 @@ def scale_rule(policy: Policy) -> Rule:
     for rule in policy.rules:
         if rule.action == "scale_up" and rule.metric in PERCENTILES:
             return rule
+    llm = next((r for r in policy.rules if r.action == "scale_up"), None)
+    hint = (
+        f"; it scales up on {llm.metric}, which the engine's own histograms carry: export "
+        "with metrics vllm, sglang or tgi"
+        if llm is not None
+        else ""
+    )
     raise PolicyError(
         "the policy has no scale_up rule on p50/p95/p99; KEDA needs one "
-        "(e.g. {metric: p95, threshold: 90% of p95, action: scale_up})"
+        "(e.g. {metric: p95, threshold: 90% of p95, action: scale_up})" + hint,
+        param="metrics" if llm is not None else None,
     )
 
 

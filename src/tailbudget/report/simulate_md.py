@@ -154,7 +154,8 @@ def capacity_markdown(rep: CapacityReport) -> str:
         lines.append(f"Scale before breach: {sbb.note}.")
     else:
         lines.append(
-            f"Scale before breach: on {fmt.count(sbb.replicas)} replicas, {sbb.objective} reaches "
+            f"Scale before breach: on {fmt.count(sbb.replicas)} "
+            f"{'replica' if sbb.replicas == 1 else 'replicas'}, {sbb.objective} reaches "
             f"{fmt.share(sbb.share_of_target, 0)} of its target at {sbb.load:g}x the log's load."
         )
     lines += ["", *model_markdown(rep.model), ""]
