@@ -286,6 +286,25 @@ def _thin_requests(budget: m.Budget, p: str) -> str:
     return thin_note(got.requests, p)
 
 
+def _goodput_short(budget: m.Budget, goodput: GoodputPlan) -> Problem:
+    # A budget measured from a log (composition.measured) draws its log's distributions
+    # and counts its failed requests: a share wholly under the minimum is the audit's
+    # breach, and gates as it does ("does not fit", as init says). A stated budget's
+    # distributions are an estimate: a warning.
+    measured = budget.composition.measured is not None
+    assert goodput.min is not None
+    return Problem(
+        severity="error" if measured else "warning",
+        metric="goodput",
+        message=(
+            f"goodput: the {'measured ' if measured else ''}distributions expect at most "
+            f"{goodput.share_high:.1%} of requests to meet every threshold, under the "
+            f"{goodput.min:.1%} minimum ({goodput.method}); `tailbudget audit` measures it "
+            "on a log"
+        ),
+    )
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -422,18 +441,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     problems += more
     goodput = plan_goodput(budget, fits, tree, **mc)
     if goodput is not None and goodput.fits is False:
-        problems.append(
-            Problem(
-                severity="warning",
-                metric="goodput",
-                message=(
-                    f"goodput: the distributions expect at most {goodput.share_high:.1%} of "
-                    f"requests to meet every threshold, under the {goodput.min:.1%} minimum "
-                    f"({goodput.method}); "
-                    "`tailbudget audit` measures it on a log"
-                ),
-            )
-        )
+        problems.append(_goodput_short(budget, goodput))
     pcts = {p: round(v, 3) for p, v in comp.percentiles.items()}
     composed = Composition(
         p50=pcts["p50"],

@@ -208,6 +208,11 @@ def test_plans_goodput_counts_the_logs_failed_requests(tmp_path):
     assert plan["goodput"]["share"] == pytest.approx(audit["goodput"]["share"], abs=0.01)
     text = runner.invoke(app, ["plan", str(budget), "--format", "text"]).output
     assert "goodput: 60.0% of requests expected" in text
+    # The log's own distributions miss the minimum: the audit's breach, and the plan's
+    # verdict as init's ("does NOT fit"), not FITS beside a warning.
+    assert "the measured service does NOT fit" in made.output
+    (short,) = [p for p in plan["problems"] if p["metric"] == "goodput"]
+    assert short["severity"] == "error" and plan["fits"] is False
 
 
 def test_a_span_tables_plan_calls_its_slices_ratios_not_shares(tmp_path):
