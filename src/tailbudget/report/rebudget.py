@@ -189,7 +189,9 @@ def rebudget_text(r: Rebudget) -> str:
         out.append(f"  {comp.method}: before {_slices(comp.before)}; after {_slices(comp.after)}")
     out += ["", "proposed budget (diff):", r.diff.rstrip() or "(no change)", ""]
     out += [f"note: {n}" for n in r.notes]
-    return "\n".join(out) + "\n"
+    # A section with nothing in it (no gated percentile, no change) leaves no gap.
+    kept = [line for i, line in enumerate(out) if line or i == 0 or out[i - 1]]
+    return "\n".join(kept) + "\n"
 
 
 def _objective_option(f: RankedFix) -> str:

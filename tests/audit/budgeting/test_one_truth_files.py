@@ -222,6 +222,9 @@ def test_a_thin_percentile_over_its_target_is_inconclusive_everywhere(data, tmp_
     assert plan["fits"] is True
     assert [g["verdict"] for g in plan["gates"]["checks"]] == ["inconclusive"]
     assert rebudget["speedup_needed_ms"] == {} and rebudget["changes"] == []
+    # Nothing gated to re-slice: the text has no empty section where the slices were.
+    text = runner.invoke(app, ["rebudget", str(budget), str(log), "--format", "text"]).output
+    assert "\n\n\n" not in text and "inconclusive, as the audit says" in text
 
 
 def test_a_p99_only_slo_is_watched_at_p99(data, tmp_path):
