@@ -18,6 +18,7 @@ from tailbudget._units import PERCENTILES, min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import (
     MEASURED_METHOD,
+    Composed,
     additive,
     budget_tree,
     compose,
@@ -305,26 +306,9 @@ def _goodput_short(budget: m.Budget, goodput: GoodputPlan) -> Problem:
     )
 
 
-def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
-    """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
-    # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
-    tree, fits = budget_tree(budget)
-    add = additive(budget, fits=fits)
-    comp = compose(budget, samples=samples, seed=seed, tree=tree)
-    slo = budget.objectives.e2e()
-    # The Monte Carlo's own draws for the other objectives (a budget composed from its log's
-    # requests reports their count as the composition's samples).
-    draws = samples if samples is not None else budget.composition.samples
-    mc = {"samples": draws, "seed": seed if seed is not None else budget.composition.seed}
-    e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
-    at_tokens = budget.objectives.e2e_output_tokens()
-    # A budget recording its log's whole requests gates on them: the slices' sum assumes
-    # every request runs every stage, which a span table's requests do not.
-    by_requests = comp.method == MEASURED_METHOD and at_tokens is None
+def _llm_slices(budget: m.Budget) -> tuple[list[LlmSlice], list[Problem]]:
+    """Each LLM stage's slice from its medians, and the stated slices it does not fit."""
     problems: list[Problem] = []
-
-    stages = [_stage_slice(path, stage, fits, budget.gated, slo) for path, stage in budget.stages()]
-
     llm_rows: list[LlmSlice] = []
     for _, stage in budget.stages():
         if stage.llm is None:
@@ -373,7 +357,20 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                         ),
                     )
                 )
+    return llm_rows, problems
 
+
+def _gate_checks(
+    budget: m.Budget,
+    e2e: dict[str, tuple[float, float]],
+    stages: list[StageSlice],
+    by_requests: bool,
+    at_tokens: int | None,
+) -> tuple[list[GateCheck], list[Problem]]:
+    """One check per gated percentile: the slices' sum (or the log's requests) against the
+    SLO less headroom, and what to do where it does not fit."""
+    slo = budget.objectives.e2e()
+    problems: list[Problem] = []
     checks: list[GateCheck] = []
     for p in budget.gated:
         target = slo[p]
@@ -436,12 +433,10 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
                     ),
                 )
             )
+    return checks, problems
 
-    objective_rows, more = check_objectives(budget, fits, e2e, by_requests=by_requests, **mc)
-    problems += more
-    goodput = plan_goodput(budget, fits, tree, **mc)
-    if goodput is not None and goodput.fits is False:
-        problems.append(_goodput_short(budget, goodput))
+
+def _composition(budget: m.Budget, comp: Composed, stages: list[StageSlice]) -> Composition:
     pcts = {p: round(v, 3) for p, v in comp.percentiles.items()}
     composed = Composition(
         p50=pcts["p50"],
@@ -453,6 +448,41 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         default_sigma=budget.composition.default_sigma,
         default_spread_stages=[s.name for s in stages if s.default_spread],
     )
+    return composed
+
+
+def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
+    """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
+    # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
+    tree, fits = budget_tree(budget)
+    add = additive(budget, fits=fits)
+    comp = compose(budget, samples=samples, seed=seed, tree=tree)
+    slo = budget.objectives.e2e()
+    # The Monte Carlo's own draws for the other objectives (a budget composed from its log's
+    # requests reports their count as the composition's samples).
+    draws = samples if samples is not None else budget.composition.samples
+    mc = {"samples": draws, "seed": seed if seed is not None else budget.composition.seed}
+    e2e = e2e_figures(budget, fits, add, comp.percentiles, **mc)
+    at_tokens = budget.objectives.e2e_output_tokens()
+    # A budget recording its log's whole requests gates on them: the slices' sum assumes
+    # every request runs every stage, which a span table's requests do not.
+    by_requests = comp.method == MEASURED_METHOD and at_tokens is None
+    problems: list[Problem] = []
+
+    stages = [_stage_slice(path, stage, fits, budget.gated, slo) for path, stage in budget.stages()]
+
+    llm_rows, llm_problems = _llm_slices(budget)
+    problems += llm_problems
+
+    checks, gate_problems = _gate_checks(budget, e2e, stages, by_requests, at_tokens)
+    problems += gate_problems
+
+    objective_rows, more = check_objectives(budget, fits, e2e, by_requests=by_requests, **mc)
+    problems += more
+    goodput = plan_goodput(budget, fits, tree, **mc)
+    if goodput is not None and goodput.fits is False:
+        problems.append(_goodput_short(budget, goodput))
+    composed = _composition(budget, comp, stages)
     targets = budget.objectives.e2e()
     return Plan(
         service=budget.service,

@@ -42,7 +42,7 @@ from tailbudget.budget.default_policy import (
     llm_default_rules,
     ttft_objective,
 )
-from tailbudget.budget.metric import parse_metric
+from tailbudget.budget.metric import MetricRef, parse_metric
 from tailbudget.budget.model import SLO, Budget
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import (
@@ -136,12 +136,8 @@ def _duration(raw: Any, path: str) -> float:
         raise PolicyError(str(exc)) from None
 
 
-def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule:
-    path = f"policy.rules[{i}]"
-    if not isinstance(raw, dict):
-        raise PolicyError(
-            f"{path}: each rule is a mapping with metric, threshold and action, got {raw!r}"
-        )
+def _rule_head(raw: dict[str, Any], path: str) -> tuple[MetricRef, str, str]:
+    """A rule's keys checked; its metric, action and comparison."""
     extra = sorted(set(raw) - _RULE_KEYS)
     if extra:
         raise PolicyError(
@@ -167,10 +163,19 @@ def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule
     op = raw.get("op", ops[0])
     if op not in ops:
         raise PolicyError(f"{path}.op: a {metric} rule takes {ops[0]!r} or {ops[1]!r}, got {op!r}")
-    threshold, expr = resolve_threshold(raw["threshold"], metric, targets, f"{path}.threshold")
-    default_for = rollback_for_s if action == "rollback" else 0.0
-    for_s = _duration(raw.get("for", default_for), f"{path}.for")
-    cooldown_s = _duration(raw.get("cooldown", 60.0), f"{path}.cooldown")
+    return ref, action, op
+
+
+def _clear(
+    raw: dict[str, Any],
+    path: str,
+    ref: MetricRef,
+    threshold: float,
+    for_s: float,
+    targets: TargetTable,
+) -> tuple[float, float]:
+    """A rule's clear threshold (hysteresis on the right side of its trigger) and duration."""
+    metric = ref.name
     clear = raw.get("clear", {})
     if not isinstance(clear, dict) or set(clear) - {"threshold", "for"}:
         raise PolicyError(
@@ -193,6 +198,22 @@ def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule
             f"{threshold:g}; a falling metric clears at or above its threshold"
         )
     clear_for = _duration(clear.get("for", max(for_s, 120.0)), f"{path}.clear.for")
+    return clear_t, clear_for
+
+
+def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule:
+    path = f"policy.rules[{i}]"
+    if not isinstance(raw, dict):
+        raise PolicyError(
+            f"{path}: each rule is a mapping with metric, threshold and action, got {raw!r}"
+        )
+    ref, action, op = _rule_head(raw, path)
+    metric = ref.name
+    threshold, expr = resolve_threshold(raw["threshold"], metric, targets, f"{path}.threshold")
+    default_for = rollback_for_s if action == "rollback" else 0.0
+    for_s = _duration(raw.get("for", default_for), f"{path}.for")
+    cooldown_s = _duration(raw.get("cooldown", 60.0), f"{path}.cooldown")
+    clear_t, clear_for = _clear(raw, path, ref, threshold, for_s, targets)
     name = raw.get("name", f"{action}_{metric}")
     if not isinstance(name, str) or not name.strip():
         raise PolicyError(f"{path}.name: must be a non-empty text, got {name!r}")
@@ -243,6 +264,42 @@ def parse_baselines(raw: Any, where: str = "policy.baselines") -> dict[str, floa
     return out
 
 
+def _settings(spec: dict[str, Any]) -> tuple[int, float | None, float, bool, dict[str, int]]:
+    """The policy block's scalar settings and replica bounds, each checked."""
+    min_samples = spec.get("min_samples", 20)
+    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
+        raise PolicyError(f"policy.min_samples: must be a whole number >= 1, got {min_samples!r}")
+    baseline = spec.get("baseline_p99_ms")
+    if baseline is not None and (
+        isinstance(baseline, bool) or not isinstance(baseline, int | float) or not baseline > 0
+    ):
+        raise PolicyError(
+            f"policy.baseline_p99_ms: must be a positive number of ms, got {baseline!r}"
+        )
+    confidence = spec.get("confidence", 0.975)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not (0.5 <= confidence < 1)
+    ):
+        raise PolicyError(f"policy.confidence: must be in [0.5, 1), e.g. 0.975, got {confidence!r}")
+    dry_run = spec.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise PolicyError(f"policy.dry_run: must be true or false, got {dry_run!r}")
+    replicas_raw = spec.get("replicas", {})
+    if not isinstance(replicas_raw, dict) or set(replicas_raw) - {"min", "max", "step"}:
+        raise PolicyError(
+            f"policy.replicas: must be a mapping with min, max and step, got {replicas_raw!r}"
+        )
+    for key, value in replicas_raw.items():
+        least = 0 if key == "min" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PolicyError(
+                f"policy.replicas.{key}: must be a whole number >= {least}, got {value!r}"
+            )
+    return min_samples, baseline, confidence, dry_run, replicas_raw
+
+
 def parse_policy(
     spec: str | dict[str, Any] | None,
     slo: SLO | Objectives | None = None,
@@ -280,37 +337,7 @@ def parse_policy(
         raise PolicyError(
             f"policy.rollback_for: must be between 2m and 5m, got {spec.get('rollback_for')!r}"
         )
-    min_samples = spec.get("min_samples", 20)
-    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
-        raise PolicyError(f"policy.min_samples: must be a whole number >= 1, got {min_samples!r}")
-    baseline = spec.get("baseline_p99_ms")
-    if baseline is not None and (
-        isinstance(baseline, bool) or not isinstance(baseline, int | float) or not baseline > 0
-    ):
-        raise PolicyError(
-            f"policy.baseline_p99_ms: must be a positive number of ms, got {baseline!r}"
-        )
-    confidence = spec.get("confidence", 0.975)
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not (0.5 <= confidence < 1)
-    ):
-        raise PolicyError(f"policy.confidence: must be in [0.5, 1), e.g. 0.975, got {confidence!r}")
-    dry_run = spec.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise PolicyError(f"policy.dry_run: must be true or false, got {dry_run!r}")
-    replicas_raw = spec.get("replicas", {})
-    if not isinstance(replicas_raw, dict) or set(replicas_raw) - {"min", "max", "step"}:
-        raise PolicyError(
-            f"policy.replicas: must be a mapping with min, max and step, got {replicas_raw!r}"
-        )
-    for key, value in replicas_raw.items():
-        least = 0 if key == "min" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise PolicyError(
-                f"policy.replicas.{key}: must be a whole number >= {least}, got {value!r}"
-            )
+    min_samples, baseline, confidence, dry_run, replicas_raw = _settings(spec)
     if "rules" in spec:
         raw_rules = spec["rules"]
         if not isinstance(raw_rules, list) or not raw_rules:
