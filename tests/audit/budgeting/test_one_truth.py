@@ -7,8 +7,10 @@ budget that trips its own policy") that failed on the main of 2026-12-02.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from tailbudget.cli import app
@@ -165,10 +167,8 @@ def test_rebudgets_verdict_names_a_breached_objective(measured, tmp_path):
     assert "Over target on the log: tpot.p99 76 ms against 60 ms" in first
 
 
-def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(tmp_path):
-    # AIPerf: 89 timed requests and 11 cancelled. tpot.p99 is over 30 ms on 89 values (the
-    # audit: inconclusive, init said "the log breaches"); goodput is 60% against 90% (init
-    # said nothing, rebudget "fits the budget", the audit recommended "none").
+def _aiperf_measured(tmp_path: Path) -> tuple[Path, Path, Result]:
+    """AIPerf measured by `init --from` with a goodput floor and thin p99s: (log, budget, init)."""
     log = SHARED_DATA / "aiperf_profile_export.jsonl"
     if not log.is_file():
         pytest.skip(f"real data not found: {log}")
@@ -176,6 +176,14 @@ def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(t
     slo = "ttft.p95=5000,tpot.p99=30,e2e.p99=10000,goodput=0.9"
     made = runner.invoke(app, ["init", "--from", str(log), "--slo", slo, "-o", str(budget)])
     assert made.exit_code == 0, made.output
+    return log, budget, made
+
+
+def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(tmp_path):
+    # AIPerf: 89 timed requests and 11 cancelled. tpot.p99 is over 30 ms on 89 values (the
+    # audit: inconclusive, init said "the log breaches"); goodput is 60% against 90% (init
+    # said nothing, rebudget "fits the budget", the audit recommended "none").
+    log, budget, made = _aiperf_measured(tmp_path)
     assert "the log breaches tpot.p99" not in made.output
     assert "the audit calls it inconclusive, not a breach" in made.output
     assert "the log breaches goodput: measured 60.0% of 100 requests" in made.output
@@ -195,13 +203,7 @@ def test_a_goodput_breach_and_a_thin_percentile_read_the_same_in_every_command(t
 def test_plans_goodput_counts_the_logs_failed_requests(tmp_path):
     # AIPerf's 11 cancelled requests are never good: the audit measures 60.0% of 100, the
     # plan drew 67.4% over the 89 timed ones. The measured block records them (failed: 11).
-    log = SHARED_DATA / "aiperf_profile_export.jsonl"
-    if not log.is_file():
-        pytest.skip(f"real data not found: {log}")
-    budget = tmp_path / "b.yaml"
-    slo = "ttft.p95=5000,tpot.p99=30,e2e.p99=10000,goodput=0.9"
-    made = runner.invoke(app, ["init", "--from", str(log), "--slo", slo, "-o", str(budget)])
-    assert made.exit_code == 0, made.output
+    log, budget, made = _aiperf_measured(tmp_path)
     assert "measured: {requests: 89, failed: 11," in budget.read_text()
     plan = run_json("plan", str(budget))
     audit = run_json("audit", str(log), "--budget", str(budget))
