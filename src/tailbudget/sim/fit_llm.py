@@ -139,9 +139,16 @@ def _fixed(lg: LoggedRequests, engine_ms: float) -> tuple[Param, Param, float]:
         a, b = float(np.mean(y)), 0.0
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float(((y - a - b * x) ** 2).sum()) / ss if ss else 0.0
-    note = f"lowest load's TTFT = {a:.1f} + {b:.4f} x prompt tokens (r2 {r2:.2f}) less the engine"
+    note = (
+        f"lowest load's TTFT = {a:.1f} + {b:.4f} x prompt tokens (r2 {r2:.2f}) less the "
+        f"engine's own {engine_ms:.1f} ms"
+    )
+    fixed = float(a) - engine_ms
+    # Below zero, the engine's simulated steps alone take longer than the measured intercept:
+    # the difference is taken back so the lowest load's TTFT still matches.
+    why = f"{note}; below 0: the engine's steps exceed the intercept" if fixed < 0 else note
     return (
-        Param("fixed_ms", float(a) - engine_ms, "ms", "fitted", note),
+        Param("fixed_ms", fixed, "ms", "fitted", why),
         Param("fixed_per_token_ms", max(0.0, float(b)), "ms", "fitted", note),
         r2,
     )
