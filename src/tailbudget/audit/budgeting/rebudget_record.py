@@ -144,7 +144,6 @@ class RebudgetDocument(_Record):
 
 def document_of(r: Rebudget) -> RebudgetDocument:
     """The document of a proposal, rounded as the contract states."""
-    g = r.goodput
     return RebudgetDocument(
         service=r.service,
         source=r.source,
@@ -170,41 +169,13 @@ def document_of(r: Rebudget) -> RebudgetDocument:
         ],
         options=[_option(o) for o in r.options],
         closes_gap=r.closes_gap,
-        gaps=[
-            GapRecord(
-                objective=g.objective,
-                over_ms=round(g.over_ms, 3),
-                requests=g.requests,
-                stage=g.stage,
-                share=g.share,
-                says=g.says,
-            )
-            for g in r.gaps
-        ],
+        # The records hold the same fields as what rebudget computed (the contract rounds
+        # over_ms), so each is built from the computed value's fields.
+        gaps=[GapRecord(**(vars(g) | {"over_ms": round(g.over_ms, 3)})) for g in r.gaps],
         objective_options=list(r.objective_options),
-        objectives=[
-            ObjectiveRecord(
-                objective=o.objective,
-                target_ms=o.target_ms,
-                measured_ms=o.measured_ms,
-                verdict=o.verdict,
-            )
-            for o in r.objectives
-        ],
-        goodput=None
-        if g is None
-        else GoodputRecord(
-            share=g.share,
-            good=g.good,
-            requests=g.requests,
-            min=g.min,
-            thresholds=g.thresholds,
-            verdict=g.verdict,
-        ),
-        composed=[
-            CompositionRecord(method=c.method, before=c.before, after=c.after)
-            for c in r.compositions
-        ],
+        objectives=[ObjectiveRecord(**vars(o)) for o in r.objectives],
+        goodput=None if r.goodput is None else GoodputRecord(**vars(r.goodput)),
+        composed=[CompositionRecord(**vars(c)) for c in r.compositions],
         notes=list(r.notes),
         budget=r.budget_text,
         diff=r.diff,
