@@ -67,7 +67,10 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    """The public names and the module's dunders: not the helpers this file imports
+    (`sys`, `Any`, `TYPE_CHECKING`, `import_module`) nor subpackages a caller happened to load."""
+    dunders = (name for name in globals() if name.startswith("__") and name.endswith("__"))
+    return sorted({*__all__, *dunders})
 
 
 class _Package(types.ModuleType):

@@ -102,3 +102,12 @@ def test_reports_share_one_base():
         assert issubclass(cls, ReportBase), cls
         for method in ("to_json", "to_markdown", "to_html", "_repr_html_", "_repr_markdown_"):
             assert callable(getattr(cls, method)), (cls, method)
+
+
+def test_dir_lists_only_the_public_names():
+    # Issue 36: dir(tailbudget) listed Any, TYPE_CHECKING and sys, the helpers __init__ imports.
+    import tailbudget.budget  # a loaded subpackage stays out of dir too
+
+    public = {name for name in dir(tailbudget) if not name.startswith("_")}
+    assert public == set(tailbudget.__all__) - {"__version__"}
+    assert "__version__" in dir(tailbudget)
