@@ -128,7 +128,16 @@ def test_long_stage_names_turn_the_bars_sideways():
     assert len(hp.by_id(svg, "tb-stages-p95-")) == 7
     assert hp.drawn(hp.by_id(svg, "tb-stages-budget")[0])
     texts = [t.text or "" for t in svg.iter(f"{hp.SVG_NS}text")]
-    assert "ItemsControllerFindItem6" in texts and "stage latency (ms, log scale)" in texts
+    assert "stage latency (ms, log scale)" in texts
+    # Every bar keeps its name (issue 36: every other one was dropped at 7 stages).
+    assert {f"ItemsControllerFindItem{i}" for i in range(7)} <= set(texts)
+
+
+def test_every_delta_bar_is_labelled():
+    deltas = [(f"ProductsControllerFind{i}", 10.0 * (i + 1)) for i in range(9)]
+    svg = _svg(charts.delta_chart(_tail(*deltas)))
+    texts = {t.text or "" for t in svg.iter(f"{hp.SVG_NS}text")}
+    assert {name for name, _ in deltas} <= texts
 
 
 def test_far_slo_is_a_note_not_a_squashed_axis():

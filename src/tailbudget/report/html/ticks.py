@@ -9,6 +9,7 @@ and an axis marked with `integer_axis` (replicas, requests) whole numbers only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -86,6 +87,14 @@ def _is_category(axis: Axis) -> bool:
     """Stage names, cohort values or dates: labels that are not numbers to tidy."""
     fmt = axis.get_major_formatter()
     if isinstance(fmt, FixedFormatter):
+        return True
+    # `set_ticks(pos, names)` installs a FuncFormatter over a {position: name} dict on
+    # matplotlib >= 3.8 (a FixedFormatter before): re-spacing those ticks dropped every
+    # other stage name at 7 stages (E-Shopper's top culprit's bar had no label).
+    func = getattr(fmt, "func", None)
+    if isinstance(func, functools.partial) and func.func is getattr(
+        Axis, "_format_with_dict", None
+    ):
         return True
     return type(fmt).__module__.startswith(("matplotlib.dates", "matplotlib.category"))
 
