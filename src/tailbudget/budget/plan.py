@@ -181,6 +181,20 @@ class Plan(BaseModel, ReportBase):
     """The share of requests the distributions expect to meet every per-request threshold."""
     problems: list[Problem]
 
+    @property
+    def not_checked(self) -> bool:
+        """True when no gated objective could be estimated: no verdict, not a fit."""
+        gated = [o for o in self.objectives if o.gated]
+        return (
+            not self.gates.checks and bool(gated) and all(o.verdict == "not_checked" for o in gated)
+        )
+
+    def verdict_words(self) -> str:
+        """`fits`, `does not fit` or `not checked`: the plan's verdict in every format."""
+        if self.not_checked:
+            return "not checked"
+        return "fits" if self.fits else "does not fit"
+
     def to_text(self) -> str:
         """The plan as the terminal shows it, without colour (`--format text`)."""
         from tailbudget.report.plan import plan_text
@@ -451,6 +465,26 @@ def _composition(budget: m.Budget, comp: Composed, stages: list[StageSlice]) -> 
     return composed
 
 
+def _nothing_checked(rows: list[ObjectiveCheck], checks: list[GateCheck]) -> list[Problem]:
+    # A plan that could estimate none of its gated objectives has shown nothing: it must not
+    # read FITS beside "not checked" on every row (a chat budget with ttft/tpot objectives
+    # and no llm: block did).
+    gated = [o for o in rows if o.gated]
+    if checks or not gated or any(o.verdict != "not_checked" for o in gated):
+        return []
+    keys = ", ".join(f"{o.metric}.{o.percentile}" for o in gated)
+    return [
+        Problem(
+            severity="error",
+            message=(
+                f"no gated objective could be estimated from the slices ({keys}), so the "
+                "plan cannot say the budget fits: give the LLM stage an llm: block "
+                "(ttft_ms, tokens_per_s), or check a log with `tailbudget audit`"
+            ),
+        )
+    ]
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -479,6 +513,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
 
     objective_rows, more = check_objectives(budget, fits, e2e, by_requests=by_requests, **mc)
     problems += more
+    problems += _nothing_checked(objective_rows, checks)
     goodput = plan_goodput(budget, fits, tree, **mc)
     if goodput is not None and goodput.fits is False:
         problems.append(_goodput_short(budget, goodput))

@@ -40,4 +40,5 @@ def plan_command(
         emit(result.to_text(), output)
     if not result.fits:
         worst = next((p.message for p in result.problems if p.severity == "error"), "")
-        raise gate_failed(f"the budget does not fit: {worst}")
+        said = "is not checked" if result.not_checked else "does not fit"
+        raise gate_failed(f"the budget {said}: {worst}")

@@ -131,6 +131,10 @@ def _environment(plan: Plan) -> str:
 def print_plan(plan: Plan, console: Console) -> None:
     """Render a plan as a Rich table with stage, slices, share of SLO and a bar."""
     key = _key(plan)
+    # The verdict first, as in every format: a reader should not scroll past the tables.
+    word = plan.verdict_words().upper()
+    color = "green" if plan.fits else "yellow" if plan.not_checked else "red"
+    console.print(f"verdict: [{color}]{word}[/{color}]{_why(plan)}", highlight=False)
     console.print(
         f"[bold]{plan.service}[/bold] ({_environment(plan)}) "
         f"headroom {fmt.share(plan.headroom, 0)}, overhead {_ms(plan.overhead_ms)} ms"
@@ -183,8 +187,17 @@ def print_plan(plan: Plan, console: Console) -> None:
         color = "red" if pr.severity == "error" else "yellow"
         label = PROBLEM_LABELS.get(pr.severity, pr.severity)
         console.print(f"[{color}]{label}[/{color}]: {pr.message}", highlight=False)
-    verdict = "[green]FITS[/green]" if plan.fits else "[red]DOES NOT FIT[/red]"
-    console.print(f"verdict: {verdict}")
+
+
+def _why(plan: Plan) -> str:
+    """What decided the verdict, in a few words beside it."""
+    errors = [p for p in plan.problems if p.severity == "error"]
+    if plan.not_checked:
+        return ": no gated objective can be estimated from the slices (see below)"
+    if errors:
+        more = f" (and {fmt.count(len(errors) - 1)} more)" if len(errors) > 1 else ""
+        return f": {errors[0].message.split(': ', 1)[0]}{more} (see below)"
+    return ""
 
 
 def _objective_cells(o: ObjectiveCheck) -> list[str]:
@@ -225,9 +238,10 @@ def plan_markdown(plan: Plan) -> str:
     lines = [
         f"# Latency budget plan: {plan.service}",
         "",
+        f"Verdict: **{plan.verdict_words()}**{_why(plan)}.",
+        "",
         f"{_environment(plan).capitalize()}; headroom "
-        f"{fmt.share(plan.headroom, 0)}; overhead {_ms(plan.overhead_ms)} ms. "
-        f"Verdict: **{'fits' if plan.fits else 'does not fit'}**.",
+        f"{fmt.share(plan.headroom, 0)}; overhead {_ms(plan.overhead_ms)} ms.",
         "",
         f"| stage | p50 ms | p95 ms | p99 ms | {share_head(plan, key)} |",
         "|---|---:|---:|---:|---:|",

@@ -29,7 +29,11 @@ def _list(items: list[str], empty: str) -> str:
 
 
 def _plan_verdict(p: Plan) -> str:
-    headline = f"The budget {'fits' if p.fits else 'does not fit'}"
+    headline = (
+        "The budget is not checked: no gated objective can be estimated from its slices"
+        if p.not_checked
+        else f"The budget {p.verdict_words()}"
+    )
     lines = [plan_md.check_line(p, c) for c in p.gates.checks]
     lines += [
         f"{plan_md.PROBLEM_LABELS.get(pr.severity, pr.severity)}: {pr.message}" for pr in p.problems
