@@ -31,7 +31,7 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.control.wal import Batch, ObservationLog, StageColumn
+from tailbudget.control.wal import Batch, ObservationLog, StageColumn, check_writable
 
 __all__ = ["GroupCommit"]
 
@@ -89,8 +89,12 @@ class GroupCommit:
         stages: Mapping[str, StageColumn] | None = None,
         series: Mapping[str, StageColumn] | None = None,
     ) -> int:
-        """Make a batch durable and applied; returns its sequence number."""
+        """Make a batch durable and applied; returns its sequence number.
+
+        Raises wal.Unwritable, before queueing, for a batch the log cannot encode: one
+        such batch fails alone, never the group it would have joined."""
         entry = _Entry(Batch(0, ts, total_ms, error, dict(stages or {}), dict(series or {})))
+        check_writable(entry.batch)
         with self._cond:
             self._queue.append(entry)
             while self._busy and not entry.done:

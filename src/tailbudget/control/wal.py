@@ -47,7 +47,15 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "Corruption", "LogContents", "ObservationLog", "StageColumn"]
+__all__ = [
+    "Batch",
+    "Corruption",
+    "LogContents",
+    "ObservationLog",
+    "StageColumn",
+    "Unwritable",
+    "check_writable",
+]
 
 _MAGIC = b"TBW1"
 _MAGIC_STAGES = b"TBW2"
@@ -133,6 +141,29 @@ class LogContents:
     """Offset just past the last intact record."""
     torn_bytes: int
     """Bytes after the last intact record (a write that was never acknowledged)."""
+
+
+class Unwritable(ValueError):
+    """A batch the record layout cannot hold (a name past 65,535 bytes, a column past
+    2**32 rows): refused before it is queued, so it never fails the group it would join."""
+
+
+def check_writable(batch: Batch) -> None:
+    """Raise Unwritable unless `_encode` can write `batch` (the layout's field widths)."""
+    n = len(batch)
+    if n > _MAX_BATCH:
+        raise Unwritable(f"a batch of {n:,} observations; at most {_MAX_BATCH:,}")
+    for block in (batch.stages, batch.series):
+        for name, col in block.items():
+            size = len(name.encode("utf-8", "surrogatepass"))
+            if not 0 < size <= 0xFFFF:
+                raise Unwritable(
+                    f"a stage name of {size:,} bytes ({name[:40]!r}...); the log holds 1 to 65,535"
+                )
+            if len(col) > 0xFFFFFFFF or col.index.shape != col.ms.shape:
+                raise Unwritable(f"stage {name[:40]!r}: {len(col):,} values, not one per index")
+            if len(col) and (int(col.index.min()) < 0 or int(col.index.max()) >= max(n, 1)):
+                raise Unwritable(f"stage {name[:40]!r}: a row index outside the batch of {n}")
 
 
 def _encode_stages(stages: Mapping[str, StageColumn]) -> bytes:

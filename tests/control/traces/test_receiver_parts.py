@@ -171,7 +171,7 @@ def test_span_log_keeps_a_protobuf_request_and_reads_back_its_accepted_spans(tmp
     assert checked.spans == [] and checked.accepted == 2  # to be parked: counted only
     assert checked.reasons == decoded.reasons == {"no_end": 1}
     log = SpanLog(tmp_path)
-    ticket, offset = log.write_protobuf_at(body)
+    ticket, offset = log.write_protobuf_at(body, checked.received_ns)
     log.sync(ticket)
     assert log.spans_at(offset) == decoded.spans  # the same rows, the rejected not again
     log.mark_done(["01" * 16])

@@ -37,6 +37,7 @@ __all__ = [
     "BatchTooLarge",
     "ParsedBatch",
     "parse_observations",
+    "stage_name_problem",
 ]
 
 MAX_BATCH = 200_000
@@ -412,20 +413,33 @@ def behind_clock(i: int, shown: str, behind_s: float) -> BadBatch:
     )
 
 
-def _check_stage_name(i: int, name: str, known: int) -> None:
-    """A new stage name must be short, non-empty UTF-8, and one of few per batch."""
+def stage_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a stage name (`too_long`, `not_utf8`, `control_character`), or
+    None. One check for observations (a 400) and trace spans (folded into `other`):
+    names are metric labels and log records. `isprintable` is False for C0 and C1
+    controls (NEL included), U+2028/2029 and every other separator but the space."""
     if not name or len(name) > MAX_STAGE_NAME:
-        raise BadBatch(
-            f"item {i}: stage name {_short(name)} must be 1 to {MAX_STAGE_NAME} characters"
-        )
+        return "too_long" if name else "empty"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadBatch(f"item {i}: stage name {_short(name)} is not valid UTF-8") from None
-    if not name.isprintable():
+        return "not_utf8"
+    return None if name.isprintable() else "control_character"
+
+
+def _check_stage_name(i: int, name: str, known: int) -> None:
+    """A new stage name must be short, non-empty UTF-8, and one of few per batch."""
+    problem = stage_name_problem(name)
+    if problem in ("too_long", "empty"):
         raise BadBatch(
-            f"item {i}: stage name {_short(name)} has a control character (newline, tab...); "
-            "stage names are metric labels"
+            f"item {i}: stage name {_short(name)} must be 1 to {MAX_STAGE_NAME} characters"
+        )
+    if problem == "not_utf8":
+        raise BadBatch(f"item {i}: stage name {_short(name)} is not valid UTF-8")
+    if problem is not None:
+        raise BadBatch(
+            f"item {i}: stage name {_short(name)} has a control character (newline, tab, "
+            "NEL, U+2028...); stage names are metric labels"
         )
     if known >= MAX_STAGES:
         raise BadBatch(

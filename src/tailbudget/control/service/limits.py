@@ -65,20 +65,38 @@ def decompress(data: bytes, encoding: str, limits: BodyLimits) -> bytes:
     name = encoding.strip().lower()
     if name in ("", "identity"):
         return data
-    cap = limits.max_decoded_bytes
     if name in ("gzip", "x-gzip", "deflate"):
-        wbits = 47 if name != "deflate" else 15  # 32 + 15: gzip or zlib header, detected
-        inflater = zlib.decompressobj(wbits)
-        try:
-            out = inflater.decompress(data, cap + 1)
-        except zlib.error as exc:
-            raise ValueError(f"the {name} body is corrupt ({exc})") from None
-        if len(out) > cap or inflater.unconsumed_tail:
-            raise limits.decoded_over(cap + 1, f"the {name} body")
-        return out
+        return _inflate(data, name, limits)
     if name == "zstd":
         return _zstd(data, limits)
     raise ValueError(f"Content-Encoding {encoding!r} is not read; send gzip, zstd or none")
+
+
+def _inflate(data: bytes, name: str, limits: BodyLimits) -> bytes:
+    """gzip (every member: RFC 1952 allows several, and `gzip.compress` of parts joined
+    is one) or deflate, decoded in steps that stop at the bound."""
+    cap = limits.max_decoded_bytes
+    wbits = 47 if name != "deflate" else 15  # 32 + 15: gzip or zlib header, detected
+    parts: list[bytes] = []
+    size = 0
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            part = inflater.decompress(rest, cap + 1 - size)
+        except zlib.error as exc:
+            raise ValueError(f"the {name} body is corrupt ({exc})") from None
+        size += len(part)
+        parts.append(part)
+        if size > cap or inflater.unconsumed_tail:
+            raise limits.decoded_over(cap + 1, f"the {name} body")
+        if not inflater.eof:
+            raise ValueError(f"the {name} body is cut short (its stream has no end)")
+        rest = inflater.unused_data
+        if name == "deflate" or not rest.strip(b"\0"):  # trailing zeros: padding
+            if rest.strip(b"\0"):
+                raise ValueError(f"the {name} body has {len(rest)} bytes after its stream")
+            return b"".join(parts)
 
 
 def _zstd(data: bytes, limits: BodyLimits) -> bytes:
@@ -94,6 +112,6 @@ def _zstd(data: bytes, limits: BodyLimits) -> bytes:
             out.write(chunk)
             if out.tell() > cap:
                 raise limits.decoded_over(cap + 1, "the zstd body")
-    except pa.ArrowException as exc:
+    except (pa.ArrowException, OSError) as exc:  # pyarrow's IOError too: corrupt, not disk
         raise ValueError(f"the zstd body is corrupt ({exc})") from None
     return out.getvalue()

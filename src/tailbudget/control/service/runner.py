@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import socket
 import sys
@@ -186,8 +187,28 @@ def _live_model(options: ServeOptions, budget: Budget | None, policy: Policy) ->
     )  # fmt: skip
 
 
+def require_extras(traces: bool) -> None:
+    """TailbudgetError naming the extra to install when serve's packages are missing
+    (checked first: nothing is opened, and no ImportError traceback reaches the user)."""
+    needs = [("tailbudget[serve]", m) for m in ("starlette", "uvicorn", "httptools", "httpx")]
+    if traces:
+        needs += [
+            ("tailbudget[otel]", "opentelemetry.proto"),
+            ("tailbudget[otel]", "google.protobuf"),
+        ]
+    for extra, module in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise TailbudgetError(
+                f"serve needs {module.split('.')[0]}, which is not installed; "
+                f"install it with pip install '{extra}'"
+            ) from None
+
+
 def serve(options: ServeOptions) -> None:
     """Run the service in the foreground; returns after a graceful shutdown."""
+    require_extras(options.traces)
     import uvicorn
 
     from tailbudget.control.service.app import create_app

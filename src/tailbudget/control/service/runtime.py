@@ -49,7 +49,7 @@ from tailbudget.control.service.view_records import StatusView, VerdictView
 from tailbudget.control.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.state import StateDir
-from tailbudget.control.wal import Batch, StageColumn
+from tailbudget.control.wal import Batch, StageColumn, Unwritable
 from tailbudget.control.windows import UNKNOWN, WindowStats, unusable
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -294,7 +294,10 @@ class Runtime:
         """
         if stages:
             self._check_stage_room(ts, stages)
-        self.commits.commit(ts, total_ms, error, stages, series)
+        try:
+            self.commits.commit(ts, total_ms, error, stages, series)
+        except Unwritable as exc:
+            raise BadBatch(f"the batch cannot be logged: {exc}") from None
         return int(ts.shape[0])
 
     def _check_stage_room(

@@ -29,6 +29,11 @@ class TracesCollector(Collector):
             a = r.assembler
             completed = r.traces_completed
             incomplete = dict(a.incomplete)
+            if r.traces_unattributed:
+                incomplete["too_many_stages"] = r.traces_unattributed
+            if r.traces_refused:
+                incomplete["not_attributable"] = r.traces_refused
+            folded = dict(r.names_folded)
             dropped = dict(a.dropped)
             rejected = dict(r.spans_rejected)
             spans = r.spans_received
@@ -39,7 +44,8 @@ class TracesCollector(Collector):
         )
         inc = CounterMetricFamily(
             "tailbudget_traces_incomplete",
-            "Traces given up (no_root, root_not_ended) and orphan spans, by reason.",
+            "Traces given up (no_root, root_not_ended, not_attributable, too_many_stages) "
+            "and orphan spans, by reason.",
             labels=["reason"],
         )
         for reason, n in sorted(incomplete.items()):
@@ -56,6 +62,15 @@ class TracesCollector(Collector):
         for reason, n in sorted({**rejected, **dropped}.items()):
             lost.add_metric([reason], float(n))
         yield lost
+        names = CounterMetricFamily(
+            "tailbudget_span_names_folded",
+            "Span or service names that are not stage names (too_long, control_character), "
+            "taken as the stage `other`.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(folded.items()):
+            names.add_metric([reason], float(n))
+        yield names
         yield GaugeMetricFamily(
             "tailbudget_traces_open", "Traces held, not yet complete.", open_traces
         )

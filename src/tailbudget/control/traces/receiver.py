@@ -91,8 +91,12 @@ class TraceReceiver:
         self.baseline = self._load_baseline()
         self.spans_received = 0
         self.spans_rejected: Counter[str] = Counter()
+        self.names_folded: Counter[str] = Counter()
+        """Span and service names that are not stage names, folded into `other`, by reason."""
         self.traces_completed = 0
         self.traces_unattributed = 0
+        self.traces_refused = 0
+        """Traces whose attribution raised (times no check caught): refused one by one."""
         self.busy = 0
         """Requests answered 503 because too many spans were parked (the exporter retries)."""
         self.parked: deque[_Parked] = deque()
@@ -153,7 +157,9 @@ class TraceReceiver:
             ticket = 0
             if n:
                 if decoded.protobuf is not None:
-                    ticket, offset = self.span_log.write_protobuf_at(decoded.protobuf)
+                    ticket, offset = self.span_log.write_protobuf_at(
+                        decoded.protobuf, decoded.received_ns
+                    )
                 else:
                     ticket, offset = self.span_log.write_spans_at(decoded.spans)
                 now = time.monotonic()
@@ -164,6 +170,7 @@ class TraceReceiver:
                     self.assembler.add(decoded.spans, now)
             self.spans_received += n
             self.spans_rejected.update(decoded.reasons)
+            self.names_folded.update(decoded.folded)
         if ticket:
             # Should this fsync fail, the answer is a 503 and the exporter sends the spans
             # again: those already held count once, the copies as duplicates.
@@ -227,16 +234,29 @@ class TraceReceiver:
                 self.assembler.add(rows, head.arrived_s)
 
     def _commit(self, ready: list[Any]) -> int:
+        """Attribute and log `ready`; a trace that cannot be attributed is refused alone
+        (the batch is halved until it stands alone), never taking the others with it."""
         from tailbudget.control.service.ingest import BadBatch
 
-        result = self.attributor.attribute(ready)
         ids = [t.root.trace for t in ready if t.root is not None]
         try:
+            result = self.attributor.attribute(ready)
             self.runtime.ingest(result.ts, result.total_ms, result.error, result.stages)
         except BadBatch as exc:  # too many stage names for the window: counted, not held
             log.error("completed traces not attributed: %s", exc)
             with self.lock:
                 self.traces_unattributed += len(ids)
+            self.span_log.mark_done(ids)
+            return 0
+        except OSError:
+            raise  # not durable: the span log still holds them (attributed at the restart)
+        except Exception as exc:
+            if len(ready) > 1:
+                half = len(ready) // 2
+                return self._commit(ready[:half]) + self._commit(ready[half:])
+            log.warning("trace %s refused: it cannot be attributed (%r)", ids[:1], exc)
+            with self.lock:
+                self.traces_refused += len(ids)
             self.span_log.mark_done(ids)
             return 0
         self.span_log.mark_done(ids)
@@ -262,8 +282,10 @@ class TraceReceiver:
             incomplete = dict(a.incomplete)
             if self.traces_unattributed:
                 incomplete["too_many_stages"] = self.traces_unattributed
+            if self.traces_refused:
+                incomplete["not_attributable"] = self.traces_refused
             traces = {
-                "received": self.traces_completed + sum(a.incomplete.values()) + len(a.open),
+                "received": self.traces_completed + sum(incomplete.values()) + len(a.open),
                 "completed": self.traces_completed,
                 "open": len(a.open),
                 "incomplete": incomplete,
@@ -272,6 +294,7 @@ class TraceReceiver:
                     "held": a.spans_held,
                     "parked": self.parked_spans,
                     "rejected": dict(self.spans_rejected),
+                    "names_folded": dict(self.names_folded),
                     "dropped": dict(a.dropped),
                 },
                 "span_stage": self.options.span_stage,

@@ -26,6 +26,7 @@ import functools
 import os
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -41,6 +42,13 @@ _MAGIC = b"TBS1"
 _SPANS = 1
 _DONE = 2
 _PROTOBUF = 3
+"""A protobuf request as it came (written before the receive time was kept: read back
+against the clock of the reading)."""
+_PROTOBUF_AT = 5
+"""A protobuf request after the time it was received (u8 epoch ns): read back against
+that clock, so it gives exactly the spans its 2xx counted."""
+_RECEIVED = struct.Struct("<Q")
+_SPAN_KINDS = (_SPANS, _PROTOBUF, _PROTOBUF_AT)
 _RECORD_ROWS = 4_096
 """Spans per record when the log is rewritten at start-up (the unit held or parked)."""
 _row = functools.partial(tuple.__new__, SpanRow)
@@ -56,8 +64,11 @@ def _spans_payload(rows: Iterable[SpanRow]) -> bytes:
 
 
 def _rows(kind: int, payload: bytes) -> list[SpanRow]:
+    if kind == _PROTOBUF_AT:
+        (received,) = _RECEIVED.unpack_from(payload)
+        return protobuf_spans(payload[_RECEIVED.size :], received)
     if kind == _PROTOBUF:
-        return protobuf_spans(payload)
+        return protobuf_spans(payload, time.time_ns())
     return list(map(_row, orjson.loads(payload)))
 
 
@@ -119,7 +130,7 @@ class SpanLog:
         with open(tmp, "wb") as out:
             pending: list[list[object]] = []
             for kind, payload in self._intact():
-                if kind in (_SPANS, _PROTOBUF):
+                if kind in _SPAN_KINDS:
                     rows = _rows(kind, payload)
                     pending.extend(list(r) for r in rows if r[0] not in done)
                 while len(pending) >= _RECORD_ROWS:
@@ -155,9 +166,10 @@ class SpanLog:
         """`write_spans`, and where the record starts (to read its spans back later)."""
         return self._write(_record(_SPANS, _spans_payload(rows)))
 
-    def write_protobuf_at(self, request: bytes) -> tuple[int, int]:
-        """`write_spans_at` for a protobuf request's spans: the request itself is kept."""
-        return self._write(_record(_PROTOBUF, request))
+    def write_protobuf_at(self, request: bytes, received_ns: int) -> tuple[int, int]:
+        """`write_spans_at` for a protobuf request's spans: the request itself is kept,
+        with the clock its spans were checked against."""
+        return self._write(_record(_PROTOBUF_AT, _RECEIVED.pack(received_ns) + request))
 
     def spans_at(self, offset: int) -> list[SpanRow]:
         """The spans of the record written at `offset` (by `write_spans_at` or
@@ -166,7 +178,7 @@ class SpanLog:
             fh.seek(offset)
             magic, kind, size, crc = _HEAD.unpack(fh.read(_HEAD.size))
             payload = fh.read(size)
-        if magic != _MAGIC or kind not in (_SPANS, _PROTOBUF) or zlib.crc32(payload) != crc:
+        if magic != _MAGIC or kind not in _SPAN_KINDS or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
         return _rows(kind, payload)
 
