@@ -34,10 +34,13 @@ from tailbudget.export.common import (
     header,
     k8s_metadata,
     k8s_name,
+    native_rule,
+    not_exported,
     num,
     policy_of,
     promql_duration,
     quantile,
+    rule_words,
     seconds,
     service_selector,
 )
@@ -98,15 +101,19 @@ def rollback_metric(
             f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{w}])))"
         )
 
-    if rule.metric == "error_rate":
+    kind = native_rule(rule)
+    if kind is None:
+        notes.append(not_exported(rule, "argo-rollouts"))
+        return None
+    if kind == "error_rate":
         guard = f"{requests} >= {policy.min_samples}"
         z = z_of(policy.confidence)
         lower = wilson_lower_expr(f"({error_ratio_expr(sel, w)})", f"({requests})", z)
         series = f"({lower})\nand on (service) {guard}"
-    elif rule.metric == "p99_vs_baseline":
+    elif kind == "p99_vs_baseline":
         if policy.baseline_p99_ms is None:
             notes.append(
-                f"rule {rule.name!r} (p99 > {num(rule.threshold)}x baseline) is inactive: no "
+                f"rule {rule.name!r} ({rule_words(rule)}) is inactive: no "
                 "baseline_p99_ms in the policy; the verdict metric still covers it when "
                 "`tailbudget serve` has a baseline."
             )

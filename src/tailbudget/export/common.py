@@ -17,9 +17,10 @@ import yaml
 from prometheus_client import utils as _client_utils
 
 from tailbudget import _metric_names as names
-from tailbudget._units import quantile_of
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, resolve_policy
+from tailbudget.budget.policy_model import Rule
 from tailbudget.errors import BudgetError
 
 GENERATOR = "tailbudget export"
@@ -335,3 +336,49 @@ def quantile(p: str) -> float:
 def service_selector(budget: Budget) -> str:
     """`service="<name>"`."""
     return f'service="{label_value(budget.service)}"'
+
+
+NATIVE_RULES = ("percentile", "error_rate", "p99_vs_baseline")
+
+
+def native_rule(rule: Rule) -> str | None:
+    """Which of tailbudget's own series a rule reads (`--metrics tailbudget`: end-to-end
+    p50/p95/p99 and errors), or None for one they do not carry (ttft, goodput, stages)."""
+    ref = rule.ref
+    if ref.kind == "error_rate":
+        return "error_rate"
+    if ref.series != "e2e":
+        return None
+    if ref.kind == "quantile" and ref.percentile in PERCENTILES:
+        return "percentile"
+    if ref.kind == "vs_baseline" and ref.percentile == "p99":
+        return "p99_vs_baseline"
+    return None
+
+
+def rule_words(rule: Rule) -> str:
+    """A rule's condition as its metric reads: `ttft.p95 > 450 ms`, `p99 > 1.2x baseline`,
+    `goodput < 0.9x baseline`, `error_rate > 0.01`."""
+    ref = rule.ref
+    if ref.latency:
+        return f"{rule.metric} {rule.op} {num(rule.threshold)} ms"
+    if ref.ratio_of_baseline:
+        what = rule.metric.removesuffix("_vs_baseline")
+        return f"{what} {rule.op} {num(rule.threshold)}x baseline"
+    return f"{rule.metric} {rule.op} {num(rule.threshold)}"
+
+
+def not_exported(rule: Rule, target: str) -> str:
+    """The note for a rule tailbudget's own metrics cannot express."""
+    ref = rule.ref
+    carried = "the end-to-end duration (p50, p95, p99) and the error count"
+    fix = (
+        " (--metrics vllm or sglang carry ttft, tpot and itl)"
+        if ref.series in ("ttft", "tpot", "itl")
+        else ""
+    )
+    return (
+        f"rule {rule.name!r} ({rule_words(rule)}) is not in this {target} export: "
+        f"tailbudget's own metrics carry {carried} only; `tailbudget serve` still acts on "
+        f"it{fix}."
+    )

@@ -35,6 +35,8 @@ from tailbudget.export.common import (
     k8s_metadata,
     k8s_name,
     label_value,
+    native_rule,
+    not_exported,
     num,
     policy_of,
     promql_duration,
@@ -186,10 +188,14 @@ def build(
     n = policy.min_samples
     canary_guard = _latency_guard(budget, CANARY_PODS, n)
     for rule in rollback:
-        if rule.metric == "error_rate":
+        kind = native_rule(rule)
+        if kind is None:
+            notes.append(not_exported(rule, "flagger"))
+            continue
+        if kind == "error_rate":
             t = template(budget, options, "error-rate", error_rate_query(budget, policy))
             limit = rule.threshold
-        elif rule.metric == "p99_vs_baseline":
+        elif kind == "p99_vs_baseline":
             query = (
                 f"{quantile_query(budget, 'p99', CANARY_PODS)}\n/\n"
                 f"{quantile_query(budget, 'p99', PRIMARY_PODS)}"

@@ -40,12 +40,15 @@ from tailbudget.export.common import (
     label_value,
     latency_buckets,
     le_label,
+    native_rule,
+    not_exported,
     num,
     policy_of,
     promql_duration,
     quantile,
     request_count_rule,
     request_quantile_rule,
+    rule_words,
     seconds,
     service_selector,
     slow_ratio_rule,
@@ -138,7 +141,11 @@ def _rule_series(
     sel = service_selector(budget)
     w_s = policy.window_s
     guard = f"{request_count_rule(w_s)}{{{sel}}} >= {policy.min_samples}"
-    if rule.metric in PERCENTILES:
+    kind = native_rule(rule)
+    if kind is None:
+        notes.append(not_exported(rule, "prometheus-rules"))
+        return None
+    if kind == "percentile":
         series = f"{request_quantile_rule(rule.metric, w_s)}{{{sel}}}"
         return (
             series,
@@ -161,7 +168,7 @@ def _rule_series(
     # p99_vs_baseline
     if policy.baseline_p99_ms is None:
         notes.append(
-            f"rule {rule.name!r} (p99 > {num(rule.threshold)}x baseline) is inactive: the "
+            f"rule {rule.name!r} ({rule_words(rule)}) is inactive: the "
             "policy has no baseline_p99_ms, so no alert is generated for it."
         )
         return None
