@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from tailbudget._units import quantile_of
@@ -133,21 +134,44 @@ def ttft_objective(targets: TargetTable) -> str | None:
     return max(found, key=lambda r: r.q or 0.0).name
 
 
+SCALED_SERIES = ("e2e", "ttft", "tpot", "itl")
+"""Series whose percentile falls when replicas are added: queueing shows in ttft and e2e,
+and fewer sequences per replica shorten every decode step (tpot, itl)."""
+
+
+def scale_up_objectives(targets: TargetTable, gated: Collection[str] | None = None) -> list[str]:
+    """Every latency objective besides the watched ttft one that more replicas lower
+    (e2e, ttft, tpot, itl percentiles; not a stage, whose time need not be load), in the
+    table's order; `gated` (canonical names) keeps only those that gate."""
+    watched = ttft_objective(targets)
+    out = []
+    for name in targets:
+        ref = parse_metric(name)
+        if ref.kind != "quantile" or ref.series not in SCALED_SERIES or ref.name == watched:
+            continue
+        if gated is None or ref.name in gated:
+            out.append(ref.name)
+    return out
+
+
 def llm_default_rules(
-    targets: TargetTable, rollback_for_s: float = 120.0
+    targets: TargetTable, rollback_for_s: float = 120.0, gated: Collection[str] | None = None
 ) -> tuple[list[Rule], str]:
     """The LLM default: TTFT is the queueing signal (see docs/act-llm.md).
 
     scale_up when the ttft percentile passes 90% of its target; shed_load when it
-    stays over the target for 2m; rollback when goodput is significantly below the
-    baseline's (the Wilson upper bound under it), ttft.p99 exceeds 1.2x its baseline
-    for `rollback_for`, or the error rate exceeds its objective (1% without one).
+    stays over the target for 2m; scale_up too when any other gated e2e, ttft, tpot or
+    itl objective passes 90% of its target (fewer sequences per replica shorten the
+    decode step); rollback when goodput is significantly below the baseline's (the
+    Wilson upper bound under it), ttft.p99 exceeds 1.2x its baseline for
+    `rollback_for`, or the error rate exceeds its objective (1% without one).
     """
     metric = ttft_objective(targets)
     if metric is None:
         raise PolicyError("the LLM default policy needs a ttft objective (slo: ttft: {p95: ms})")
     target = float(targets[metric])
-    up = LLM_SCALE_SHARE * target
+    up_share = LLM_SCALE_SHARE
+    up = up_share * target
     err = targets.get("error_rate") or SEED_ERROR_RATE
 
     def rule(name: str, metric: str, t: float, expr: str, **kw: Any) -> Rule:
@@ -171,6 +195,10 @@ def llm_default_rules(
             f"100% of {metric}",
             for_s=120.0,
             action="shed_load",
+        ),
+        *(
+            rule(f"scale_up_{m}", m, up_share * targets[m], f"90% of {m}", action="scale_up")
+            for m in scale_up_objectives(targets, gated)
         ),
         rule(
             "rollback_goodput_baseline",
@@ -196,6 +224,7 @@ __all__ = [
     "default_clear",
     "default_rules",
     "llm_default_rules",
+    "scale_up_objectives",
     "ttft_objective",
     "watched_objective",
 ]

@@ -235,7 +235,8 @@ def _defaults(
     slo: Objectives | None, targets: TargetTable, rollback_for_s: float = 120.0
 ) -> tuple[list[Rule], str]:
     if ttft_objective(targets) is not None:
-        return llm_default_rules(targets, rollback_for_s)
+        gated = None if slo is None else {parse_metric(o.key).name for o in slo if o.gated}
+        return llm_default_rules(targets, rollback_for_s, gated)
     return default_rules(slo, rollback_for_s)
 
 

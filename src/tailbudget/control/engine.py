@@ -237,6 +237,9 @@ class Controller:
         """
         judged, by_name = self._inputs(now_s, stats, series)
         measures, holds = self._measure(judged, by_name)
+        for rule in self.policy.rules:  # every rule's value of this evaluation, before any
+            st = self._rules[rule.name]  # steps (a scale-down reads the others')
+            st.value = measures[rule.name].value
         decisions: list[Decision] = []
         for rule in self.policy.rules:
             d = step(self, rule, measures[rule.name], holds, judged, now_s)

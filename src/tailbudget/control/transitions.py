@@ -149,7 +149,11 @@ def _recover(
 ) -> Decision | None:
     others = [o for o in c.policy.rules if o.name != rule.name and o.action == rule.action]
     if rule.action == "scale_up":
-        return _scale_down(c, rule, st, m, stats, now_s, any(holds[o.name] for o in others))
+        # one fewer replica only when no other scale-up rule's metric is above its own clear
+        # threshold: with rules on ttft and tpot, the ttft rule clearing alone would step
+        # down into a tpot breach, then back up (a flap)
+        blocked = any(holds[o.name] or _above_clear(c, o) for o in others)
+        return _scale_down(c, rule, st, m, stats, now_s, blocked)
     st.engaged, st.clear_since = False, None
     st.status = "idle"
     undo = RECOVERY[rule.action]
@@ -160,6 +164,13 @@ def _recover(
     )
 
 
+def _above_clear(c: Controller, rule: Rule) -> bool:
+    """The rule's metric, as this evaluation measured it, is above its clear threshold
+    (unknown is not: it never blocks, as it never triggers)."""
+    value = c.rule_state(rule.name).value
+    return value is not None and not rule.cleared(value)
+
+
 def _scale_down(
     c: Controller,
     rule: Rule,
@@ -167,10 +178,10 @@ def _scale_down(
     m: Measure,
     stats: WindowStats,
     now_s: float,
-    other_holds: bool,
+    blocked: bool,
 ) -> Decision | None:
     r = c.policy.replicas
-    if other_holds or c.desired_replicas <= r.min:
+    if blocked or c.desired_replicas <= r.min:
         st.engaged = c.desired_replicas > r.min and st.engaged
         st.clear_since = now_s
         return None

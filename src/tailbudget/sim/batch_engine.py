@@ -83,7 +83,9 @@ class _BatchSim:
         self.in_sys = self.seqs_total = 0
         self.area_sys = self.area_busy = 0.0
         self.last_t = 0.0
-        self.comp: tuple[list[float], list[float], list[bool], list[float]] = ([], [], [], [])
+        # completions: time, e2e ms, error, ttft ms, tpot ms
+        self.comp: tuple[list[float], list[float], list[bool], list[float], list[float]]
+        self.comp = ([], [], [], [], [])
         self.ticks: list[TickRecord] = []
         self.decisions: list[Decision] = []
         self.cold_starts = 0
@@ -180,6 +182,9 @@ class _BatchSim:
         self.comp[1].append((done - self.arr[i]) * 1000.0)
         self.comp[2].append(self.err[i])
         self.comp[3].append((self.first[i] - self.arr[i]) * 1000.0)
+        # tpot as sim/objectives measures it (vLLM's): the gaps after the first token
+        steps = self.tout[i] - 1
+        self.comp[4].append((done - self.first[i]) * 1000.0 / steps if steps > 0 else 0.0)
 
     def _arrive(self, i: int, t: float) -> None:
         if self.knobs.shed and self.low[i]:
@@ -198,7 +203,7 @@ class _BatchSim:
         view = TickView(
             t, np.asarray(c[0][upto:]), np.asarray(c[1][upto:]), np.asarray(c[2][upto:], bool),
             self.area_sys / span, self.area_busy / span / max(1, ready * self.limit),
-            ready, self.fleet.alive(t), np.asarray(c[3][upto:]),
+            ready, self.fleet.alive(t), np.asarray(c[3][upto:]), np.asarray(c[4][upto:]),
         )  # fmt: skip
         self.area_sys = self.area_busy = 0.0
         self.decisions.extend(self.policy.tick(view, self.knobs))

@@ -45,6 +45,8 @@ class TickView:
     alive: int
     done_ttft_ms: npt.NDArray[np.float64] | None = None
     """TTFT of the completed requests (LLM engine only)."""
+    done_tpot_ms: npt.NDArray[np.float64] | None = None
+    """TPOT of the completed requests (LLM engine only): (e2e - ttft) / (tokens - 1)."""
 
 
 @dataclass

@@ -24,7 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.default_policy import default_clear
-from tailbudget.budget.policy import Policy, Replicas, Rule
+from tailbudget.budget.objectives import Objectives
+from tailbudget.budget.policy import Policy, Replicas, Rule, policy_for
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.wal import StageColumn
@@ -121,9 +122,12 @@ class FixedPolicy:
         return []
 
 
-def llm_default_policy(ttft_target_ms: float) -> Policy:
-    """The LLM default on the TTFT signal: scale_up above 90% of the ttft.p95 target,
-    shed_load when above the target for 2 minutes."""
+def llm_default_policy(ttft_target_ms: float | Objectives) -> Policy:
+    """The LLM default. Given objectives: the rules replay and serve resolve for them
+    (`policy_for`), scale_up on every gated e2e, ttft, tpot and itl objective. Given a
+    ttft.p95 target alone: scale_up above 90% of it, shed_load above it for 2 minutes."""
+    if isinstance(ttft_target_ms, Objectives):
+        return policy_for("default", ttft_target_ms)
 
     def rule(name: str, t: float, expr: str, for_s: float, action: str) -> Rule:
         return Rule.model_validate(
@@ -155,8 +159,12 @@ class BudgetPolicy:
         if view.done_ts.size and values is not None:
             # Each request's TTFT also feeds the ttft series, as replay and serve feed it:
             # the LLM default's rules read ttft.p95 there, beside the end-to-end window.
-            ttft = view.done_ttft_ms
-            series = {} if ttft is None else {"ttft": _known(np.asarray(ttft, dtype=float))}
+            # TPOT feeds the tpot series likewise: the LLM default scales up on a gated tpot
+            # objective too (fewer sequences per replica shorten each decode step).
+            given = {"ttft": view.done_ttft_ms, "tpot": view.done_tpot_ms}
+            series = {
+                k: _known(np.asarray(v, dtype=float)) for k, v in given.items() if v is not None
+            }
             c.observe_columns(
                 np.asarray(view.done_ts, dtype=float),
                 np.asarray(values, dtype=float),
