@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tailbudget._api.inputs import Columns, Data, budget_of, objectives_of, source_of
+from tailbudget._api.inputs import Columns, Data, budget_of, classes_of, objectives_of, source_of
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.audit import AuditReport
+    from tailbudget.budget.classes import ClassSet
+    from tailbudget.logs import ReadOptions
+    from tailbudget.logs.table import LogTable
 
 __all__ = ["SECONDS_HINT", "audit"]
 
@@ -68,6 +72,38 @@ def _timeout_s(query_timeout: str | float) -> float:
     return limit
 
 
+def _read(
+    source: Any, options: ReadOptions, engine: Any, classes: ClassSet | None
+) -> tuple[LogTable, ClassSet | None]:
+    """The log, and the classes with the reader's name of their column; a missing class
+    column is named as `class_by` (not as a cohort)."""
+    from tailbudget.logs import read_log
+
+    try:
+        table = read_log(source, options, engine=engine)
+        if classes is not None and classes.by not in table.cohorts:
+            classes = replace(classes, by=_column(table.cohorts, classes.by))
+        return table, classes
+    except TailbudgetError as exc:
+        by = classes.by if classes is not None else None
+        if by is not None and str(exc).startswith(f"cohorts: column {by!r}"):
+            text = str(exc).removeprefix("cohorts: ")
+            raise TailbudgetError(f"class_by: {text}", param="class_by") from None
+        raise
+
+
+def _with_class_column(options: ReadOptions, classes: ClassSet | None) -> ReadOptions:
+    """The reader carries the class column as a cohort (a column, or a span attribute)."""
+    if classes is None or classes.by in options.cohorts:
+        return options
+    return options.with_(cohorts=(*options.cohorts, classes.by))
+
+
+def _column(cohorts: Sequence[str], by: str) -> str:
+    """The reader's name of the class column (a log may spell it in another case)."""
+    return next((c for c in cohorts if c.lower() == by.lower()), by)
+
+
 def audit(
     data: Data,
     slo: Any = None,
@@ -90,10 +126,13 @@ def audit(
     workload: str = "online",
     progress: Callable[[str], None] | None = None,
     query_timeout: str | float = "10m",
+    class_by: str | None = None,
 ) -> AuditReport:
     """Audit a latency log against `slo` (or the budget's objectives); the report is the
     `audit --format json` document (`.to_json()`), and renders itself in Jupyter.
-    A `query`'s engine work stops after `query_timeout` (DuckDB: logs/deadline.py)."""
+    A `query`'s engine work stops after `query_timeout` (DuckDB: logs/deadline.py).
+    `class_by` names the column of each request's class: every class (the budget's
+    `classes:`, `CLASS:OBJECTIVE` parts of `slo`) is measured on its own requests."""
     from tailbudget.audit import AuditConfig, run_audit
     from tailbudget.audit.events import read_events
     from tailbudget.logs import read_log
@@ -109,12 +148,17 @@ def audit(
             "give data (a log file or a table), or a query (SQL) on an engine", param="query"
         )
     b = budget_of(budget)
+    slo, classes = classes_of(slo, b, class_by)
     columns = Columns(
         total=total, stage=stage, stages=stages, timestamp=timestamp, unit=unit,
         span_stage=span_stage, shape=shape, cohorts=cohorts, query=query,
     )  # fmt: skip
-    options = columns.options(b)
-    extra: dict[str, Any] = {"slow": slow_group(slow), "cold_window_min": cold_window_min}
+    options = _with_class_column(columns.options(b), classes)
+    extra: dict[str, Any] = {
+        "slow": slow_group(slow),
+        "cold_window_min": cold_window_min,
+        "classes": classes,
+    }
     objectives = objectives_of(slo, environment=b.environment if b is not None else None)
     if objectives is not None:
         extra["objectives"] = objectives
@@ -128,10 +172,12 @@ def audit(
     if query is not None:
         engine = connect(engine)  # the same connection, so the deadline can interrupt it
     with query_deadline(engine, limit) if query is not None else nullcontext():
-        table = read_log(source, options, engine=engine)
+        table, extra["classes"] = _read(source, options, engine, classes)
         if baseline is not None:
-            # The baseline keeps every stage of the log, so each has a before to compare with.
-            same = options.with_(query=None, span_keep=table.stages)
+            # The baseline keeps every stage of the log, so each has a before to compare
+            # with, and not the class column, which a baseline need not hold.
+            cohorts = tuple(c for c in options.cohorts if classes is None or c != classes.by)
+            same = options.with_(query=None, span_keep=table.stages, cohorts=cohorts)
             extra["baseline"] = read_log(source_of(baseline), same, engine=engine)
         config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
         report = run_audit(table, config)

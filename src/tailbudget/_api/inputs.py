@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
+    from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
     from tailbudget.logs import ReadOptions
@@ -152,3 +153,42 @@ def sources_of(data: Data | Sequence[Data]) -> list[Any]:
             raise TailbudgetError("give at least one log")
         return [source_of(d) for d in data]
     return [source_of(data)]
+
+
+def classes_of(
+    slo: Any, budget: Budget | None, class_by: str | None
+) -> tuple[Any, ClassSet | None]:
+    """The service-wide `slo` (class parts taken out) and the classes to measure.
+
+    Classes come from the budget's `classes:` block; `class_by` names (or renames) the
+    column, and `CLASS:OBJECTIVE` parts of an `slo` string (`premium:p95=800`) replace
+    or add a class's objectives. Without either, no classes (None)."""
+    from tailbudget.budget.classes import ClassSet, split_class_slo
+
+    environment = budget.environment if budget is not None else None
+    given: dict[str, Objectives] = {}
+    if isinstance(slo, Mapping) and any(":" in str(k) for k in slo):
+        slo = ",".join(f"{key}={value}" for key, value in slo.items())
+    if isinstance(slo, str) and ":" in slo:
+        service, given = split_class_slo(slo, environment=environment)
+        slo = service or None
+        if slo is None and budget is None:
+            raise TailbudgetError(
+                "slo: give a service-wide objective too (e.g. p99=1500,premium:p95=800): "
+                "requests of classes not listed fall under it",
+                param="slo",
+            )
+    base = budget.class_set if budget is not None else None
+    if class_by is not None and not (isinstance(class_by, str) and class_by.strip()):
+        raise TailbudgetError(f"class_by must be a column name, got {class_by!r}", param="class_by")
+    by = class_by or (base.by if base is not None else None)
+    if by is None:
+        if given:
+            raise TailbudgetError(
+                f"slo {next(iter(given))}:...: say which column holds each request's class "
+                "with class_by (the budget's classes.by)",
+                param="class_by",
+            )
+        return slo, None
+    out = ClassSet(by, base.classes if base is not None else ())
+    return slo, out.with_objectives(given) if given else out

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tailbudget._units import PERCENTILES, quantile_of
+from tailbudget.budget.classes import ClassSet
 from tailbudget.budget.model import Budget, LLMSpec
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
@@ -46,6 +47,9 @@ class AuditConfig:
     objectives: Objectives | None = None
     """Every objective (e2e, ttft, tpot, itl, stages, goodput): the audit's one SLO, which
     `slo` and `gated` are views of. None: built from `slo` and `gated`."""
+    classes: ClassSet | None = None
+    """Objectives per class (budget `classes:`, `--class-by`): each class is measured on
+    its own requests besides the whole service."""
 
     def __post_init__(self) -> None:
         if self.objectives is None:
@@ -109,6 +113,7 @@ class AuditConfig:
             "llm": llm,
             "fixes": dict(budget.fixes),
             "service": budget.service,
+            "classes": budget.class_set,
         }
         values.update(overrides)
         return cls(**values)

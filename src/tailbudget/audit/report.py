@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -306,6 +306,44 @@ class ObjectiveRow(_Model):
     gaps[] says it."""
 
 
+class ClassGoodput(_Model):
+    """A class's goodput: the share of its requests that are good, against its minimum."""
+
+    share: float
+    min: float | None = None
+    verdict: Literal["pass", "breach", "no_minimum"] = "no_minimum"
+    good: int = 0
+    requests: int = 0
+
+
+class ClassRow(_Model):
+    """One class of requests (a tier, tenant or priority) measured on its own requests."""
+
+    name: str
+    requests: int
+    objectives: list[ObjectiveRow]
+    """The class's objectives, each judged on the class's requests by the audit's rule."""
+    driver: str | None
+    """The stage with the largest slow-vs-fast delta among the class's own requests."""
+    goodput: ClassGoodput
+    share: float = 0.0
+    """The class's share of the log's requests."""
+    listed: bool = True
+    """False: a class the budget does not list, shown against the service-wide objectives
+    (not gated: its requests are judged with the whole service)."""
+    priority: int | None = None
+    driver_delta_ms: float | None = None
+    """The driver's mean slow-minus-fast delta (ms) within the class."""
+    weak: bool = False
+    """Too few of the class's requests in its slow group: the driver is a lead, not a finding."""
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    cdf: list[CdfPoint] = Field(default_factory=list)
+    """The class's end-to-end quantile function (approximate, for the chart)."""
+    note: str = ""
+
+
 class BaselineRow(_Model):
     """Change of one percentile against a baseline log, with a bootstrap interval."""
 
@@ -433,12 +471,34 @@ class AuditReport(_Model, ReportBase):
     """Quantile functions of ttft and tpot (approximate, for charts) when they have objectives."""
     canary: Canary | None = None
     """With --baseline: every objective's change, its interval and p-value, and the verdict."""
+    class_by: str | None = None
+    """The column holding each request's class (budget `classes.by`, `--class-by`)."""
+    classes: list[ClassRow] | None = None
+    """Objectives per class, each measured on its own requests (None: no class_by)."""
+
+    def json_data(self) -> Any:
+        """The JSON contract; `class_by` and `classes` only when classes were asked for."""
+        drop = {"class_by", "classes"} if self.classes is None else set()
+        return self.model_dump(mode="json", exclude=drop)
+
+    def class_breaches(self) -> list[tuple[ClassRow, ObjectiveRow]]:
+        """Every gated class objective that breaches, with its class."""
+        return [
+            (c, o)
+            for c in self.classes or []
+            for o in c.objectives
+            if c.listed and o.gated and o.verdict == "breach"
+        ]
 
     def breaches_gate(self) -> bool:
         """True when a gated objective (or a goodput minimum) breaches (`--fail-on-breach`)."""
         if any(self.snapshot.verdict.get(p) == "breach" for p in self.gated):
             return True
         if any(o.gated and o.verdict == "breach" for o in self.objectives):
+            return True
+        if self.class_breaches():
+            return True
+        if any(c.listed and c.goodput.verdict == "breach" for c in self.classes or []):
             return True
         return self.goodput.verdict == "breach"
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from tailbudget.audit import (
     canary,
+    classes,
     cold_start,
     culprits,
     e2e_drivers,
@@ -53,6 +54,11 @@ from tailbudget.logs.units import check_unit
 def run_audit(log: LogTable, config: AuditConfig) -> AuditReport:
     """Audit a canonical log against an SLO and return the report (the JSON contract)."""
     cols = [TOTAL, "error", *(log.stage_column(s) for s in log.stages), *log.shape, *log.cohorts]
+    by = config.classes.by if config.classes is not None else None
+    if by is not None and by not in log.cohorts and by in log.table.columns:
+        # The class column rides along as a cohort label (the API asks the reader for it).
+        log = replace(log, cohorts=(*log.cohorts, by))
+        cols.append(by)
     if log.has_timestamp:
         cols.append("ts")
     tokens = output_tokens_column(log.table.columns)
@@ -141,6 +147,8 @@ def _audit(ctx: Ctx) -> AuditReport:
     judged = None
     if config.baseline is not None and dist.objectives:
         judged = canary.judge(ctx, rows, dist.goodput.good or 0, config.baseline)
+    class_rows, class_notes = classes.measure(ctx)
+    ctx.notes.extend(class_notes)
     report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
@@ -166,8 +174,13 @@ def _audit(ctx: Ctx) -> AuditReport:
         canary=judged,
         distributions=dist.metric_cdfs,
         service=config.service,
+        class_by=config.classes.by if config.classes is not None else None,
+        classes=class_rows if config.classes is not None else None,
     )
-    return weak.mark(report)
+    report = weak.mark(report)
+    # The class's breach leads, after the service-wide caveats are written.
+    named = classes.naming_breached_class(report.recommendation, class_rows)
+    return report.model_copy(update={"recommendation": named})
 
 
 def _recommend(

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from tailbudget._units import PERCENTILES, order_problem, parse_percentile
+from tailbudget.budget.classes import ClassesSpec, ClassSet, class_set
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
 from tailbudget.budget.llm_spec import Spread as Spread
 from tailbudget.budget.objectives import GATES as GATES
@@ -237,6 +238,8 @@ class Budget(_Frozen):
     """`default` (the default reactive-scaling rules) or a rules block; see tailbudget.control."""
     fixes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Overrides of the audit's fix catalog (hours, risk, reversible) by fix name."""
+    classes: ClassesSpec | None = None
+    """Objectives per class (tier, tenant, priority); see tailbudget.budget.classes."""
 
     @field_validator("pipeline", mode="before")
     @classmethod
@@ -282,7 +285,24 @@ class Budget(_Frozen):
                 f"is at {gates[-1]}; add slo.{gates[-1]} (milliseconds), or drop environment: "
                 "to gate every stated objective"
             )
+        self._check_classes(seen)
         return self
+
+    def _check_classes(self, stages: set[str]) -> None:
+        if self.classes is None:
+            return
+        for name, spec in self.classes.specs().items():
+            unknown = [s for s in spec.skip if s not in stages]
+            if unknown:
+                raise ValueError(
+                    f"classes.{name}.skip: {unknown[0]!r} is not a stage of the pipeline "
+                    f"(stages: {', '.join(sorted(stages))})"
+                )
+
+    @property
+    def class_set(self) -> ClassSet | None:
+        """The classes with their objectives gated by this budget's environment."""
+        return None if self.classes is None else class_set(self.classes, self.environment)
 
     @property
     def objectives(self) -> Objectives:

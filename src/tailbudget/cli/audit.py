@@ -99,6 +99,12 @@ def audit_command(
     ),
     shape: list[str] = typer.Option([], "--shape", help="Covariate column (repeatable)."),
     cohort: list[str] = typer.Option([], "--cohort", help="Cohort column (repeatable)."),
+    class_by: str | None = typer.Option(
+        None,
+        "--class-by",
+        help="Column holding each request's class (tier, tenant); objectives per class "
+        "come from the budget's classes: or --slo premium:p95=800.",
+    ),
     events: Path | None = typer.Option(None, "--events", help="CSV of timestamp,event."),
     cold_window_min: float = typer.Option(
         5.0, "--cold-window-min", help="Minutes after an event that count as cold."
@@ -152,7 +158,7 @@ def audit_command(
             span_stage=span_stage, shape=shape, cohorts=cohort, events=events,
             cold_window_min=cold_window_min, baseline=baseline, slow=slow, engine=engine,
             query=query, workload=workload.value, progress=progress,
-            query_timeout=query_timeout,
+            query_timeout=query_timeout, class_by=class_by,
         )  # fmt: skip
     for note in report.provenance.notes:
         if note.startswith(SECONDS_HINT):
@@ -167,6 +173,11 @@ def audit_command(
             f"{ms(getattr(report.slo, p, None))} ms"
             for p in report.gated
             if report.snapshot.verdict.get(p) == "breach"
+        ]
+        over += [
+            f"class {c.name} {o.metric}.{o.percentile} {ms(o.measured_ms)} ms > "
+            f"{ms(o.target_ms)} ms"
+            for c, o in report.class_breaches()
         ]
         raise gate_failed(f"--fail-on-breach: {', '.join(over) or 'a gated objective breaches'}")
     if fail_on_regression and report.regresses():

@@ -6,7 +6,7 @@ from tailbudget.audit.report import AuditReport
 from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
 from tailbudget.report.audit_view import STAGE_RATIO, STAGE_RATIO_NOTE
-from tailbudget.report.objectives_md import objectives_section
+from tailbudget.report.objectives_md import classes_section, objectives_section
 
 SECTIONS = (
     "Objectives",
@@ -50,6 +50,8 @@ def audit_markdown(r: AuditReport, *, title: str | None = None) -> str:
     ]
     for name, body in zip(SECTIONS, _bodies(r), strict=True):
         lines += [f"## {name}", "", *body, ""]
+        if name == "Objectives" and r.classes is not None:
+            lines += ["## Classes", "", *classes_section(r), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -65,6 +65,10 @@ def verdict_line(r: AuditReport) -> str:
     if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
         words = {"breach": "under its minimum", "pass": "at or above its minimum"}
         groups.setdefault(words.get(r.goodput.verdict, r.goodput.verdict), []).append("goodput")
+    for c, o in r.class_breaches():
+        groups.setdefault("over target", []).append(f"class {c.name} {o.metric}.{o.percentile}")
+    if "over target" in groups:  # breaches first, a class's among them
+        groups = {"over target": groups.pop("over target"), **groups}
     head = "Breach" if r.breaches_gate() else "No gated breach"
     if not groups:
         return f"{head}: no gated objective."

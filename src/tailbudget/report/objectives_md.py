@@ -113,3 +113,51 @@ def _canary(r: AuditReport) -> list[str]:
             f"{g.verdict}.",
         ]
     return out
+
+
+def _plain(text: str) -> str:
+    """A class value from the log as one table cell: code-spanned, pipes and breaks folded."""
+    flat = " ".join(str(text).replace("|", "/").replace("`", "'").split())
+    return f"`{flat}`"
+
+
+def classes_section(r: AuditReport) -> list[str]:
+    """Objectives per class: each class's objectives measured on its own requests, its
+    goodput and the stage that slows its own slow requests."""
+    if r.classes is None:
+        return []
+    if not r.classes:
+        return [f"No request carries a class in column `{r.class_by}`."]
+    out = [
+        f"Each class (column `{r.class_by}`) is measured on its own requests, with the same "
+        "verdict rule as the whole service; its driver is the stage with the largest "
+        "slow-vs-fast delta among its own requests.",
+        "",
+        "| class | requests | share | objective | target ms | measured ms | verdict | gated "
+        "| driver |",
+        "|---|---:|---:|---|---:|---:|---|---|---|",
+    ]
+    for c in r.classes:
+        name = _plain(c.name) + ("" if c.listed else " (not listed: service-wide)")
+        driver = "-" if c.driver is None else f"{c.driver} (+{_ms(c.driver_delta_ms)} ms)"
+        for i, o in enumerate(c.objectives or []):
+            head = [name, fmt.count(c.requests), fmt.share(c.share)] if i == 0 else ["", "", ""]
+            out.append(
+                f"| {' | '.join(head)} | {_name(o)} | {_ms(o.target_ms)} | "
+                f"{_ms(o.measured_ms)} | {o.verdict} | {'yes' if o.gated else 'no'} | "
+                f"{driver if i == 0 else ''} |"
+            )
+    said = [
+        f"- class {_plain(c.name)}: goodput {fmt.share(c.goodput.share)} "
+        f"(minimum {fmt.share(c.goodput.min)}: {c.goodput.verdict})"
+        for c in r.classes
+        if c.goodput.min is not None
+    ]
+    said += [
+        f"- class {_plain(c.name)} {o.metric}.{o.percentile}: {o.driver}"
+        for c in r.classes
+        for o in c.objectives
+        if o.driver
+    ]
+    said += [f"- class {_plain(c.name)}: {c.note}" for c in r.classes if c.note]
+    return out + (["", *said] if said else [])

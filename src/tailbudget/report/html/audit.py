@@ -423,5 +423,10 @@ def render_audit_html(report: AuditReport) -> str:
     sub = f"Generated {prov.generated_at}" if prov.generated_at else "tailbudget audit"
     if prov.version:
         sub += f" by tailbudget {prov.version}"
-    parts = page.render_sections(report, (VERDICT, *SECTIONS))
+    sections = SECTIONS
+    if report.classes is not None:  # beside the service-wide objectives, when asked for
+        from tailbudget.report.html.classes import classes_html
+
+        sections = (SECTIONS[0], ("classes", "Classes", classes_html), *SECTIONS[1:])
+    parts = page.render_sections(report, (VERDICT, *sections))
     return page.document(view.title(report), sub, parts)
