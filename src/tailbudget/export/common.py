@@ -373,7 +373,7 @@ def not_exported(rule: Rule, target: str) -> str:
     ref = rule.ref
     carried = "the end-to-end duration (p50, p95, p99) and the error count"
     fix = (
-        " (--metrics vllm or sglang carry ttft, tpot and itl)"
+        " (the metrics presets vllm and sglang carry ttft, tpot and itl)"
         if ref.series in ("ttft", "tpot", "itl")
         else ""
     )
