@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tailbudget import _metric_names as names
+from tailbudget._names import promql_string
 from tailbudget.errors import PolicyError
 
 __all__ = ["PRESETS", "BucketCheck", "FleetPreset", "FleetSeries", "check_target", "preset"]
@@ -50,8 +51,7 @@ class FleetPreset:
         """The label matcher scoping a query to the service (empty without a label)."""
         if self.label is None:
             return ""
-        value = service.replace("\\", "\\\\").replace('"', '\\"')
-        return f'{self.label}="{value}"'
+        return f'{self.label}="{promql_string(service)}"'
 
     def of(self, metric: str) -> FleetSeries | None:
         """The series of an objective metric (`e2e`, `ttft`, a stage), or None."""

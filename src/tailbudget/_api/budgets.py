@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,9 @@ class MeasuredBudget:
         return self.text
 
     def _repr_markdown_(self) -> str:
-        return f"```yaml\n{self.text}```\n"
+        # A fence longer than any backtick run in the file, so no name in it closes it.
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", self.text)), default=0))
+        return f"{fence}yaml\n{self.text}{fence}\n"
 
 
 def measure_budget(

@@ -7,7 +7,6 @@ threads and layers without copies.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -21,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from tailbudget._names import name_problem
 from tailbudget._units import PERCENTILES, order_problem, parse_percentile
 from tailbudget.budget.classes import ClassesSpec, ClassSet, class_set
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
@@ -38,6 +38,18 @@ _NAME = re.compile(r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\s\x00-\x1f\
 """A stage keeps the name its log gives it (span operations such as `/api/v1/{id}` or
 `/*` included): any text up to 200 characters without control characters or outer
 spaces (exports quote and escape it)."""
+
+
+NAME_RULE = (
+    "a name may hold any character but control characters (C0, DEL, C1 such as NEL), "
+    "line/paragraph separators (U+2028, U+2029), surrogates, noncharacters and "
+    "bidirectional controls; remove it"
+)
+
+
+def _shown(value: str) -> str:
+    text = ascii(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _Frozen(BaseModel):
@@ -86,10 +98,13 @@ class Stage(_Frozen):
     @field_validator("stage")
     @classmethod
     def _name(cls, v: str) -> str:
+        problem = name_problem(v)
+        if problem is not None:
+            raise ValueError(f"stage name {_shown(v)} {problem}: {NAME_RULE}")
         if not _NAME.match(v):
             raise ValueError(
                 "stage name must be 1 to 200 characters without line breaks, control "
-                f"characters or leading/trailing spaces, got {v!r}"
+                f"characters or leading/trailing spaces, got {_shown(v)}"
             )
         return v
 
@@ -249,13 +264,12 @@ class Budget(_Frozen):
     @field_validator("service")
     @classmethod
     def _service_name(cls, v: str) -> str:
-        # The name goes into PromQL selectors, YAML manifests and report titles, which
-        # escape quotes; a line break or control character would still split them.
-        bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
-        if bad is not None:
-            raise ValueError(
-                f"service name must not hold a line break or control character ({bad!r}), got {v!r}"
-            )
+        # The name goes into PromQL selectors, YAML manifests, alert templates and
+        # reports, which escape it (tailbudget._names); a line break or control character
+        # would still split or fold it.
+        problem = name_problem(v)
+        if problem is not None:
+            raise ValueError(f"service name {_shown(v)} {problem}: {NAME_RULE}")
         return v
 
     @model_validator(mode="after")

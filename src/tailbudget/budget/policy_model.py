@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tailbudget._names import name_problem
 from tailbudget.budget.metric import MetricRef, parse_metric
 from tailbudget.errors import PolicyError
 
@@ -101,6 +102,14 @@ class Rule(_Frozen):
     """Stabilization: the clear condition must hold this long before recovery."""
     expr: str = ""
     """The threshold as written (e.g. '90% of p95'), for reports."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem is not None:
+            raise ValueError(f"rule name {ascii(value)[:80]} {problem}; remove it")
+        return value
 
     @field_validator("metric", mode="before")
     @classmethod

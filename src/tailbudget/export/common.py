@@ -17,6 +17,7 @@ import yaml
 from prometheus_client import utils as _client_utils
 
 from tailbudget import _metric_names as names
+from tailbudget._names import go_template_text, promql_string
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, resolve_policy
@@ -189,9 +190,14 @@ def camel(text: str) -> str:
 
 
 def label_value(text: str) -> str:
-    """Escape text for a PromQL double-quoted label value (quotes, backslashes, line breaks)."""
-    out = text.replace("\\", "\\\\").replace('"', '\\"')
-    return out.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    """Text as a PromQL double-quoted label value: `tailbudget._names.promql_string`, the
+    one escaping every target's queries share (quotes, backslashes, template delimiters)."""
+    return promql_string(text)
+
+
+def template_text(text: str) -> str:
+    """A name inside a Prometheus alert label or annotation (a Go template)."""
+    return go_template_text(text)
 
 
 class _Dumper(yaml.SafeDumper):

@@ -16,6 +16,7 @@ For `--metrics vllm|sglang|tgi` the rules read the server's histograms directly
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tailbudget._fleet import FleetPreset, FleetSeries, check_target, preset
@@ -36,6 +37,7 @@ from tailbudget.export.common import (
     policy_of,
     promql_duration,
     seconds,
+    template_text,
 )
 from tailbudget.export.keda import scaled_object, scaling_notes
 
@@ -66,8 +68,9 @@ def _alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> di
     where = fc.resolve(series, rule.threshold, rule.metric)
     value, guard = quantile_expr(fleet, budget, policy, rule)
     annotations = {
-        "summary": f"{budget.service}: {rule.metric} above {rule.threshold:g} ms -> "
-        f"{rule.action} (rule {rule.name}, {series.histogram})",
+        "summary": f"{template_text(budget.service)}: {rule.metric} above "
+        f"{rule.threshold:g} ms -> {rule.action} (rule {template_text(rule.name)}, "
+        f"{series.histogram})",
         "buckets": f"{where.around} around the threshold",
     }
     if where.check.warning:
@@ -86,7 +89,7 @@ def _alert_record(
         "labels": {
             "severity": "page" if rule.action == "rollback" else "ticket",
             "action": rule.action,
-            "tailbudget_rule": rule.name,
+            "tailbudget_rule": template_text(rule.name),
         },
         "annotations": annotations,
     }
@@ -115,8 +118,8 @@ def _share_alert(
         return check
     guards = "".join(f" and on () ({g})" for g in check.guards)
     annotations = {
-        "summary": f"{budget.service}: {rule.metric} {rule.op} {num(check.threshold)} -> "
-        f"{rule.action} (rule {rule.name}, "
+        "summary": f"{template_text(budget.service)}: {rule.metric} {rule.op} "
+        f"{num(check.threshold)} -> {rule.action} (rule {template_text(rule.name)}, "
         + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
         + f" at {policy.confidence:g})",
         **({"buckets": "; ".join(check.notes)} if check.notes else {}),
@@ -128,7 +131,7 @@ def _share_alert(
 def sli_name(o: Objective) -> str:
     """The SLI's name in rule names: `p95` end to end, `ttft_p95`, `queue_p99_9`."""
     base = o.percentile if o.metric == "e2e" else f"{o.metric}_{o.percentile}"
-    return base.replace(".", "_").replace("-", "_").replace("/", "_")
+    return re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
 def _sli_rules(
@@ -167,7 +170,8 @@ def _sli_rules(
                     "expr": f"{long_r} > {limit} and {short_r} > {limit}",
                     "labels": {"severity": b.severity},
                     "annotations": {
-                        "summary": f"{budget.service}: {o.key} error budget burning "
+                        "summary": f"{template_text(budget.service)}: "
+                        f"{template_text(o.key)} error budget burning "
                         f"{b.factor:g}x (le={le:g} s stands for {o.target_ms:g} ms)"
                     },
                 }

@@ -53,6 +53,7 @@ from tailbudget.export.common import (
     service_selector,
     slow_ratio_rule,
     stage_quantile_rule,
+    template_text,
 )
 
 VALUE = '{{ $value | printf "%.4g" }}'
@@ -211,9 +212,9 @@ def policy_alert(budget: Budget, policy: Policy, rule: Rule, notes: list[str]) -
         alert["keep_firing_for"] = promql_duration(rule.clear_for_s)
     labels = {
         "severity": SEVERITY.get(rule.action, "critical"),
-        "service": budget.service,
+        "service": template_text(budget.service),
         "action": rule.action,
-        "rule": rule.name,
+        "rule": template_text(rule.name),
         "metric": rule.metric,
     }
     if policy.dry_run:
@@ -223,15 +224,15 @@ def policy_alert(budget: Budget, policy: Policy, rule: Rule, notes: list[str]) -
     hold = promql_duration(rule.clear_for_s) if rule.clear_for_s else "0s"
     cooldown = promql_duration(rule.cooldown_s) if rule.cooldown_s else "0s"
     alert["annotations"] = {
-        "summary": f"{budget.service}: {what} {rule.op} {thr}{unit} "
-        f"({rule.expr or rule.metric}) -> {rule.action}",
+        "summary": f"{template_text(budget.service)}: {what} {rule.op} {thr}{unit} "
+        f"({template_text(rule.expr or rule.metric)}) -> {rule.action}",
         "description": (
             f"{what} is {VALUE}{unit} (threshold {thr}{unit}, clears at or under "
             f"{clear}{unit} held for {hold}). Action: {rule.action}. "
             f"Cooldown between actions: {cooldown}."
         ),
         "action": rule.action,
-        "rule": rule.name,
+        "rule": template_text(rule.name),
         "threshold": thr,
         "clear_threshold": clear,
     }
@@ -241,14 +242,17 @@ def policy_alert(budget: Budget, policy: Policy, rule: Rule, notes: list[str]) -
 def stage_alerts(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     """Info alerts: a stage over its slice at a gated percentile, sustained."""
     sel = service_selector(budget)
+    service = template_text(budget.service)
     out: list[dict[str, Any]] = []
     for _, stage in budget.stages():
         if stage.budget is None:
             continue
+        name = template_text(stage.name)
+        stage_sel = f'{sel}, stage="{label_value(stage.name)}"'
         for p, ms in stage.budget.given().items():
             if p not in budget.gated:
                 continue
-            series = f'{stage_quantile_rule(p, policy.window_s)}{{{sel}, stage="{stage.name}"}}'
+            series = f"{stage_quantile_rule(p, policy.window_s)}{{{stage_sel}}}"
             out.append(
                 {
                     "alert": f"TailbudgetStageOverBudget{camel(stage.name)}{p.upper()}",
@@ -256,14 +260,13 @@ def stage_alerts(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
                     "for": promql_duration(policy.rollback_for_s or policy.window_s),
                     "labels": {
                         "severity": "info",
-                        "service": budget.service,
-                        "stage": stage.name,
+                        "service": service,
+                        "stage": name,
                         "percentile": p,
                     },
                     "annotations": {
-                        "summary": f"{budget.service}: stage {stage.name} {p} over its "
-                        f"{num(ms)} ms slice",
-                        "description": f"{stage.name} {p} is {VALUE}s; its budget "
+                        "summary": f"{service}: stage {name} {p} over its {num(ms)} ms slice",
+                        "description": f"{name} {p} is {VALUE}s; its budget "
                         f"slice is {num(seconds(ms))}s.",
                     },
                 }
@@ -386,14 +389,15 @@ def _burn_alert(
         "expr": expr,
         "labels": {
             "severity": b.severity,
-            "service": budget.service,
+            "service": template_text(budget.service),
             "long_window": long_w,
             "short_window": short_w,
             "burn_rate": num(b.factor),
             **extra,
         },
         "annotations": {
-            "summary": f"{budget.service}: {kind} at {num(b.factor)}x over {long_w} and {short_w}",
+            "summary": f"{template_text(budget.service)}: {kind} at {num(b.factor)}x over "
+            f"{long_w} and {short_w}",
             "description": f"The bad share is above {num(limit)} ({num(b.factor)}x the budget) "
             f"over both {long_w} and {short_w}.",
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tailbudget._names import safe_markdown_renderer
 from tailbudget.audit.report import AuditReport
 from tailbudget.report import audit_view as view
 from tailbudget.report import fmt
@@ -38,6 +39,7 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+@safe_markdown_renderer
 def audit_markdown(r: AuditReport, *, title: str | None = None) -> str:
     """Render the report as markdown (titled with the service's name unless `title` is given)."""
     lines: list[str] = [f"# {' '.join((title or view.title(r)).split())}", ""]

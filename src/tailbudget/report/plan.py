@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tailbudget._names import safe_markdown_renderer
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import GateCheck, LlmSlice, ObjectiveCheck, Plan
 from tailbudget.report import fmt
@@ -232,6 +233,7 @@ def _objectives_md(plan: Plan) -> list[str]:
     return [*lines, ""]
 
 
+@safe_markdown_renderer
 def plan_markdown(plan: Plan) -> str:
     """Render a plan as a markdown document."""
     key = _key(plan)

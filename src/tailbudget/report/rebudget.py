@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget._json import dumps
+from tailbudget._names import safe_markdown_renderer
 from tailbudget.audit.budgeting.checks import GoodputCheck
 from tailbudget.audit.budgeting.proposal import Rebudget
 from tailbudget.audit.report import RankedFix
@@ -81,6 +82,7 @@ def _budget_verdict(r: Rebudget) -> str:
     return f"Reallocation is not enough: {gap} of speed-up still needed; {tail}."
 
 
+@safe_markdown_renderer
 def rebudget_markdown(r: Rebudget) -> str:
     """The proposal as a markdown document."""
     out = [f"# Re-budget: {r.service}", "", _verdict(r), ""]

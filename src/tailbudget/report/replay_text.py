@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tailbudget._names import safe_markdown_renderer
 from tailbudget.control.replay_record import ReplayReport
 from tailbudget.report import fmt
 
@@ -65,6 +66,7 @@ def replay_text(rep: ReplayReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+@safe_markdown_renderer
 def replay_markdown(rep: ReplayReport) -> str:
     """The replay in Markdown: a heading, the verdict and the open-loop caveat (as the HTML
     page opens), then the terminal text's body as a block."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tailbudget._names import safe_markdown_renderer
 from tailbudget.report import fmt, sim_verdict
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
@@ -59,6 +60,7 @@ def _ratio(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
 
 
+@safe_markdown_renderer
 def simulate_markdown(rep: SimReport) -> str:
     """Policies side by side, the objectives per policy, decisions, the model."""
     lines = [
@@ -133,6 +135,7 @@ def simulate_markdown(rep: SimReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+@safe_markdown_renderer
 def capacity_markdown(rep: CapacityReport) -> str:
     """The replica curve and where to scale before breach."""
     verdict = f"**Verdict: {sim_verdict.capacity_headline(rep)[0]}.**"
