@@ -39,6 +39,10 @@ def test_counts_and_rates_are_not_ms() -> None:
     assert fmt.threshold("concurrency", 8.0) == "8 requests"
     assert fmt.threshold("arrival_rate", 4.5) == "4.5/s"
     assert fmt.threshold("utilization", 0.7) == "70%"
+    # Issue 36: the model policy's count, singular at one; drift a ratio, never ms.
+    assert fmt.threshold("replicas", 1.0) == "1 replica"
+    assert fmt.threshold("replicas", 3.0) == "3 replicas"
+    assert fmt.threshold("measured_vs_model", 1.25) == "1.25x"
 
 
 def test_listing_reads_lists_and_pairs():

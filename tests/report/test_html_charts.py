@@ -146,3 +146,19 @@ def test_far_slo_is_a_note_not_a_squashed_axis():
     assert [e.get("id") for e in hp.by_id(far, "tb-cold-slo")] == ["tb-cold-slo-above"]
     near = _svg(cold_start_chart(_cold(timeline), 1000))
     assert [e.get("id") for e in hp.by_id(near, "tb-cold-slo")] == ["tb-cold-slo"]
+
+
+def test_a_policy_far_off_the_others_is_drawn_off_scale():
+    # Issue 36: the demo's fixed:2 reached 800,000 ms and flattened every other policy.
+    from types import SimpleNamespace
+
+    from tailbudget.report.html.simulate import _scale
+
+    def run(*values: float) -> SimpleNamespace:
+        return SimpleNamespace(timeline=[SimpleNamespace(value_ms=v) for v in values])
+
+    runs = [run(5_000, 25_000), run(4_000, 35_000), run(6_000, 14_000), run(9_000, 815_894)]
+    top, off = _scale(runs, 4_000.0)  # type: ignore[arg-type]
+    assert off == {3: 815_894}
+    assert top is not None and 35_000 < top < 50_000
+    assert _scale(runs[:3], 4_000.0) == (None, {})  # nothing far off: matplotlib's own axis

@@ -134,6 +134,12 @@ def test_drift_hands_scaling_to_the_rules(model: tuple[ServiceModel, np.ndarray]
     after = [d for d in decisions if d.t_s >= found[0].t_s and d.action == "scale_up"]
     assert after and after[0].rule != "model"  # a rule's decision: the guard scales
     assert alone >= 10 and guarded <= 2
+    # Issue 36: drift is a ratio against 1 + drift_error (printed 1.31x, never "0.25 ms"),
+    # and a model scale-up's value (replicas asked for) is above its threshold (those held).
+    assert found[0].metric == "measured_vs_model" and found[0].threshold == 1.25
+    assert found[0].value is not None and found[0].value > 1.25
+    model_ups = [d for d in decisions if d.rule == "model" and d.action == "scale_up"]
+    assert all(d.value is not None and d.value > d.threshold for d in model_ups)
 
 
 def test_budget_file_policy_model() -> None:

@@ -119,7 +119,8 @@ def threshold(metric: str, value: object) -> str:
     if metric in ("error_rate", "goodput", "utilization") or metric.endswith(".error_rate"):
         return f"{100 * v:.3g}%"
     if metric in _COUNTS:  # requests at once, replicas: counts, never ms
-        return f"{v:,.3g} {_COUNTS[metric]}"
+        unit = _COUNTS[metric]
+        return f"{v:,.3g} {unit.removesuffix('s') if v == 1 else unit}"
     if metric in ("arrival_rate", "rps"):
         return f"{v:,.3g}/s"
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"

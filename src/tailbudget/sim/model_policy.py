@@ -43,6 +43,8 @@ from tailbudget.sim.trace import Arrivals
 
 __all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions", "model_headroom"]
 
+DRIFT_METRIC = "measured_vs_model"
+"""A drift decision's metric: measured over predicted, a ratio (`_vs_`: printed 1.31x)."""
 DEFAULT_HEADROOM = 0.1
 """Without a budget headroom: size to 90% of every target (the framework's 'scale before
 breach at about 90%')."""
@@ -119,6 +121,8 @@ class ModelPolicy:
         """The e2e/TTFT objectives the model predicts at the current load and replicas."""
         self.measured: dict[str, float] = {}
         """The same over the last minute's completions (when enough)."""
+        self.ratio: float | None = None
+        """The largest measured / predicted of those (None when nothing was measured)."""
         self.load: tuple[float, float, float] = (0.0, 0.0, 0.0)
         """(rate over the last minute, forecast, rate sized for) at the last evaluation."""
         self.need = bounds[0]
@@ -263,6 +267,7 @@ class ModelPolicy:
             for q, v in zip(q_list, np.quantile(window[m], q_list), strict=True)
         }
         off = False
+        self.ratio = None
         for r in wanted:
             o = r.objective
             assert r.measured_ms is not None
@@ -272,6 +277,8 @@ class ModelPolicy:
                 continue
             self.measured[o.key] = value
             off = off or value > r.measured_ms * (1.0 + self.opts.drift_error)
+            if r.measured_ms > 0:
+                self.ratio = max(self.ratio or 0.0, value / r.measured_ms)
         return off
 
     def _drift(self, view: TickView, rate: float) -> list[Decision]:
@@ -297,7 +304,9 @@ class ModelPolicy:
             else "measured back within the model's error: the model scales again"
         )
         action = "drift_detected" if self.drifting else "drift_cleared"
-        return [Decision(now, action, "model", None, self.opts.drift_error, "model", what)]
+        # A ratio, in a `_vs_` metric's unit (1.31x against 1.25x), never "0.25 ms".
+        limit = 1.0 + self.opts.drift_error
+        return [Decision(now, action, DRIFT_METRIC, self.ratio, limit, "model", what)]
 
     # ---- the evaluation -------------------------------------------------------------
 
@@ -386,12 +395,14 @@ class ModelPolicy:
                 f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
             )
             why += f"; {s.binding} would breach with {new - 1}" if s.binding else ""
+        # value: the count the model asks for; threshold: the count it had. (Load now
+        # against the forecast read as a scale-up below its own threshold.)
         return Decision(
             t_s=now,
             action=action,
-            metric="arrival_rate",
-            value=minute,
-            threshold=ahead,
+            metric="replicas",
+            value=float(new),
+            threshold=float(old),
             rule="model",
             reason=(
                 f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in "

@@ -30,6 +30,7 @@ def timeline_chart(rep: SimReport) -> str | None:
     target = next(
         (o.objective.target_ms for o in runs[0].objectives if o.objective.key == watched), None
     )
+    top, off = _scale(runs, target)
     with style("simulate"):
         fig = new_figure(7.6, 4.8)
         ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
@@ -37,8 +38,25 @@ def timeline_chart(rep: SimReport) -> str | None:
             color = SERIES[i % len(SERIES)]
             t = np.array([p.t_offset_s for p in r.timeline]) / 60.0
             v = np.array([np.nan if p.value_ms is None else p.value_ms for p in r.timeline])
-            (ln,) = ax.plot(t, v, color=color, lw=1.4, label=r.policy)
+            label = r.policy
+            if i in off:
+                label += f" (off scale: up to {fmt.ms(off[i])} ms)"
+            (ln,) = ax.plot(t, v, color=color, lw=1.4, label=label)
             ln.set_gid(f"tb-sim-{i}-value")
+            if i in off and top is not None:
+                # Where the policy leaves the chart: a marker on the top edge and its name.
+                above = np.flatnonzero(v > top)
+                x0 = float(t[above[0]])
+                mk = ax.plot([x0], [top], marker="^", color=color, ms=7, clip_on=False)[0]
+                mk.set_gid(f"tb-sim-{i}-offscale")
+                ax.annotate(
+                    f"{r.policy} off scale",
+                    (x0, top),
+                    xytext=(4, -11),
+                    textcoords="offset points",
+                    fontsize=7.5,
+                    color=color,
+                )
             (rl,) = ax2.step(t, [p.alive for p in r.timeline], where="post", color=color, lw=1.3)
             rl.set_gid(f"tb-sim-{i}-replicas")
         if target is not None:
@@ -46,7 +64,7 @@ def timeline_chart(rep: SimReport) -> str | None:
             th.set_gid("tb-sim-target")
         ax.yaxis.set_major_formatter(FuncFormatter(_ms_tick))
         ax.set_ylabel(f"{watched}, last minute (ms)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=top)
         ax.set_title("Simulated service: each policy in the loop")
         ax2.set_ylabel("replicas (paid)")
         integer_axis(ax2.yaxis)
@@ -56,6 +74,26 @@ def timeline_chart(rep: SimReport) -> str | None:
             *ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=7.5
         )
         return to_svg(fig)
+
+
+OFF_SCALE = 5.0
+"""A policy whose worst figure is this many times the others' (and the target's) is drawn
+off scale, so the policies that matter are not flattened against the axis."""
+
+
+def _scale(runs: list[RunResult], target: float | None) -> tuple[float | None, dict[int, float]]:
+    """The y-axis top (None: matplotlib's own) and the off-scale runs' peaks by index."""
+    peaks = {}
+    for i, r in enumerate(runs):
+        vals = [p.value_ms for p in r.timeline if p.value_ms is not None and p.value_ms > 0]
+        if vals:
+            peaks[i] = max(vals)
+    ref = max([target or 0.0, *sorted(peaks.values())[: max(1, (len(peaks) + 1) // 2)]])
+    off = {i: v for i, v in peaks.items() if ref > 0 and v > OFF_SCALE * ref}
+    kept = [v for i, v in peaks.items() if i not in off]
+    if not off or not kept:
+        return None, {}
+    return 1.15 * max([*kept, target or 0.0]), off
 
 
 def capacity_chart(rep: CapacityReport) -> str | None:
