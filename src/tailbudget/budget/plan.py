@@ -9,7 +9,7 @@ fan-out makes the composed tail worse than the max of the slices).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +25,7 @@ from tailbudget.budget.compose import (
     stage_points,
 )
 from tailbudget.budget.distributions import Lognormal, SplicedLognormal
+from tailbudget.budget.plan_classes import ClassPlan, class_budget
 from tailbudget.budget.plan_goodput import GoodputPlan, plan_goodput
 from tailbudget.budget.plan_llm import ttft_holder
 from tailbudget.budget.plan_objectives import (
@@ -180,6 +181,12 @@ class Plan(BaseModel, ReportBase):
     goodput: GoodputPlan | None = None
     """The share of requests the distributions expect to meet every per-request threshold."""
     problems: list[Problem]
+    classes: list[ClassPlan] | None = None
+    """Each class of the budget's `classes:` planned on the stages it goes through."""
+
+    def json_data(self) -> Any:
+        """The JSON contract; `classes` only for a budget with classes."""
+        return self.model_dump(mode="json", exclude={"classes"} if self.classes is None else set())
 
     @property
     def not_checked(self) -> bool:
@@ -419,7 +426,13 @@ def _gate_checks(
             continue
         if not ok:
             by_stage = [(s.name, ms) for s in stages if (ms := s.budget[p]) is not None]
-            name, biggest = max(by_stage, key=lambda kv: kv[1])
+            # No slice states p (a p95 objective over p99-only slices): estimated ones.
+            name, biggest = max(by_stage, key=lambda kv: kv[1]) if by_stage else (None, None)
+            largest = (
+                f"largest slice is {name} at {_fmt(biggest)} ({biggest / target:.0%} of the SLO)"
+                if name is not None and biggest is not None
+                else f"no slice states {p}: the figures are estimated from the slices given"
+            )
             problems.append(
                 Problem(
                     severity="error",
@@ -429,8 +442,7 @@ def _gate_checks(
                     message=(
                         f"{p}: slices add to {_fmt(used)}, {_fmt(used - limit)} over the "
                         f"{_fmt(limit)} limit (SLO {_fmt(target)} less {budget.headroom:.0%} "
-                        f"headroom); largest slice is {name} at {_fmt(biggest)} "
-                        f"({biggest / target:.0%} of the SLO){_loose_bound(budget, p, composed_p)}"
+                        f"headroom); {largest}{_loose_bound(budget, p, composed_p)}"
                     ),
                 )
             )
@@ -519,7 +531,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         problems.append(_goodput_short(budget, goodput))
     composed = _composition(budget, comp, stages)
     targets = budget.objectives.e2e()
-    return Plan(
+    plan = Plan(
         service=budget.service,
         environment=budget.environment,
         fits=not any(pr.severity == "error" for pr in problems),
@@ -542,4 +554,39 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
         objectives=objective_rows,
         goodput=goodput,
         problems=problems,
+    )
+    return _with_classes(plan, budget, samples=samples, seed=seed)
+
+
+def _with_classes(plan: Plan, budget: m.Budget, **mc: Any) -> Plan:
+    """The plan with each class planned on the stages it goes through; the whole plan
+    fits only when every class fits too."""
+    if budget.classes is None:
+        return plan
+    rows: list[ClassPlan] = []
+    for name, spec in budget.classes.specs().items():
+        sub = class_budget(budget, name)
+        got = make_plan(sub, **mc)
+        rows.append(
+            ClassPlan(
+                name=name,
+                priority=spec.priority,
+                skip=list(spec.skip),
+                stages=[s.name for _, s in sub.stages()],
+                fits=got.fits,
+                objectives=got.objectives,
+                composed={p: got.composed.at(p) for p in PERCENTILES},
+                problems=[p.message for p in got.problems if p.severity == "error"],
+            )
+        )
+    fits = plan.fits and all(r.fits for r in rows)
+    # Each class's error is one of the plan's problems, named by its class, so every
+    # format and the gate's message say which class does not fit.
+    said = [
+        Problem(severity="error", message=f"class {r.name}: {text}")
+        for r in rows
+        for text in r.problems
+    ]
+    return plan.model_copy(
+        update={"classes": rows, "fits": fits, "problems": [*plan.problems, *said]}
     )

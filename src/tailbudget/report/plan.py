@@ -184,6 +184,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(_objectives_table(plan))
     if plan.goodput is not None:
         console.print(_goodput_line(plan), markup=False)
+    for line in class_lines(plan):
+        console.print(line, markup=False, highlight=False)
     for pr in plan.problems:
         color = "red" if pr.severity == "error" else "yellow"
         label = PROBLEM_LABELS.get(pr.severity, pr.severity)
@@ -266,6 +268,8 @@ def plan_markdown(plan: Plan) -> str:
     lines += _objectives_md(plan)
     if plan.goodput is not None:
         lines += [_goodput_line(plan), ""]
+    if plan.classes:
+        lines += ["## Classes", "", *(f"- {line}" for line in class_lines(plan)), ""]
     if plan.llm:
         lines += ["## LLM stages", ""]
         for row in plan.llm:
@@ -318,3 +322,20 @@ def _goodput_line(plan: Plan) -> str:
         f"goodput: {low}{shares} of requests "
         f"expected to meet {within}{least}: {verdict} [{g.method}]"
     )
+
+
+def class_lines(plan: Plan) -> list[str]:
+    """One line per class: its stages, each objective's composed figure and verdict."""
+    out = []
+    for c in plan.classes or []:
+        skip = f"; skips {', '.join(c.skip)}" if c.skip else ""
+        said = "; ".join(
+            f"{o.metric} {o.percentile} {_ms(o.composed_ms)} ms composed vs "
+            f"{_ms(o.target_ms)} ms: {o.verdict.replace('_', ' ')}"
+            for o in c.objectives
+        )
+        verdict = "fits" if c.fits else "does not fit"
+        out.append(
+            f"class {c.name} (priority {c.priority}{skip}): {verdict}: {said or 'no objective'}"
+        )
+    return out
