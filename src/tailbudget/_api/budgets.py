@@ -86,10 +86,13 @@ def measure_budget(
     parallel: Sequence[str] = (),
     engine: Any = None,
     unit: str | None = None,
+    class_by: str | None = None,
 ) -> MeasuredBudget:
     """A budget measured from a log: each stage's slice is what the log measures.
     `parallel` lists groups of stages that run at once ("a,b" each, as `--parallel`);
-    `unit` (ms, s, us) is the log's latency unit when it does not say it."""
+    `unit` (ms, s, us) is the log's latency unit when it does not say it; `class_by`
+    names the column of each request's class, and the file gets a `classes:` block
+    (objectives stated as `CLASS:OBJECTIVE` in `slo`, else each class's own figures)."""
     from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
     from tailbudget.audit.budgeting.profile import profile_of
     from tailbudget.budget.load import parse_budget
@@ -97,8 +100,11 @@ def measure_budget(
     from tailbudget.logs import read_log
     from tailbudget.logs.units import check_log_unit
 
+    slo, per_class = _class_parts(slo, class_by)
     objectives = objectives_of(slo)
-    columns = Columns(total=total, stage=stage, stages=stages, unit=unit)
+    columns = Columns(
+        total=total, stage=stage, stages=stages, unit=unit, cohorts=(class_by,) if class_by else ()
+    )
     source = source_of(data)
     log = check_log_unit(read_log(source, columns.options(), engine=engine))
     if not log.stages:
@@ -127,13 +133,38 @@ def measure_budget(
         log_block=_log_block(total, bool(stage or stages), log.stages, unit),
         stated=stated,
     )
+    text, notes, breaches = result.text, list(result.notes()), list(result.breaches)
+    if class_by is not None:
+        from tailbudget.audit.budgeting.class_block import class_block
+
+        base = parse_budget(text, source="the measured budget")
+        block = class_block(log, log.cohorts[-1], per_class, base)
+        text = text.rstrip("\n") + "\n" + "\n".join(block.lines) + "\n"
+        notes += block.notes + [f"breach: {b}" for b in block.breaches]
+        breaches += block.breaches
     fits = None
-    if objectives is not None:
-        fits = make_plan(parse_budget(result.text, source="the measured budget")).fits
+    if objectives is not None or per_class:
+        fits = make_plan(parse_budget(text, source="the measured budget")).fits
         # A breach the audit will call (goodput's too, which plan only estimates) is not
         # a fit, whatever the plan's gates say; an inconclusive figure is no breach.
-        fits = fits and not any("(inconclusive:" not in b for b in result.breaches)
-    return MeasuredBudget(result.text, fits, tuple(result.notes()))
+        fits = fits and not any("(inconclusive:" not in b for b in breaches)
+    return MeasuredBudget(text, fits, tuple(notes))
+
+
+def _class_parts(slo: Any, class_by: str | None) -> tuple[Any, dict[str, Any]]:
+    """The service-wide `slo` and the objectives stated per class (`premium:p95=800`)."""
+    from tailbudget.budget.classes import split_class_slo
+
+    if not (isinstance(slo, str) and ":" in slo):
+        return slo, {}
+    service, stated = split_class_slo(slo)
+    if class_by is None:
+        raise TailbudgetError(
+            f"slo {next(iter(stated))}:...: say which column holds each request's class "
+            "with class_by",
+            param="class_by",
+        )
+    return service or None, stated
 
 
 def _log_block(

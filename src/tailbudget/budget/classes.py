@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tailbudget.budget.measured import MeasuredRequests
 from tailbudget.budget.objectives import Objectives, parse_objectives
 from tailbudget.budget.slo import SLO
 from tailbudget.errors import TailbudgetError
@@ -57,6 +58,10 @@ class ClassSpec(BaseModel):
     """0 is shed last; `shed_load` sheds the highest number first."""
     skip: list[str] = Field(default_factory=list)
     """Stages this class's requests do not go through (batch skips rerank)."""
+    measured: MeasuredRequests | None = None
+    """What the class's own requests measured end to end (`init --from --class-by`
+    writes it): plan composes the class from them, as `composition.measured` does the
+    service, so a measured class plans at its own figures."""
 
     @model_validator(mode="before")
     @classmethod

@@ -21,14 +21,14 @@ from pydantic import (
 )
 
 from tailbudget._names import name_problem
-from tailbudget._units import PERCENTILES, order_problem, parse_percentile
+from tailbudget._units import PERCENTILES, order_problem
 from tailbudget.budget.classes import ClassesSpec, ClassSet, class_set
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
 from tailbudget.budget.llm_spec import Spread as Spread
+from tailbudget.budget.measured import MeasuredRequests as MeasuredRequests
 from tailbudget.budget.objectives import GATES as GATES
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.slo import SLO as SLO
-from tailbudget.errors import TailbudgetError
 
 Environment = Literal["dev", "qa", "uat", "prd"]
 
@@ -172,40 +172,6 @@ class LogMapping(_Frozen):
     cohorts: list[str] = Field(default_factory=list)
     span_stage: Literal["operation", "service"] = "operation"
     """Span tables and traces: a stage is a span's operation or its service."""
-
-
-class MeasuredRequests(_Frozen):
-    """What a log's whole requests measured end to end, beside the slices' sum then.
-
-    `init --from` writes it where the log's requests call different subsets of the stages
-    (span tables: most requests skip most operations). Stage distributions composed as if
-    every request ran every stage overstate such a service's tail; its requests' own
-    end-to-end figures do not. `plan` composes the current slices' sum scaled by what the
-    requests measured against it (exactly the log's figures until a slice is edited)."""
-
-    requests: Annotated[int, Field(ge=1, strict=True)]
-    """How many requests the figures come from."""
-    failed: Annotated[int, Field(ge=0, strict=True)] = 0
-    """Requests of the log that errored or failed without a latency: never good, so the
-    plan's goodput counts them as the audit does."""
-    e2e: dict[str, Ms]
-    """End-to-end ms per percentile (any percentile name: p50, p90, p99.9)."""
-    slices: dict[str, Ms]
-    """The slices' additive sum at the same percentiles when the log was measured."""
-
-    @model_validator(mode="after")
-    def _same_percentiles(self) -> MeasuredRequests:
-        for name in (*self.e2e, *self.slices):
-            try:
-                parse_percentile(name, where="composition.measured")
-            except TailbudgetError as e:
-                raise ValueError(str(e)) from None
-        if set(self.e2e) != set(self.slices) or not self.e2e:
-            raise ValueError(
-                "composition.measured: e2e and slices must give the same percentiles, got "
-                f"{sorted(self.e2e)} and {sorted(self.slices)}"
-            )
-        return self
 
 
 class Composition(_Frozen):

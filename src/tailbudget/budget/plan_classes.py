@@ -4,8 +4,8 @@ that class goes through (a class may skip stages: batch skips rerank).
 A class's plan is the budget's own plan on the class's view of the budget: the pipeline
 without its skipped stages, its objectives (the service's where it states none), the
 same slices, headroom and composition. The service's measured end-to-end figures
-(`composition.measured`) describe every request, not the class's, so a class composes
-from its stages' distributions.
+(`composition.measured`) describe every request, not the class's: a class composes from
+its own `measured:` figures when it has them, else from its stages' distributions.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def class_budget(budget: m.Budget, name: str) -> m.Budget:
     pipeline = without_stages(budget.pipeline, set(spec.skip))
     if not pipeline:
         raise TailbudgetError(f"classes.{name}.skip: the class skips every stage")
-    composition = budget.composition.model_copy(update={"measured": None})
+    composition = budget.composition.model_copy(update={"measured": spec.measured})
     data = budget.model_dump(exclude={"classes", "pipeline", "composition", "slo"})
     return m.Budget.model_validate(
         {

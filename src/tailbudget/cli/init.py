@@ -49,21 +49,27 @@ def init_command(
         None, "--output", "-o", help="Write the budget here (default: stdout)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    class_by: str | None = typer.Option(
+        None,
+        "--class-by",
+        help="With --from: the column of each request's class; writes a classes: block.",
+    ),
     unit: str | None = UNIT,
 ) -> None:
     """Write a commented budget file a team can edit, then check it with `tailbudget plan`."""
     if output is not None and output_exists(output) and not force:
         raise TailbudgetError(f"{output} exists; pass --force to overwrite it")
     if from_log is None:
-        if slo is not None:
-            raise TailbudgetError("--slo goes with --from LOG; a template has its own slo: block")
+        if slo is not None or class_by is not None:
+            flag = "--slo" if slo is not None else "--class-by"
+            raise TailbudgetError(f"{flag} goes with --from LOG; a template has its own blocks")
         emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")
         return
     from tailbudget._api.budgets import measure_budget
 
     measured = measure_budget(
         from_log, slo, service=service, total=total, stage=stage, stages=stages,
-        parallel=parallel, engine=engine, unit=unit,
+        parallel=parallel, engine=engine, unit=unit, class_by=class_by,
     )  # fmt: skip
     where = str(output) if output is not None else "the budget"
     if measured.fits is not None:
