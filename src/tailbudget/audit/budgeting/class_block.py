@@ -83,7 +83,7 @@ def class_block(
         if row is not None and name in stated:
             breaches += _breaches(log, by, name, stated[name])
         extra = f", skip: [{', '.join(skip)}]" if skip else ""
-        if row is not None and int(row["n"]) > 0:  # type: ignore[call-overload]
+        if row is not None and int(row["n"]) > 0:
             extra += f", measured: {_measured(row, budget, skip)}"
         lines.append(f"  {name}: {{slo: {slo}, priority: {i}{extra}}}   # {said}")
     notes = []
