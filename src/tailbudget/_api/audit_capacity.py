@@ -45,7 +45,10 @@ def with_capacity(
     if fitted.model.load_slope is not None and conc.source == "measured":
         basis = "one replica = the fleet that served the log, its work growing with its load"
     else:
-        basis = f"{conc.value:g} requests at once per replica, {conc.source}"
+        basis = (
+            f"{conc.value:g} request{'' if conc.value == 1 else 's'} at once per replica, "
+            f"{conc.source}"
+        )
     if point.replicas is not None:
         return with_replicas(report, point.replicas, basis)
     if knee is None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from tailbudget.audit.covariates import is_output_length
 from tailbudget.audit.report import AuditReport
 from tailbudget.errors import BudgetError
+from tailbudget.report import fmt
 
 Risk = Literal["low", "medium", "high"]
 
@@ -269,10 +270,11 @@ def with_replicas(
     rec = report.recommendation
     if rec.choice == "add_capacity":
         if meets:
-            extra = f" Simulated at this log's load: {replicas} replicas ({basis})."
+            extra = f" Simulated at this log's load: {fmt.counted(replicas, 'replica')} ({basis})."
         else:
             extra = (
-                f" Simulated at this log's load, {replicas} replicas win 90% of what capacity "
+                f" Simulated at this log's load, {fmt.counted(replicas, 'replica')} "
+                f"{'wins' if replicas == 1 else 'win'} 90% of what capacity "
                 f"can ({basis}); what remains even with unlimited replicas ({rest}) is not "
                 "capacity."
             )

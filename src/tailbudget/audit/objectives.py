@@ -29,6 +29,7 @@ from tailbudget.audit.report import CdfPoint, ObjectiveRow
 from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
+from tailbudget.report import fmt
 
 ITL = "itl_ms"
 TPOT = "tpot_ms"
@@ -241,11 +242,16 @@ def _row(o: Objective, value: float | None, n: int) -> ObjectiveRow:
     measured = None if value is None else float(value)
     above = int(n * (1.0 - o.q))
     note = ""
-    if measured is not None and above < FEW_ABOVE:
+    what = "gap" if o.metric == "itl" else "request"
+    if measured is not None and above == 0:
+        # "only 0 of 89 requests lie above p99" read as a count; it is an interpolation.
         note = (
-            f"only {above} of {n:,} {'gaps' if o.metric == 'itl' else 'requests'} lie above "
-            f"{o.percentile}: a rough figure"
+            f"with {fmt.counted(n, what)}, {o.percentile} falls between the two largest: "
+            "a rough figure"
         )
+    elif measured is not None and above < FEW_ABOVE:
+        verb = "lies" if above == 1 else "lie"
+        note = f"only {above} of {fmt.counted(n, what)} {verb} above {o.percentile}: a rough figure"
     return ObjectiveRow(
         metric=o.metric,
         percentile=o.percentile,

@@ -264,10 +264,13 @@ def _notes(
         notes.append(f"baseline p99 {fmt.ms(policy.baseline_p99_ms)} ms: from the policy")
     notes.append(SIMULATE_POINTER)
     if walk.skipped:
-        notes.append(f"{walk.skipped} evaluations skipped over long silences (state unknown)")
+        notes.append(
+            f"{fmt.counted(walk.skipped, 'evaluation')} skipped over long silences (state unknown)"
+        )
     if walk.unknown:
         notes.append(
-            f"{walk.unknown} of {walk.evaluations} evaluations unknown (< {policy.min_samples} "
+            f"{walk.unknown} of {fmt.counted(walk.evaluations, 'evaluation')} unknown "
+            f"(< {policy.min_samples} "
             "requests in the window): no action, no recovery"
         )
     return notes

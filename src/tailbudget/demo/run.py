@@ -12,6 +12,7 @@ from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import Budget, Plan, load_budget, make_plan
 from tailbudget.demo.generate import BUDGET_YAML, DemoLog, generate
+from tailbudget.report import fmt
 
 
 @dataclass
@@ -165,7 +166,9 @@ def step_simulate(state: DemoState) -> None:
     unmet = 0 if rep.floor is None else rep.floor.unmet_minutes
     minutes = 0 if rep.floor is None else len(rep.floor.per_minute)
     met = (
-        f"; no replica count meets the objectives in {unmet} of {minutes} minutes" if unmet else ""
+        f"; no replica count meets the objectives in {unmet} of {fmt.counted(minutes, 'minute')}"
+        if unmet
+        else ""
     )
     every = all(any(o.verdict == "breach" for o in r.objectives) for r in rep.runs)
     why = "; every policy breaches: replicas do not fix a tail that is not load" if every else ""

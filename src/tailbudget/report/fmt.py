@@ -72,6 +72,12 @@ def count(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def counted(n: float, noun: str, plural: str | None = None) -> str:
+    """A count with its noun, singular at one: '1 minute', '12,000 requests'."""
+    text = count(n)
+    return f"{text} {noun if text == '1' else plural or noun + 's'}"
+
+
 @_figure
 def number(v: float) -> str:
     """Any other figure (R², a slope, a score) to four significant digits: '13.84'."""
@@ -133,6 +139,7 @@ _COUNTS = {"concurrency": "requests", "in_flight": "requests", "replicas": "repl
 __all__ = [
     "MISSING",
     "count",
+    "counted",
     "listing",
     "ms",
     "number",

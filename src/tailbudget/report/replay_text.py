@@ -32,9 +32,9 @@ def replay_text(rep: ReplayReport) -> str:
         f"verdict: {verdict_line(rep)}.",
         *rep.open_loop,
         "",
-        f"replay of {rep.source}: {fmt.count(rows.used)} requests over "
+        f"replay of {rep.source}: {fmt.counted(rows.used, 'request')} over "
         f"{fmt.seconds(rep.duration_s)} ({rep.start} .. {rep.end}), "
-        f"{fmt.count(rep.evaluations)} evaluations every {rep.evaluate_every_s:g} s on a "
+        f"{fmt.counted(rep.evaluations, 'evaluation')} every {rep.evaluate_every_s:g} s on a "
         f"{rep.window_s:g} s window",
         f"policy: {rep.policy.source}" + (" (dry run)" if rep.dry_run else ""),
     ]

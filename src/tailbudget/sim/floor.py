@@ -59,11 +59,12 @@ class Floor:
         """What the reader must know when the floor itself cannot meet every objective."""
         if not self.unmet_minutes:
             return None
+        minutes = len(self.per_minute)
         return (
             f"the floor cannot meet every gated objective in {self.unmet_minutes:,} of "
-            f"{len(self.per_minute):,} minutes: no replica count does there (the tail is not "
-            "load); for those minutes it pays what the busiest met minute needs (at least "
-            "the minimum)"
+            f"{minutes:,} minute{'' if minutes == 1 else 's'}: no replica count does there "
+            "(the tail is not load); for those minutes it pays what the busiest met minute "
+            "needs (at least the minimum)"
         )
 
     def record(self) -> FloorRecord:

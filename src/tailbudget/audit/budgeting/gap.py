@@ -95,7 +95,8 @@ def _stage_gap(profile: Profile, stage: str, p: str, over: float, at: float) -> 
     slow, usual = _median(times[tail]), _median(times[times > 0])
     if slow is not None and usual is not None:
         says += (
-            f": the {n} requests at or above it spend {fmt.ms(slow)} ms there at the median "
+            f": the {_n_at(n)} at or above it {'spends' if n == 1 else 'spend'} "
+            f"{fmt.ms(slow)} ms there at the median "
             f"(every request that calls it: {fmt.ms(usual)} ms)"
         )
     sizes = _sizes(profile, tail)
@@ -105,10 +106,14 @@ def _stage_gap(profile: Profile, stage: str, p: str, over: float, at: float) -> 
     also = float(np.mean(profile.total[tail] >= e2e_at)) if n else 0.0
     says += f"; {fmt.share(also, 0)} of them are also above the end-to-end {p}"
     if n < FEW:
-        says += f" (only {n} requests at or above it: a rough reading)"
+        says += f" (only {_n_at(n)} at or above it: a rough reading)"
     spent = float(profile.total[tail].sum())
     share = float(times[tail].sum()) / spent if spent > 0 else None
     return Gap(f"{stage}.{p}", over, n, stage, share, says)
+
+
+def _n_at(n: int) -> str:
+    return fmt.counted(n, "request")
 
 
 def _sizes(profile: Profile, tail: np.ndarray) -> str:
@@ -136,12 +141,12 @@ def _gap(profile: Profile, p: str, over: float, at: float) -> Gap:
     says = f"e2e.{p} is {fmt.ms(over)} ms over its target"
     if stage is not None:
         held = fmt.share(shares[stage], 0)  # n/a where extreme figures overflow the sum
-        says += f": {stage} holds {held} of the time of the {n} requests at or above it"
+        says += f": {stage} holds {held} of the time of the {_n_at(n)} at or above it"
     why = _answers(profile, tail)
     if why:
         says += f"; {why}"
     if n < FEW:
-        says += f" (only {n} requests at or above it: a rough reading)"
+        says += f" (only {_n_at(n)} at or above it: a rough reading)"
     return Gap(f"e2e.{p}", over, n, stage, shares.get(stage) if stage else None, says)
 
 

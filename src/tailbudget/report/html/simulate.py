@@ -193,7 +193,7 @@ def _run_verdict(r: RunResult) -> str:
     parts = [
         f"{o.objective.key} {fmt.ms(o.measured_ms)} ms "
         f"({'over' if o.verdict == 'breach' else 'within'} {fmt.ms(o.objective.target_ms)} ms, "
-        f"{o.minutes_in_breach} minutes in breach)"
+        f"{fmt.counted(o.minutes_in_breach, 'minute')} in breach)"
         for o in gated
     ]
     head = "breach" if any(o.verdict == "breach" for o in gated) else "meets every objective"
