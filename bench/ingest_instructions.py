@@ -43,10 +43,10 @@ def _child(kind: str, batches: int) -> None:
     """Ingest `batches` batches of `kind` (after 4 warm-up batches) in this process."""
     from ingest import ARROW, _bodies
 
-    from tailbudget.control.actions import ActionsConfig
-    from tailbudget.control.service.app import _ingest
-    from tailbudget.control.service.runner import resolve_policy
-    from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+    from tailbudget.serve.actions import ActionsConfig
+    from tailbudget.serve.app import _ingest
+    from tailbudget.serve.runner import resolve_policy
+    from tailbudget.serve.runtime import Runtime, RuntimeConfig
 
     bodies = _bodies(2000, 4, 0, **KINDS[kind])
     content_type = ARROW if KINDS[kind].get("arrow") else None

@@ -44,6 +44,8 @@ LAYERS: list[tuple[str, ...]] = [
         "_fleet",
         "_report_base",
         "_render",
+        "_names",
+        "_verdict",
     ),
     ("sketch",),
     ("budget",),
@@ -51,8 +53,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("logs",),
     ("audit",),
     ("control",),
-    ("serve",),
     ("sim",),
+    ("serve",),
     ("rebudget",),
     ("export",),
     ("report",),
@@ -128,7 +130,7 @@ _PCT_MARKS = ("p(\\d", "p\\d", "p[0-9", "p([0-9", "[pP]")
 def _scan(path: Path, module: str, known: set[str], found: Found) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     is_pkg = path.name == "__init__.py"
-    where = f"{path.relative_to(ROOT)}"
+    where = f"src/{path.relative_to(PKG.parent)}"
 
     def visit(node: ast.AST, in_func: bool, typing_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -291,11 +293,15 @@ def measure() -> tuple[dict[str, object], dict[str, list[str]]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--src", type=Path, help="another checkout's src/tailbudget")
     parser.add_argument(
         "--list",
         choices=["upward", "cycles", "infunction", "any", "dict_any", "pct_regex", "pct_format"],
     )
     args = parser.parse_args()
+    if args.src:
+        global PKG
+        PKG = args.src.resolve()
     counts, lists = measure()
     if args.list:
         print("\n".join(lists[args.list]))

@@ -21,6 +21,7 @@ PUBLIC_MODULES = {
     "measure",
     "otel",
     "report",
+    "serve",
     "sim",
     "sketch",
 }

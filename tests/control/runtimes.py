@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tailbudget.budget.policy import Policy, parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 
 
 def policy(window: str = "10s", dry_run: bool = False) -> Policy:

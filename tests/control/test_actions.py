@@ -14,7 +14,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tailbudget.control.actions import (
+from tailbudget.control.backpressure import PriorityShedder, TokenBucket
+from tailbudget.control.engine import Decision
+from tailbudget.errors import PolicyError
+from tailbudget.serve.actions import (
     CommandAction,
     Dispatcher,
     LoggingLevelAction,
@@ -23,10 +26,7 @@ from tailbudget.control.actions import (
     WebhookAction,
     load_actions_config,
 )
-from tailbudget.control.backpressure import PriorityShedder, TokenBucket
-from tailbudget.control.engine import Decision
-from tailbudget.control.journal import DecisionLike, Journal, decision_key
-from tailbudget.errors import PolicyError
+from tailbudget.serve.journal import DecisionLike, Journal, decision_key
 from tests._net import free_port, serve_in_thread
 
 

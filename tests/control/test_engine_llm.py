@@ -8,8 +8,8 @@ import pytest
 from tailbudget.budget.policy import parse_policy
 from tailbudget.control.engine import Controller
 from tailbudget.control.stats import wilson, z_of
-from tailbudget.control.wal import StageColumn
 from tailbudget.errors import PolicyError
+from tailbudget.serve.wal import StageColumn
 
 T0 = 1_800_000_000.0
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from tailbudget.control.groupcommit import GroupCommit
-from tailbudget.control.wal import Batch, ObservationLog
+from tailbudget.serve.groupcommit import GroupCommit
+from tailbudget.serve.wal import Batch, ObservationLog
 
 
 def _cols(k: int, n: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

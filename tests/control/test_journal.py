@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailbudget.control.engine import Decision
-from tailbudget.control.journal import Journal, decision_key
-from tailbudget.control.state import StateDir, dumps_state, loads_state
 from tailbudget.errors import TailbudgetError
+from tailbudget.serve.journal import Journal, decision_key
+from tailbudget.serve.state import StateDir, dumps_state, loads_state
 
 
 def _decision(action: str = "scale_up", t_s: float = 100.0, **kw: object) -> Decision:
@@ -155,7 +155,7 @@ def test_a_failed_append_leaves_no_partial_record(tmp_path):
     script = f"""
 import resource, signal, sys
 import numpy as np
-from tailbudget.control.state import StateDir
+from tailbudget.serve.state import StateDir
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 state = StateDir({str(tmp_path)!r})
 one = (np.ones(10), np.ones(10), np.zeros(10, dtype=bool))

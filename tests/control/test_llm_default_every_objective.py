@@ -7,7 +7,7 @@ import numpy as np
 from tailbudget.budget.objectives import parse_objectives
 from tailbudget.budget.policy import policy_for
 from tailbudget.control.engine import Controller
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.wal import StageColumn
 from tailbudget.sim.fleet import Knobs, TickView
 from tailbudget.sim.policies import BudgetPolicy, llm_default_policy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tailbudget.control.series_windows import SeriesWindows
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.wal import StageColumn
 
 T0 = 1_800_000_000.0
 RNG = np.random.default_rng(3)

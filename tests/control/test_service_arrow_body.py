@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailbudget.control.service.arrow_body import ARROW_STREAM
-from tailbudget.control.service.ingest import BadBatch, ParsedBatch, parse_observations
+from tailbudget.serve.arrow_body import ARROW_STREAM
+from tailbudget.serve.ingest import BadBatch, ParsedBatch, parse_observations
 
 T0 = 1_800_000_000.0
 
@@ -222,7 +222,7 @@ def test_damaged_streams_are_refused_or_read_never_an_exception() -> None:
 
 
 def test_buffers_are_read_at_any_offset_as_pyarrow_reads_them() -> None:
-    from tailbudget.control.service import arrow_body
+    from tailbudget.serve import arrow_body
 
     values = pa.array([1.5, None, 3.0, None, 5.0, 6.0, None, 8.0, 9.0, 10.0], pa.float32())
     flags = pa.array([True, None, False, True, None, True, False, True, True, False])
@@ -239,16 +239,22 @@ def test_buffers_are_read_at_any_offset_as_pyarrow_reads_them() -> None:
 
 def test_reading_an_arrow_body_never_imports_pandas() -> None:
     """pyarrow's to_numpy would import pandas: tens of MiB a server never needs."""
+    import os
     import subprocess
     import sys
+    from pathlib import Path
 
+    # This checkout's package, not whichever one is installed (a worktree's differs).
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     body = stream(pa.table({**COLUMNS, "ts": [T0, None, T0, T0]}))
     code = (
         "import sys, pyarrow\n"
-        "from tailbudget.control.service.ingest import parse_observations\n"
+        "from tailbudget.serve.ingest import parse_observations\n"
         f"parse_observations(sys.stdin.buffer.read(), now_s={T0 + 10}, "
         "content_type='application/vnd.apache.arrow.stream')\n"
         "print('pandas' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], input=body, capture_output=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=body, capture_output=True, check=True, env=env
+    )
     assert done.stdout.decode().strip() == "False"

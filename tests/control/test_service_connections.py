@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from tailbudget.control.service.connections import guarded_protocol
+from tailbudget.serve.connections import guarded_protocol
 
 
 async def _app(scope, receive, send):  # type: ignore[no-untyped-def]

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from tailbudget.budget.policy import parse_policy
 from tailbudget.cli import app
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.runtime import _STAGE_NAMES, Runtime, RuntimeConfig
-from tailbudget.control.state import StateDir
-from tailbudget.control.wal import StageColumn
 from tailbudget.errors import TailbudgetError
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.runtime import _STAGE_NAMES, Runtime, RuntimeConfig
+from tailbudget.serve.state import StateDir
+from tailbudget.serve.wal import StageColumn
 from tests._json import strict_json
 from tests.control.runtimes import crash, runtime
 

@@ -9,15 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailbudget.control.service.arrow_body import ARROW_STREAM
-from tailbudget.control.service.arrow_size import ipc_size
-from tailbudget.control.service.baseline_body import (
+from tailbudget.serve.arrow_body import ARROW_STREAM
+from tailbudget.serve.arrow_size import ipc_size
+from tailbudget.serve.baseline_body import (
     MAX_BASELINES,
     BadBaseline,
     parse_baseline_body,
 )
-from tailbudget.control.service.ingest import BadBatch, BatchTooLarge, parse_observations
-from tailbudget.control.service.limits import BodyLimits, TooLarge, decompress
+from tailbudget.serve.ingest import BadBatch, BatchTooLarge, parse_observations
+from tailbudget.serve.limits import BodyLimits, TooLarge, decompress
 
 NOW = time.time()
 

@@ -10,10 +10,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tailbudget import _metric_names as names
 from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.metrics import make_registry
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.metrics import make_registry
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.wal import StageColumn
 
 
 def test_stage_quantiles_counts_and_totals_are_exported(tmp_path):

@@ -10,10 +10,10 @@ import pytest
 
 from tailbudget.budget.objectives import parse_objectives
 from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs import ReadOptions
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
 from tailbudget.sim.live import LiveModel, ModelSource

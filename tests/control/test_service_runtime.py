@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailbudget.budget.policy import parse_policy, resolve_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.actions.config import CommandConfig, ShedConfig
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
-from tailbudget.control.service.ingest import MAX_PAST_S, BadBatch, _checked, parse_observations
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
 from tailbudget.errors import TailbudgetError
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.actions.config import CommandConfig, ShedConfig
+from tailbudget.serve.ingest import MAX_PAST_S, BadBatch, _checked, parse_observations
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import crash, policy, runtime
 
 T0 = 1_800_000_000.0

@@ -10,8 +10,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tailbudget.control.service.runtime import Runtime
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.runtime import Runtime
+from tailbudget.serve.wal import StageColumn
 from tests.control.runtimes import crash, runtime
 
 T0 = 1_800_000_000.0

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tailbudget.budget.policy import Policy, parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.service.ingest import BadBatch, parse_observations
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.ingest import BadBatch, parse_observations
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import crash
 
 T0 = 1_800_000_000.0

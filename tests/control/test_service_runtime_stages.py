@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from tailbudget.control.service.ingest import BadBatch, parse_observations
-from tailbudget.control.service.runtime import SNAPSHOT_VERSION, Runtime
 from tailbudget.control.stage_windows import MAX_STAGES
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.ingest import BadBatch, parse_observations
+from tailbudget.serve.runtime import SNAPSHOT_VERSION, Runtime
+from tailbudget.serve.wal import StageColumn
 from tests.control.runtimes import crash, runtime
 
 T0 = 1_800_000_000.0

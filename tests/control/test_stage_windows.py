@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from tailbudget.control.stage_windows import StageWindows, stage_summary
-from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow
+from tailbudget.serve.wal import StageColumn
 
 T0 = 1_800_000_000.0
 

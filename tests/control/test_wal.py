@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailbudget.control.wal import Batch, ObservationLog, StageColumn
+from tailbudget.serve.wal import Batch, ObservationLog, StageColumn
 
 
 def _batch(seq: int, n: int, stages: dict[str, StageColumn] | None = None) -> Batch:

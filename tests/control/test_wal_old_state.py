@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tailbudget.control.snapshot import SNAPSHOT_VERSION
-from tailbudget.control.wal import ObservationLog, StageColumn
+from tailbudget.serve.snapshot import SNAPSHOT_VERSION
+from tailbudget.serve.wal import ObservationLog, StageColumn
 
 from .runtimes import crash, runtime
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailbudget.control.wal import _COLUMN_HEAD, Batch, ObservationLog, StageColumn
+from tailbudget.serve.wal import _COLUMN_HEAD, Batch, ObservationLog, StageColumn
 
 
 def _batch(seq: int, series: bool) -> Batch:
@@ -76,7 +76,7 @@ def test_columns_over_every_row_are_stored_without_their_indexes(tmp_path) -> No
 
 
 def test_a_dense_flag_on_a_column_of_the_wrong_length_is_damage(tmp_path) -> None:
-    from tailbudget.control.wal import _decode_stages
+    from tailbudget.serve.wal import _decode_stages
 
     block = _COLUMN_HEAD.pack(4, 3, 1) + b"ttft" + np.zeros(3).tobytes()
     assert _decode_stages(block, 4, flags=True) is None

@@ -9,9 +9,9 @@ import yaml
 from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
 
 from tailbudget._fleet import PRESETS, check_target
-from tailbudget.control.prometheus_source import PrometheusSource
 from tailbudget.errors import PolicyError
 from tailbudget.export import ExportOptions, export
+from tailbudget.serve.prometheus_source import PrometheusSource
 from tests.fleet_exports import chat, ttft_only
 
 LLM_RULES = {

@@ -18,9 +18,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
-from tailbudget.control.prometheus_source import PrometheusSource
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.prometheus_source import PrometheusSource
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests._fake_prometheus import FakePrometheus, fake_prometheus
 from tests._json import strict_json
 from tests.integration.test_serve import Server, _files

@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from tailbudget._metric_names import REQUEST_DURATION, REQUESTS_TOTAL
 from tailbudget.budget.policy import parse_policy
-from tailbudget.control.actions import ActionsConfig
 from tailbudget.control.engine import Controller
-from tailbudget.control.prometheus_source import PrometheusSource
-from tailbudget.control.service.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.prometheus_source import PrometheusSource
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests._net import free_port
 from tests._prometheus import running_prometheus
 

@@ -28,8 +28,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 
 from tailbudget._fleet import PRESETS
 from tailbudget.budget import load_budget
-from tailbudget.control.service.runner import ServeOptions, build_runtime
 from tailbudget.export import ExportOptions, export
+from tailbudget.serve.runner import ServeOptions, build_runtime
 from tests._net import free_port
 from tests._prometheus import PROMETHEUS, PROMTOOL, require, running_prometheus
 from tests.fleet_exports import fleet_expressions

@@ -71,7 +71,7 @@ def serve_command(
     ),
 ) -> None:
     """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
-    from tailbudget.control.service.runner import ServeOptions, serve
+    from tailbudget.serve.runner import ServeOptions, serve
 
     serve(
         ServeOptions(

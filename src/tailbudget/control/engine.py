@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.policy import Policy, Rule
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.controller_state import controller_state, restore_controller
 from tailbudget.control.controller_views import NO_BASELINE as NO_BASELINE
 from tailbudget.control.controller_views import controller_notes, controller_status
@@ -39,7 +40,6 @@ from tailbudget.control.series_windows import GOODPUT, SeriesWindows
 from tailbudget.control.stage_windows import StageWindows
 from tailbudget.control.stats import z_of
 from tailbudget.control.transitions import EPS, RuleState, step
-from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, WindowStats
 from tailbudget.errors import PolicyError
 

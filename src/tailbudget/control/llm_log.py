@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.control.wal import StageColumn
+from tailbudget.control.columns import StageColumn
 
 __all__ = ["RawSeries", "order_series", "read_series", "slice_series"]
 

@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.metric import LLM_SERIES
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.llm_log import RawSeries, order_series, read_series
-from tailbudget.control.wal import StageColumn
 from tailbudget.errors import LogError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.control.wal import StageColumn
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.windows import (
     RollingWindow,
     SlotGroups,

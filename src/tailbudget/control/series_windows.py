@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.metric import LLM_SERIES
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.named_windows import NamedWindows
-from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import RollingWindow, SlotGroups, WindowStats, observe_rows
 
 __all__ = ["GOODPUT", "ITL_SUMMARY", "SeriesWindows", "judge"]

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.named_windows import NamedWindows
-from tailbudget.control.wal import StageColumn
 from tailbudget.control.windows import SlotGroups, WindowStats
 
 __all__ = ["MAX_STAGES", "StageWindows", "stage_summary"]

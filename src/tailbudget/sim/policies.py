@@ -26,9 +26,9 @@ import numpy.typing as npt
 from tailbudget.budget.default_policy import default_clear
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy, Replicas, Rule, policy_for
+from tailbudget.control.columns import StageColumn
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
-from tailbudget.control.wal import StageColumn
 from tailbudget.errors import PolicyError
 from tailbudget.sim.fleet import Knobs, TickView
 

@@ -15,12 +15,12 @@ import orjson
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tailbudget.control.service.ingest import BadBatch
-from tailbudget.control.traces.assembler import Limits
-from tailbudget.control.traces.otlp_body import INT64_MAX, decode_traces
-from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
-from tailbudget.control.traces.span_log import _SPANS, SpanLog, _record
-from tailbudget.control.wal import StageColumn
+from tailbudget.serve.ingest import BadBatch
+from tailbudget.serve.traces.assembler import Limits
+from tailbudget.serve.traces.otlp_body import INT64_MAX, decode_traces
+from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
+from tailbudget.serve.traces.span_log import _SPANS, SpanLog, _record
+from tailbudget.serve.wal import StageColumn
 from tests.control.runtimes import crash, runtime
 
 PB = "application/x-protobuf"

@@ -7,8 +7,8 @@ import time
 import numpy as np
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tailbudget.control.traces.assembler import Limits
-from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+from tailbudget.serve.traces.assembler import Limits
+from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
 from tests.control.runtimes import runtime
 
 MS = 1_000_000

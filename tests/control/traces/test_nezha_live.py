@@ -10,7 +10,7 @@ import pyarrow.csv as pacsv
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
 from tests.control.runtimes import runtime
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"

@@ -11,14 +11,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from tailbudget.control.traces.assembler import Assembler, Limits
-from tailbudget.control.traces.otlp_body import (
+from tailbudget.serve.traces.assembler import Assembler, Limits
+from tailbudget.serve.traces.otlp_body import (
     BadTraces,
     SpanRow,
     decode_traces,
     export_response,
 )
-from tailbudget.control.traces.span_log import SpanLog
+from tailbudget.serve.traces.span_log import SpanLog
 
 T0 = 1_700_000_000_000_000_000
 
@@ -226,7 +226,7 @@ def test_assembler_is_full_at_max_held_until_traces_are_taken():
 def test_receiver_parks_past_max_held_and_answers_503_past_max_parked(tmp_path):
     # Acknowledging never waits for attribution: past max_held the spans stay in the
     # span log only; past max_parked the exporter is told to retry.
-    from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+    from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
     from tests.control.runtimes import runtime
 
     rt = runtime(tmp_path)
@@ -257,8 +257,8 @@ def _trace_request(k):
 
 
 def test_parked_spans_are_attributed_in_order_and_survive_a_restart(tmp_path, monkeypatch):
-    from tailbudget.control.traces import span_log
-    from tailbudget.control.traces.receiver import TraceOptions, TraceReceiver
+    from tailbudget.serve.traces import span_log
+    from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
     from tests.control.runtimes import crash, runtime
 
     limits = Limits(grace_s=0, max_held=2)

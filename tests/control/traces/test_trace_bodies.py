@@ -14,8 +14,8 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from tailbudget.control.service.limits import BodyLimits, decompress
-from tailbudget.control.traces.otlp_body import BadTraces, decode_traces, export_response
+from tailbudget.serve.limits import BodyLimits, decompress
+from tailbudget.serve.traces.otlp_body import BadTraces, decode_traces, export_response
 from tests.control.traces.test_hostile_spans import _good, _request
 
 SRC = Path(__file__).resolve().parents[3] / "src"

@@ -1,0 +1,168 @@
+"""Completed traces -> one observation each: root duration, and each stage's ms on the
+critical path, computed by the audit's own attribution (`logs.critical_path.path_times`)
+on the batch's spans as Arrow columns, the stages chosen as the audit chooses them
+(`logs.span_stages.choose_stages`, on an embedded DuckDB)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from tailbudget.control.columns import StageColumn
+from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.serve.traces.assembler import OpenTrace
+
+__all__ = ["Attributed", "Attributor"]
+
+_BATCH_VIEW = "_tb_live_paths"
+_ROW_TYPE = pa.struct(
+    [
+        ("trace", pa.string()),
+        ("span", pa.string()),
+        ("parent", pa.string()),
+        ("name", pa.string()),
+        ("service", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("error", pa.bool_()),
+        ("kind", pa.string()),
+    ]
+)
+"""A SpanRow as Arrow (its fields, in order)."""
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """One row per completed trace (in the order given) and its stage columns."""
+
+    traces: list[str]
+    ts: npt.NDArray[np.float64]
+    total_ms: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+    stages: dict[str, StageColumn]
+
+
+class Attributor:
+    """Owns one DuckDB connection (used from one thread: the receiver's flusher)."""
+
+    def __init__(self, span_stage: Literal["operation", "service"]) -> None:
+        from tailbudget.logs.engine import connect
+        from tailbudget.logs.options import ReadOptions
+
+        self.backend = connect(None)
+        self.options = ReadOptions(span_stage=span_stage)
+        self.named: tuple[str, ...] = ()
+        """Stages named so far (sticky); the rest are `other`, as the audit folds them."""
+
+    def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
+        from tailbudget.logs.critical_path import path_times
+
+        traces = [t for t in traces if t.root is not None]
+        table, owner = _span_table(traces, self.options.span_stage)
+        found = path_times(table)
+        paths = pa.table(
+            {
+                "trace": table.column("trace"),
+                "is_root": table.column("is_root"),
+                "dur_ms": table.column("dur_ms"),
+                "stage_raw": found.stage_raw,
+                "self_ms": pa.array(found.self_ms, pa.float64()),
+            }
+        )
+        self.named = self._choose(paths)
+        roots = [t.root for t in traces if t.root is not None]
+        return Attributed(
+            traces=[r.trace for r in roots],
+            ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
+            total_ms=np.array([(r.end_ns - r.start_ns) / 1e6 for r in roots], dtype=np.float64),
+            error=np.array([r.error for r in roots], dtype=np.bool_),
+            stages=_stage_columns(paths, owner, len(roots), self.named),
+        )
+
+    def _choose(self, paths: pa.Table) -> tuple[str, ...]:
+        """The stages named so far, and the ones this batch adds (at most MAX_STAGES - 1,
+        `other` being the last): a stage once named stays named, so a window keeps it."""
+        from tailbudget.logs.span_stages import choose_stages
+
+        if not paths.num_rows:
+            return self.named
+        con = self.backend.con
+        # Registered by name and unregistered after (an ibis memtable stays registered
+        # on the connection, holding every batch's spans).
+        con.register(_BATCH_VIEW, paths)
+        try:
+            choice = choose_stages(self.backend.table(_BATCH_VIEW), self.backend, self.options)
+        finally:
+            con.unregister(_BATCH_VIEW)
+        keep = list(self.named)
+        for name in choice.keep:
+            if name not in keep and len(keep) < MAX_STAGES - 1:
+                keep.append(name)
+        return tuple(keep)
+
+
+def _span_table(
+    traces: Sequence[OpenTrace], span_stage: str
+) -> tuple[pa.Table, npt.NDArray[np.int64]]:
+    """The batch's spans normalised as the span reader normalises OTLP (ms from the first
+    start, a root's parent none or a root marker), and each span's trace number."""
+    import pyarrow.compute as pc
+
+    from tailbudget.logs.spans import ROOT_PARENTS
+
+    rows = [row for trace in traces for row in trace.spans.values()]
+    owner = np.repeat(np.arange(len(traces), dtype=np.int64), [len(t.spans) for t in traces])
+    # One conversion of the row tuples (as a struct) rather than one per column.
+    trace, span, parent, name, service, start, end, _, kind = pa.array(
+        rows, type=_ROW_TYPE
+    ).flatten()
+    start_ns = start.to_numpy(zero_copy_only=False).astype(np.int64)
+    end_ns = end.to_numpy(zero_copy_only=False).astype(np.int64)
+    base = int(start_ns[0]) if len(start_ns) else 0
+    # As the reader does: integer ns relative to an epoch near the data, then ms.
+    start_ms = (start_ns - base).astype(np.float64) * 1e-6
+    end_ms = (end_ns - base).astype(np.float64) * 1e-6
+    is_root = pc.or_(pc.equal(parent, ""), pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
+    table = pa.table(
+        {
+            "trace": trace,
+            "span": span,
+            "parent": pc.if_else(is_root, pa.scalar(None, pa.string()), parent),
+            "stage_raw": service if span_stage == "service" else name,
+            "service": service,
+            "kind": kind,
+            "follows": pa.nulls(len(rows), pa.bool_()),  # OTLP has no FOLLOWS_FROM
+            "start_ms": start_ms,
+            "end_ms": end_ms,
+            "dur_ms": np.maximum(end_ms - start_ms, 0.0),
+            "is_root": is_root,
+        }
+    )
+    return table, owner
+
+
+def _stage_columns(
+    paths: pa.Table, owner: npt.NDArray[np.int64], n: int, named: tuple[str, ...]
+) -> dict[str, StageColumn]:
+    """Every named stage for every trace (0 ms where the trace has none of it), the
+    rest summed into `other`, as a stage column of a log is: the window's percentiles
+    are then the audit's."""
+    import pyarrow.compute as pc
+
+    stage = pc.fill_null(paths.column("stage_raw"), "other")
+    encoded = stage.combine_chunks().dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    ms = paths.column("self_ms").to_numpy()
+    columns = {stage: np.zeros(n, dtype=np.float64) for stage in named}
+    for code, name in enumerate(encoded.dictionary.to_pylist()):
+        label = name if name in columns else "other"
+        mine = codes == code
+        if label not in columns:
+            columns[label] = np.zeros(n, dtype=np.float64)
+        np.add.at(columns[label], owner[mine], ms[mine])
+    return {name: StageColumn.every_row(values) for name, values in columns.items()}

@@ -1,0 +1,256 @@
+"""What the runtime shows: the verdict, `/v1/status` and the figures `/metrics` exports.
+
+Each view reads the runtime once under its lock, so a reader never sees a
+batch half applied (counted but not yet in the window, or the reverse).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tailbudget.control.stage_windows import stage_summary
+from tailbudget.control.windows import WindowStats
+from tailbudget.serve.view_records import (
+    PolicyView,
+    RuleState,
+    ShedView,
+    SnapshotView,
+    StatusView,
+    VerdictBy,
+    VerdictView,
+    WalView,
+    WindowView,
+)
+
+if TYPE_CHECKING:
+    from tailbudget.serve.runtime import Runtime
+
+__all__ = ["metrics_view", "status", "verdict"]
+
+
+def _window(rt: Runtime, now_s: float) -> dict[str, Any]:
+    """The window the verdict is based on: Prometheus' last answer or the in-process one."""
+    if rt.config.prometheus is not None:
+        stats = rt.last_stats
+        source = f"prometheus {rt.config.prometheus.url}"
+    else:
+        stats = rt.controller.window_stats(now_s)
+        source = "in-process"
+    if stats is None:  # Prometheus not asked yet
+        return {"known": False, "source": source, "count": 0}
+    return {**stats.to_dict(), "known": stats.known, "source": source}
+
+
+def _stages(rt: Runtime, now_s: float) -> dict[str, WindowStats]:
+    """Each stage's window at `now_s` (always in-process: Prometheus is not asked)."""
+    p = rt.policy
+    return rt.stage_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
+
+
+def _series(rt: Runtime, now_s: float) -> dict[str, WindowStats]:
+    """The LLM series and goodput windows: Prometheus' last answer or the in-process ones."""
+    if rt.config.prometheus is not None:
+        return {k: v for k, v in rt.controller.last_series.items() if k not in rt.stage_windows}
+    p = rt.policy
+    return rt.controller.series.stats(
+        now_s, min_samples=p.min_samples, confidence=p.confidence, qs=p.series
+    )
+
+
+def _rollback_rules(rt: Runtime) -> list[dict[str, Any]]:
+    """Each rollback rule's last state: the objectives the verdict is made of."""
+    status = rt.controller.rule_states()
+    return [
+        {"rule": r.name, "metric": r.metric, **status[r.name]}
+        for r in rt.policy.rules
+        if r.action == "rollback"
+    ]
+
+
+def verdict(rt: Runtime, now_s: float) -> VerdictView:
+    """healthy | rollback | unknown, for Argo Rollouts (jsonPath `{$.verdict}`) or Flagger.
+
+    `by` names the rule (and its metric) behind a rollback, or the rules whose
+    windows are unknown; a verdict is healthy only when every active rollback
+    rule could judge its own metric.
+    """
+    with rt.lock:
+        window = _window(rt, now_s)
+        active = sorted(rt.controller.active)
+        rules = _rollback_rules(rt)
+        fired = rt.controller.engaged_rules("rollback")
+        reason = rt.heartbeat.unknown_because(now_s)
+    unknown = [r for r in rules if r["status"] == "unknown"]
+    if "rollback" in active:  # engaged until cleared: a failed evaluation is no recovery
+        answer = "rollback"
+        by = [{"rule": r["rule"], "metric": r["metric"]} for r in rules if r["rule"] in fired]
+    elif reason is not None:
+        answer = "unknown"
+        by = [{"rule": None, "metric": "evaluation"}]
+    elif not window.get("known") or unknown:
+        answer = "unknown"
+        by = [{"rule": r["rule"], "metric": r["metric"]} for r in unknown]
+        if not window.get("known"):
+            by.insert(0, {"rule": None, "metric": "e2e window"})
+    else:
+        answer = "healthy"
+        by = [
+            {"rule": r["rule"], "metric": r["metric"]} for r in rules if r["status"] != "inactive"
+        ]
+    if answer == "unknown" and reason is None:
+        reason = "too few observations in the window to judge" + (
+            f" ({', '.join(str(b['metric']) for b in by)})" if by else ""
+        )
+    return VerdictView(
+        verdict=answer,
+        reason=reason if answer == "unknown" else None,
+        healthy=answer == "healthy",
+        rollback=answer == "rollback",
+        by=[VerdictBy.model_validate(b) for b in by],
+        window=WindowView.model_validate(window),
+        active=active,
+        objectives=[RuleState.model_validate(r) for r in rules],
+    )
+
+
+def _prometheus(rt: Runtime) -> dict[str, Any] | None:
+    """What `--prometheus` reads: preset, queries, and the buckets around each threshold."""
+    source = rt.config.prometheus
+    if source is None:
+        return None
+    targets = {r.metric: r.threshold for r in rt.policy.rules if r.ref.kind == "quantile"}
+    checks = source.buckets(targets)
+    return {
+        "url": source.url,
+        "metrics": source.preset.name,
+        "queries": source.queries(),
+        "last_error": source.last_error,
+        "buckets": {
+            metric: {
+                "threshold_ms": targets[metric],
+                "le_below_s": c.below,
+                "le_above_s": c.above,
+                "warning": c.warning,
+            }
+            for metric, c in checks.items()
+        },
+        "notes": [*source.preset.notes, *(c.warning for c in checks.values() if c.warning)],
+    }
+
+
+def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
+    """Each rule's metric against its threshold: the per-objective picture status shows."""
+    states = rt.controller.rule_states()
+    return [
+        {
+            "rule": r.name,
+            "metric": r.metric,
+            "action": r.action,
+            "threshold": r.threshold,
+            "op": r.op,
+            **states[r.name],
+        }
+        for r in rt.policy.rules
+    ]
+
+
+def status(rt: Runtime, now_s: float) -> StatusView:
+    """The JSON of `GET /v1/status`."""
+    judged = verdict(rt, now_s)
+    with rt.lock:
+        controller = rt.controller.status(now_s)
+        notes = [*rt.notes, *controller.get("notes", [])]
+        prometheus = _prometheus(rt)
+        if prometheus is not None:
+            notes += prometheus["notes"]
+        if rt.snapshot_error is not None:
+            notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
+        return StatusView(
+            service=rt.config.service,
+            verdict=judged.verdict,
+            observations_total=rt.observations_total,
+            errors_total=rt.errors_total,
+            stage_observations=dict(rt.stage_observations),
+            window=judged.window,
+            stages={name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
+            series={name: s.to_dict() for name, s in _series(rt, now_s).items()},
+            objectives=_objectives(rt, now_s),
+            verdict_by=judged.by,
+            prometheus=prometheus,
+            active=judged.active,
+            desired_replicas=rt.replicas.desired,
+            desired_replicas_reason=_reason(rt),
+            model=None if rt.model is None else rt.model.status(rt.replicas.desired),
+            shed=None
+            if rt.shed is None
+            else ShedView(fraction=rt.shed.current_fraction, rate_per_s=rt.shed.current_rate),
+            baseline_p99_ms=controller.get("baseline_p99_ms"),
+            baselines=controller.get("baselines", {}),
+            dry_run=rt.policy.dry_run,
+            policy=PolicyView(
+                mode="model" if rt.model is not None else "reactive",
+                source=rt.policy.source,
+                window_s=rt.policy.window_s,
+                evaluate_every_s=rt.policy.evaluate_every_s,
+                min_samples=rt.policy.min_samples,
+                rules=list(rt.policy.rules),
+            ),
+            decisions_total=sum(rt.decisions_total.values()),
+            last_decisions=list(rt.last_decisions)[-10:],
+            last_evaluated_s=rt.last_evaluated_s,
+            evaluation=rt.heartbeat.view(now_s),
+            last_error=rt.heartbeat.failure,
+            notes=notes,
+            controller=controller,
+            state_dir=str(rt.state.root),
+            # group commit at work: fewer fsyncs than batches under concurrent posts
+            snapshot=SnapshotView(written_s=rt.snapshot_written_s, error=rt.snapshot_error),
+            wal=WalView(
+                bytes=rt.state.wal.size(),
+                batches=rt.state.wal.appended,
+                fsyncs=rt.state.wal.fsyncs,
+            ),
+        )
+
+
+def _reason(rt: Runtime) -> str:
+    """Why the desired count is what it is: the model's sizing, or the last scale decision."""
+    if rt.model is not None:
+        why = rt.model.policy.why
+        return f"drifting, the rules guard: {why}" if rt.model.drifting else why
+    last = next(
+        (d for d in reversed(rt.last_decisions) if d.get("action") in ("scale_up", "scale_down")),
+        None,
+    )
+    return "the policy's minimum" if last is None else str(last.get("reason", ""))
+
+
+def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
+    """The figures `/metrics` exports."""
+    with rt.lock:
+        return {
+            "evaluation_age_s": rt.heartbeat.age_s(now_s),
+            "evaluation_errors": dict(rt.heartbeat.errors),
+            "window": _window(rt, now_s),
+            "active": set(rt.controller.active),
+            "desired_replicas": rt.replicas.desired,
+            "model": None
+            if rt.model is None
+            else {
+                "predicted": dict(rt.model.policy.predicted),
+                "measured": dict(rt.model.policy.measured),
+                "drifting": rt.model.drifting,
+                "model_replicas": rt.model.policy.need,
+            },
+            "shed_fraction": 0.0 if rt.shed is None else rt.shed.current_fraction,
+            "observations_total": rt.observations_total,
+            "errors_total": rt.errors_total,
+            "stages": _stages(rt, now_s),
+            "series": _series(rt, now_s),
+            "stage_observations": dict(rt.stage_observations),
+            "decisions_total": dict(rt.decisions_total),
+            "rules": [
+                {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}
+                for rule in rt.controller.status(now_s)["rules"]
+            ],
+        }
