@@ -10,9 +10,11 @@ from tailbudget._api.inputs import BudgetLike, Data, budget_of, source_of
 from tailbudget.errors import PolicyError
 
 if TYPE_CHECKING:
+    from tailbudget.budget.model import Budget
     from tailbudget.budget.policy import Policy
     from tailbudget.control.logsource import ReplayLog
     from tailbudget.control.replay import Baseline
+    from tailbudget.control.replay_classes import ClassPolicy
     from tailbudget.control.replay_record import ReplayReport
 
 __all__ = ["replay"]
@@ -32,10 +34,13 @@ def replay(
     dry_run: bool = False,
     events: str | Path | None = None,
     cold_window_min: float = 5.0,
+    class_by: str | None = None,
 ) -> ReplayReport:
     """Replay the budget's policy (the default policy without one) over the log in time
     order (`tailbudget replay`). Give at most one baseline: a window of the log's start
-    (`baseline_window="10m"`), a p99 in ms, or a baseline log."""
+    (`baseline_window="10m"`), a p99 in ms, or a baseline log. A budget with `classes:`
+    also replays each class's own rules on its requests (column `class_by`, else the
+    budget's `classes.by`) and says which class each shed_load sheds."""
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay as run
@@ -59,7 +64,20 @@ def replay(
         total = total or b.log.total
         timestamp = timestamp or b.log.timestamp
         error = error or b.log.error
-    log = load_replay_log(source_of(data), timestamp=timestamp, total=total, error=error, unit=unit)
+    classes = _class_policies(b, dry_run)
+    by = class_by or (b.classes.by if b is not None and b.classes is not None else None)
+    if classes and by is None:
+        raise PolicyError("classes need a column: give class_by", param="class_by")
+    if class_by is not None and not classes:
+        raise PolicyError(
+            "class_by: replay runs each class's own rules, so it needs a budget with a "
+            "classes: block (objectives per class)",
+            param="class_by",
+        )
+    log = load_replay_log(
+        source_of(data), timestamp=timestamp, total=total, error=error, unit=unit,
+        class_by=by if classes else None,
+    )  # fmt: skip
     base = _baseline(log, policy, baseline_window, baseline_p99, baseline, total, timestamp, unit)
     from tailbudget.audit.events import read_events
 
@@ -70,7 +88,26 @@ def replay(
         service=b.service if b else None,
         events=read_events(Path(events)) if events is not None else (),
         cold_window_s=cold_window_min * 60.0,
+        classes=classes,
+        class_by=by if classes else None,
     )
+
+
+def _class_policies(budget: Budget | None, dry_run: bool) -> list[ClassPolicy]:
+    """Each listed class with the policy its objectives give (its view of the budget)."""
+    from tailbudget.budget.plan_classes import class_budget
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.control.replay_classes import ClassPolicy
+
+    if budget is None or budget.classes is None:
+        return []
+    out = []
+    for name, spec in budget.classes.specs().items():
+        policy = resolve_policy(class_budget(budget, name))
+        if dry_run:
+            policy = policy.model_copy(update={"dry_run": True})
+        out.append(ClassPolicy(name, spec.priority, policy))
+    return out
 
 
 def _baseline(

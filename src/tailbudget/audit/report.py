@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from tailbudget._report_base import ReportBase
 from tailbudget.logs.table import RowCounts
@@ -476,10 +476,15 @@ class AuditReport(_Model, ReportBase):
     classes: list[ClassRow] | None = None
     """Objectives per class, each measured on its own requests (None: no class_by)."""
 
-    def json_data(self) -> Any:
-        """The JSON contract; `class_by` and `classes` only when classes were asked for."""
-        drop = {"class_by", "classes"} if self.classes is None else set()
-        return self.model_dump(mode="json", exclude=drop)
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # The class keys appear only when classes were asked for: every other document
+        # stays as it was.
+        data = handler(self)
+        if self.classes is None and isinstance(data, dict):
+            for key in ("class_by", "classes"):
+                data.pop(key, None)
+        return data
 
     def class_breaches(self) -> list[tuple[ClassRow, ObjectiveRow]]:
         """Every gated class objective that breaches, with its class."""

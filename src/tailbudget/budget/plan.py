@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from tailbudget._report_base import ReportBase
 from tailbudget._units import PERCENTILES, min_rows
@@ -184,9 +184,15 @@ class Plan(BaseModel, ReportBase):
     classes: list[ClassPlan] | None = None
     """Each class of the budget's `classes:` planned on the stages it goes through."""
 
-    def json_data(self) -> Any:
-        """The JSON contract; `classes` only for a budget with classes."""
-        return self.model_dump(mode="json", exclude={"classes"} if self.classes is None else set())
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # The class keys appear only when classes were asked for: every other document
+        # stays as it was.
+        data = handler(self)
+        if self.classes is None and isinstance(data, dict):
+            for key in ("classes",):
+                data.pop(key, None)
+        return data
 
     @property
     def not_checked(self) -> bool:

@@ -45,6 +45,11 @@ def replay_command(
     error: str | None = typer.Option(None, "--error", help="Error flag column."),
     unit: str | None = typer.Option(None, "--unit", help="Unit of the total: ms, s or us."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Mark decisions as dry run."),
+    class_by: str | None = typer.Option(
+        None,
+        "--class-by",
+        help="Column of each request's class (default: the budget's classes.by).",
+    ),
     events: Path | None = typer.Option(
         None, "--events", help="CSV of timestamp,event: rollbacks after a scale_up are cold."
     ),
@@ -58,7 +63,7 @@ def replay_command(
     rep = replay(
         log, budget, baseline_window=baseline_window, baseline_p99=baseline_p99,
         baseline=baseline, total=total, timestamp=timestamp, error=error, unit=unit,
-        dry_run=dry_run, events=events, cold_window_min=cold_window_min,
+        dry_run=dry_run, events=events, cold_window_min=cold_window_min, class_by=class_by,
     )  # fmt: skip
     render = {"json": rep.to_json, "html": rep.to_html, "text": rep.to_text, "md": rep.to_markdown}
     emit(render[format.value](), output)

@@ -6,7 +6,7 @@ column mapping the audit reads, and counts bad rows the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,20 @@ class ReplayLog:
     """LLM series (ttft, tpot, itl) indexing the sorted rows, when the log has them."""
     stages: dict[str, StageColumn] = field(default_factory=dict)
     """Pipeline stage times (the LLM series aside) indexing the sorted rows."""
+    labels: npt.NDArray[np.object_] | None = None
+    """Each sorted row's class (the `classes.by` column as text), when asked for."""
+
+    def subset(self, mask: npt.NDArray[np.bool_]) -> ReplayLog:
+        """The rows where `mask` holds (one class's requests), series re-indexed."""
+        return replace(
+            self,
+            ts_s=self.ts_s[mask],
+            total_ms=self.total_ms[mask],
+            error=self.error[mask],
+            series=subset_series(self.series, mask),
+            stages=subset_series(self.stages, mask),
+            labels=None if self.labels is None else self.labels[mask],
+        )
 
     @property
     def rows(self) -> dict[str, Any]:
@@ -56,6 +70,19 @@ class ReplayLog:
         }
 
 
+def subset_series(
+    series: dict[str, StageColumn], mask: npt.NDArray[np.bool_]
+) -> dict[str, StageColumn]:
+    """Columns indexing the rows where `mask` holds, re-indexed to those rows."""
+    position = np.cumsum(mask) - 1
+    out: dict[str, StageColumn] = {}
+    for name, col in series.items():
+        kept = mask[col.index]
+        if kept.any():
+            out[name] = StageColumn(position[col.index[kept]].astype(np.int64), col.ms[kept])
+    return out
+
+
 def _clean(
     ts: npt.NDArray[np.float64],
     total: npt.NDArray[np.float64],
@@ -66,6 +93,7 @@ def _clean(
     absolute: bool,
     series: RawSeries | None = None,
     stages: RawSeries | None = None,
+    labels: npt.NDArray[np.object_] | None = None,
 ) -> ReplayLog:
     reasons: dict[str, int] = {}
     bad_ts = ~np.isfinite(ts)
@@ -98,11 +126,17 @@ def _clean(
         absolute_time=absolute,
         series=columns,
         stages=stage_columns,
+        labels=None if labels is None else labels[keep][order],
     )
 
 
 def _via_read_log(
-    source: Any, timestamp: str | None, total: str | None, error: str | None, unit: str | None
+    source: Any,
+    timestamp: str | None,
+    total: str | None,
+    error: str | None,
+    unit: str | None,
+    class_by: str | None = None,
 ) -> ReplayLog:
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit
@@ -116,11 +150,15 @@ def _via_read_log(
     ):
         if value is not None:
             opts[key] = value
-    return replay_log_of(check_log_unit(read_log(source, ReadOptions(**opts))))
+    if class_by is not None:
+        opts["cohorts"] = (class_by,)
+    table = check_log_unit(read_log(source, ReadOptions(**opts)))
+    return replay_log_of(table, class_by=table.cohorts[-1] if class_by is not None else None)
 
 
-def replay_log_of(table: LogTable) -> ReplayLog:
-    """A canonical log reduced to what the controller sees; LogError without timestamps."""
+def replay_log_of(table: LogTable, *, class_by: str | None = None) -> ReplayLog:
+    """A canonical log reduced to what the controller sees (with each row's class from
+    column `class_by`, when given); LogError without timestamps."""
     import pyarrow as pa
 
     source = table.source
@@ -140,7 +178,8 @@ def replay_log_of(table: LogTable) -> ReplayLog:
         for s in table.stages
         if s not in LLM_SERIES and table.stage_column(s) not in wanted
     }
-    arrow = table.table.select("ts", "total_ms", "error", *wanted, *stage_cols.values())
+    extra = [class_by] if class_by is not None else []
+    arrow = table.table.select("ts", "total_ms", "error", *wanted, *stage_cols.values(), *extra)
     arrow = arrow.to_pyarrow()
     raw_ts = arrow.column("ts")
     micros = raw_ts.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).fill_null(0)
@@ -168,9 +207,14 @@ def replay_log_of(table: LogTable) -> ReplayLog:
         s: np.asarray(arrow.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
         for s, c in stage_cols.items()
     }
+    labels = None
+    if class_by is not None:
+        raw = arrow.column(class_by).cast(pa.string()).fill_null("(null)")
+        labels = np.asarray(raw.to_pylist(), dtype=object)
     out = _clean(
-        ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot), stages
-    )
+        ts, tot, err, source, table.format, notes, absolute, read_series(arrow, tot), stages,
+        labels,
+    )  # fmt: skip
     reasons = dict(table.rows.rejected_reasons)
     for k, v in out.rejected_reasons.items():
         reasons[k] = reasons.get(k, 0) + v
@@ -186,6 +230,7 @@ def replay_log_of(table: LogTable) -> ReplayLog:
         absolute_time=out.absolute_time,
         series=out.series,
         stages=out.stages,
+        labels=out.labels,
     )
 
 
@@ -196,11 +241,13 @@ def load_replay_log(
     total: str | None = None,
     error: str | None = None,
     unit: str | None = None,
+    class_by: str | None = None,
 ) -> ReplayLog:
     """Read `source` (a path, or data in memory as `read_log` takes it) with the log
-    readers into time-ordered arrays; LogError on failure."""
+    readers into time-ordered arrays (each row's class from `class_by`); LogError on
+    failure."""
     path = str(source) if isinstance(source, Path) else source
-    return _via_read_log(path, timestamp, total, error, unit)
+    return _via_read_log(path, timestamp, total, error, unit, class_by)
 
 
 def p99_of_log(log: ReplayLog) -> float:

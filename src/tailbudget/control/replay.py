@@ -25,6 +25,7 @@ from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.control.llm_log import slice_series
 from tailbudget.control.logsource import ReplayLog, p99_of_log
+from tailbudget.control.replay_classes import ClassPolicy, replay_classes, shed_steps
 from tailbudget.control.replay_record import (
     ReplayDecision,
     ReplayPoint,
@@ -293,11 +294,15 @@ def replay(
     service: str | None = None,
     events: Sequence[tuple[datetime, str]] = (),
     cold_window_s: float = 300.0,
+    classes: Sequence[ClassPolicy] = (),
+    class_by: str | None = None,
 ) -> ReplayReport:
     """Every decision the policy takes over `log`, a per-evaluation timeline and notes.
 
     `events` (time, name), as the audit's `--events` reads them: a rollback inside the
     `cold_window_s` after a scale-up is marked as a cold start (`cold_window`).
+    `classes` (with `log.labels`): each class's policy on its own requests, and which
+    class each shed_load sheds (the highest priority number first).
     """
     policy = _with_baseline(policy, baseline)
     controller = Controller(policy)
@@ -308,7 +313,7 @@ def replay(
         source: str | None = baseline.source
     else:
         source = "policy" if policy.baseline_p99_ms else None
-    return ReplayReport(
+    report = ReplayReport(
         source=log.source,
         format=log.format,
         service=service,
@@ -346,3 +351,18 @@ def replay(
         ),
         notes=_notes(controller, log, walk, baseline) + ([cold] if cold else []),
     )
+    if not classes:
+        return report
+    ran = replay_classes(log, classes, lambda c, sub: _decisions(_walk(c, sub)))
+    order = [c.name for c in sorted(classes, key=lambda c: (-c.priority, c.name))]
+    return report.model_copy(
+        update={
+            "class_by": class_by,
+            "classes": ran,
+            "shedding": shed_steps(walk.decisions, ran, order),
+        }
+    )
+
+
+def _decisions(walk: _Walk) -> tuple[list[ReplayDecision], Counter[str]]:
+    return walk.decisions, walk.by_action

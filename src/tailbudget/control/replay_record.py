@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from tailbudget._report_base import ReportBase
 from tailbudget.budget.policy_model import Replicas, Rule
 
-__all__ = ["ReplayDecision", "ReplayPoint", "ReplayPolicy", "ReplayReport", "ReplayRows"]
+__all__ = [
+    "ReplayClass",
+    "ReplayDecision",
+    "ReplayPoint",
+    "ReplayPolicy",
+    "ReplayReport",
+    "ReplayRows",
+    "ShedStep",
+]
 
 OPEN_LOOP = "open loop"
 """How the note that says what an open-loop replay cannot see begins."""
@@ -52,6 +60,31 @@ class ReplayDecision(_Record):
     dry_run: bool = False
     cold_window: str | None = None
     """A rollback inside a scale-up's cold window: that scale-up's time (a cold start)."""
+
+
+class ShedStep(_Record):
+    """Which class a shed_load sheds (the highest priority number first), or restores."""
+
+    t: str
+    t_offset_s: float
+    action: Literal["shed_load", "stop_shedding"]
+    sheds: str | None
+    """The class shed (or restored); None when every class is already shed."""
+    trigger: str
+    """Whose rule fired: `service` or a class name."""
+    rule: str | None = None
+
+
+class ReplayClass(_Record):
+    """One class's own replay: its policy's rules on its own requests."""
+
+    name: str
+    priority: int
+    requests: int
+    summary: dict[str, int]
+    decisions: list[ReplayDecision]
+    rules: list[str]
+    """The class's rules as `name: metric op threshold -> action`."""
 
 
 class ReplayPoint(_Record):
@@ -115,6 +148,21 @@ class ReplayReport(_Record, ReportBase):
     timeline: list[ReplayPoint]
     policy: ReplayPolicy
     notes: list[str]
+    class_by: str | None = None
+    classes: list[ReplayClass] | None = None
+    """Each listed class replayed on its own requests with its own objectives' rules."""
+    shedding: list[ShedStep] | None = None
+    """Every shed_load and stop_shedding, with the class it sheds or restores."""
+
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # The class keys appear only when classes were asked for: every other document
+        # stays as it was.
+        data = handler(self)
+        if self.classes is None and isinstance(data, dict):
+            for key in ("class_by", "classes", "shedding"):
+                data.pop(key, None)
+        return data
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> ReplayReport:

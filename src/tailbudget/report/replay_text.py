@@ -62,8 +62,27 @@ def replay_text(rep: ReplayReport) -> str:
         f"decisions: {summary}; desired replicas at the end: {fmt.count(rep.final_replicas)}; "
         f"active at the end: {', '.join(rep.active_at_end) or 'none'}"
     )
+    lines += class_lines(rep)
     lines.extend(f"note: {n}" for n in rep.other_notes)
     return "\n".join(lines) + "\n"
+
+
+def class_lines(rep: ReplayReport) -> list[str]:
+    """Each class's own decisions, and which class each shed_load sheds."""
+    if rep.classes is None:
+        return []
+    out = ["", f"classes (column {rep.class_by}), each on its own requests with its own rules:"]
+    for c in rep.classes:
+        said = ", ".join(f"{k} x{fmt.count(v)}" for k, v in c.summary.items()) or "no action"
+        out.append(f"  {c.name} (priority {c.priority}, {fmt.count(c.requests)} requests): {said}")
+    for step in rep.shedding or []:
+        what = step.sheds or "nothing left to shed"
+        verb = "sheds" if step.action == "shed_load" else "restores"
+        out.append(
+            f"  +{fmt.count(step.t_offset_s)}s {step.action} ({step.trigger}'s {step.rule}) "
+            f"{verb} {what}"
+        )
+    return out
 
 
 @safe_markdown_renderer
