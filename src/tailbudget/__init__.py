@@ -15,6 +15,7 @@ import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from tailbudget._version import __version__
 from tailbudget.errors import BudgetError, LogError, PolicyError, TailbudgetError
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from tailbudget.budget.objectives import Objective, Objectives
     from tailbudget.measure.recorder import Recorder
 
-__version__ = "0.1.0"
 
 _API = {
     "read": "tailbudget._api.requests",

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, ColdStart
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 from tailbudget.cli import app
 from tailbudget.report import audit_view as view
-from tailbudget.report import fmt
 
 SECTIONS = {
     "Objectives": "objectives",

@@ -160,7 +160,7 @@ def _short(match: re.Match[str]) -> str:
 
 
 def mask(text: str, data: Path, tmp: Path) -> str:
-    from tailbudget import __version__
+    from tailbudget._version import __version__
 
     for path, token in (
         (tmp, "{tmp}"),

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tailbudget.report import fmt
+from tailbudget import _fmt as fmt
 
 
 def test_thresholds_in_their_metric_unit() -> None:
@@ -46,7 +46,7 @@ def test_counts_and_rates_are_not_ms() -> None:
 
 
 def test_listing_reads_lists_and_pairs():
-    from tailbudget.report import fmt
+    from tailbudget import _fmt as fmt
 
     assert fmt.listing([[9.352, 43.983], [48.984, 57.579]]) == "(9.352, 43.98), (48.98, 57.58)"
     assert fmt.listing([-0.0, 0.0]) == "0, 0"

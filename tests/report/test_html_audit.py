@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport
-from tailbudget.report import fmt
 from tailbudget.report.html import page as html_page
 from tailbudget.report.html import render_audit_html
 from tailbudget.report.html.audit import SECTIONS

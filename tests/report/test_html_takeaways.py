@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import (
     CohortRow,
     Delta,
@@ -16,7 +17,6 @@ from tailbudget.audit.report import (
     Tail,
 )
 from tailbudget.control.replay_record import ReplayDecision, ReplayPoint
-from tailbudget.report import fmt
 from tailbudget.report.html import takeaways
 from tests.report import html_sample
 

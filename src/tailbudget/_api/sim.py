@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tailbudget import _fmt as fmt
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, objectives_of, sources_of
 from tailbudget._api.spelling import as_flags
 from tailbudget.errors import TailbudgetError
@@ -253,7 +254,6 @@ def _beside_log(
     from tailbudget.audit.budgeting.profile import profile_of
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit
-    from tailbudget.report import fmt
     from tailbudget.sim.records import LogFigureRecord
 
     read = ReadOptions.from_budget(inputs.budget, unit=unit)

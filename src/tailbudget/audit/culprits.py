@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.contention import Contention
 from tailbudget.audit.context import UNATTRIBUTED
 from tailbudget.audit.growth import Growth
 from tailbudget.audit.nesting import direct
 from tailbudget.audit.report import Culprit, Nesting, Recommendation, Tail
-from tailbudget.report import fmt
 
 __all__ = ["MAX_CULPRITS", "WEAK_SLOW", "Inputs", "build", "name_in"]
 

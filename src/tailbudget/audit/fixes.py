@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.covariates import is_output_length
 from tailbudget.audit.report import AuditReport
 from tailbudget.errors import BudgetError
-from tailbudget.report import fmt
 
 Risk = Literal["low", "medium", "high"]
 

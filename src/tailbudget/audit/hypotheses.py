@@ -35,13 +35,13 @@ import re
 
 import numpy as np
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.context import UNATTRIBUTED
 from tailbudget.audit.covariates import is_output_length
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.report import Hypothesis
 from tailbudget.audit.snapshot import at
 from tailbudget.audit.stages import STAGE_QS
-from tailbudget.report import fmt
 
 MAJOR_SHARE = 0.10
 R2_SHAPE = 0.5

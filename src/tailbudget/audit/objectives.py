@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import ibis
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import min_rows
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
@@ -29,7 +30,6 @@ from tailbudget.audit.report import CdfPoint, ObjectiveRow
 from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
-from tailbudget.report import fmt
 
 ITL = "itl_ms"
 TPOT = "tpot_ms"

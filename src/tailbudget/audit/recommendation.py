@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import quantile_of
 from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
-from tailbudget.report import fmt
 
 PARTIAL = 1 / 3
 SURE_P = 0.01

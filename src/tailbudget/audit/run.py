@@ -11,6 +11,7 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from tailbudget._version import __version__
 from tailbudget.audit import (
     canary,
     classes,
@@ -251,8 +252,6 @@ def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float
 
 
 def _provenance(ctx: Ctx) -> Provenance:
-    from tailbudget import __version__
-
     backend = ctx.log.backend
     engine = getattr(backend, "name", None) or "duckdb"
     notes = [*ctx.log.notes, *ctx.notes, f"{ctx.passes} passes over the log on {engine}"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typer
 
+from tailbudget._version import __version__
 from tailbudget.cli._common import OneLineErrors
 from tailbudget.cli._lazy import LazyGroup
 
@@ -49,8 +50,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from tailbudget import __version__
-
         typer.echo(f"tailbudget {__version__}")
         raise typer.Exit()
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from tailbudget._fmt import ms
 from tailbudget.cli._common import clean_errors, emit, gate_failed
 from tailbudget.errors import TailbudgetError
 
@@ -166,8 +167,6 @@ def audit_command(
             typer.echo(f"warning: {head}; if so, run again with --unit s", err=True)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
-        from tailbudget.report.fmt import ms
-
         over = [
             f"{p} {ms(getattr(report.snapshot, p, None))} ms > "
             f"{ms(getattr(report.slo, p, None))} ms"

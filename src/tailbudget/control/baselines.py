@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget import _fmt as fmt
 from tailbudget.budget.metric import LLM_SERIES, MetricRef, parse_metric
 from tailbudget.budget.policy import Policy
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.control.series_windows import judge
-from tailbudget.report import fmt
 
 __all__ = ["LogBaselines", "log_baselines"]
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from tailbudget import _fmt as fmt
 from tailbudget.budget.policy import Policy
 from tailbudget.control.cold_windows import mark_cold_rollbacks
 from tailbudget.control.decision import Decision
@@ -35,7 +36,6 @@ from tailbudget.control.replay_record import (
 )
 from tailbudget.control.windows import WindowStats
 from tailbudget.errors import PolicyError
-from tailbudget.report import fmt
 
 __all__ = ["Baseline", "log_baseline", "replay", "window_baseline"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailbudget._fmt import threshold
 from tailbudget.budget.policy import Rule
 from tailbudget.control.stats import wilson
 from tailbudget.control.windows import WindowStats
-from tailbudget.report.fmt import threshold
 
 __all__ = ["Measure", "fmt", "measure"]
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import Budget, Plan, load_budget, make_plan
 from tailbudget.demo.generate import BUDGET_YAML, DemoLog, generate
-from tailbudget.report import fmt
 
 
 @dataclass

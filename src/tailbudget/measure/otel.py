@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget._version import __version__
 from tailbudget.errors import TailbudgetError
 from tailbudget.measure.record import (
     Clock,
@@ -66,8 +67,6 @@ class OTelSink(Sink):
         trace = _otel()
         self._trace = trace
         provider = tracer_provider or trace.get_tracer_provider()
-        from tailbudget import __version__
-
         self._tracer = provider.get_tracer("tailbudget.measure", __version__)
         self._provider = tracer_provider
         self._root_name = root_name

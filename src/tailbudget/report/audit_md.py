@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
 from tailbudget.audit.report import AuditReport
 from tailbudget.report import audit_view as view
-from tailbudget.report import fmt
 from tailbudget.report.audit_view import STAGE_RATIO, STAGE_RATIO_NOTE
 from tailbudget.report.objectives_md import classes_section, objectives_section
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, ColdStart, Hypothesis, RankedFix, ShapeRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
-from tailbudget.report import fmt
 
 SHOWN_FITS = 12
 """Shape fits listed in full; weaker ones are folded (the JSON has all of them)."""

@@ -3,8 +3,8 @@ and verdict, goodput, and the cause found for each breached objective."""
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, ObjectiveRow
-from tailbudget.report import fmt
 
 __all__ = ["objectives_section"]
 

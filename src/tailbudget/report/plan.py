@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.plan import GateCheck, LlmSlice, ObjectiveCheck, Plan
-from tailbudget.report import fmt
 
 _BAR = 16
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget import _fmt as fmt
 from tailbudget._json import dumps
 from tailbudget._names import safe_markdown_renderer
 from tailbudget.audit.budgeting.checks import GoodputCheck
 from tailbudget.audit.budgeting.proposal import Rebudget
 from tailbudget.audit.report import RankedFix
-from tailbudget.report import fmt
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
 

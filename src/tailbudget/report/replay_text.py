@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
 from tailbudget.control.replay_record import ReplayReport
-from tailbudget.report import fmt
 
 __all__ = ["replay_markdown", "replay_text", "verdict_line"]
 

@@ -3,7 +3,7 @@ both open with the same words and figures."""
 
 from __future__ import annotations
 
-from tailbudget.report import fmt
+from tailbudget import _fmt as fmt
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.run import RunResult, SimReport
 

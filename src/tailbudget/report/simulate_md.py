@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
-from tailbudget.report import fmt, sim_verdict
+from tailbudget.report import sim_verdict
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import SimReport

@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tailbudget import _fmt as fmt
 from tailbudget.budget.load import parse_budget
 from tailbudget.cli import app
-from tailbudget.report import fmt
 
 from .test_rebudget_framework import SLICES, framework_log
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import quantile_of
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import FloatArray, Profile
-from tailbudget.report import fmt
 
 if TYPE_CHECKING:
     from tailbudget.audit.report import RankedFix

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
 from tailbudget.audit.budgeting import metrics
 from tailbudget.audit.budgeting.profile import Profile
@@ -168,7 +169,6 @@ def _breaches(text: str, profile: Profile) -> list[str]:
     from tailbudget._units import min_rows
     from tailbudget.audit.budgeting.checks import goodput_check
     from tailbudget.budget.load import parse_budget
-    from tailbudget.report import fmt
 
     out = []
     budget = parse_budget(text, source="the measured budget")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.budgeting.allocate import Allocation
 from tailbudget.audit.budgeting.checks import ObjectiveCheck
 from tailbudget.budget import model as m
 from tailbudget.budget.plan_llm import TTFT_STAGE
-from tailbudget.report import fmt
 
 
 def passing_stages(budget: m.Budget, checks: Sequence[ObjectiveCheck]) -> dict[str, str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
 from tailbudget.audit.report import AuditReport, ShapeRow
 from tailbudget.report import audit_view as view
-from tailbudget.report import fmt
 from tailbudget.report.html import charts, page, takeaways
 from tailbudget.report.html.objectives import objectives_html
 from tailbudget.report.html.page import Cell, cards, cell, esc, figure, kv, not_available, table

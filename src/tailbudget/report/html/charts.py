@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.report import AuditReport, CohortRow, ShapeRow, StageRow, Tail
-from tailbudget.report import fmt
 from tailbudget.report.html.svg import (
     BLUE,
     GREY,

@@ -3,9 +3,9 @@ every class's latency CDF on one chart, each with its own targets."""
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, ClassRow
 from tailbudget.budget.objectives import parse_percentile
-from tailbudget.report import fmt
 from tailbudget.report.html.page import Cell, cell, esc, figure, not_available, table
 
 __all__ = ["classes_chart", "classes_html"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, CdfPoint, ObjectiveRow
 from tailbudget.budget.objectives import parse_percentile
-from tailbudget.report import fmt
 from tailbudget.report.html.page import cell, esc, figure, not_available, table
 from tailbudget.report.objectives_md import definitions
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard, TypeVar
 
-from tailbudget.report import fmt
+from tailbudget import _fmt as fmt
 
 _CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tailbudget import _fmt as fmt
 from tailbudget.control.replay_record import ReplayPolicy, ReplayReport
-from tailbudget.report import fmt
 from tailbudget.report.html import page, takeaways
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import replay_chart

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from tailbudget.report import fmt, sim_verdict
+from tailbudget import _fmt as fmt
+from tailbudget.report import sim_verdict
 from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg

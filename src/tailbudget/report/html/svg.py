@@ -19,7 +19,7 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
-from tailbudget.report import fmt
+from tailbudget import _fmt as fmt
 from tailbudget.report.html.ticks import tidy
 
 # Okabe-Ito: readable for colour-blind readers and in greyscale print.

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
 from tailbudget.audit.report import CohortRow, Percentiles, ShapeRow, Snapshot, StageRow, Tail
 from tailbudget.control.replay_record import ReplayReport
-from tailbudget.report import fmt
 
 
 def cdf(snapshot: Snapshot, slo: Percentiles) -> str:

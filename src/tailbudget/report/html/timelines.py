@@ -11,9 +11,9 @@ import numpy as np
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.ticker import FuncFormatter
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit.report import ColdStart
 from tailbudget.control.replay_record import ReplayPoint, ReplayReport
-from tailbudget.report import fmt
 from tailbudget.report.html.page import is_num
 from tailbudget.report.html.svg import (
     BLUE,
