@@ -76,8 +76,17 @@ name = st.sampled_from(["web", "web.app-1", "Web_App", "web\nx", "a" * 300, "-x"
 url = st.sampled_from(["http://p:9090", "ftp://x", "http://a b", "prom:9090", "http://p:99999"])
 trace = st.sampled_from(
     [b"ts\n0\n1\n2\n", b"\x00\xff\xfe", "ts\n1\ncaf\xe9\n".encode("latin-1"), b"ts\n1\nnan\n",
-     b"ts\n1\n-1e12\n", b"ts\n1\n1e12\n", b"", b"ts\n"]
+     b"ts\n1\n-1e12\n", b"ts\n1\n1e12\n", b"", b"ts\n",
+     b"ts,output_tokens\n0,-5\n1,3\n", b"ts,output_tokens\n0,nan\n", b"ts,input_tokens\n0,inf\n",
+     b"ts,output_tokens\n0,1000000000\n1,3\n", b"ts,output_tokens\n0,5000000\n1,3\n"]
 )  # fmt: skip
+model_knobs = {
+    "--seed": _mostly(["0", "7"], ["-1", str(2**64)]),
+    "--provision-delay": _mostly(["45s"], ["0s", "1e300h", "999999999999s", "-1s", "nan"]),
+    "--cold-window-min": _mostly(["5"], ["0", "-1", "nan", "inf", "1e9"]),
+    "--cold-factor": _mostly(["2"], ["1", "0.5", "inf", "nan", "-1"]),
+}
+"""The model options simulate and capacity share (issue 35: tracebacks, hangs, exit 0)."""
 
 
 def _pairs(draw: Any, options: dict[str, st.SearchStrategy[str]]) -> list[str]:
@@ -113,14 +122,16 @@ def command_lines(draw: Any, command: str) -> tuple[str, list[str], str, bytes]:
             {"--duration": duration, "--arrivals": arrivals, "--replicas": big_int,
              "--concurrency": big_int, "--policy": st.sampled_from(
                  ["fixed", "fixed:2", "fixed:100000000000", "fixed:1e11", "budget", "hpa:x"]),
-             "--requests": big_int, "--load": st.sampled_from(["1", "2", "0", "inf", "1e9"])},
+             "--requests": big_int, "--load": st.sampled_from(["1", "2", "0", "inf", "1e9", "nan"]),
+             "--logging-overhead-ms": _mostly(["5"], ["inf", "-1", "nan"]), **model_knobs},
         )  # fmt: skip
     elif command == "capacity":
         args = ["capacity", "LOG", "--format", "json", "--slo", draw(slo)]
         args += _pairs(
             draw,
             {"--duration": duration, "--arrivals": arrivals, "--concurrency": big_int,
-             "--load": st.sampled_from(["1", "1,2", "0", "inf", "1e9", "x"])},
+             "--load": st.sampled_from(["1", "1,2", "0", "inf", "1e9", "x", "1,nan"]),
+             **model_knobs},
         )  # fmt: skip
     elif command == "export":
         target = draw(st.sampled_from(["keda", "argo-rollouts", "flagger", "prometheus-rules"]))
@@ -207,3 +218,78 @@ def _one_case(tmp_path_factory: Any, case: tuple[str, list[str], str, bytes]) ->
         strict_json(result.stdout)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert peak <= max(peak_before, GIB_KIB), (where, peak)
+
+
+# ---- model files (serve --model, /v1/model/refit) --------------------------------------
+
+BAD_VALUES = [math.nan, math.inf, -math.inf, -1.0, 0.0, 0.5, 1e300, 5e8, "x", None, True, [1]]
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory: Any) -> Path:
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.model_file import save_model
+    from tests.sim.test_model_file import GRID, VLLM
+
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    model = fit_logs(VLLM[:1], ReadOptions(), ModelOptions()).model
+    return save_model(model, tmp_path_factory.mktemp("model") / "m.npz")
+
+
+@st.composite
+def model_mutations(draw: Any) -> tuple[str, Any, Any]:
+    kind = draw(st.sampled_from(["param", "truncate", "flip"]))
+    if kind == "param":
+        return kind, draw(st.integers(0, 30)), draw(st.sampled_from(BAD_VALUES))
+    return kind, draw(st.floats(0.0, 1.0)), draw(st.integers(0, 255))
+
+
+def _mutated(saved: Path, folder: Path, case: tuple[str, Any, Any]) -> Path:
+    import json
+
+    import numpy as np
+
+    kind, where, value = case
+    out = folder / "mutated.npz"
+    if kind == "param":
+        with np.load(saved, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
+        params = [*meta["params"].values(), *(meta["llm"] or [])]
+        params[where % len(params)]["value"] = value
+        raw = json.dumps(meta).encode()  # NaN/Infinity as Python writes them
+        np.savez(out, meta=np.frombuffer(raw, dtype=np.uint8), **arrays)
+    else:
+        body = bytearray(saved.read_bytes())
+        at = int(where * (len(body) - 1))
+        if kind == "truncate":
+            body = body[:at]
+        else:
+            body[at] ^= value or 1
+        out.write_bytes(bytes(body))
+    return out
+
+
+def test_model_files_load_in_range_or_are_one_line(saved_model: Path, tmp_path_factory) -> None:
+    from tailbudget.errors import TailbudgetError
+    from tailbudget.sim.limits import RANGES
+    from tailbudget.sim.model_file import load_model
+
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(case=model_mutations())
+    def run(case: tuple[str, Any, Any]) -> None:
+        path = _mutated(saved_model, tmp_path_factory.mktemp("mm"), case)
+        with _alarm(CASE_SECONDS):
+            try:
+                model = load_model(path).model
+            except TailbudgetError as exc:
+                assert "\n" not in str(exc), (case, str(exc))
+                return
+        for p in model.params():
+            assert RANGES[p.name].problem(p.value) is None, (case, p)
+
+    run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,11 +88,15 @@ def _inputs(
     b = budget_of(budget)
     objectives = objectives_for(b, objectives_of(slo))
     delay = knobs.provision_delay
+    delay_s = (
+        None
+        if delay is None
+        else parse_duration_s(delay, field="provision_delay", param="provision_delay")
+    )
+    _check_knobs(knobs, delay_s)
     opts = ModelOptions(
         concurrency=conc,
-        provision_delay_s=None
-        if delay is None
-        else parse_duration_s(delay, field="provision_delay", param="provision_delay"),
+        provision_delay_s=delay_s,
         cold_factor=cold,
         cold_window_s=None if knobs.cold_window_min is None else knobs.cold_window_min * 60.0,
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
@@ -101,6 +106,61 @@ def _inputs(
     fitted = fit_logs(sources_of(data), read, opts, max_events=max_events)
     policy, signal = _policy(b, objectives)
     return _Inputs(fitted, objectives, b, policy, signal)
+
+
+def _check_knobs(knobs: _ModelKnobs, delay_s: float | None) -> None:
+    """Every stated model parameter in its range (tailbudget.sim.limits), as a model file's:
+    a NaN or negative cold window, an infinite cold factor or logging overhead, a
+    provision delay of 1e12 s is one line naming the option, never a run."""
+    from tailbudget.sim.limits import RANGES, check_number
+
+    given = (
+        ("concurrency", knobs.concurrency, "concurrency", 1.0),
+        ("cold_factor", knobs.cold_factor, "cold_factor", 1.0),
+        ("cold_window_s", knobs.cold_window_min, "cold_window_min", 60.0),
+        ("provision_delay_s", delay_s, "provision_delay", 1.0),
+        ("logging_overhead_ms", knobs.logging_overhead_ms, "logging_overhead_ms", 1.0),
+    )
+    shown = {"provision_delay": knobs.provision_delay}
+    for name, value, param, scale in given:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TailbudgetError(f"{param} must be a number, got {value!r}", param=param)
+        if scale != 1.0 and not math.isfinite(value):
+            raise TailbudgetError(f"{param} must be a finite number, got {value!r}", param=param)
+        try:
+            check_number(name, value * scale, param)
+        except TailbudgetError:
+            unit = " (minutes)" if scale == 60.0 else ""
+            rng = RANGES[name]
+            raise TailbudgetError(
+                f"{param}{unit} must be from {rng.lo / scale:g} to {rng.hi / scale:g}"
+                f"{'' if unit else ' ' + rng.unit}, got {shown.get(param, value)!r}",
+                param=param,
+            ) from None
+
+
+MAX_LOAD = 10_000.0
+"""A load multiple beyond any sweep; the event bound refuses most well before."""
+MAX_SEED = 2**63 - 1
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise TailbudgetError(
+            f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}", param="seed"
+        )
+    return seed
+
+
+def _check_load(value: float, given: Any) -> float:
+    if isinstance(value, bool) or not (math.isfinite(value) and 0 < value <= MAX_LOAD):
+        raise TailbudgetError(
+            f"load takes positive multiples up to {MAX_LOAD:g} such as 1,2,4, got {given!r}",
+            param="load",
+        )
+    return float(value)
 
 
 def _loads(load: str | float | Sequence[float]) -> list[float]:
@@ -113,11 +173,11 @@ def _loads(load: str | float | Sequence[float]) -> list[float]:
             ) from None
     else:
         out = [float(load)] if isinstance(load, int | float) else [float(x) for x in load]
-    if not out or any(not x > 0 for x in out):
+    if not out:
         raise TailbudgetError(
             f"load takes positive multiples such as 1,2,4, got {load!r}", param="load"
         )
-    return out
+    return [_check_load(x, load) for x in out]
 
 
 def _save(fitted: Fitted, path: str | Path | None) -> None:
@@ -178,6 +238,10 @@ def simulate(
     from tailbudget.sim.policies import parse_policy_spec
     from tailbudget.sim.run import simulate as run
 
+    _check_seed(seed)
+    if isinstance(load, str) or not isinstance(load, int | float):
+        raise TailbudgetError(f"load must be a number such as 2, got {load!r}", param="load")
+    load = _check_load(load, load)
     if replicas is not None and replicas < 1:
         raise TailbudgetError(
             f"replicas must be a whole number >= 1, got {replicas}", param="replicas"
@@ -195,7 +259,7 @@ def simulate(
     names = [chosen] if isinstance(chosen, str) else list(chosen)
     specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
     bound = parse_max_events(max_events)
-    spec = parse_arrivals(arrivals)
+    spec = parse_arrivals(arrivals, bound)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events,
@@ -311,9 +375,10 @@ def capacity(
     from tailbudget.sim.capacity import capacity_curve
     from tailbudget.sim.estimate import Given, check_capacity
 
+    _check_seed(seed)
     bound = parse_max_events(max_events)
     multiples = _loads(loads if loads is not None else load)
-    spec = parse_arrivals(arrivals)
+    spec = parse_arrivals(arrivals, bound)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -65,58 +67,118 @@ def _time_s(text: str, where: str = "") -> float:
             stamp = np.datetime64(text.strip().replace("Z", ""), "us")
         except ValueError:
             raise TailbudgetError(
-                f"{where}arrival time {text!r} is neither ISO-8601 nor epoch seconds"
+                f"{where}arrival time {text!r} is neither ISO-8601 nor epoch seconds",
+                param="arrivals",
             ) from None
         value = math.nan if np.isnat(stamp) else float(stamp.astype(np.int64)) / 1e6
     if not (math.isfinite(value) and value >= 0):
         raise TailbudgetError(
             f"{where}arrival time {text!r} must be a finite time at or after 1970 (epoch seconds, "
-            "or seconds from the start)"
+            "or seconds from the start)",
+            param="arrivals",
         )
     return value
 
 
-def read_trace(path: str) -> TraceTimes:
-    """A CSV of arrival times (first matching column), with token counts when present."""
+MAX_TOKENS = 10_000_000
+"""Tokens one request may carry in a trace: beyond any model's context; a larger count
+would only make the simulator step one decode at a time for ever."""
+MAX_TRACE_ROWS = 20_000_000
+"""Arrivals a trace may hold (also bounded by max_events): checked while reading, so a
+300 MB CSV is refused at the bound, not read whole first."""
+
+
+def _tokens(text: str | None, where: str, col: str) -> float:
+    try:
+        value = float(text or "")
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_TOKENS):
+        raise TailbudgetError(
+            f"{where}{col} {text!r} must be a token count from 0 to {MAX_TOKENS:,}",
+            param="arrivals",
+        )
+    return value
+
+
+def _columns(path: str, header: list[str] | None) -> tuple[int, int | None, int | None]:
+    if not header:
+        raise TailbudgetError(f"{path}: the arrival trace has no rows", param="arrivals")
+    cols = {k.strip().lower(): i for i, k in enumerate(header) if k}
+    tcol = next((cols[c] for c in _TIME if c in cols), None)
+    if tcol is None:
+        raise TailbudgetError(
+            f"{path}: no arrival time column; name one of {', '.join(_TIME)}", param="arrivals"
+        )
+    return (
+        tcol,
+        next((cols[c] for c in _IN if c in cols), None),
+        next((cols[c] for c in _OUT if c in cols), None),
+    )
+
+
+def _read_rows(path: str, fh: Any, max_rows: int) -> tuple[array[float], ...]:
+    """Times, input and output tokens, each field checked as its row is read."""
+    reader = csv.reader(fh)
+    header = next(reader, None)
+    tcol, icol, ocol = _columns(path, header)
+    assert header is not None
+    names = [header[c] if c is not None else "" for c in (icol, ocol)]
+    t, tin, tout = array("d"), array("d"), array("d")
+    for i, row in enumerate(reader):
+        if i >= max_rows:
+            raise TailbudgetError(
+                f"{path}: the arrival trace holds more than {max_rows:,} arrivals, over the "
+                "simulator's bound; cut it to the span to simulate, or raise max_events",
+                param="arrivals",
+            )
+        where = f"{path}, line {reader.line_num}: "
+        cell = row[tcol] if tcol < len(row) else ""
+        t.append(_time_s(cell, where))
+        for col, name, out in ((icol, names[0], tin), (ocol, names[1], tout)):
+            if col is not None:
+                out.append(_tokens(row[col] if col < len(row) else "", where, name))
+    if not t:
+        raise TailbudgetError(f"{path}: the arrival trace has no rows", param="arrivals")
+    return t, tin if icol is not None else array("d"), tout if ocol is not None else array("d")
+
+
+def read_trace(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
+    """A CSV of arrival times (first matching column), with token counts when present.
+
+    Read row by row: every time and token count is checked as it is read (a time before
+    1970, a token count of -5, NaN or inf names its line), and more than `max_rows`
+    arrivals are refused at the bound."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            t, tin, tout = _read_rows(path, fh, min(max_rows, MAX_TRACE_ROWS))
     except OSError as exc:
-        raise TailbudgetError(f"{path}: cannot read arrival trace ({exc.strerror})") from None
+        raise TailbudgetError(
+            f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
+        ) from None
     except UnicodeDecodeError as exc:
         raise TailbudgetError(
             f"{path}: the arrival trace is not UTF-8 text (byte {exc.start}); give a CSV "
-            "with a time column"
+            "with a time column",
+            param="arrivals",
         ) from None
     except csv.Error as exc:
-        raise TailbudgetError(f"{path}: not a readable CSV arrival trace ({exc})") from None
-    if not rows:
-        raise TailbudgetError(f"{path}: the arrival trace has no rows")
-    cols = {k.strip().lower(): k for k in rows[0] if k}
-    tcol = next((cols[c] for c in _TIME if c in cols), None)
-    if tcol is None:
-        raise TailbudgetError(f"{path}: no arrival time column; name one of {', '.join(_TIME)}")
-    t = np.sort(
-        np.asarray(
-            [_time_s(r[tcol] or "", f"{path}, line {i + 2}: ") for i, r in enumerate(rows)],
-            dtype=np.float64,
-        )
-    )
+        raise TailbudgetError(
+            f"{path}: not a readable CSV arrival trace ({exc})", param="arrivals"
+        ) from None
+    times = np.frombuffer(t, dtype=np.float64)
+    order = np.argsort(times, kind="stable")
+    times = times[order]
 
-    def tokens(names: tuple[str, ...]) -> npt.NDArray[np.float64] | None:
-        col = next((cols[c] for c in names if c in cols), None)
-        if col is None:
-            return None
-        try:
-            return np.asarray([float(r[col]) for r in rows], dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TailbudgetError(f"{path}: column {col!r} must hold token counts") from None
+    def tokens(values: array[float]) -> npt.NDArray[np.float64] | None:
+        return np.frombuffer(values, dtype=np.float64)[order] if len(values) else None
 
-    return TraceTimes(t - t[0], tokens(_IN), tokens(_OUT), path)
+    return TraceTimes(times - times[0], tokens(tin), tokens(tout), path)
 
 
-def parse_arrivals(text: str | None) -> ArrivalSpec:
-    """None (the log's times), 'poisson:RATE', 'burst:N' or a CSV path."""
+def parse_arrivals(text: str | None, max_rows: int = MAX_TRACE_ROWS) -> ArrivalSpec:
+    """None (the log's times), 'poisson:RATE', 'burst:N' or a CSV path (at most
+    `max_rows` arrivals)."""
     if text is None:
         return ArrivalSpec("log")
     kind, sep, arg = text.partition(":")
@@ -136,7 +198,7 @@ def parse_arrivals(text: str | None) -> ArrivalSpec:
             f"arrivals {text!r}: not poisson:RATE, burst:N or an existing CSV file",
             param="arrivals",
         )
-    return ArrivalSpec("trace", trace=read_trace(text))
+    return ArrivalSpec("trace", trace=read_trace(text, max_rows))
 
 
 def make_arrivals(

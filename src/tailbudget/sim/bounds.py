@@ -54,11 +54,14 @@ class RunShape:
     arrivals: float
     ticks: float
     slots: float
+    steps: float = 0.0
+    """Decode steps of an LLM model (each a step of every replica's batch): the arrivals'
+    output tokens over the batch limit, at least the longest answer's."""
 
     @property
     def events(self) -> float:
         """The run's cost in events."""
-        return self.arrivals + self.ticks + self.slots
+        return self.arrivals + self.ticks + self.slots + self.steps
 
 
 @dataclass(frozen=True)
@@ -117,12 +120,15 @@ def check_estimate(est: Estimate, max_events: int, command: str) -> None:
     """Refuse a run whose estimate passes the bound, naming what drives it: each run at
     most `max_events` (what it allocates), all runs together at most TOTAL_FACTOR times
     that (the time it takes)."""
-    parts = {"arrivals": est.shape.arrivals, "ticks": est.shape.ticks, "slots": est.shape.slots}
+    shape = est.shape
+    parts = {"arrivals": shape.arrivals, "ticks": shape.ticks, "slots": shape.slots,
+             "steps": shape.steps}  # fmt: skip
     worst = max(parts, key=lambda k: parts[k])
     what = {
         "arrivals": f"{_count(parts['arrivals'])} arrivals",
         "ticks": f"{_count(parts['ticks'])} policy evaluations",
         "slots": f"{_count(parts['slots'])} replica slots",
+        "steps": f"{_count(parts['steps'])} decode steps",
     }[worst]
     if not est.shape.events <= max_events:
         raise TailbudgetError(

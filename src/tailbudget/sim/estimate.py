@@ -59,6 +59,7 @@ def _blame(given: Given, spec: ArrivalSpec) -> dict[str, str]:
     slots += [say("concurrency", given.concurrency)] if given.concurrency is not None else []
     slots += [say("policy", p) for p in given.policies if p.startswith("fixed:")]
     return {
+        "steps": f"{where} output tokens" + (f" at {' '.join(flow)}" if flow else ""),
         "arrivals": " ".join(flow) or f"{where} own arrivals",
         "ticks": say("duration", given.duration) if given.duration else f"{where} time span",
         "slots": " ".join(slots) or "the budget policy's replicas.max",
@@ -90,7 +91,22 @@ def _shape(
     )  # fmt: skip
     every = policy.evaluate_every_s
     slots = float(replicas) * max(1.0, float(fitted.model.concurrency.value))
-    return RunShape(n, horizon / every, slots)
+    return RunShape(n, horizon / every, slots, _decode_steps(spec, fitted, n))
+
+
+def _decode_steps(spec: ArrivalSpec, fitted: Fitted, arrivals: float) -> float:
+    """Decode steps an LLM run takes at least: every answer's tokens, batch_limit at a
+    time, and never fewer than the longest answer (its tokens are sequential)."""
+    model = fitted.model
+    if model.llm is None:
+        return 0.0
+    out = spec.trace.output_tokens if spec.trace is not None else None
+    if out is None:
+        out = model.samples.output_tokens
+    if out is None or out.size == 0:
+        return 0.0
+    batch = max(1.0, float(model.llm.batch_limit.value))
+    return max(float(out.max()), arrivals * float(out.mean()) / batch)
 
 
 def check_simulate(

@@ -132,7 +132,8 @@ def hindsight_floor(
     first = secs // int(MINUTE_S)
     last = np.minimum((secs + round(delay)) // int(MINUTE_S), minutes - 1)
     fleet = counts[first]
-    for k in range(1, math.ceil(delay / MINUTE_S) + 1):
+    # Bounded by the simulated minutes, not the delay: past the last minute adds nothing.
+    for k in range(1, min(math.ceil(delay / MINUTE_S), minutes) + 1):
         fleet = np.maximum(fleet, counts[np.minimum(first + k, last)])
     paid = float(fleet.sum())
     return Floor(need, paid / 3600.0, delay)

@@ -36,6 +36,8 @@ __all__ = ["LiveModel", "ModelSource"]
 _KEEP_S = 900.0
 """Observations kept for the load and the mix (longer than any window the policy reads)."""
 _REFIT_MIN = 200
+REFIT_WAIT_S = 20.0
+"""How long POST /v1/model/refit waits for a running evaluation before answering busy."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,11 @@ def load_source(source: ModelSource) -> tuple[ServiceModel, str]:
     from tailbudget.logs import ReadOptions
     from tailbudget.sim.fit import ModelOptions
     from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.limits import check_params
 
     model = fit_logs(list(source.fit_logs), ReadOptions(), ModelOptions()).model
+    # A refit holds the file's checks: a fit out of range is refused, the old model kept.
+    check_params(((p.name, p.value) for p in model.params()), "the fitted model", "refit")
     return model, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
@@ -182,10 +187,19 @@ class LiveModel:
 
     def refit(self) -> str:
         """Re-read the `--fit` logs; for a model file, re-centre the work on recent requests."""
-        with self.busy:
+        # An evaluation runs at most a bounded simulation; a refit waiting longer answers
+        # that it is busy rather than holding POST /v1/model/refit past its deadline.
+        if not self.busy.acquire(timeout=REFIT_WAIT_S):
+            raise TailbudgetError(
+                f"an evaluation of the model has run over {REFIT_WAIT_S:g} s; retry the refit",
+                param="refit",
+            )
+        try:
             how = self._refit()
             self.last_refit = how
             return how
+        finally:
+            self.busy.release()
 
     def _refit(self) -> str:
         if self.source.fit_logs:

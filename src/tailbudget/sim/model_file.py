@@ -9,8 +9,12 @@ model's `notes` say so), so the file stays small whatever the log's size.
 from __future__ import annotations
 
 import json
+import os
+import re
+import struct
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.errors import TailbudgetError
+from tailbudget.sim.limits import check_params
 from tailbudget.sim.model import LLMParams, Param, ServiceModel, WorkSamples
 
 __all__ = ["MAX_SAMPLES", "SavedModel", "load_model", "save_model"]
@@ -102,25 +107,117 @@ def save_model(model: ServiceModel, path: str | Path) -> Path:
     return out
 
 
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""A saved model is a few MB (MAX_SAMPLES requests); a larger file is not one of ours."""
+MAX_ARRAYS = 1_024
+MAX_META_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 16
+"""The metadata nests 3 deep; deeper is refused before the parser recurses."""
+
+
+def _refuse(p: Path, why: str) -> TailbudgetError:
+    return TailbudgetError(
+        f"{p}: not a tailbudget model file ({why}); simulate and capacity write one with "
+        "save_model",
+        param="model",
+    )
+
+
+def _check_shapes(p: Path, fh: Any) -> None:
+    """Every member's declared size, dtype and shape, read from the .npy headers before
+    NumPy allocates anything: a 9 MB file declaring a 9.6 GB array stops here."""
+    with zipfile.ZipFile(fh) as zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ARRAYS:
+            raise _refuse(p, f"{len(infos):,} arrays, at most {MAX_ARRAYS:,}")
+        for info in infos:
+            meta = info.filename == "meta.npy"
+            limit = MAX_META_BYTES if meta else MAX_SAMPLES
+            with zf.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = read(member)
+            ok_kind = dtype.kind in ("u",) if meta else dtype.kind in ("f", "b", "i", "u")
+            if len(shape) != 1 or shape[0] > limit or not ok_kind or dtype.itemsize > 8:
+                raise _refuse(
+                    p, f"array {info.filename!r} is {dtype.str} of shape {shape}, at most {limit:,}"
+                )
+    fh.seek(0)
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _json_depth(raw: bytes) -> int:
+    """How deep the JSON nests (strings stripped), counted without recursion."""
+    depth = top = 0
+    for c in _STRING.sub(b"", raw):
+        if c in b"[{":
+            depth += 1
+            top = max(top, depth)
+        elif c in b"]}":
+            depth -= 1
+    return top
+
+
+def _meta(p: Path, raw: bytes) -> dict[str, Any]:
+    if _json_depth(raw) > MAX_JSON_DEPTH:
+        raise _refuse(p, f"its metadata nests deeper than {MAX_JSON_DEPTH}")
+    meta = json.loads(raw.decode("utf-8"))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _refuse(p, f"no {FORMAT!r} metadata")
+    return meta
+
+
 def load_model(path: str | Path) -> SavedModel:
-    """Read a model `save_model` wrote; anything else is a one-line TailbudgetError."""
+    """Read a model `save_model` wrote; anything else is a one-line TailbudgetError.
+
+    Size, array shapes and JSON depth are checked before anything is allocated or parsed,
+    and every parameter against its range (tailbudget.sim.limits) before it is used."""
     p = Path(path)
     bad = f"{p}: not a tailbudget model file (simulate and capacity write one with save_model)"
     try:
-        with p.open("rb") as fh, np.load(fh, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode("utf-8"))
-            if meta.get("format") != FORMAT:
-                raise TailbudgetError(bad, param="model")
-            arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
-        return SavedModel(_build(meta, arrays), str(meta["fitted_at"]), str(p))
+        with p.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise _refuse(p, f"{size:,} bytes, at most {MAX_FILE_BYTES:,}")
+            _check_shapes(p, fh)
+            with np.load(fh, allow_pickle=False) as z:
+                meta = _meta(p, bytes(z["meta"]))
+                arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
+        return SavedModel(_build(p, meta, arrays), str(meta["fitted_at"]), str(p))
     except OSError as exc:
         raise TailbudgetError(f"{p}: cannot read the model ({exc})", param="model") from None
     except (KeyError, ValueError, TypeError, EOFError, AttributeError, IndexError,
-            zipfile.BadZipFile, UnicodeDecodeError):  # fmt: skip
+            zipfile.BadZipFile, UnicodeDecodeError, RecursionError, zlib.error, struct.error,
+            OverflowError, NotImplementedError):  # fmt: skip
         raise TailbudgetError(bad, param="model") from None
 
 
-def _build(meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> ServiceModel:
+def _check_samples(p: Path, s: WorkSamples) -> None:
+    """Equal lengths; finite, non-negative times and token counts."""
+    named = {"work_ms": s.work_ms, **{f"stage {k}": v for k, v in s.stages.items()}}
+    named.update({n: getattr(s, n) for n in _OPTIONAL if getattr(s, n) is not None})
+    if s.work_ms.size == 0:
+        raise _refuse(p, "no requests")
+    for name, values in (*named.items(), ("error", s.error)):
+        if values.size != s.work_ms.size:
+            raise _refuse(p, f"{name} holds {values.size:,} values for {s.work_ms.size:,} requests")
+    for name, values in named.items():
+        if name == "load_rps":
+            continue
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise TailbudgetError(
+                f"{p}: {name} holds a value that is not a finite time or count >= 0",
+                param="model",
+            )
+
+
+def _build(p: Path, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> ServiceModel:
     work = np.asarray(a["work_ms"], dtype=np.float64)
     samples = WorkSamples(
         work_ms=work,
@@ -132,12 +229,13 @@ def _build(meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> ServiceModel
         },
         **{n: np.asarray(a[n], dtype=np.float64) for n in _OPTIONAL if n in a},
     )
-    if work.size == 0 or not np.all(np.isfinite(work)) or samples.error.size != work.size:
-        raise ValueError("samples")
+    _check_samples(p, samples)
     params = {k: _param(v) for k, v in meta["params"].items()}
     llm = None
     if meta.get("llm") is not None:
         llm = LLMParams(*(_param(d) for d in meta["llm"]))
+    given = [*params.values(), *(llm.params() if llm is not None else [])]
+    check_params(((q.name, q.value) for q in given), f"{p}", "model")
     if meta["kind"] not in ("queue", "llm") or (meta["kind"] == "llm") != (llm is not None):
         raise ValueError("kind")
     return ServiceModel(
