@@ -182,3 +182,102 @@ def test_a_parked_request_reads_back_against_the_clock_it_was_checked_on(tmp_pat
     log.sync(ticket)
     assert len(log.spans_at(offset)) == 2
     log.close()
+
+
+def _three_spans(k: int, t0: int):
+    return (
+        k,
+        [
+            (1, 0, "root", t0, t0 + 50 * MS),
+            (2, 1, "db", t0 + 10 * MS, t0 + 40 * MS),
+            (3, 1, "cache", t0 + MS, t0 + 5 * MS),
+        ],
+    )
+
+
+def test_a_burst_is_parked_and_read_back_only_as_fast_as_traces_complete(tmp_path):
+    # The issue's burst at a hundredth of the limits: 600 three-span traces against 50
+    # open traces and 100 held spans. Reading parked spans back up to twice max_held
+    # (200 spans: 66 traces) dropped the traces past 50 as too_many_traces.
+    rt = runtime(tmp_path, window="10m")
+    limits = Limits(grace_s=5, max_traces=50, max_held=100)
+    receiver = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=3600))
+    try:
+        t0 = _now_ns()
+        for first in range(1, 601, 20):
+            body = _request([_three_spans(k, t0) for k in range(first, first + 20)])
+            receiver.receive(body, PB, None)
+        assert receiver.status()["traces"]["spans"]["parked"] > 0
+        for _ in range(100):
+            if not receiver.flush(float("inf")):
+                break
+        traces = receiver.status()["traces"]
+        assert traces["spans"]["dropped"] == {} and traces["incomplete"] == {}
+        assert traces["completed"] == 600 and rt.observations_total == 600
+    finally:
+        receiver.close()
+        rt.close()
+
+
+def test_the_receiver_never_holds_a_request_that_could_pass_the_trace_limit(tmp_path):
+    rt = runtime(tmp_path, window="10m")
+    limits = Limits(grace_s=60, max_traces=10)
+    receiver = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=3600))
+    try:
+        t0 = _now_ns()
+        receiver.receive(_request([_three_spans(k, t0) for k in range(1, 4)]), PB, None)
+        receiver.receive(_request([_three_spans(k, t0) for k in range(4, 8)]), PB, None)
+        spans = receiver.status()["traces"]["spans"]
+        assert (spans["held"], spans["parked"], spans["dropped"]) == (9, 12, {})
+    finally:
+        receiver.close()
+        rt.close()
+
+
+def _slow_db(k: int, t0: int):
+    """A trace whose db call takes 150 ms more in one trace of ten (the culprit)."""
+    db = 30 + (150 if k % 10 == 3 else 0) + (k % 7)
+    return (
+        k,
+        [
+            (1, 0, "root", t0, t0 + (db + 20) * MS),
+            (2, 1, "db", t0 + 10 * MS, t0 + (db + 10) * MS),
+            (3, 1, "cache", t0 + MS, t0 + 5 * MS),
+        ],
+    )
+
+
+def test_counts_and_the_culprits_evidence_survive_a_crash(tmp_path):
+    # Issue 36: after kill -9, `completed: 0` and `culprits: []` while the stage figures
+    # came back. The counts and the window's rows ride in the span log's done records.
+    rt = runtime(tmp_path, window="10m")
+    options = TraceOptions(limits=Limits(grace_s=0), flush_every_s=3600)
+    receiver = TraceReceiver(rt, options)
+    t0 = _now_ns()
+    receiver.receive(_request([(999, [(1, 0, "root", t0, 2**64 - 1)])]), PB, None)
+    for first in range(1, 401, 100):
+        body = _request([_slow_db(k, t0) for k in range(first, first + 100)])
+        receiver.receive(body, PB, None)
+        receiver.flush(float("inf"))
+    # Counted at receive time, carried with the next traces done (within a flush).
+    before = receiver.status()
+    assert before["traces"]["completed"] == 400 and before["culprits"][0]["stage"] == "db"
+    rt.evaluate()
+    verdict = rt.verdict()["verdict"]
+    receiver._stop.set()
+    receiver.span_log.close()
+    crash(rt)
+    rt = runtime(tmp_path, window="10m")
+    again = TraceReceiver(rt, options)
+    try:
+        after = again.status()
+        for key in ("completed", "received", "in_window", "incomplete"):
+            assert after["traces"][key] == before["traces"][key], key
+        assert after["traces"]["spans"]["rejected"] == {"time_past_int64": 1}
+        assert after["culprits"] == before["culprits"]
+        assert rt.verdict()["verdict"] == verdict
+        rt.evaluate()
+        assert rt.verdict()["verdict"] == verdict
+    finally:
+        again.close()
+        rt.close()

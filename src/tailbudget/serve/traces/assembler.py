@@ -61,8 +61,18 @@ class Assembler:
 
     @property
     def full(self) -> bool:
-        """Holding `max_held` spans: take no more until attribution catches up."""
-        return self.spans_held >= self.limits.max_held
+        """Holding `max_held` spans or `max_traces` traces: take no more until attribution
+        catches up."""
+        return self.spans_held >= self.limits.max_held or len(self.open) >= self.limits.max_traces
+
+    def room(self, spans: int, most: int | None = None) -> bool:
+        """Whether `spans` more spans can be held with no trace dropped as too_many_traces
+        (each might open a trace) and under `most` spans held (default `max_held`)."""
+        held = self.limits.max_held if most is None else most
+        # An empty assembler takes any record: a record of more spans than max_traces
+        # would otherwise wait forever (then only its spans past the limit are dropped).
+        traces = not self.open or len(self.open) + spans <= self.limits.max_traces
+        return self.spans_held < held and traces
 
     def add(self, rows: list[SpanRow], now_s: float) -> None:
         for row in rows:

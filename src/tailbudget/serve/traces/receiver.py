@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from tailbudget.serve.limits import BodyLimits
+from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
 from tailbudget.serve.traces.live_culprits import TraceRow, TraceWindow, culprits
 from tailbudget.serve.traces.otlp_body import BadTraces, decode_traces, export_response
@@ -104,6 +105,8 @@ class TraceReceiver:
         self.parked_spans = 0
         self._culprits: tuple[float, object, list[dict[str, Any]]] = (-_CULPRITS_EVERY_S, None, [])
         """When the culprits were last ranked, against which baseline, and the ranking."""
+        self.restored_rows = carried.restore(self, self.span_log.carried)
+        """Rows of the culprits' window carried across the restart (`carried.py`)."""
         self.recovered = self._recover()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tailbudget-traces", daemon=True)
@@ -116,7 +119,7 @@ class TraceReceiver:
         total = 0
         for offset, n in self.span_log.open_records():
             total += n
-            if self.parked or self.assembler.spans_held >= self.options.limits.max_held:
+            if self.parked or not self.assembler.room(n):
                 self.parked.append(_Parked(offset, now, n))
                 self.parked_spans += n
             else:
@@ -164,7 +167,7 @@ class TraceReceiver:
                 else:
                     ticket, offset = self.span_log.write_spans_at(decoded.spans)
                 now = time.monotonic()
-                if self.parked or self.assembler.full or len(decoded.spans) < n:
+                if self.parked or not self.assembler.room(n) or len(decoded.spans) < n:
                     self.parked.append(_Parked(offset, now, n))
                     self.parked_spans += n
                 else:
@@ -196,17 +199,24 @@ class TraceReceiver:
             ready = self._take(now, early=False)
             if not ready and self.parked:
                 # Every held trace waits on parked spans: hold up to twice as many; only
-                # past that are traces completed by the wall clock (late spans counted).
-                self._unpark(2 * held)
-                ready = self._take(now, early=self.assembler.spans_held >= 2 * held)
+                # past that (or at the trace limit) are traces completed by the wall
+                # clock (late spans counted).
+                blocked = self._unpark(2 * held)
+                early = blocked or self.assembler.spans_held >= 2 * held
+                ready = self._take(now, early=early)
             if not ready:
                 break
             done += self._commit(ready)
         if self.span_log.size() > _REWRITE_BYTES:
             with self.lock:
                 if not self.parked:  # parked records are read back from the log as is
+                    state = {
+                        "counts": carried.counts_of(self),
+                        "rows": [carried.row_json(r) for r in self.window.rows],
+                    }
                     self.span_log.rewrite(
-                        row for t in self.assembler.open.values() for row in t.spans.values()
+                        (row for t in self.assembler.open.values() for row in t.spans.values()),
+                        state,
                     )
         return done
 
@@ -216,18 +226,23 @@ class TraceReceiver:
         with self.lock:
             clock = now if early or not self.parked else min(now, self.parked[0].arrived_s)
             ready, stale = self.assembler.take_due(clock, _BATCH)
+            counts = carried.counts_of(self) if stale else None
         if stale:
-            self.span_log.mark_done(stale)
+            self.span_log.mark_done(stale, {"counts": counts})
         return ready
 
-    def _unpark(self, most: int) -> None:
+    def _unpark(self, most: int) -> bool:
         """Parked records read back from the span log, oldest first, while fewer than
-        `most` spans are held."""
+        `most` spans are held and the next record's spans cannot open more than
+        `max_traces` traces (read back only as fast as traces complete: a burst is never
+        dropped as too_many_traces). True when a record waits on the trace limit."""
         while True:
             with self.lock:
                 if not self.parked or self.assembler.spans_held >= most:
-                    return
+                    return False
                 head = self.parked[0]
+                if not self.assembler.room(head.spans, most):
+                    return True
             rows = self.span_log.spans_at(head.offset)  # only this thread takes from parked
             with self.lock:
                 self.parked.popleft()
@@ -247,7 +262,8 @@ class TraceReceiver:
             log.error("completed traces not attributed: %s", exc)
             with self.lock:
                 self.traces_unattributed += len(ids)
-            self.span_log.mark_done(ids)
+                counts = carried.counts_of(self)
+            self.span_log.mark_done(ids, {"counts": counts})
             return 0
         except OSError:
             raise  # not durable: the span log still holds them (attributed at the restart)
@@ -258,19 +274,28 @@ class TraceReceiver:
             log.warning("trace %s refused: it cannot be attributed (%r)", ids[:1], exc)
             with self.lock:
                 self.traces_refused += len(ids)
-            self.span_log.mark_done(ids)
+                counts = carried.counts_of(self)
+            self.span_log.mark_done(ids, {"counts": counts})
             return 0
-        self.span_log.mark_done(ids)
         arrived = time.time()
         rows: list[dict[str, float]] = [{} for _ in ids]
         for stage, column in result.stages.items():
             for i, ms in zip(column.index.tolist(), column.ms.tolist(), strict=True):
                 if ms:  # a stage absent from a row is 0 ms there (live_culprits._matrix)
                     rows[i][stage] = ms
+        added = [
+            TraceRow(arrived, t, st) for t, st in zip(result.total_ms.tolist(), rows, strict=True)
+        ]
         with self.lock:
             self.traces_completed += len(ids)
-            for total, stages in zip(result.total_ms.tolist(), rows, strict=True):
-                self.window.add(TraceRow(arrived, total, stages))
+            for row in added:
+                self.window.add(row)
+            counts = carried.counts_of(self)
+        # The counts and the window's new rows are made durable with the ids (one fsync):
+        # after kill -9 they come back as they were when these traces were done.
+        self.span_log.mark_done(
+            ids, {"counts": counts, "rows": [carried.row_json(r) for r in added]}
+        )
         return len(ids)
 
     # --- views ------------------------------------------------------------------------
@@ -301,6 +326,7 @@ class TraceReceiver:
                 "span_stage": self.options.span_stage,
                 "grace_s": self.options.limits.grace_s,
                 "recovered_spans": self.recovered,
+                "restored_window_rows": self.restored_rows,
                 "busy_responses": self.busy,
             }
             rows = self.window.current(now)

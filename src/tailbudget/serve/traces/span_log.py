@@ -1,10 +1,11 @@
 """The write-ahead log of acknowledged spans (`spans.log` in the state dir).
 
-Three record kinds: the spans of one request (written and fsynced before its 2xx)
+Record kinds: the spans of one request (written and fsynced before its 2xx)
 as the request's own protobuf (decompressed: no encoding on the way in, and read
 back by protobuf's C decoder) or, from a JSON request or a rewrite, as JSON span
 rows; and the ids of traces whose attribution reached the observation log (after
-that log's own fsync). On a restart the spans of traces not marked done are the open
+that log's own fsync), with the receiver's counts and the culprits' window rows they
+added (`carried.py`; a rewrite starts with them). On a restart the spans of traces not marked done are the open
 traces to finish: the log is first rewritten to them a record at a time (streamed,
 so a long log never sits in memory whole), and the receiver holds the first of
 those records and parks the rest. Each record: magic, kind, payload bytes, crc32
@@ -28,8 +29,10 @@ import struct
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -49,6 +52,14 @@ _PROTOBUF_AT = 5
 that clock, so it gives exactly the spans its 2xx counted."""
 _RECEIVED = struct.Struct("<Q")
 _SPAN_KINDS = (_SPANS, _PROTOBUF, _PROTOBUF_AT)
+_DONE_STATE = 6
+"""Trace ids done (JSON `ids`), with the receiver's counts after them (`counts`) and the
+rows they added to the culprits' window (`rows`): the same fsync makes both durable,
+so the counts and the culprits' evidence come back after kill -9 as the traces do."""
+_STATE = 7
+"""At the head of a rewritten log: the counts and the window's rows it carried over."""
+STATE_ROWS = 20_000
+"""Window rows carried over at most (the culprits' window holds no more: MAX_ROWS)."""
 _RECORD_ROWS = 4_096
 """Spans per record when the log is rewritten at start-up (the unit held or parked)."""
 _row = functools.partial(tuple.__new__, SpanRow)
@@ -86,6 +97,8 @@ class SpanLog:
         self._synced = 0
         self.torn_bytes = 0
         self.fsyncs = 0
+        self.carried: dict[str, Any] = {"counts": {}, "rows": []}
+        """The counts and window rows the log held at start-up (`_DONE_STATE`, `_STATE`)."""
         self._open_records = self._compact()
         self._fh = open(self.path, "ab")  # noqa: SIM115 - held open for appends
 
@@ -122,12 +135,17 @@ class SpanLog:
         if not self.path.exists():
             return []
         done: set[str] = set()
+        window: deque[Any] = deque(maxlen=STATE_ROWS)
         for kind, payload in self._intact():
             if kind == _DONE:
                 done.update(orjson.loads(payload))
+            elif kind in (_DONE_STATE, _STATE):
+                self._carry(orjson.loads(payload), done, window)
+        self.carried["rows"] = list(window)
         tmp = self.path.with_suffix(".tmp")
         records: list[tuple[int, int]] = []
         with open(tmp, "wb") as out:
+            out.write(_record(_STATE, orjson.dumps(self.carried)))
             pending: list[list[object]] = []
             for kind, payload in self._intact():
                 if kind in _SPAN_KINDS:
@@ -144,6 +162,19 @@ class SpanLog:
             os.fsync(out.fileno())
         self._replace(tmp)
         return records
+
+    def _carry(self, doc: Any, done: set[str], rows: deque[Any]) -> None:
+        """One `_DONE_STATE` or `_STATE` record read at start-up (a malformed one is
+        skipped: the counts are a report, the ids the only thing replay depends on)."""
+        if not isinstance(doc, dict):
+            return
+        ids, counts, new = doc.get("ids"), doc.get("counts"), doc.get("rows")
+        if isinstance(ids, list):
+            done.update(i for i in ids if isinstance(i, str))
+        if isinstance(counts, dict):
+            self.carried["counts"] = counts
+        if isinstance(new, list):
+            rows.extend(new)
 
     def _replace(self, tmp: Path) -> None:
         """`tmp` becomes the log, durably (rename, then the directory fsynced)."""
@@ -182,10 +213,16 @@ class SpanLog:
             raise OSError(f"{self.path}: no span record at offset {offset}")
         return _rows(kind, payload)
 
-    def mark_done(self, traces: list[str]) -> None:
-        """These traces are in the observation log: never replay them."""
-        if traces:
-            self.sync(self._write(_record(_DONE, orjson.dumps(traces)))[0])
+    def mark_done(self, traces: list[str], state: dict[str, Any] | None = None) -> None:
+        """These traces are in the observation log: never replay them. `state`: the
+        receiver's counts after them and their window rows, made durable with them."""
+        if not traces:
+            return
+        if state is None:
+            record = _record(_DONE, orjson.dumps(traces))
+        else:
+            record = _record(_DONE_STATE, orjson.dumps({"ids": traces, **state}))
+        self.sync(self._write(record)[0])
 
     def _write(self, record: bytes) -> tuple[int, int]:
         with self._lock:
@@ -212,13 +249,16 @@ class SpanLog:
         with self._lock:
             return self._fh.tell()
 
-    def rewrite(self, open_rows: Iterable[SpanRow]) -> None:
-        """Replace the log by one record of the open traces' spans (write, fsync, rename).
+    def rewrite(self, open_rows: Iterable[SpanRow], state: dict[str, Any] | None = None) -> None:
+        """Replace the log by one record of the open traces' spans (write, fsync, rename),
+        after the receiver's `state` (counts and window rows) when given.
 
         The caller holds off appends whose spans would be missed (the receiver's lock)."""
         tmp = self.path.with_suffix(".tmp")
         with self._sync_lock, self._lock:
             with open(tmp, "wb") as fh:
+                if state is not None:
+                    fh.write(_record(_STATE, orjson.dumps(state)))
                 rows = list(open_rows)
                 if rows:
                     fh.write(_record(_SPANS, _spans_payload(rows)))
