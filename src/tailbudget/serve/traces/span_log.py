@@ -1,18 +1,17 @@
 """The write-ahead log of acknowledged spans (`spans.log` in the state dir).
 
-Record kinds: the spans of one request (written and fsynced before its 2xx)
-as the request's own protobuf (decompressed: no encoding on the way in, and read
-back by protobuf's C decoder) or, from a JSON request or a rewrite, as JSON span
-rows; and the ids of traces whose attribution reached the observation log (after
-that log's own fsync), with the receiver's counts and the culprits' window rows they
-added (`carried.py`; a rewrite starts with them). On a restart the spans of traces not marked done are the open
-traces to finish: the log is first rewritten to them a record at a time (streamed,
-so a long log never sits in memory whole), and the receiver holds the first of
-those records and parks the rest. Each record: magic, kind, payload bytes, crc32
-of the payload. Reading stops at the first record whose
-checksum fails: a torn tail is a write that was never acknowledged, dropped
-before appending. `rewrite` keeps only open traces' spans (atomic rename), so
-the file stays about as large as what is open.
+Record kinds: the spans of one request (written and fsynced before its 2xx) as the request's own
+protobuf (decompressed: no encoding on the way in, and read back by protobuf's C
+decoder) or, from a JSON request or a rewrite, as JSON span rows; and the ids of traces
+whose attribution reached the observation log (after that log's own fsync), with the
+receiver's counts and the culprits' window rows they added (`carried.py`; a rewrite
+starts with them). On a restart the spans of traces not marked done are the open traces
+to finish: the log is first rewritten to them a record at a time (streamed, so a long
+log never sits in memory whole), and the receiver holds the first of those records and
+parks the rest. Each record: magic, kind, payload bytes, crc32 of the payload. Reading
+stops at the first record whose checksum fails: a torn tail is a write that was never
+acknowledged, dropped before appending. `rewrite` keeps only open traces' spans (atomic
+rename), so the file stays about as large as what is open.
 
 Group commit: a record is written (buffered) first and made durable by `sync`, one
 fdatasync at a time; requests whose records were written while one was in flight share
