@@ -208,7 +208,31 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
         for r in policy.rules
         if r.action == "rollback" and (m := rollback_metric(budget, policy, r, notes))
     ]
-    return template(budget, options, metrics, notes), notes
+    return template(budget, options, metrics + class_metrics(budget, policy), notes), notes
+
+
+def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
+    """One metric per gated class objective: the canary's class percentile within target."""
+    from tailbudget.export.classes import class_objectives, quantile_query
+
+    hash_sel = f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
+    w = promql_duration(policy.window_s)
+    return [
+        {
+            "name": k8s_name(f"class-{c.name}-{c.objective.percentile}"),
+            "interval": promql_duration(policy.evaluate_every_s),
+            "failureLimit": 0,
+            "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
+            f"{num(seconds(c.objective.target_ms))}",
+            "provider": {
+                "prometheus": {
+                    "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
+                    "query": quantile_query(budget, c.name, c.objective.percentile, w, hash_sel),
+                }
+            },
+        }
+        for c in class_objectives(budget)
+    ]
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:

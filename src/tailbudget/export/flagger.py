@@ -212,8 +212,37 @@ def build(
         if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
             templates.append(t)
         checks.append(check(k8s_name(rule.name), t["metadata"]["name"], limit, policy))
-    analysis = analysis_block(policy, options, checks, notes)
-    return templates, analysis, notes
+    class_templates, class_checks = class_parts(budget, options, policy)
+    analysis = analysis_block(policy, options, checks + class_checks, notes)
+    return templates + class_templates, analysis, notes
+
+
+def class_parts(
+    budget: Budget, options: ExportOptions, policy: Policy
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A template and a check per gated class objective: the canary's class percentile
+    (unknown below min_samples passes) within its target."""
+    from tailbudget.export.classes import class_objectives, class_selector
+    from tailbudget.export.classes import quantile_query as class_quantile
+
+    templates, checks = [], []
+    for c in class_objectives(budget):
+        p = c.objective.percentile
+        query = class_quantile(budget, c.name, p, "{{ interval }}", CANARY_PODS)
+        count = f"{names.REQUEST_DURATION}_count"
+        sel = f'namespace="{{{{ namespace }}}}", {CANARY_PODS}, {class_selector(budget, c.name)}'
+        guard = f"sum(increase({count}{{{sel}}}[{{{{ interval }}}}])) >= {policy.min_samples}"
+        t = template(budget, options, f"class-{c.name}-{p}", unknown_passes(query, [guard]))
+        templates.append(t)
+        checks.append(
+            check(
+                k8s_name(f"class-{c.name}-{p}"),
+                t["metadata"]["name"],
+                seconds(c.objective.target_ms),
+                policy,
+            )
+        )
+    return templates, checks
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:

@@ -156,12 +156,47 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     policy = policy_of(budget)
     rule = scale_rule(policy)
     doc = scaled_object(budget, options, rule, query(budget, policy, rule))
+    doc["spec"]["triggers"] += class_triggers(budget, options, policy)
     notes = [
         f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
         f"{rule.expr or 'threshold'}); needs the recording rules of the prometheus-rules target.",
         *scaling_notes(policy),
     ]
     return doc, notes
+
+
+def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> list[dict[str, Any]]:
+    """One trigger per class with its own objectives: its percentile at its own scale-up
+    threshold (its objectives' default rules); KEDA scales on the largest trigger."""
+    from tailbudget.budget.plan_classes import class_budget
+    from tailbudget.budget.policy import resolve_policy
+    from tailbudget.export.classes import (
+        class_count_rule,
+        class_objectives,
+        class_quantile_rule,
+        class_selector,
+    )
+
+    out: list[dict[str, Any]] = []
+    for name in dict.fromkeys(c.name for c in class_objectives(budget)):
+        rule = scale_rule(resolve_policy(class_budget(budget, name)))
+        sel = class_selector(budget, name)
+        series = f"{class_quantile_rule(rule.metric, policy.window_s)}{{{sel}}}"
+        guard = f"{class_count_rule(policy.window_s)}{{{sel}}} >= {policy.min_samples}"
+        out.append(
+            {
+                "type": "prometheus",
+                "name": f"tailbudget-class-{k8s_name(name)}-{rule.metric.replace('.', '-')}",
+                "metricType": "Value",
+                "metadata": {
+                    "serverAddress": options.prometheus_url,
+                    "query": f"max({series} and on (service, class) ({guard}))",
+                    "threshold": num(seconds(rule.threshold)),
+                    "ignoreNullValues": "false",
+                },
+            }
+        )
+    return out
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:

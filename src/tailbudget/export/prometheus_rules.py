@@ -28,6 +28,7 @@ from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export.classes import classes_group
 from tailbudget.export.common import (
     BurnWindow,
     ExportOptions,
@@ -417,6 +418,9 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     slo = slo_group(budget, options, options.rule_interval_s or 60.0, notes)
     if slo is not None:
         groups.append(slo)
+    per_class = classes_group(budget, options, policy.window_s, policy.min_samples, notes)
+    if per_class is not None:
+        groups.append(per_class)
     buckets = options.buckets_s or latency_buckets(budget)
     notes.append(
         "the latency SLI reads the `le` buckets of "
