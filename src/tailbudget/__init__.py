@@ -15,6 +15,7 @@ import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from tailbudget import _report_base
 from tailbudget._version import __version__
 from tailbudget.errors import BudgetError, LogError, PolicyError, TailbudgetError
 
@@ -112,3 +113,14 @@ __all__ = [
     "replay",
     "simulate",
 ]
+
+
+def _render(record: object, fmt: str) -> str:
+    # Imported on the first render, not at `import tailbudget` (start-up time); the root
+    # wires it because it is the one module that runs before any record's module.
+    from tailbudget.report.registry import render
+
+    return render(record, fmt)
+
+
+_report_base.use_renderer(_render)

@@ -16,7 +16,16 @@ HEAVY = ("ibis", "duckdb", "pyarrow", "numpy", "pandas", "scipy", "matplotlib", 
 # group's unset `--help` from doing so): no help needs pydantic, YAML or Rich either.
 TOP_LEVEL_ONLY = ("pydantic", "yaml", "rich")
 # What a command's module may import at the top: typer, the standard library and these.
-LIGHT = {"tailbudget", "tailbudget.errors", "tailbudget._units"}
+# The base layer's standard-library-only modules: the version, the formatter and the
+# report base (whose renderer hook the package root sets) load nothing else.
+LIGHT = {
+    "tailbudget",
+    "tailbudget.errors",
+    "tailbudget._units",
+    "tailbudget._version",
+    "tailbudget._fmt",
+    "tailbudget._report_base",
+}
 
 PROBE = """
 import json, sys

@@ -511,15 +511,3 @@ class AuditReport(_Model, ReportBase):
         """True when the canary gate does not pass: a gated regression, or too little data
         to tell (`--fail-on-regression`)."""
         return self.canary is not None and self.canary.verdict != "pass"
-
-    def to_markdown(self) -> str:
-        """The report in Markdown (`--format md`)."""
-        from tailbudget.report.audit_md import audit_markdown
-
-        return audit_markdown(self)
-
-    def to_html(self) -> str:
-        """The self-contained HTML report (`--format html`)."""
-        from tailbudget.report.html import render_audit_html
-
-        return render_audit_html(self)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from tailbudget._report_base import ReportBase
+from tailbudget._report_base import ReportBase, rendered
 from tailbudget._units import PERCENTILES, min_rows
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import (
@@ -210,21 +210,7 @@ class Plan(BaseModel, ReportBase):
 
     def to_text(self) -> str:
         """The plan as the terminal shows it, without colour (`--format text`)."""
-        from tailbudget.report.plan import plan_text
-
-        return plan_text(self)
-
-    def to_markdown(self) -> str:
-        """The plan in Markdown (`--format md`)."""
-        from tailbudget.report.plan import plan_markdown
-
-        return plan_markdown(self)
-
-    def to_html(self) -> str:
-        """The plan as one self-contained page (`--format html`), its verdict first."""
-        from tailbudget.report.html.plan import render_plan_html
-
-        return render_plan_html(self)
+        return rendered(self, "text")
 
 
 def _fmt(ms: float) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from tailbudget._report_base import ReportBase
+from tailbudget._report_base import ReportBase, rendered
 from tailbudget.budget.policy_model import Replicas, Rule
 
 __all__ = [
@@ -175,21 +175,7 @@ class ReplayReport(_Record, ReportBase):
 
     def to_text(self) -> str:
         """The replay for a terminal (`--format text`)."""
-        from tailbudget.report.replay_text import replay_text
-
-        return replay_text(self)
-
-    def to_markdown(self) -> str:
-        """The replay in Markdown: its terminal text under a heading."""
-        from tailbudget.report.replay_text import replay_markdown
-
-        return replay_markdown(self)
-
-    def to_html(self) -> str:
-        """The self-contained HTML report (`--format html`)."""
-        from tailbudget.report.html import render_replay_html
-
-        return render_replay_html(self)
+        return rendered(self, "text")
 
     @property
     def open_loop(self) -> list[str]:

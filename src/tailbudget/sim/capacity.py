@@ -114,18 +114,6 @@ class CapacityReport(ReportBase):
         """The `capacity --format json` contract."""
         return self.record().model_dump(mode="json")
 
-    def to_markdown(self) -> str:
-        """The capacity curve in Markdown (`--format md`)."""
-        from tailbudget.report.simulate_md import capacity_markdown
-
-        return capacity_markdown(self)
-
-    def to_html(self) -> str:
-        """The self-contained HTML report (`--format html`)."""
-        from tailbudget.report.html.simulate import render_capacity_html
-
-        return render_capacity_html(self)
-
 
 @dataclass(frozen=True)
 class _Setup:

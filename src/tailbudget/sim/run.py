@@ -166,18 +166,6 @@ class SimReport(ReportBase):
         """The `simulate --format json` contract."""
         return self.to_dict()
 
-    def to_markdown(self) -> str:
-        """The simulation in Markdown (`--format md`)."""
-        from tailbudget.report.simulate_md import simulate_markdown
-
-        return simulate_markdown(self)
-
-    def to_html(self) -> str:
-        """The self-contained HTML report (`--format html`)."""
-        from tailbudget.report.html.simulate import render_simulate_html
-
-        return render_simulate_html(self)
-
 
 def _decision(d: Decision) -> SimDecisionRecord:
     return SimDecisionRecord(

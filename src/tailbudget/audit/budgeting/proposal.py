@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tailbudget._report_base import ReportBase
+from tailbudget._report_base import ReportBase, rendered
 from tailbudget._units import PERCENTILES, min_rows, quantile_of
 from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.audit.budgeting.budget_text import budget_diff as _diff
@@ -116,21 +116,7 @@ class Rebudget(ReportBase):
 
     def to_text(self) -> str:
         """The proposal for a terminal (`--format text`)."""
-        from tailbudget.report.rebudget import rebudget_text
-
-        return rebudget_text(self)
-
-    def to_markdown(self) -> str:
-        """The proposal in Markdown (`--format md`)."""
-        from tailbudget.report.rebudget import rebudget_markdown
-
-        return rebudget_markdown(self)
-
-    def to_html(self) -> str:
-        """The proposal as one self-contained page (`--format html`), its verdict first."""
-        from tailbudget.report.html.plan import render_rebudget_html
-
-        return render_rebudget_html(self)
+        return rendered(self, "text")
 
     @property
     def speedup_needed_ms(self) -> dict[str, float]:
