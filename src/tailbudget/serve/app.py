@@ -45,6 +45,7 @@ from starlette.routing import Route
 from tailbudget._json import dumps
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.baseline_body import EXAMPLE, BadBaseline, parse_baseline_body
+from tailbudget.serve.classes import class_columns
 from tailbudget.serve.ingest import BadBatch, parse_observations
 from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
@@ -163,7 +164,8 @@ def _ingest(runtime: Runtime, body: bytes, content_type: str | None, limits: Bod
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
     batch = parse_observations(body, now_s=time.time(), content_type=content_type, limits=limits)
-    return runtime.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
+    stages = batch.stages | class_columns(batch.labels, batch.total_ms, runtime.class_names)
+    return runtime.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
 
 
 async def observations(request: Request) -> Response:

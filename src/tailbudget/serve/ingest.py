@@ -79,6 +79,8 @@ class ParsedBatch:
     """Per stage name: the rows that carry it and its milliseconds."""
     series: dict[str, StageColumn] = field(default_factory=dict)
     """LLM series (ttft, tpot, itl) in the same layout."""
+    labels: list[str | None] | None = None
+    """Each observation's `class` (None without one); None when no item has one."""
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -195,6 +197,7 @@ def _short(value: Any) -> str:
 _NUMBER_TYPES = frozenset({int, float})
 _TS_TYPES = frozenset({int, float, type(None)})
 _FLAG_TYPES = frozenset({bool, type(None)})
+_LABEL_TYPES = frozenset({str, type(None)})
 
 
 def parse_observations(
@@ -271,7 +274,10 @@ def _fast(items: list[Any], now_s: float) -> ParsedBatch | None:
     err = np.zeros(len(items), dtype=bool)
     if flags is not None:
         err = np.array([e is True for e in flags], dtype=bool)
-    return ParsedBatch(ts, total, err, stages, _series(items, total, keys))
+    labels = values_of(items, "class") if "class" in keys else None
+    if labels is not None and not set(map(type, labels)) <= _LABEL_TYPES:
+        return None
+    return ParsedBatch(ts, total, err, stages, _series(items, total, keys), labels)
 
 
 def _series(
@@ -346,11 +352,18 @@ def _checked(items: list[Any], now_s: float) -> ParsedBatch:
         ts[i] = _item_ts(i, item, now_s)
         err[i] = _item_error(i, item)
         _item_stages(i, item, stages)
+        label = item.get("class")
+        if label is not None and not isinstance(label, str):
+            raise BadBatch(
+                f"item {i}: class must be a string (the request's class, e.g. premium), "
+                f"got {_short(label)}"
+            )
     columns = {
         name: StageColumn(np.array(rows, dtype=np.int64), np.array(ms, dtype=np.float64))
         for name, (rows, ms) in stages.items()
     }
-    return ParsedBatch(ts, total, err, columns, _series(items, total))
+    labels = [item.get("class") for item in items] if any("class" in i for i in items) else None
+    return ParsedBatch(ts, total, err, columns, _series(items, total), labels)
 
 
 def _item_ts(i: int, item: dict[str, Any], now_s: float) -> float:

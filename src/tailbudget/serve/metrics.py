@@ -45,6 +45,7 @@ class RuntimeCollector(Collector):
                 window.add_metric([q], ms / 1000.0)
         yield window
         yield from _stage_metrics(view)
+        yield from _class_metrics(view)
         yield from _series_metrics(view)
         yield GaugeMetricFamily(
             "tailbudget_evaluation_age_seconds",
@@ -180,6 +181,31 @@ def _stage_metrics(view: dict[str, Any]) -> Iterator[Metric]:
     )
     for stage, n in sorted(view["stage_observations"].items()):
         total.add_metric([stage], float(n))
+    yield total
+
+
+def _class_metrics(view: dict[str, Any]) -> Iterator[Metric]:
+    """Per-class window quantiles and the per-class counter (label set: the budget's
+    classes and `other`)."""
+    if "classes" not in view:
+        return
+    quantiles = GaugeMetricFamily(
+        "tailbudget_class_window_latency_seconds",
+        "Rolling-window end-to-end latency quantile of each class (absent while empty).",
+        labels=["class", "quantile"],
+    )
+    for name, stats in view["classes"].items():
+        for q, ms in (("0.5", stats.p50), ("0.95", stats.p95), ("0.99", stats.p99)):
+            if ms is not None:
+                quantiles.add_metric([name, q], ms / 1000.0)
+    yield quantiles
+    total = CounterMetricFamily(
+        "tailbudget_class_observations",
+        "Observations the service accepted per class (labels outside the budget's list: other).",
+        labels=["class"],
+    )
+    for name, n in sorted(view["class_observations"].items()):
+        total.add_metric([name], float(n))
     yield total
 
 

@@ -158,8 +158,25 @@ def build_runtime(options: ServeOptions) -> Runtime:
         service=service,
         actions=load_actions_config(options.actions),
         prometheus=source,
+        classes=_classes(budget),
     )
     return Runtime(policy, config, model=_live_model(options, budget, policy))
+
+
+def _classes(budget: Budget | None) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+    """The budget's classes with their gated e2e objectives (percentile, ms)."""
+    cs = budget.class_set if budget is not None else None
+    if cs is None:
+        return ()
+    service = budget.objectives if budget is not None else None
+    out = []
+    for c in cs.classes:
+        objs = c.objectives or service
+        gated = (
+            tuple((o.percentile, o.target_ms) for o in objs.of("e2e") if o.gated) if objs else ()
+        )
+        out.append((c.name, gated))
+    return tuple(out)
 
 
 def _live_model(options: ServeOptions, budget: Budget | None, policy: Policy) -> LiveModel | None:

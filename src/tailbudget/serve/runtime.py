@@ -43,6 +43,8 @@ from tailbudget.serve.actions import (
     WebhookAction,
     build_actions,
 )
+from tailbudget.serve.classes import PREFIX as CLASS_PREFIX
+from tailbudget.serve.classes import split_classes
 from tailbudget.serve.groupcommit import GroupCommit
 from tailbudget.serve.heartbeat import Heartbeat
 from tailbudget.serve.ingest import BadBatch
@@ -80,6 +82,9 @@ class RuntimeConfig:
     prometheus: PrometheusSource | None = None
     compact_every_s: float = 60.0
     compact_wal_bytes: int = 64 * 1024 * 1024
+    classes: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    """The budget's classes, each with its gated e2e objectives ((percentile, ms), ...):
+    observations' class labels are tracked for these, others fold into `other`."""
 
 
 class Runtime:
@@ -116,6 +121,7 @@ class Runtime:
         self.observations_total = 0
         self.errors_total = 0
         self.stage_observations: Counter[str] = Counter()
+        self._init_classes(policy)
         self.decisions_total: Counter[tuple[str, str]] = Counter()
         self.last_decisions: deque[dict[str, Any]] = deque(maxlen=_LAST_DECISIONS)
         self.last_stats: WindowStats | None = None
@@ -205,6 +211,7 @@ class Runtime:
         self.errors_total = int(snap["errors_total"])
         self.stage_observations.update(snap.get("stage_observations", {}))
         self._load_stage_windows(controller, snap.get("stages", {}))
+        self._load_classes(snap.get("classes"))
         self.replicas.restore(int(snap.get("desired_replicas", 0)))
         shed = snap.get("shed")
         if self.shed is not None and isinstance(shed, dict):
@@ -225,6 +232,29 @@ class Runtime:
             log.warning("stage windows not resumed: %s", exc)
             self.notes.append("stage windows in the snapshot were unreadable: restarted")
             controller.stages = StageWindows(self.policy.window_s, self.policy.sub_windows)
+
+    def _init_classes(self, policy: Policy) -> None:
+        self.class_observations: Counter[str] = Counter()
+        self.class_windows = StageWindows(policy.window_s, policy.sub_windows)
+        """One rolling window per class (end-to-end ms of the class's observations)."""
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The budget's class names (labels outside them fold into `other`)."""
+        return tuple(name for name, _ in self.config.classes)
+
+    def _load_classes(self, state: Any) -> None:
+        if not isinstance(state, dict):
+            return
+        try:
+            self.class_windows.load_state(dict(state.get("windows", {})))
+            self.class_observations.update(
+                {str(k): int(v) for k, v in dict(state.get("observations", {})).items()}
+            )
+        except _RESTORE_ERRORS as exc:
+            log.warning("class windows not resumed: %s", exc)
+            self.notes.append("class windows in the snapshot were unreadable: restarted")
+            self.class_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
 
     def _replay(self) -> bool:
         """Apply the log's batches newer than the snapshot; True when damage was skipped."""
@@ -293,8 +323,9 @@ class Runtime:
         that arrived meanwhile) and the batch is applied. Never call it holding
         `lock`: the leader of the group needs the lock to apply it.
         """
-        if stages:
-            self._check_stage_room(ts, stages)
+        plain = {k: v for k, v in (stages or {}).items() if not k.startswith(CLASS_PREFIX)}
+        if plain:
+            self._check_stage_room(ts, plain)
         try:
             self.commits.commit(ts, total_ms, error, stages, series)
         except Unwritable as exc:
@@ -318,9 +349,14 @@ class Runtime:
         """Feed durable batches to the windows and counters (live and on replay alike)."""
         with self.lock:
             for batch in batches:
+                stages, classes = split_classes(batch.stages)
                 self.controller.observe_columns(
-                    batch.ts, batch.total_ms, batch.error, batch.series, batch.stages
+                    batch.ts, batch.total_ms, batch.error, batch.series, stages
                 )
+                if classes:
+                    self.class_windows.observe(batch.ts, classes)
+                    for name, col in classes.items():
+                        self.class_observations[name] += len(col)
                 if self.model is not None:
                     ttft = batch.series.get("ttft")
                     dense = ttft is not None and ttft.dense and len(ttft) == len(batch)
@@ -330,7 +366,7 @@ class Runtime:
                 self.seq = batch.seq
                 self.observations_total += len(batch)
                 self.errors_total += int(batch.error.sum())
-                for name, col in batch.stages.items():
+                for name, col in stages.items():
                     self.stage_observations[name] += len(col)
             if len(self.stage_observations) > _STAGE_NAMES:
                 for name in [n for n in self.stage_observations if n not in self.stage_windows]:
@@ -523,6 +559,10 @@ class Runtime:
             else {"fraction": self.shed.current_fraction, "rate_per_s": self.shed.current_rate},
             "controller": self.controller.to_state(),
             "stages": self.stage_windows.to_state(),
+            "classes": {
+                "windows": self.class_windows.to_state(),
+                "observations": dict(self.class_observations),
+            },
         }
 
     def compact(self) -> None:

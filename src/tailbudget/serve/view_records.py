@@ -147,6 +147,8 @@ class StatusView(_Record, ReportBase):
     stages: dict[str, StageView]
     series: dict[str, Json]
     objectives: list[Json]
+    classes: dict[str, Json] | None = None
+    """Per class of the budget (and `other`): window figures, e2e objectives, count."""
     verdict_by: list[VerdictBy]
     prometheus: Json | None
     active: list[str]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailbudget.control.stage_windows import stage_summary
 from tailbudget.control.windows import WindowStats
+from tailbudget.serve.classes import class_view
 from tailbudget.serve.view_records import (
     PolicyView,
     RuleState,
@@ -138,6 +139,26 @@ def _prometheus(rt: Runtime) -> dict[str, Any] | None:
     }
 
 
+def _class_stats(rt: Runtime, now_s: float) -> dict[str, Any]:
+    """The class windows and counters for /metrics (nothing for a budget without classes)."""
+    if not rt.config.classes:
+        return {}
+    p = rt.policy
+    stats = rt.class_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
+    return {"classes": stats, "class_observations": dict(rt.class_observations)}
+
+
+def _classes(rt: Runtime, now_s: float) -> dict[str, Any] | None:
+    """Per class: its window, its e2e objectives judged on it, its all-time count."""
+    if not rt.config.classes:
+        return None
+    found = _class_stats(rt, now_s)
+    out = class_view(found["classes"], {name: list(objs) for name, objs in rt.config.classes})
+    for name, view in out.items():
+        view["observations_total"] = found["class_observations"].get(name, 0)
+    return out
+
+
 def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
     """Each rule's metric against its threshold: the per-objective picture status shows."""
     states = rt.controller.rule_states()
@@ -175,6 +196,7 @@ def status(rt: Runtime, now_s: float) -> StatusView:
             stages={name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
             series={name: s.to_dict() for name, s in _series(rt, now_s).items()},
             objectives=_objectives(rt, now_s),
+            classes=_classes(rt, now_s),
             verdict_by=judged.by,
             prometheus=prometheus,
             active=judged.active,
@@ -248,6 +270,7 @@ def metrics_view(rt: Runtime, now_s: float) -> dict[str, Any]:
             "stages": _stages(rt, now_s),
             "series": _series(rt, now_s),
             "stage_observations": dict(rt.stage_observations),
+            **_class_stats(rt, now_s),
             "decisions_total": dict(rt.decisions_total),
             "rules": [
                 {k: rule.get(k) for k in ("name", "metric", "threshold", "value", "engaged")}

@@ -1,0 +1,101 @@
+"""serve per class: observations carry a class; /v1/status and /metrics gain a class
+dimension bounded by the budget's class list (other labels fold into `other`, counted);
+the class windows survive a crash, from the log and from the snapshot."""
+
+from __future__ import annotations
+
+import json
+
+from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.classes import class_columns
+from tailbudget.serve.ingest import BadBatch, parse_observations
+from tailbudget.serve.runtime import Runtime, RuntimeConfig
+from tests.control.runtimes import crash, policy
+
+T0 = 1_800_000_000.0
+CLASSES = (("premium", (("p95", 800.0),)), ("batch", (("p99", 6000.0),)))
+
+
+def runtime(tmp_path) -> Runtime:
+    config = RuntimeConfig(
+        state_dir=tmp_path / "state", actions=ActionsConfig(log=False), classes=CLASSES
+    )
+    return Runtime(policy(), config)
+
+
+def post(rt: Runtime, items: list[dict]) -> None:
+    body = "\n".join(json.dumps(i) for i in items).encode()
+    batch = parse_observations(body, now_s=T0 + 60)
+    stages = batch.stages | class_columns(batch.labels, batch.total_ms, rt.class_names)
+    rt.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+
+
+def batch_of(t: float) -> list[dict]:
+    items = [{"ts": t, "total_ms": 1000.0 + i, "class": "premium"} for i in range(30)]
+    items += [{"ts": t, "total_ms": 200.0 + i, "class": "batch"} for i in range(30)]
+    items += [{"ts": t, "total_ms": 100.0, "class": f"tenant-{i}"} for i in range(7)]
+    items += [{"ts": t, "total_ms": 100.0} for _ in range(5)]  # no class: service only
+    return items
+
+
+def test_status_and_metrics_per_class_bounded(tmp_path) -> None:
+    rt = runtime(tmp_path)
+    post(rt, batch_of(T0))
+    status = rt.status(T0 + 1)
+    classes = status["classes"]
+    assert set(classes) == {"premium", "batch", "other"}  # 7 unknown labels fold into other
+    assert classes["other"]["observations_total"] == 7
+    assert status["observations_total"] == 72
+    premium = classes["premium"]
+    assert premium["count"] == 30 and premium["p95"] > 800
+    assert premium["objectives"][0]["verdict"] == "breach"
+    assert classes["batch"]["objectives"][0]["verdict"] == "pass"
+    assert "class" not in status["stages"] and not any(
+        k.startswith("\x1f") for k in status["stages"]
+    )
+    from prometheus_client import generate_latest
+
+    from tailbudget.serve.metrics import make_registry
+
+    text = generate_latest(make_registry(rt)).decode()
+    assert 'tailbudget_class_observations_total{class="other"} 7.0' in text
+    # The scrape reads the window at the wall clock, which these timestamps are not in.
+    assert "# TYPE tailbudget_class_window_latency_seconds gauge" in text
+    assert "tenant-" not in text
+    rt.close()
+
+
+def test_class_windows_survive_a_crash_from_the_log_and_the_snapshot(tmp_path) -> None:
+    rt = runtime(tmp_path)
+    post(rt, batch_of(T0))
+    rt.compact()  # in the snapshot
+    post(rt, batch_of(T0 + 2))  # only in the log
+    before = rt.status(T0 + 3)["classes"]
+    crash(rt)
+    again = runtime(tmp_path)
+    after = again.status(T0 + 3)["classes"]
+    assert after == before and after["premium"]["observations_total"] == 60
+    assert after["premium"]["count"] == 60
+    again.close()
+
+
+def test_a_class_must_be_text() -> None:
+    body = json.dumps([{"total_ms": 5, "class": 3}]).encode()
+    try:
+        parse_observations(body, now_s=T0)
+    except BadBatch as exc:
+        assert "item 0: class must be a string" in str(exc)
+    else:
+        raise AssertionError("a numeric class was accepted")
+
+
+def test_serve_takes_the_budget_class_list() -> None:
+    from tailbudget.budget import parse_budget
+    from tailbudget.demo.tiers import BUDGET
+    from tailbudget.serve.runner import _classes
+
+    assert _classes(parse_budget(BUDGET)) == (
+        ("premium", (("p95", 800.0),)),
+        ("standard", (("p99", 1500.0),)),
+        ("batch", (("p99", 6000.0),)),
+    )
