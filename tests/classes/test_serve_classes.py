@@ -99,3 +99,24 @@ def test_serve_takes_the_budget_class_list() -> None:
         ("standard", (("p99", 1500.0),)),
         ("batch", (("p99", 6000.0),)),
     )
+
+
+def test_the_prometheus_sink_labels_each_request_with_its_class() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tailbudget.budget import parse_budget
+    from tailbudget.demo.tiers import BUDGET
+    from tailbudget.measure import PrometheusSink, Recorder
+
+    registry = CollectorRegistry()
+    rec = Recorder(sink=PrometheusSink(registry), budget=parse_budget(BUDGET), registry=registry)
+    for tier in ("premium", "premium", "batch", "gold", None):
+        fields = {"tier": tier} if tier is not None else {}
+        with rec.request(route="chat", **fields):
+            pass
+    rec.close()
+    text = generate_latest(registry).decode()
+    count = "tailbudget_request_duration_seconds_count"
+    assert f'{count}{{class="premium",route="chat",service="tiered-rag"}} 2.0' in text
+    assert f'{count}{{class="other",route="chat",service="tiered-rag"}} 1.0' in text  # gold
+    assert f'{count}{{class="",route="chat",service="tiered-rag"}} 1.0' in text

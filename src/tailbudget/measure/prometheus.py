@@ -10,9 +10,11 @@ duplicates); the first sink to create them fixes the buckets.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tailbudget import _metric_names as names
+from tailbudget.budget.classes import OTHER
 from tailbudget.measure.record import valid_stages
 from tailbudget.measure.sinks.base import Batch, Sink
 
@@ -82,8 +84,11 @@ def dropped_counter(registry: Any = None) -> Any:
         return slot["dropped"]
 
 
-def request_metrics(registry: Any = None, buckets: list[float] | None = None) -> dict[str, Any]:
-    """Stage/request histograms and the request counter of a registry (created once)."""
+def request_metrics(
+    registry: Any = None, buckets: list[float] | None = None, *, by_class: bool = False
+) -> dict[str, Any]:
+    """Stage/request histograms and the request counter of a registry (created once);
+    `by_class`: the request histogram is labelled with each request's class too."""
     from prometheus_client import Counter, Histogram
 
     reg = _registry(registry)
@@ -103,7 +108,7 @@ def request_metrics(registry: Any = None, buckets: list[float] | None = None) ->
                 Histogram,
                 names.REQUEST_DURATION,
                 "End-to-end time of each request.",
-                ["service", "route"],
+                ["service", "route", "class"] if by_class else ["service", "route"],
                 buckets=b,
                 registry=reg,
             )
@@ -138,16 +143,35 @@ class PrometheusSink(Sink):
         self._service = "service"
         self._m: dict[str, Any] | None = None
         self._children: dict[tuple[str, ...], Any] = {}
+        self._class_by: str | None = None
+        self._classes: frozenset[str] = frozenset()
 
     def bind(self, service: str, budget: Budget | None) -> None:
         self._service = service
         if self._buckets is None:
             self._buckets = budget_buckets(budget)
+        cs = budget.class_set if budget is not None else None
+        if cs is not None:
+            # The budget's classes bound the label: any other value is `other`.
+            self._class_by, self._classes = cs.by, frozenset(cs.names())
 
     def _metrics(self) -> dict[str, Any]:
         if self._m is None:
-            self._m = request_metrics(self.registry, self._buckets or budget_buckets(None))
+            self._m = request_metrics(
+                self.registry,
+                self._buckets or budget_buckets(None),
+                by_class=self._class_by is not None,
+            )
         return self._m
+
+    def _class_of(self, fields: Mapping[str, Any]) -> tuple[str, ...]:
+        """The request's class label ('' without one), or nothing without classes."""
+        if self._class_by is None:
+            return ()
+        value = fields.get(self._class_by)
+        if value is None:
+            return ("",)
+        return (str(value) if str(value) in self._classes else OTHER,)
 
     def _child(self, kind: str, *labels: str) -> Any:
         key = (kind, *labels)
@@ -161,7 +185,8 @@ class PrometheusSink(Sink):
         for r, row in zip(batch.records, batch.rows, strict=True):
             route = r.fields.get("route")
             route = "" if route is None else str(route)
-            self._child("request", svc, route).observe(row["total_ms"] / 1000.0)
+            label = self._class_of(r.fields)
+            self._child("request", svc, route, *label).observe(row["total_ms"] / 1000.0)
             outcome = "error" if row["error"] else "ok"
             self._child("requests", svc, route, outcome).inc()
             sums: dict[str, float] = {}
