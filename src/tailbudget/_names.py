@@ -71,7 +71,7 @@ def name_problem(text: str) -> str | None:
     return None
 
 
-_PROMQL_ESCAPE = {"\\": "\\\\", '"': '\\"'}
+_PROMQL_ESCAPE = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _TEMPLATE_CHARS = frozenset("{}$[]`'")
 """Braces (Go templates, Argo's `{{args}}`), `$` and brackets (Grafana variables), quotes:
 written as `\\x..` escapes inside a PromQL string, so no template engine sees them."""

@@ -125,9 +125,19 @@ def measure_budget(
                 f"({', '.join(log.stages)})",
                 param="parallel",
             )
+    profile = profile_of(log)
+    if profile.used == 0:
+        # Every request failed (or has no latency): nothing to measure a budget from
+        # (np.quantile of nothing was an IndexError traceback).
+        raise TailbudgetError(
+            f"{log.source}: no successful request with a latency to measure a budget from "
+            f"({profile.rows:,} rows, {profile.errors:,} failed); give a log of requests "
+            "that succeeded",
+            param="data",
+        )
     result = measured_budget(
         log,
-        profile_of(log),
+        profile,
         service=service or (Path(source).stem if isinstance(source, str) else "service"),
         slo_block=slo_lines(objectives) if objectives is not None else None,
         log_block=_log_block(total, bool(stage or stages), log.stages, unit),

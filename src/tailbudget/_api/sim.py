@@ -270,7 +270,10 @@ def simulate(
         logging_overhead_ms,
         unit,
     )
-    inputs = _inputs(data, budget, slo, knobs, bound)
+    # Read once: a RecordBatchReader or a relation is spooled here, and the fit and the
+    # log's own figures (_beside_log) both read the spooled copy.
+    sources = sources_of(data)
+    inputs = _inputs(sources, budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
     start = replicas or max(1, inputs.policy.replicas.min)
@@ -299,7 +302,6 @@ def simulate(
         signal=inputs.signal,
         headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
     )
-    sources = sources_of(data)
     if len(sources) == 1:
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
     return _noted(report, inputs.budget)
@@ -383,7 +385,7 @@ def capacity(
     knobs = _ModelKnobs(
         events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit
     )
-    inputs = _inputs(data, budget, slo, knobs, bound)
+    inputs = _inputs(sources_of(data), budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
     stated = load if isinstance(load, str) and load != "1,2,4" and loads is None else None

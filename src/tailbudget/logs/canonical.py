@@ -262,7 +262,12 @@ def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
     if typ.is_numeric():
         return column.cast(dt.float64), ibis.literal(False)
     if typ.is_boolean():
-        return column.cast(dt.int64).cast(dt.float64), ibis.literal(False)
+        # true/false audited as 1/0 ms passed any objective: a flag is not a latency.
+        raise LogError(
+            f"{source}: latency column {name!r} holds booleans (true/false), not times; "
+            "map the right column with total (a column) or stages (column names or globs)",
+            param="total",
+        )
     if typ.is_string():
         text = column.strip().nullif("")
         value = text.try_cast(dt.float64)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tailbudget._names import name_problem
 from tailbudget.errors import LogError
 from tailbudget.logs.options import ReadOptions
 
@@ -120,6 +121,7 @@ def resolve_columns(
     explicit = options.stage_map()
     stages = _stage_columns(cols, taken, options, source)
     stages = _unique_stages(stages)
+    _check_names(source, [total, timestamp, *stages.values()], "stages" if stages else "total")
 
     if total is None and not stages:
         hint = [c for c in cols if c in numeric]
@@ -147,6 +149,20 @@ def resolve_columns(
         extras=tuple(e for e in extras if e in cols and e not in stages.values()),
         notes=tuple(notes),
     )
+
+
+def _check_names(source: str, chosen: Sequence[str | None], param: str) -> None:
+    """A column read as a stage (or the total, the time) names it in every report and
+    budget: a control character in it (a NUL, a line break, NEL, U+2028) is refused with
+    the rule a budget's stage names follow (tailbudget._names)."""
+    for col in chosen:
+        problem = None if col is None else name_problem(col)
+        if problem is not None:
+            raise LogError(
+                f"{source}: column {col!a} {problem}; rename the column (a stage keeps "
+                "its column's name, and names may not hold such characters)",
+                param=param,
+            )
 
 
 def _find(cols: Sequence[str], col: str, param: str, source: str) -> str:

@@ -6,19 +6,80 @@ DataFrame is audited without a copy to disk. An Ibis table stays on its own back
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from tailbudget.errors import LogError
 
-__all__ = ["in_memory", "is_in_memory", "label_of", "materialize"]
+__all__ = ["Spooled", "in_memory", "is_in_memory", "label_of", "materialize", "spool"]
 
 _KINDS = {
     "pandas": "pandas DataFrame",
     "polars": "polars DataFrame",
     "pyarrow": "Arrow table",
 }
+
+
+SPOOL_BATCH_ROWS = 65_536
+"""Rows a spooled relation or reader holds in memory at once."""
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A one-shot source (a RecordBatchReader, a DuckDB relation) written batch by batch
+    to a scratch Parquet file: read in bounded memory, as a file is, and re-readable
+    (simulate reads its log twice; a reader read twice was empty: "no rows")."""
+
+    path: str
+    label: str
+
+
+_SPOOL_DIR: list[str] = []
+
+
+def _spool_dir() -> str:
+    if not _SPOOL_DIR:
+        folder = tempfile.mkdtemp(prefix="tailbudget-spool-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _SPOOL_DIR.append(folder)
+    return _SPOOL_DIR[0]
+
+
+def _reader_of(source: Any, label: str) -> Any:
+    """A RecordBatchReader over `source` (a reader itself, or a DuckDB relation's rows)."""
+    if type(source).__module__.split(".", 1)[0] == "pyarrow":
+        return source
+    try:
+        fetch = getattr(source, "fetch_record_batch", None) or source.to_arrow_reader
+        return fetch(SPOOL_BATCH_ROWS)
+    except Exception as exc:  # duckdb.Error: a closed connection, a failing query
+        raise LogError(
+            f"cannot read the {label}: {str(exc).splitlines()[0]} (a relation is read "
+            "on its own connection, which must still be open)"
+        ) from None
+
+
+def spool(source: Any) -> Spooled:
+    """`source` streamed to a scratch Parquet file, one batch in memory at a time."""
+    import pyarrow.parquet as pq
+
+    label = "DuckDB relation" if label_of(source) == "DuckDB relation" else "RecordBatchReader"
+    reader = _reader_of(source, label)
+    path = os.path.join(_spool_dir(), f"{_name()}.parquet")
+    try:
+        with pq.ParquetWriter(path, reader.schema) as out:
+            for batch in reader:
+                out.write_batch(batch)
+    except LogError:
+        raise
+    except Exception as exc:
+        raise LogError(f"cannot read the {label}: {str(exc).splitlines()[0]}") from None
+    return Spooled(path, label)
 
 
 def is_in_memory(source: object) -> bool:
@@ -30,6 +91,8 @@ def label_of(source: object) -> str:
     """What the report calls an in-memory log: its kind, e.g. "pandas DataFrame"."""
     if not is_in_memory(source):
         return str(source)
+    if isinstance(source, Spooled):
+        return source.label
     root = type(source).__module__.split(".", 1)[0]
     if root == "ibis":
         return "Ibis table"
@@ -45,13 +108,36 @@ def materialize(source: Any) -> Any:
     once into one (both in memory); everything else is returned as is.
     """
     root = type(source).__module__.split(".", 1)[0]
-    if root == "pyarrow" and hasattr(source, "read_all"):
-        return source.read_all()
-    if root == "duckdb" and hasattr(source, "arrow"):
-        # A relation lives on its own connection; its rows are what the audit needs.
-        # (duckdb 2 names it to_arrow_table and deprecates the older spellings)
-        return (getattr(source, "to_arrow_table", None) or source.arrow)()
+    if (root == "pyarrow" and hasattr(source, "read_all")) or (
+        root == "duckdb" and hasattr(source, "arrow")
+    ):
+        # A reader is read once and a relation lives on its own connection (a 300M-row
+        # one was materialised whole: DuckDB's out-of-memory at 3-6 GB): both are
+        # streamed to a scratch Parquet file and read from there, as files are.
+        return spool(source)
+    if root == "pandas":
+        _check_pandas(source)
     return source
+
+
+def _check_pandas(frame: Any) -> None:
+    """A pandas column of datetimes mixing zoned and naive values has no one type; DuckDB
+    fails on it deep in the audit (ConversionException), so it is refused here."""
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            continue
+        values = column.dropna()
+        kinds = {type(v).__name__ for v in values.iloc[:1000]}
+        if not kinds & {"datetime", "Timestamp"}:
+            continue
+        zoned = {getattr(v, "tzinfo", None) is not None for v in values if hasattr(v, "tzinfo")}
+        if len(zoned) > 1:
+            raise LogError(
+                f"pandas DataFrame: column {str(name)!r} mixes timezone-aware and naive "
+                "datetimes; make them one kind, e.g. pd.to_datetime(df[col], utc=True)",
+                param="timestamp",
+            )
 
 
 def in_memory(source: Any, backend: Any) -> tuple[Any, Any]:
@@ -64,11 +150,21 @@ def in_memory(source: Any, backend: Any) -> tuple[Any, Any]:
         except ibis.common.exceptions.IbisError:  # an unbound memtable: a view on ours
             return backend.create_view(_name(), source), backend
     data = materialize(source)
+    if isinstance(data, Spooled):
+        return backend.read_parquet(data.path), backend
     root = type(data).__module__.split(".", 1)[0]
     if root not in _KINDS:
         raise LogError(
             f"cannot read a {type(source).__name__} as a log: give a path, a pandas or polars "
             "DataFrame, a pyarrow Table or RecordBatchReader, an Ibis table or a DuckDB relation"
+        )
+    names = getattr(data, "column_names", None) or list(data.columns)
+    bad = next((str(n) for n in names if "\x00" in str(n)), None)
+    if bad is not None:
+        # DuckDB cuts a name at its NUL: the column would vanish or take another's name.
+        raise LogError(
+            f"{label_of(source)}: column {bad!a} holds U+0000 NUL; rename the column",
+            param="stages",
         )
     con = getattr(backend, "con", None)
     if con is None or not hasattr(con, "register"):
