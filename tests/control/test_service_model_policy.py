@@ -100,7 +100,7 @@ def test_serve_ramp_scales_before_breach_and_back(tmp_path: Path, model_file: Pa
     assert all(p95 is None or p95 < SCALE_AT_MS for _, p95 in rises), (rises, desired[::60])
     assert max(desired) >= 4
     # and fall back after the ramp (the model's scale-down, one cooldown after)
-    assert desired[-1] == 2
+    assert desired[-1] == 2, (status["model"]["reason"], status["model"]["load"], desired[::60])
     model = status["model"]
     assert model["source"].startswith("file ") and model["fitted_at"].endswith("Z")
     assert set(model) >= {"parameters", "predicted", "measured", "error", "drifting"}

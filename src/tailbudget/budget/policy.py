@@ -76,6 +76,7 @@ _POLICY_KEYS = {
     "model",
 }
 _MODEL_KEYS = {
+    "probability",
     "headroom",
     "cooldown",
     "alpha",

@@ -59,8 +59,12 @@ class ModelMode(_Frozen):
     provisioning delay ahead (Holt's linear smoothing); the rules guard drift.
     """
 
+    probability: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.9
+    """The margin: the share of the forecast minutes the count must meet, each judged as
+    the hindsight floor judges a minute (not a tightened target)."""
     headroom: Annotated[float, Field(ge=0, lt=1)] | None = None
-    """Share of every target kept free; None: the budget's headroom, else 10%."""
+    """The drift guard's predictions: share of every target kept free; None: the budget's
+    headroom, else 10%. (Sizing uses `probability` since issue 34.)"""
     cooldown_s: Seconds = 300.0
     """Fewer replicas only once the model has said so for this long."""
     alpha: Annotated[float, Field(gt=0, le=1)] = 0.3
@@ -68,13 +72,16 @@ class ModelMode(_Frozen):
     beta: Annotated[float, Field(gt=0, le=1)] = 0.1
     """Holt's trend smoothing per evaluation."""
     mix_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
-    """The request mix (prompt and answer tokens) is the arrivals of this span."""
+    """The forecast minutes are the whole minutes of this span as they arrived (their
+    bursts, prompts and answers), scaled to the forecast load."""
     peak_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
-    """Bursts: size for the busiest `peak_span_s` of this span as well as the forecast."""
+    """Accepted, no longer read (issue 34): the forecast minutes are the recent minutes as
+    they arrived, bursts and all (`mix_window_s`)."""
     peak_span_s: Annotated[float, Field(gt=0, lt=60, allow_inf_nan=False)] = 5.0
+    """Accepted, no longer read (issue 34)."""
     surge: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] = 1.0
-    """The ready replicas carry this multiple of the forecast until a replica asked for now
-    is ready (a step no forecast sees); 1: size for the forecast alone."""
+    """The forecast minutes carry this multiple of the forecast load (a step no forecast
+    sees); 1: the forecast alone."""
     drift_error: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.25
     """The model's stated error: measured above predicted x (1 + this) departs."""
     drift_for_s: Seconds = 120.0

@@ -1,4 +1,4 @@
-"""Arrival processes: the log's own times, a CSV trace, `poisson:RATE` or `burst:N`.
+"""Arrival processes: the log's own times, a CSV or Mooncake trace, `poisson:RATE` or `burst:N`.
 
 A load multiple L scales the offered rate: Poisson and burst multiply rate or count;
 recorded times (the log's, a trace's) are compressed by L (bursts keep their
@@ -8,6 +8,7 @@ shape, only closer together) and repeated to fill the duration.
 from __future__ import annotations
 
 import csv
+import json
 import math
 from array import array
 from dataclasses import dataclass
@@ -20,7 +21,14 @@ import numpy.typing as npt
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.trace import Arrivals
 
-__all__ = ["ArrivalSpec", "TraceTimes", "make_arrivals", "parse_arrivals", "read_trace"]
+__all__ = [
+    "ArrivalSpec",
+    "TraceTimes",
+    "make_arrivals",
+    "parse_arrivals",
+    "read_mooncake",
+    "read_trace",
+]
 
 _TIME = ("timestamp", "ts", "time", "t", "arrival", "arrival_time")
 _IN = ("contexttokens", "input_tokens", "prompt_tokens", "input_len", "context_tokens")
@@ -143,12 +151,71 @@ def _read_rows(path: str, fh: Any, max_rows: int) -> tuple[array[float], ...]:
     return t, tin if icol is not None else array("d"), tout if ocol is not None else array("d")
 
 
+def _mooncake_row(line: str, where: str) -> tuple[float, float, float]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TailbudgetError(f"{where}not a JSON object ({exc.msg})", param="arrivals") from None
+    if not isinstance(row, dict) or not {"timestamp", "input_length", "output_length"} <= set(row):
+        raise TailbudgetError(
+            f"{where}a Mooncake trace line has timestamp (ms), input_length and output_length",
+            param="arrivals",
+        )
+    vals = (row["timestamp"], row["input_length"], row["output_length"])
+    if (
+        not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in vals
+        )
+        or max(vals[1:]) > MAX_TOKENS
+    ):
+        raise TailbudgetError(
+            f"{where}timestamp, input_length and output_length must be numbers >= 0 (tokens "
+            f"at most {MAX_TOKENS:,}), got {vals!r}",
+            param="arrivals",
+        )
+    return float(vals[0]) / 1000.0, float(vals[1]), float(vals[2])
+
+
+def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
+    """A Mooncake trace (JSON lines: `timestamp` in ms from the start, `input_length`,
+    `output_length`; `hash_ids`, the prompt's 512-token KV blocks, are not read here)."""
+    rows: list[tuple[float, float, float]] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if len(rows) >= max_rows:
+                    raise TailbudgetError(
+                        f"{path}: the arrival trace holds more than {max_rows:,} arrivals, "
+                        "over the simulator's bound; cut it to the span to simulate",
+                        param="arrivals",
+                    )
+                rows.append(_mooncake_row(line, f"{path}, line {i}: "))
+    except OSError as exc:
+        raise TailbudgetError(
+            f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise TailbudgetError(
+            f"{path}: the arrival trace is not UTF-8 text (byte {exc.start})", param="arrivals"
+        ) from None
+    if not rows:
+        raise TailbudgetError(f"{path}: the arrival trace has no rows", param="arrivals")
+    got = np.asarray(rows)
+    got = got[np.argsort(got[:, 0], kind="stable")]
+    return TraceTimes(got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path)
+
+
 def read_trace(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
     """A CSV of arrival times (first matching column), with token counts when present.
 
     Read row by row: every time and token count is checked as it is read (a time before
     1970, a token count of -5, NaN or inf names its line), and more than `max_rows`
-    arrivals are refused at the bound."""
+    arrivals are refused at the bound. A `.jsonl` file is read as a Mooncake trace."""
+    if path.lower().endswith(".jsonl"):
+        return read_mooncake(path, max_rows)
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             t, tin, tout = _read_rows(path, fh, min(max_rows, MAX_TRACE_ROWS))

@@ -4,7 +4,8 @@ With the whole arrival sequence known, each minute's own arrivals (their times
 and sizes) run on N replicas held fixed, warm and empty at the minute's start;
 the floor is the fewest N whose minute meets every gated objective (no
 headroom) as a run's minute is judged (`minutes_in_breach`: the minute's own
-requests, order statistic), by `capacity`'s search. A replica takes `provision_delay` to become
+requests, order statistic), by `capacity`'s search: `sim.judge`, the judgement the
+model policy makes of the minutes it forecasts. A replica takes `provision_delay` to become
 ready and is paid from when it is asked for, so the floor's fleet at time t is
 the largest count needed between t and t + the delay. Work carried over from
 the previous minute is not counted, so the floor is, if anything, low: a
@@ -19,17 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from tailbudget.budget.objectives import Objectives
-from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.judge import MINUTE_S, Judge, minute_of
 from tailbudget.sim.model import ServiceModel
-from tailbudget.sim.objectives import ObjectiveResult, measure
-from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.records import FloorRecord
-from tailbudget.sim.run import run_once
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["METHOD", "Floor", "hindsight_floor"]
 
-MINUTE_S = 60.0
 METHOD = (
     "fewest replicas meeting every gated objective on each minute's own arrivals "
     "(no headroom), asked for one provisioning delay ahead"
@@ -77,26 +74,6 @@ class Floor:
         )
 
 
-def _minute(arr: Arrivals, lo: int, hi: int, t0: float) -> Arrivals:
-    def cut(x: np.ndarray | None) -> np.ndarray | None:
-        return None if x is None else x[lo:hi]
-
-    return Arrivals(
-        t_s=arr.t_s[lo:hi] - t0,
-        src=arr.src[lo:hi],
-        low_priority=np.zeros(hi - lo, dtype=bool),
-        input_tokens=cut(arr.input_tokens),
-        output_tokens=cut(arr.output_tokens),
-    )
-
-
-def _met(results: list[ObjectiveResult]) -> bool:
-    """The minute meets every gated objective as a run's minute is judged (its own
-    requests' order statistic, `minutes_in_breach`), so the floor and the runs agree."""
-    gated = [r for r in results if r.objective.gated] or results
-    return all(r.measured_ms is not None and r.minutes_in_breach == 0 for r in gated)
-
-
 def hindsight_floor(
     model: ServiceModel,
     objectives: Objectives,
@@ -108,22 +85,15 @@ def hindsight_floor(
     """The floor schedule over `horizon_s` of `arrivals`."""
     minutes = max(1, math.ceil(horizon_s / MINUTE_S))
     cuts = np.searchsorted(arrivals.t_s, np.arange(minutes + 1) * MINUTE_S, side="left")
+    judge = Judge(model, objectives)
     need: list[int | None] = []
-    start = max(1, minimum)
     for m in range(minutes):
         lo, hi = int(cuts[m]), int(cuts[m + 1]) if m + 1 < minutes else arrivals.size
         if hi <= lo:
             need.append(minimum)
             continue
-        part = _minute(arrivals, lo, hi, m * MINUTE_S)
-
-        def ok(n: int, part: Arrivals = part) -> bool:
-            trace = run_once(model, part, FixedPolicy(n), replicas=n, end_s=MINUTE_S)
-            return _met(measure(trace, objectives, model.samples.stages))
-
-        n = fewest_replicas(ok, start)
+        n = judge.fewest([minute_of(arrivals, lo, hi, m * MINUTE_S)])
         need.append(None if n is None else max(minimum, n))
-        start = n or start
     delay = float(model.provision_delay_s.value)
     top = max((n for n in need if n is not None), default=minimum)
     counts = np.asarray([top if n is None else n for n in need], dtype=np.float64)

@@ -75,6 +75,22 @@ def load_source(source: ModelSource) -> tuple[ServiceModel, str]:
     return model, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _spread(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Sorted observation times with each run of equal stamps (a batch stamped when it was
+    received) spread evenly up to the next stamp, at most 1 s: the model policy judges a
+    minute's arrivals as they came, and a batch is not a burst of simultaneous requests."""
+    if t.size < 2:
+        return t
+    starts = np.flatnonzero(np.r_[True, np.diff(t) > 0])
+    sizes = np.diff(np.r_[starts, t.size])
+    if sizes.max() == 1:
+        return t
+    nxt = np.r_[t[starts[1:]], t[-1] + 1.0]
+    gap = np.minimum(nxt - t[starts], 1.0)
+    rank = np.arange(t.size) - np.repeat(starts, sizes)
+    return t + np.repeat(gap / sizes, sizes) * rank
+
+
 class LiveModel:
     """The model policy fed by a live service's observations."""
 
@@ -131,7 +147,7 @@ class LiveModel:
         while self.ts and self.ts[0].size and self.ts[0].max() < now - _KEEP_S:
             self.ts.popleft()
         t = np.sort(np.concatenate(list(self.ts))) if self.ts else np.zeros(0)
-        t = t[t <= now]
+        t = _spread(t[t <= now])
         # the model's own mix: each arrival copies a sample row, seeded by its time
         src = (np.floor(t * 1000.0).astype(np.int64) * 2654435761) % self.model.samples.size
         return Arrivals(t, src.astype(np.int64), np.zeros(t.size, dtype=bool))
@@ -222,8 +238,7 @@ class LiveModel:
         self.refits += 1
         old = self.policy
         self.policy = self._policy()
-        self.policy.holt, self.policy.peaks = old.holt, old.peaks
-        self.policy.last_t, self.policy.peak_from = old.last_t, old.peak_from
+        self.policy.holt, self.policy.last_t = old.holt, old.last_t
         return how
 
     def status(self, desired: int) -> dict[str, Any]:

@@ -1,20 +1,23 @@
-"""The `model` policy: replicas from the fitted service model, the reactive rules as the guard.
+"""The `model` policy: the floor's judgement of the forecast minute, the reactive rules as guard.
 
 Each evaluation:
 
 - **load**: the arrival rate per evaluation is smoothed with Holt's linear
   (double exponential) smoothing, level and trend; the load to size for is the
   larger of the last minute's rate and the forecast one provisioning delay and
-  one evaluation ahead (when a replica asked for now would be taking work),
-  with the busiest `peak_span_s` of the last `peak_window_s` as a burst inside
-  every minute (`Burst`); with `surge` > 1, also that multiple of the rate for
-  a provisioning delay (a step no forecast sees);
-- **mix**: the prompt and answer tokens (or the logged requests) of the
-  arrivals over the last `mix_window_s`;
-- **desired** = the fewest replicas meeting every gated objective with the
-  headroom at that load and mix: `capacity`'s search on the same model
-  (`Sizer`), so `capacity`'s curve and the policy agree by construction;
-- **scale-down** only once the model has said fewer suffice at every
+  one evaluation ahead (when a replica asked for now would be taking work); with
+  `surge` > 1, that multiple of it (a step no forecast sees);
+- **the forecast minute** (`Forecast`): the whole minutes of the last
+  `mix_window_s`, each as it arrived (its bursts, its prompts and answers),
+  scaled to the load sized for (thinned, or joined by a shifted copy of its own
+  arrivals), two draws each;
+- **desired** = the fewest replicas meeting every gated objective in at least
+  `probability` of the forecast minutes, each judged as the hindsight floor
+  judges a minute (`sim.judge`: the same function, the same search). The margin
+  is that probability, not a tightened target. With a forecast that knows the
+  arrivals (`KnownMinutes`) the policy asks, at every evaluation, for what the
+  floor pays at that second;
+- **scale-down** only once the judgement has said fewer suffice at every
   evaluation of a whole cooldown; then to the largest count it asked for in it;
 - **drift guard**: the model's prediction at the current load and ready count
   is compared with what the last minute measured (e2e and TTFT objectives,
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Protocol
 
 import numpy as np
 
@@ -36,18 +40,30 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import ModelMode
 from tailbudget.control.decision import Decision
 from tailbudget.sim.fleet import Knobs, TickView
+from tailbudget.sim.judge import MINUTE_S, Draw, Judge, Minute, minute_of
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.policies import BudgetPolicy
-from tailbudget.sim.sizing import Burst, Mix, Sizer, Sizing, mix_columns
+from tailbudget.sim.sizing import Mix, Sizer, mix_columns
 from tailbudget.sim.trace import Arrivals
 
-__all__ = ["Holt", "ModelPolicy", "ModelPolicyOptions", "model_headroom"]
+__all__ = [
+    "Forecast",
+    "Holt",
+    "KnownMinutes",
+    "ModelPolicy",
+    "ModelPolicyOptions",
+    "RecentMinutes",
+    "model_headroom",
+]
 
 DRIFT_METRIC = "measured_vs_model"
 """A drift decision's metric: measured over predicted, a ratio (`_vs_`: printed 1.31x)."""
 DEFAULT_HEADROOM = 0.1
-"""Without a budget headroom: size to 90% of every target (the framework's 'scale before
-breach at about 90%')."""
+"""The drift guard's predictions are sized with this headroom when none is stated."""
+_RATE_STEP = 1.10
+"""The load is sized at the next 10% step at or above it (never less than it stands for)."""
+_DRAWS = 2
+"""Draws of each recent minute scaled to the load (thinning and shifting are random)."""
 
 
 ModelPolicyOptions = ModelMode
@@ -76,8 +92,126 @@ class Holt:
         return max(0.0, (self.level or 0.0) + self.trend * steps)
 
 
+class Forecast(Protocol):
+    """The minutes a count asked for now must meet: a list of minutes (the count is the
+    most any needs), each as draws of its arrivals (the share met is the probability)."""
+
+    def minutes(self, arrivals: Arrivals, now: float, rate: float) -> tuple[object, list[Minute]]:
+        """(a key: the same key, the same minutes; the minutes)."""
+        ...
+
+
+class KnownMinutes:
+    """A forecast that knows the arrivals: the minutes from now until a replica asked for
+    now is ready, each exactly as it will arrive (the floor's view)."""
+
+    def __init__(self, arrivals: Arrivals, delay_s: float) -> None:
+        self.arrivals, self.delay = arrivals, delay_s
+        self.cuts = np.searchsorted(
+            arrivals.t_s, np.arange(math.ceil(arrivals.t_s.max(initial=0.0) / MINUTE_S) + 2)
+            * MINUTE_S, side="left",
+        )  # fmt: skip
+
+    def minutes(self, arrivals: Arrivals, now: float, rate: float) -> tuple[object, list[Minute]]:
+        """Minutes now // 60 through (now + delay) // 60, one draw each (empty: none)."""
+        first, last = int(now // MINUTE_S), int((now + self.delay + 1e-9) // MINUTE_S)
+        out = []
+        for m in range(first, min(last, self.cuts.size - 2) + 1):
+            lo, hi = int(self.cuts[m]), int(self.cuts[m + 1])
+            if hi > lo:
+                out.append([Draw(("known", m), minute_of(self.arrivals, lo, hi, m * MINUTE_S))])
+        return (first, last), out
+
+
+class RecentMinutes:
+    """The minutes of the recent past as they arrived, scaled to the load to size for.
+
+    Each recent minute's draws at a load bucket are made once (seeded by the minute and
+    the bucket), so a judgement made of them is made once too: a new minute adds its own
+    draws, the others are judged already."""
+
+    def __init__(self, span_s: float, seed: int = 0) -> None:
+        self.count = max(1, round(span_s / MINUTE_S))
+        self.seed = seed
+        self._made: dict[tuple[object, int], list[Draw]] = {}
+
+    def minutes(self, arrivals: Arrivals, now: float, rate: float) -> tuple[object, list[Minute]]:
+        """One forecast minute: each whole minute of the last `span_s` (before the first,
+        what has arrived, stretched to a minute) at `rate`, `_DRAWS` draws each."""
+        done = int(now // MINUTE_S)
+        bucket = math.ceil(math.log(max(rate, 1e-3)) / math.log(_RATE_STEP) - 1e-9)
+        whole = range(max(0, done - self.count), done)
+        spans: list[tuple[object, float, float]] = [
+            (m, m * MINUTE_S, (m + 1) * MINUTE_S) for m in whole
+        ]
+        if not spans:
+            spans = [(("partial", now), 0.0, max(now, 1e-3))]
+        if len(self._made) > 4 * self.count * 64:  # keep what the window can still use
+            self._made = {k: v for k, v in self._made.items() if k[0] in whole}
+        draws: list[Draw] = []
+        for name, a, b in spans:
+            if (name, bucket) not in self._made:
+                self._made[(name, bucket)] = self._draws(arrivals, name, a, b, bucket)
+            draws += self._made[(name, bucket)]
+        return (spans[0][0], done, bucket), [draws] if draws else []
+
+    def _draws(
+        self, arrivals: Arrivals, name: object, a: float, b: float, bucket: int
+    ) -> list[Draw]:
+        t = arrivals.t_s
+        lo, hi = int(np.searchsorted(t, a, "left")), int(np.searchsorted(t, b, "left"))
+        if hi <= lo:
+            return []
+        base = _stretched(minute_of(arrivals, lo, hi, a), MINUTE_S / (b - a))
+        want = _RATE_STEP**bucket * MINUTE_S  # arrivals in a minute at the load
+        rng = np.random.default_rng([self.seed, int(a // MINUTE_S), bucket + 10_000])
+        return [
+            Draw((name, bucket, j), _scaled(base, want / base.size, rng)) for j in range(_DRAWS)
+        ]
+
+
+def _stretched(minute: Arrivals, k: float) -> Arrivals:
+    if k == 1.0:
+        return minute
+    return Arrivals(
+        minute.t_s * k, minute.src, minute.low_priority, minute.input_tokens, minute.output_tokens
+    )
+
+
+def _scaled(minute: Arrivals, factor: float, rng: np.random.Generator) -> Arrivals:
+    """The minute with about `factor` x its arrivals: thinned at random, or joined by
+    copies of its own arrivals, each shifted round the minute by its own random offset
+    (its bursts keep their shape, elsewhere in the minute; many copies of a sparse
+    minute spread toward a steady rate)."""
+    n = minute.size
+    want = max(1, int(rng.poisson(n * factor)))
+    if want <= n:
+        pick = np.sort(rng.choice(n, size=want, replace=False))
+        t = minute.t_s[pick]
+    else:
+        copies = math.ceil((want - n) / n)
+        shifts = rng.uniform(0.0, MINUTE_S, size=copies)
+        t_all = np.concatenate([(minute.t_s + s) % MINUTE_S for s in shifts])
+        chosen = rng.choice(t_all.size, size=want - n, replace=False)
+        t = np.concatenate([minute.t_s, t_all[chosen]])
+        pick = np.concatenate([np.arange(n), chosen % n])
+        order = np.argsort(t, kind="stable")
+        t, pick = t[order], pick[order]
+
+    def cut(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x[pick]
+
+    return Arrivals(
+        t_s=t,
+        src=minute.src[pick],
+        low_priority=np.zeros(pick.size, dtype=bool),
+        input_tokens=cut(minute.input_tokens),
+        output_tokens=cut(minute.output_tokens),
+    )
+
+
 class ModelPolicy:
-    """Desired replicas from the model at the forecast load; the reactive rules guard drift."""
+    """Desired replicas: the floor's judgement of the forecast minute; the rules guard drift."""
 
     def __init__(
         self,
@@ -90,11 +224,15 @@ class ModelPolicy:
         headroom: float,
         bounds: tuple[int, int],
         seed: int = 0,
+        forecast: Forecast | None = None,
     ) -> None:
         self.name = "model"
         self.every_s = 10.0 if guard is None else guard.every_s
         self.model, self.arrivals, self.guard, self.opts = model, arrivals, guard, opts
+        self.judge = Judge(model, objectives)
+        self.forecast: Forecast = forecast or RecentMinutes(opts.mix_window_s, seed)
         self.sizer = Sizer(model, objectives, headroom=headroom, seed=seed)
+        """The drift guard's prediction at the current load and count."""
         self.objectives = objectives
         self.bounds = bounds
         self.delay = float(model.provision_delay_s.value)
@@ -106,16 +244,10 @@ class ModelPolicy:
         self.off_since: float | None = None
         self.back_since: float | None = None
         self.drifting = False
-        self.last_sizing: Sizing | None = None
-        self.peak_from = -np.inf
-        self.peaks: deque[tuple[float, int]] = deque()
-        self.burst: Burst | None = None
-        self.background = 0.0
-        self.driver = ""
-        """What besides the forecast drives the count (a burst, a surge), for the reason."""
-        """The last minute's rate without its busiest `peak_span_s` (a burst's background)."""
         self._sums_of: Arrivals | None = None
         self._sums_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(1), np.zeros(1))
+        self._judged: dict[object, tuple[int, bool, int]] = {}
+        self._minutes: list[Minute] = []
         self.mix: Mix | None = None
         self.predicted: dict[str, float] = {}
         """The e2e/TTFT objectives the model predicts at the current load and replicas."""
@@ -126,6 +258,10 @@ class ModelPolicy:
         self.load: tuple[float, float, float] = (0.0, 0.0, 0.0)
         """(rate over the last minute, forecast, rate sized for) at the last evaluation."""
         self.need = bounds[0]
+        self.met = True
+        """False: no count up to the bound meets the forecast minutes with the probability."""
+        self.draws = 0
+        """Forecast minutes judged at the last evaluation."""
         self.why = "no evaluation yet"
 
     # ---- load ---------------------------------------------------------------------
@@ -165,72 +301,32 @@ class ModelPolicy:
         return self._sums_cache
 
     def _load(self, now: float) -> tuple[float, float, float]:
-        """(rate over the last minute, Holt forecast at ready time, rate to size for);
-        `self.burst` becomes the busiest span of the last `peak_window_s`."""
+        """(rate over the last minute, Holt forecast at ready time, rate to size for)."""
         span = self.every_s if self.last_t is None else max(now - self.last_t, 1e-9)
         self.holt.update(self._count(now - span, now) / span)
         self.last_t = now
         minute = self._count(now - 60.0, now) / min(60.0, max(now, self.every_s))
         ahead = self.holt.forecast((self.delay + self.every_s) / self.every_s)
-        span = self.opts.peak_span_s
-        self.burst = Burst(self._peak(now), span)
-        recent = max((n for t, n in self.peaks if t > now - 60.0), default=0)
-        self.background = max(0, self._count(now - 60.0, now) - recent) / (60.0 - span)
-        return minute, ahead, max(minute, ahead, 1e-3)
+        return minute, ahead, max(minute, ahead, 1e-3) * self.opts.surge
 
-    def _peak(self, now: float) -> int:
-        """The most arrivals in a `peak_span_s` of the last `peak_window_s`: each evaluation
-        adds the busiest span ending at one of its own arrivals (only past arrivals)."""
-        t, o = self.arrivals.t_s, self.opts
-        lo = int(np.searchsorted(t, self.peak_from, side="right"))
-        hi = int(np.searchsorted(t, now, side="right"))
-        self.peak_from = now
-        if hi > lo:
-            starts = np.searchsorted(t, t[lo:hi] - o.peak_span_s, side="right")
-            self.peaks.append((now, int((np.arange(lo, hi) + 1 - starts).max())))
-        while self.peaks and self.peaks[0][0] < now - o.peak_window_s:
-            self.peaks.popleft()
-        return max((n for _, n in self.peaks), default=0)
-
-    def _bursty(self, burst: Burst, rate: float) -> bool:
-        """Is the busiest span busier than Poisson arrivals at `rate` would show over the
-        peak window, 99 times in 100? (a Gaussian bound on the busiest of twice as many
-        spans as fit in it, for a sliding scan: mean + sqrt(2 ln(2n / 0.01)) sd)"""
-        mean = rate * burst.span_s
-        spans = max(1.0, self.opts.peak_window_s / burst.span_s)
-        z = math.sqrt(2.0 * math.log(2.0 * spans / 0.01))
-        return burst.count > mean + z * math.sqrt(mean) + 1.0
-
-    def _size(self, rate: float, start: int, most: int) -> Sizing:
-        """The fewest replicas for the rate with the remembered burst; with `surge`, also
-        carrying `surge` x the rate for a provisioning delay (a burst as long as the delay)."""
-        assert self.mix is not None
-        sizing = self.sizer.size(rate, self.mix, start, most=most)
-        self.driver = ""
-        if self.burst is not None and self._bursty(self.burst, rate):
-            # the burst recurs on the last minute's background (its rate without its own
-            # busiest span): the burst's requests are not counted twice, once in the rate
-            # and once as the burst
-            hit = self.sizer.size(self.background, self.mix, start, most=most, burst=self.burst)
-            if _larger(sizing, hit, most) is hit:
-                window_min = self.opts.peak_window_s / 60
-                sizing, self.driver = (
-                    hit,
-                    (
-                        f", and a burst like the last {window_min:g} min's busiest "
-                        f"({self.burst.count} requests in {self.burst.span_s:g} s) inside a minute"
-                    ),
-                )
-        if self.opts.surge > 1.0:
-            span = min(self.delay + self.every_s, 50.0)
-            step = Burst(math.ceil(self.opts.surge * rate * span), span)
-            surged = self.sizer.size(rate, self.mix, start, most=most, burst=step)
-            if _larger(sizing, surged, most) is surged:
-                sizing, self.driver = (
-                    surged,
-                    (f", and {self.opts.surge:g}x the rate until a replica asked for now is ready"),
-                )
-        return sizing
+    def _judge(self, now: float, rate: float) -> tuple[int, bool, int]:
+        """(the count, whether it meets the minutes with the probability, minutes judged):
+        the most any forecast minute needs; cached per forecast key."""
+        key, minutes = self.forecast.minutes(self.arrivals, now, rate)
+        self._minutes = minutes
+        if key in self._judged:
+            return self._judged[key]
+        lo, hi = self.bounds
+        need, met, judged = max(1, lo), True, 0
+        for draws in minutes:
+            judged += len(draws)
+            n = self.judge.fewest(draws, self.opts.probability, hi)
+            if n is None:
+                met = False
+                n = self.judge.knee(draws, max(1, lo), hi)
+            need = max(need, n)
+        self._judged[key] = (min(hi, need), met, judged)
+        return self._judged[key]
 
     # ---- drift ----------------------------------------------------------------------
 
@@ -310,22 +406,25 @@ class ModelPolicy:
 
     # ---- the evaluation -------------------------------------------------------------
 
-    def _why(self, minute: float, ahead: float, sizing: Sizing, need: int, hi: int) -> str:
+    def _why(self, minute: float, ahead: float, need: int, hi: int) -> str:
         head = (
             f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in {self.delay + self.every_s:g} s "
-            f"(Holt){self.driver}: "
+            f"(Holt){self._surged()}: "
         )
-        if sizing.met:
-            room = "with headroom" if sizing.headroom else "(no count keeps the headroom)"
-            return (
-                head
-                + f"{need} replicas meet every objective {room}"
-                + (f"; {sizing.binding} would breach with {need - 1}" if sizing.binding else "")
+        p = self.opts.probability
+        if self.met:
+            return head + (
+                f"{need} replicas meet every objective in {p:.0%} of the forecast minutes "
+                f"({self.draws} judged as the floor judges a minute)"
             )
         return head + (
-            f"no count up to {hi} meets every objective ({sizing.binding} stays over); "
+            f"no count up to {hi} meets every objective in {p:.0%} of the forecast minutes; "
             f"{need} wins 90% of what {hi} would: the rest of the tail is not load"
         )
+
+    def _surged(self) -> str:
+        s = self.opts.surge
+        return f", x{s:g} surge until a replica asked for now is ready" if s > 1.0 else ""
 
     def _guard(self, view: TickView, knobs: Knobs, need: int, out: list[Decision]) -> int:
         """The reactive rules: while drifting they scale up and shed (scaling down stays
@@ -346,18 +445,17 @@ class ModelPolicy:
         return need
 
     def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
-        """Size for the forecast load; scale down only after a whole cooldown; guard drift."""
+        """Judge the forecast minute; scale down only after a whole cooldown; guard drift."""
         now = view.now_s
         if view.done_ts.size:
             self.done.append((now, view.done_ms, view.done_ttft_ms))
         minute, ahead, rate = self._load(now)
         self.mix = self._mix(now)
         lo, hi = self.bounds
-        sizing = self._size(rate, max(1, knobs.desired), hi)
-        self.last_sizing = sizing
-        need = hi if sizing.replicas is None else max(lo, min(hi, sizing.replicas))
+        need, self.met, self.draws = self._judge(now, rate)
+        need = max(lo, min(hi, need))
         self.load, self.need = (minute, ahead, rate), need
-        self.why = self._why(minute, ahead, sizing, need, hi)
+        self.why = self._why(minute, ahead, need, hi)
         out = self._drift(view, minute)
         need = self._guard(view, knobs, need, out)
         current = knobs.desired
@@ -366,9 +464,7 @@ class ModelPolicy:
             if need > current:
                 knobs.desired = need
                 if not any(d.action == "scale_up" for d in out):
-                    out.append(
-                        self._decision(now, "scale_up", current, need, minute, ahead, sizing)
-                    )
+                    out.append(self._decision(now, "scale_up", current, need))
             return out
         self.low_since = now if self.low_since is None else self.low_since
         self.low_max = max(self.low_max, need)
@@ -376,25 +472,39 @@ class ModelPolicy:
             target = self.low_max
             self.low_since, self.low_max = None, 0
             knobs.desired = target
-            out.append(self._decision(now, "scale_down", current, target, minute, ahead, sizing))
+            out.append(self._decision(now, "scale_down", current, target))
         return out
 
-    def _decision(
-        self, now: float, action: str, old: int, new: int, minute: float, ahead: float, s: Sizing
-    ) -> Decision:
+    def _binding(self, n: int) -> str:
+        """'; X would breach with n - 1' (the gated objective most often over its target
+        in the forecast minutes one replica fewer misses), or '' at one replica."""
+        if n <= 1 or self.drifting or not self.met:
+            return ""
+        over: dict[str, int] = {}
+        for draws in self._minutes:
+            for d in draws:
+                for r in self.judge.run(d, n - 1):
+                    if r.objective.gated and (r.measured_ms is None or r.minutes_in_breach):
+                        over[r.objective.key] = over.get(r.objective.key, 0) + 1
+        if not over:
+            return ""
+        return f"; {max(over, key=lambda k: over[k])} would breach with {n - 1}"
+
+    def _decision(self, now: float, action: str, old: int, new: int) -> Decision:
+        minute, ahead, _ = self.load
+        p = self.opts.probability
         if self.drifting:
             why = "drifting: the reactive rules' count"
-        elif not s.met:
+        elif not self.met:
             why = (
-                f"no count meets every objective ({s.binding} stays over); {new} wins 90% of "
-                "what the most would"
+                f"no count meets every objective in {p:.0%} of the forecast minutes; {new} "
+                "wins 90% of what the most would"
             )
         else:
-            room = "with headroom" if s.headroom else "(no count keeps the headroom)"
-            why = f"{new} replicas meet every objective {room}" + (
+            why = f"{new} replicas meet every objective in {p:.0%} of the forecast minutes" + (
                 f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
             )
-            why += f"; {s.binding} would breach with {new - 1}" if s.binding else ""
+            why += self._binding(new)
         # value: the count the model asks for; threshold: the count it had. (Load now
         # against the forecast read as a scale-up below its own threshold.)
         return Decision(
@@ -406,16 +516,11 @@ class ModelPolicy:
             rule="model",
             reason=(
                 f"load now {minute:.3g}/s, forecast {ahead:.3g}/s in "
-                f"{self.delay + self.every_s:g} s (Holt){self.driver}: {why}; desired replicas "
-                f"{old} -> {new}"
+                f"{self.delay + self.every_s:g} s (Holt){self._surged()}: {why} (each judged "
+                f"as the floor judges a minute); desired replicas {old} -> {new}"
             ),
             replicas=new,
         )
-
-
-def _larger(a: Sizing, b: Sizing, most: int) -> Sizing:
-    """The sizing asking for more replicas (an unmet search counts as the most)."""
-    return b if (b.replicas or most + 1) > (a.replicas or most + 1) else a
 
 
 def model_headroom(opts: ModelMode, budget_headroom: float) -> float:

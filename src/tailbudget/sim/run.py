@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from tailbudget.budget.policy_model import ModelMode
     from tailbudget.sim.floor import Floor
 
-__all__ = ["RunResult", "SimReport", "TimelinePoint", "run_once", "simulate"]
+__all__ = [
+    "Context",
+    "RunResult",
+    "SimReport",
+    "TimelinePoint",
+    "run_once",
+    "run_policies",
+    "simulate",
+]
 
 
 @dataclass(frozen=True)
@@ -258,7 +266,7 @@ def _result(
 
 def _runnable(
     spec: PolicySpec,
-    ctx: _Context,
+    ctx: Context,
     arr: Arrivals,
     replicas: int,
 ) -> tuple[RunPolicy, int]:
@@ -293,7 +301,9 @@ def _watched(policy: Policy, signal: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Context:
+class Context:
+    """What every policy of one comparison shares: the model, objectives, budget policy."""
+
     model: ServiceModel
     objectives: Objectives
     budget_policy: Policy
@@ -336,7 +346,24 @@ def simulate(
         rng=rng,
         log_times=log_times,
     )
-    ctx = _Context(model, objectives, budget_policy, signal, seed, headroom, model_options)
+    ctx = Context(model, objectives, budget_policy, signal, seed, headroom, model_options)
+    return run_policies(ctx, arr, horizon, policies, replicas=replicas, load=load, floor=floor)
+
+
+def run_policies(
+    ctx: Context,
+    arr: Arrivals,
+    horizon: float,
+    policies: Sequence[PolicySpec],
+    *,
+    replicas: int,
+    load: float = 1.0,
+    floor: bool = True,
+) -> SimReport:
+    """Every policy on these arrivals, side by side, and the floor (see `simulate`)."""
+    model, objectives, budget_policy, signal = (
+        ctx.model, ctx.objectives, ctx.budget_policy, ctx.signal,
+    )  # fmt: skip
     runs = []
     for spec in policies:
         policy, start = _runnable(spec, ctx, arr, replicas)
@@ -371,4 +398,4 @@ def simulate(
                 replace(r, replica_hours_vs_floor=r.replica_hours / base.replica_hours)
                 for r in runs
             ]
-    return SimReport(model, arr.description, arr.size, horizon, load, seed, runs, notes, base)
+    return SimReport(model, arr.description, arr.size, horizon, load, ctx.seed, runs, notes, base)

@@ -1,0 +1,150 @@
+"""The one judgement of acting and judging: do N replicas meet a minute's arrivals?
+
+A minute's arrivals (their times and sizes) run on N replicas held fixed, warm
+and empty at the minute's start; the minute is met when every gated objective
+holds on the minute's own requests (order statistic) as a run's minute is judged
+(`minutes_in_breach`). The hindsight floor asks it of each minute it knows; the
+model policy asks it of the minutes it forecasts, and its margin is a stated
+probability: the share of the forecast minutes the count must meet, not a
+tighter target (a tighter target multiplies replicas where an objective sits
+near the model's asymptote, a TPOT near the decode step floor).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailbudget.budget.objectives import Objectives
+from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import ObjectiveResult, measure
+from tailbudget.sim.policies import FixedPolicy
+from tailbudget.sim.run import run_once
+from tailbudget.sim.trace import Arrivals
+
+__all__ = ["MINUTE_S", "Draw", "Judge", "Minute", "met", "minute_of", "worst"]
+
+MINUTE_S = 60.0
+SEARCH_MAX = 512
+"""The most replicas the floor's search tries (the model policy stops at its bounds)."""
+_KEEP = 200_000
+"""Judgements remembered (by draw key and count) before the memory starts afresh."""
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One minute of arrivals, and a key naming it (the same key, the same arrivals)."""
+
+    key: Hashable
+    arrivals: Arrivals
+
+
+Minute = list[Draw]
+"""A minute to meet, as draws of its arrivals (one when it is known)."""
+
+
+def minute_of(arr: Arrivals, lo: int, hi: int, t0: float) -> Arrivals:
+    """Arrivals `lo:hi` as a minute of their own, times from `t0`."""
+
+    def cut(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x[lo:hi]
+
+    return Arrivals(
+        t_s=arr.t_s[lo:hi] - t0,
+        src=arr.src[lo:hi],
+        low_priority=np.zeros(hi - lo, dtype=bool),
+        input_tokens=cut(arr.input_tokens),
+        output_tokens=cut(arr.output_tokens),
+    )
+
+
+def _gated(results: list[ObjectiveResult]) -> list[ObjectiveResult]:
+    return [r for r in results if r.objective.gated] or results
+
+
+def met(results: list[ObjectiveResult]) -> bool:
+    """The minute meets every gated objective as a run's minute is judged (its own
+    requests' order statistic, `minutes_in_breach`), so the floor and the runs agree."""
+    return all(r.measured_ms is not None and r.minutes_in_breach == 0 for r in _gated(results))
+
+
+def worst(results: list[ObjectiveResult]) -> float:
+    """The largest measured / target over the gated objectives (inf when one has none)."""
+    return max(
+        (
+            math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms
+            for r in _gated(results)
+        ),
+        default=math.inf,
+    )
+
+
+class Judge:
+    """Whether N replicas meet a minute, and the fewest that meet minutes with a probability."""
+
+    def __init__(self, model: ServiceModel, objectives: Objectives) -> None:
+        self.model, self.objectives = model, objectives
+        self.simulations = 0
+        self._runs: dict[tuple[Hashable, int], list[ObjectiveResult]] = {}
+
+    def run(self, minute: Arrivals | Draw, n: int) -> list[ObjectiveResult]:
+        """The objectives of `minute` on `n` replicas held fixed, warm and empty (a draw's
+        judgement is remembered by its key)."""
+        if isinstance(minute, Draw):
+            key = (minute.key, n)
+            if key not in self._runs:
+                if len(self._runs) >= _KEEP:
+                    self._runs.clear()
+                self._runs[key] = self.run(minute.arrivals, n)
+            return self._runs[key]
+        self.simulations += 1
+        trace = run_once(self.model, minute, FixedPolicy(n), replicas=n, end_s=MINUTE_S)
+        return measure(trace, self.objectives, self.model.samples.stages)
+
+    def meets(self, minute: Arrivals | Draw, n: int) -> bool:
+        """Do `n` replicas meet every gated objective in `minute`?"""
+        return met(self.run(minute, n))
+
+    def fewest(
+        self,
+        minutes: Sequence[Arrivals | Draw],
+        probability: float = 1.0,
+        most: int = SEARCH_MAX,
+    ) -> int | None:
+        """The fewest replicas meeting at least `probability` of `minutes` (None when `most`
+        does not): `capacity`'s search (double, then bisect) from one replica, so every
+        caller asking about the same minutes gets the same count."""
+        need = math.ceil(probability * len(minutes) - 1e-9)
+
+        def ok(n: int) -> bool:
+            hits, left = 0, len(minutes)
+            for m in minutes:
+                hits += self.meets(m, n)
+                left -= 1
+                if hits >= need or hits + left < need:
+                    break
+            return hits >= need
+
+        return fewest_replicas(ok, 1, most)
+
+    def knee(self, minutes: Sequence[Arrivals | Draw], least: int, most: int) -> int:
+        """When no count meets the minutes: the fewest winning 90% of what `most` replicas
+        would on the mean worst gated objective (capacity's knee; the rest of the tail is
+        not load)."""
+
+        def score(n: int) -> float:
+            return float(np.mean([min(worst(self.run(m, n)), 1e9) for m in minutes]))
+
+        first, best = score(least), score(most)
+        if first <= best:
+            return least
+        goal = best + 0.1 * (first - best)
+        lo, hi = least, most
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if score(mid) <= goal else (mid, hi)
+        return hi
