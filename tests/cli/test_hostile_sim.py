@@ -162,3 +162,83 @@ def test_the_python_api_refuses_the_same_runs_in_its_own_words(log):
     with pytest.raises(TailbudgetError, match="max_events must be") as err:
         tb.simulate(str(log), slo="p95=800", max_events=0)
     assert err.value.param == "max_events"
+
+
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--load", "0"], "--load"),  # simulate: a traceback
+        (["--load", "nan"], "--load"),  # "about nan simulated events"
+        (["--load", "inf"], "--load"),
+        (["--seed", "-1"], "--seed"),  # numpy's ValueError traceback
+        (["--provision-delay", "1e300h"], "--provision-delay"),
+        (["--provision-delay", "999999999999s"], "--provision-delay"),  # 1e12 s hung
+        (["--cold-window-min", "-1"], "--cold-window-min"),  # exit 0
+        (["--cold-window-min", "nan"], "--cold-window-min"),  # exit 0
+        (["--cold-factor", "inf"], "--cold-factor"),  # exit 0
+        (["--concurrency", "1000000000000"], "--concurrency"),
+    ],
+)
+def test_issue_35_model_options_are_one_line(log, command, args, needle):
+    result = runner.invoke(app, [command, str(log), "--slo", "p95=800", *args])
+    one_line_error(result, needle)
+
+
+def test_issue_35_logging_overhead_out_of_range_is_one_line(log):
+    result = runner.invoke(
+        app, ["simulate", str(log), "--slo", "p95=800", "--logging-overhead-ms", "inf"]
+    )
+    one_line_error(result, "--logging-overhead-ms")
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("ts,output_tokens\n0,-5\n1,3\n", "output_tokens '-5'"),
+        ("ts,output_tokens\n0,nan\n", "output_tokens 'nan'"),
+        ("ts,input_tokens,output_tokens\n0,inf,3\n", "input_tokens 'inf'"),
+    ],
+)
+def test_issue_35_arrival_fields_are_checked_while_reading(log, tmp_path, body, needle):
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text(body)
+    result = runner.invoke(
+        app, ["simulate", str(log), "--slo", "p95=800", "--arrivals", str(trace)]
+    )
+    one_line_error(result, needle)
+
+
+def test_issue_35_an_arrival_file_past_the_bound_stops_while_reading(log, tmp_path):
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("ts\n" + "\n".join(str(i) for i in range(2_000)) + "\n")
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(log),
+            "--slo",
+            "p95=800",
+            "--arrivals",
+            str(trace),
+            "--max-events",
+            "1000",
+        ],
+    )
+    one_line_error(result, "more than 1,000 arrivals")
+
+
+def test_issue_35_the_event_bound_counts_decode_steps(tmp_path):
+    # Answers of 1e9 tokens were stepped one token at a time (still running at 120 s).
+    import json
+
+    grid = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vllm_grid"
+    source = grid / "vllm_llama33-70b_04_tp4_pp2_IB_qps_04.json"
+    if not source.is_file():
+        pytest.skip("shared data not present")
+    run = json.loads(source.read_text())
+    run["output_lens"] = [10**9] * len(run["output_lens"])
+    log = tmp_path / "vllm_1e9.json"
+    log.write_text(json.dumps(run))
+    result = runner.invoke(app, ["simulate", str(log), "--slo", "ttft.p95=2000"])
+    one_line_error(result, "decode steps", "above the bound of", "--max-events")

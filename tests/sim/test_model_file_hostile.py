@@ -156,3 +156,52 @@ def test_serve_model_with_a_bad_file_exits_2_in_one_line(saved: Path, tmp_path: 
 
 def test_the_saved_model_still_loads(saved: Path) -> None:
     assert load_model(saved).model.kind == "llm"
+
+
+def test_a_refit_behind_a_long_evaluation_answers_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # /v1/model/refit waited on the evaluation lock for ever (token_budget 0 spun every
+    # evaluation); it now answers within REFIT_WAIT_S.
+    import threading
+
+    from tailbudget.sim import live
+
+    monkeypatch.setattr(live, "REFIT_WAIT_S", 0.2)
+    model = live.LiveModel.__new__(live.LiveModel)
+    model.busy = threading.RLock()
+    held, release = threading.Event(), threading.Event()
+
+    def evaluation() -> None:
+        with model.busy:
+            held.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=evaluation)
+    worker.start()
+    try:
+        held.wait(30)
+        with pytest.raises(TailbudgetError) as info:
+            model.refit()
+        assert info.value.param == "refit" and "retry" in str(info.value)
+    finally:
+        release.set()
+        worker.join()
+
+
+def test_a_refit_that_fits_out_of_range_is_refused(
+    monkeypatch: pytest.MonkeyPatch, saved: Path
+) -> None:
+    from dataclasses import replace
+
+    from tailbudget.sim import fitting, live
+
+    good = load_model(saved).model
+    assert good.llm is not None
+    bad_llm = replace(good.llm, token_budget=replace(good.llm.token_budget, value=0.0))
+
+    class Fitted:
+        model = replace(good, llm=bad_llm)
+
+    monkeypatch.setattr(fitting, "fit_logs", lambda *a, **k: Fitted())
+    with pytest.raises(TailbudgetError) as info:
+        live.load_source(live.ModelSource(None, ("log.csv",)))
+    assert "parameter token_budget" in str(info.value) and info.value.param == "refit"
