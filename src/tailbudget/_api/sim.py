@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,9 +103,45 @@ def _inputs(
         logging_overhead_ms=knobs.logging_overhead_ms,
     )
     read = ReadOptions.from_budget(b, unit=knobs.unit)
+    shed = _shed_class_share(sources_of(data), read, b)
+    if shed is not None:
+        opts = replace(opts, low_priority_share=shed[0], low_priority_note=shed[1])
     fitted = fit_logs(sources_of(data), read, opts, max_events=max_events)
     policy, signal = _policy(b, objectives)
     return _Inputs(fitted, objectives, b, policy, signal)
+
+
+def _shed_class_share(
+    sources: list[Any], read: Any, budget: Budget | None
+) -> tuple[float, str] | None:
+    """With a budget that lists classes: the share of the logs' requests in the class
+    shed_load sheds first (the highest priority number), the share the simulated
+    shedding drops; None when the logs do not hold the class column."""
+    from tailbudget.logs import read_log
+    from tailbudget.logs.engine import arrow_result
+
+    cs = budget.class_set if budget is not None else None
+    if cs is None or not cs.classes:
+        return None
+    first = cs.shed_order()[0]
+    shed = total = 0
+    for source in sources:
+        try:
+            log = read_log(source, read.with_(cohorts=(*read.cohorts, cs.by)))
+        except TailbudgetError:
+            return None  # no class column: the default share, said in the model
+        col = log.table[log.cohorts[-1]].cast("string")
+        row = arrow_result(
+            log.table.aggregate(n=log.table.count(), k=(col == first).sum()), log.backend
+        ).to_pylist()[0]
+        total, shed = total + int(row["n"] or 0), shed + int(row["k"] or 0)
+    if not total:
+        return None
+    note = (
+        f"the share of class {first} ({shed:,} of {total:,} requests), the lowest priority: "
+        "shed_load sheds its arrivals first"
+    )
+    return shed / total, note
 
 
 def _check_knobs(knobs: _ModelKnobs, delay_s: float | None) -> None:

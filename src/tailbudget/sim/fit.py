@@ -48,6 +48,8 @@ class ModelOptions:
     cold_window_s: float | None = None
     logging_overhead_ms: float | None = None
     low_priority_share: float | None = None
+    low_priority_note: str = ""
+    """Where a measured `low_priority_share` comes from (the budget's lowest-priority class)."""
     events_s: tuple[float, ...] = ()
     """Scale-up / deploy times (epoch s) whose following window is cold."""
     batch_limit: int | None = None
@@ -178,7 +180,13 @@ def common_params(
         )
     )
     share = (
-        Param("low_priority_share", opts.low_priority_share, "share", "stated")
+        Param(
+            "low_priority_share",
+            opts.low_priority_share,
+            "share",
+            "measured" if opts.low_priority_note else "stated",
+            opts.low_priority_note,
+        )
         if opts.low_priority_share is not None
         else Param(
             "low_priority_share",
