@@ -43,7 +43,22 @@ def test_simulate_md_opens_with_the_html_verdict(log: Path, tmp_path: Path) -> N
     md, page = both(args, tmp_path)
     first = md.split("\n\n")[1]
     assert first == f"**Verdict: {html_verdict(page)}.**"
-    assert "meets every gated objective" in first or "Every policy breaches" in first
+    assert "meets every gated objective" in first or "No policy meets every gated" in first
+
+
+def test_a_breaching_best_says_none_meets_and_why_and_an_unmet_floor_is_not_1x(
+    log: Path, tmp_path: Path
+) -> None:
+    # p95 under the requests' own work: no replica count meets it, the floor included
+    args = ["simulate", str(log), "--slo", "p95=60", "--concurrency", "4", "--replicas", "2",
+            "--duration", "5m", "--policy", "budget", "--policy", "fixed"]  # fmt: skip
+    md, page = both(args, tmp_path)
+    first = md.split("\n\n")[1]
+    assert first.startswith("**Verdict: No policy meets every gated objective; the fewest")
+    assert "no replica count meets them in" in first and "(the floor is not met either)" in first
+    floor_row = next(ln for ln in md.splitlines() if ln.startswith("| floor (hindsight)"))
+    assert "| not met |" in floor_row and "| 1x |" not in floor_row
+    assert "not met" in page and "no policy meets every gated objective" in page
 
 
 def test_capacity_md_opens_with_the_html_verdict(log: Path, tmp_path: Path) -> None:

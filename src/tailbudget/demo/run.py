@@ -133,6 +133,7 @@ def step_simulate(state: DemoState) -> None:
     assert state.budget is not None and state.data is not None
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.logs import ReadOptions
+    from tailbudget.report import sim_verdict
     from tailbudget.report.simulate_md import simulate_markdown
     from tailbudget.sim.fit import ModelOptions, read_event_times
     from tailbudget.sim.fitting import fit_logs
@@ -171,7 +172,7 @@ def step_simulate(state: DemoState) -> None:
         else ""
     )
     every = all(any(o.verdict == "breach" for o in r.objectives) for r in rep.runs)
-    why = "; every policy breaches: replicas do not fix a tail that is not load" if every else ""
+    why = f"; no policy meets every objective: {sim_verdict.why_none(rep)}" if every else ""
     state.summary.append(
         f"simulate (the log's first hour, replica-hours vs the hindsight floor {floor:.1f}"
         f"{met}): {runs}{why}"

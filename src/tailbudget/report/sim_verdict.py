@@ -7,7 +7,15 @@ from tailbudget import _fmt as fmt
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.run import RunResult, SimReport
 
-__all__ = ["best_run", "capacity_headline", "capacity_take", "simulate_headline"]
+__all__ = [
+    "best_run",
+    "best_take",
+    "capacity_headline",
+    "capacity_take",
+    "floor_ratio",
+    "simulate_headline",
+    "why_none",
+]
 
 
 def _breach_minutes(r: RunResult) -> int:
@@ -23,13 +31,52 @@ def best_run(rep: SimReport) -> RunResult:
     return min(rep.runs, key=lambda r: (_breach_minutes(r), r.replica_hours))
 
 
-def simulate_headline(rep: SimReport) -> tuple[str, bool]:
-    """(The verdict, whether even the best policy breaches a gated objective)."""
+def floor_ratio(rep: SimReport) -> str:
+    """The floor row's ratio: '1x', or 'not met' when some minute no count meets (a floor
+    that is not met is no 1.00x yardstick)."""
+    return "not met" if rep.floor is not None and rep.floor.unmet_minutes else "1x"
+
+
+def why_none(rep: SimReport) -> str:
+    """Why no policy meets the gated objectives, in a clause."""
+    f = rep.floor
+    if f is None:
+        return "no hindsight floor was computed to tell load from the tail"
+    if f.unmet_minutes:
+        return (
+            f"no replica count meets them in {_minutes(f.unmet_minutes)} of "
+            f"{fmt.count(len(f.per_minute))} (the floor is not met either): that tail is not "
+            "load, and replicas do not fix it"
+        )
+    return (
+        f"the hindsight floor meets every minute with at most {fmt.count(f.peak)} replicas, "
+        "so the breach is when and how many replicas the policies asked for, not a tail no "
+        "count fixes"
+    )
+
+
+def best_take(rep: SimReport) -> str:
+    """The policy with the fewest minutes in breach, saying when even it breaches."""
     best = best_run(rep)
-    breached = any(o.verdict == "breach" and o.objective.gated for o in best.objectives)
+    take = (
+        f"{best.policy}: fewest minutes in breach ({_breach_minutes(best)}) at "
+        f"{fmt.number(best.replica_hours)} replica-hours"
+    )
+    return take + ("; no policy meets every gated objective" if _breaches(best) else "")
+
+
+def _breaches(run: RunResult) -> bool:
+    return any(o.verdict == "breach" and o.objective.gated for o in run.objectives)
+
+
+def simulate_headline(rep: SimReport) -> tuple[str, bool]:
+    """(The verdict, whether even the best policy breaches a gated objective). A breaching
+    policy is never named best without saying that none meets the objectives, and why."""
+    best = best_run(rep)
+    breached = _breaches(best)
     headline = (
-        f"Every policy breaches; the best, {best.policy}, is in breach "
-        f"{_minutes(_breach_minutes(best))}"
+        f"No policy meets every gated objective; the fewest minutes in breach, "
+        f"{_minutes(_breach_minutes(best))}, are {best.policy}'s: {why_none(rep)}"
         if breached
         else f"{best.policy} meets every gated objective at "
         f"{fmt.number(best.replica_hours)} replica-hours"

@@ -99,7 +99,8 @@ def simulate_markdown(rep: SimReport) -> str:
     if rep.floor is not None:
         rows.append(
             ["floor (hindsight)", *("" for _ in names), "", fmt.count(rep.floor.unmet_minutes),
-             fmt.number(rep.floor.replica_hours), "1x", fmt.count(rep.floor.peak), "", ""]
+             fmt.number(rep.floor.replica_hours), sim_verdict.floor_ratio(rep),
+             fmt.count(rep.floor.peak), "", ""]
         )  # fmt: skip
     if rep.log_measured:
         # The audit's figures on the log itself, beside the prediction: the same objective

@@ -135,7 +135,8 @@ def _runs_table(rep: SimReport) -> str:
         rows.append(
             [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None),
              cell(rep.floor.unmet_minutes, "int"), cell(rep.floor.replica_hours, "num"),
-             cell(1.0, "num"), cell(None), cell(None)]
+             cell(1.0, "num") if not rep.floor.unmet_minutes else cell("not met"), cell(None),
+             cell(None)]
         )  # fmt: skip
     if rep.log_measured:
         from tailbudget.report.simulate_md import LOG_ROW
@@ -212,12 +213,7 @@ def _verdict_block(headline: str, lines: list[str], bad: bool) -> str:
 
 def render_simulate_html(rep: SimReport) -> str:
     """The simulation report: side by side, timeline, decisions, model."""
-    best = sim_verdict.best_run(rep)
-    take = (
-        f"{best.policy}: fewest minutes in breach "
-        f"({max((o.minutes_in_breach for o in best.objectives), default=0)}) "
-        f"at {fmt.number(best.replica_hours)} replica-hours"
-    )
+    take = sim_verdict.best_take(rep)
     notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)
     headline, breached = sim_verdict.simulate_headline(rep)
     verdict = _verdict_block(headline, [_run_verdict(r) for r in rep.runs], breached)
