@@ -77,8 +77,19 @@ def package_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@dataclass(frozen=True)
+class Import:
+    module: str
+    where: str
+    in_func: bool
+    targets: frozenset[str]  # tailbudget modules
+    libraries: frozenset[str]  # top-level names of other packages (not the standard library)
+    stdlib: bool
+
+
 @dataclass
 class Found:
+    imports: list[Import] = field(default_factory=list)
     edges: set[tuple[str, str]] = field(default_factory=set)
     infunction: list[str] = field(default_factory=list)
     any_ann: list[str] = field(default_factory=list)
@@ -117,6 +128,17 @@ def _targets(
     return out
 
 
+_STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+
+def _libraries(node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.Import):
+        names = {a.name.split(".")[0] for a in node.names}
+    else:
+        names = set() if node.level else {(node.module or "").split(".")[0]}
+    return names - {"tailbudget", ""}
+
+
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
@@ -140,9 +162,20 @@ def _scan(path: Path, module: str, known: set[str], found: Found) -> None:
                 if in_func:
                     found.infunction.append(f"{where}:{child.lineno}")
                 if not typing_only:
-                    for target in _targets(module, is_pkg, child, known):
-                        if target != module:
-                            found.edges.add((module, target))
+                    targets = _targets(module, is_pkg, child, known) - {module}
+                    for target in targets:
+                        found.edges.add((module, target))
+                    libs = _libraries(child)
+                    found.imports.append(
+                        Import(
+                            module,
+                            f"{where}:{child.lineno}",
+                            in_func,
+                            frozenset(targets),
+                            frozenset(libs - _STDLIB),
+                            bool(libs & _STDLIB),
+                        )
+                    )
             _annotations(child, where, found)
             _percentiles(child, where, found)
             if isinstance(child, ast.If) and _is_type_checking(child):
@@ -248,6 +281,59 @@ def _is_parent(a: str, b: str) -> bool:
     return b.startswith(a + ".") or a.startswith(b + ".")
 
 
+def _closures(found: Found, known: set[str]) -> dict[str, frozenset[str]]:
+    """Per module: the libraries its import loads (its top-level imports, transitively,
+    and its parent packages')."""
+    direct: dict[str, set[str]] = defaultdict(set)
+    deps: dict[str, set[str]] = defaultdict(set)
+    for imp in found.imports:
+        if not imp.in_func:
+            direct[imp.module] |= imp.libraries
+            deps[imp.module] |= imp.targets
+    for m in known:
+        parent = m.rpartition(".")[0]
+        if parent in known:
+            deps[m].add(parent)
+    out: dict[str, frozenset[str]] = {}
+
+    def closure(m: str, seen: set[str]) -> set[str]:
+        if m in out:
+            return set(out[m])
+        libs = set(direct[m])
+        for d in deps[m]:
+            if d not in seen:
+                seen.add(d)
+                libs |= closure(d, seen)
+        return libs
+
+    for m in known:
+        out[m] = frozenset(closure(m, {m}))
+    return out
+
+
+def classify(found: Found, known: set[str], cycles: list[list[str]]) -> dict[str, list[str]]:
+    """In-function imports: those that keep a library off the importing module's start-up
+    (the target loads a package the module does not load already), those inside a cycle
+    (the import order needs them), and the rest (needless: they could be at the top)."""
+    loads = _closures(found, known)
+    cycle_of = {m: i for i, c in enumerate(cycles) for m in c}
+    out: dict[str, list[str]] = {"startup": [], "cycle": [], "needless": []}
+    for imp in found.imports:
+        if not imp.in_func:
+            continue
+        mine = loads[imp.module]
+        pulled = set(imp.libraries)
+        for t in imp.targets:
+            pulled |= loads[t]
+        if pulled - mine:
+            out["startup"].append(f"{imp.where} ({', '.join(sorted(pulled - mine)[:3])})")
+        elif any(cycle_of.get(t, -1) == cycle_of.get(imp.module, -2) for t in imp.targets):
+            out["cycle"].append(imp.where)
+        else:
+            out["needless"].append(imp.where)
+    return out
+
+
 def measure() -> tuple[dict[str, object], dict[str, list[str]]]:
     files = sorted(PKG.rglob("*.py"))
     known = {module_name(p) for p in files}
@@ -263,6 +349,7 @@ def measure() -> tuple[dict[str, object], dict[str, list[str]]]:
     cycles = _sccs(known, edges)
     cross = [c for c in cycles if len({package_of(m) for m in c}) > 1]
     pkg_edges = {(package_of(a), package_of(b)) for a, b in edges if package_of(a) != package_of(b)}
+    kinds = classify(found, known, cycles)
     pkg_blocks = _sccs({package_of(m) for m in known}, pkg_edges)
     counts: dict[str, object] = {
         "modules": len(known),
@@ -273,6 +360,9 @@ def measure() -> tuple[dict[str, object], dict[str, list[str]]]:
         "largest_cycle": max((len(c) for c in cycles), default=0),
         "package_blocks": [sorted(b) for b in pkg_blocks],
         "in_function_imports": len(found.infunction),
+        "in_function_startup": len(kinds["startup"]),
+        "in_function_cycle": len(kinds["cycle"]),
+        "in_function_needless": len(kinds["needless"]),
         "any_annotations": len(found.any_ann),
         "dict_str_any": len(found.dict_any),
         "percentile_regexes": len(found.pct_regex),
@@ -286,6 +376,7 @@ def measure() -> tuple[dict[str, object], dict[str, list[str]]]:
         "dict_any": found.dict_any,
         "pct_regex": found.pct_regex,
         "pct_format": found.pct_format,
+        **kinds,
     }
     return counts, lists
 
@@ -296,7 +387,7 @@ def main() -> int:
     parser.add_argument("--src", type=Path, help="another checkout's src/tailbudget")
     parser.add_argument(
         "--list",
-        choices=["upward", "cycles", "infunction", "any", "dict_any", "pct_regex", "pct_format"],
+        choices=["upward", "cycles", "infunction", "any", "dict_any", "pct_regex", "pct_format", "startup", "cycle", "needless"],
     )
     args = parser.parse_args()
     if args.src:
