@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("control",),
     ("sim",),
     ("serve",),
-    ("rebudget",),
+    ("budgeting",),
     ("export",),
     ("report",),
     ("demo", "otel", "_api"),
@@ -387,7 +387,18 @@ def main() -> int:
     parser.add_argument("--src", type=Path, help="another checkout's src/tailbudget")
     parser.add_argument(
         "--list",
-        choices=["upward", "cycles", "infunction", "any", "dict_any", "pct_regex", "pct_format", "startup", "cycle", "needless"],
+        choices=[
+            "upward",
+            "cycles",
+            "infunction",
+            "any",
+            "dict_any",
+            "pct_regex",
+            "pct_format",
+            "startup",
+            "cycle",
+            "needless",
+        ],
     )
     args = parser.parse_args()
     if args.src:

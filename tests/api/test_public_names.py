@@ -12,6 +12,7 @@ PACKAGE = Path(tailbudget.__file__).resolve().parent
 PUBLIC_MODULES = {
     "audit",
     "budget",
+    "budgeting",
     "cli",
     "control",
     "demo",
@@ -92,9 +93,9 @@ def test_all_is_pinned():
 
 def test_reports_share_one_base():
     from tailbudget._report_base import ReportBase
-    from tailbudget.audit.budgeting.proposal import Rebudget
     from tailbudget.audit.report import AuditReport
     from tailbudget.budget.plan import Plan
+    from tailbudget.budgeting.proposal import Rebudget
     from tailbudget.control.replay_record import ReplayReport
     from tailbudget.sim.capacity import CapacityReport
     from tailbudget.sim.run import SimReport

@@ -12,9 +12,9 @@ from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, objecti
 from tailbudget.errors import BudgetError, TailbudgetError
 
 if TYPE_CHECKING:
-    from tailbudget.audit.budgeting.proposal import Rebudget
     from tailbudget.budget.model import Budget
     from tailbudget.budget.plan import Plan
+    from tailbudget.budgeting.proposal import Rebudget
 
 __all__ = ["MeasuredBudget", "export", "measure_budget", "plan", "rebudget"]
 
@@ -93,10 +93,10 @@ def measure_budget(
     `unit` (ms, s, us) is the log's latency unit when it does not say it; `class_by`
     names the column of each request's class, and the file gets a `classes:` block
     (objectives stated as `CLASS:OBJECTIVE` in `slo`, else each class's own figures)."""
-    from tailbudget.audit.budgeting.initial import measured_budget, slo_lines
-    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.audit.profile import profile_of
     from tailbudget.budget.load import parse_budget
     from tailbudget.budget.plan import make_plan
+    from tailbudget.budgeting.initial import measured_budget, slo_lines
     from tailbudget.logs import read_log
     from tailbudget.logs.units import check_log_unit
 
@@ -145,7 +145,7 @@ def measure_budget(
     )
     text, notes, breaches = result.text, list(result.notes()), list(result.breaches)
     if class_by is not None:
-        from tailbudget.audit.budgeting.class_block import class_block
+        from tailbudget.budgeting.class_block import class_block
 
         base = parse_budget(text, source="the measured budget")
         block = class_block(log, log.cohorts[-1], per_class, base)
@@ -199,10 +199,10 @@ def rebudget(
     `log: unit:` for a log that does not say its unit."""
     from dataclasses import replace
 
-    from tailbudget.audit.budgeting.gap import objective_fixes
-    from tailbudget.audit.budgeting.profile import profile_of
-    from tailbudget.audit.budgeting.proposal import rebudget as propose
     from tailbudget.audit.fixes import catalog
+    from tailbudget.audit.gap import objective_fixes
+    from tailbudget.audit.profile import profile_of
+    from tailbudget.budgeting.proposal import rebudget as propose
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit
 

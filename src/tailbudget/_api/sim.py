@@ -352,8 +352,8 @@ def _beside_log(
     from dataclasses import replace
 
     from tailbudget._units import min_rows
-    from tailbudget.audit.budgeting import metrics
-    from tailbudget.audit.budgeting.profile import profile_of
+    from tailbudget.audit import metrics
+    from tailbudget.audit.profile import profile_of
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit
     from tailbudget.sim.records import LogFigureRecord

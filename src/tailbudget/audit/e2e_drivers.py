@@ -5,7 +5,7 @@ The audit's LLM causes explain a breached TTFT or TPOT; an e2e objective over it
 gets the re-budget's reading of the requests above it (the stage holding most of their
 time; on an LLM log, long answers or slow tokens), a stage objective the reading of the
 requests slow in that stage (their time there, their sizes, whether they make the
-end-to-end tail), from the one function both commands call (budgeting.gap.driver), so
+end-to-end tail), from the one function both commands call (audit.gap.driver), so
 the audit and rebudget say the same words and figures.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from tailbudget.audit.budgeting.gap import driver
-from tailbudget.audit.budgeting.profile import profile_of
 from tailbudget.audit.context import Ctx
+from tailbudget.audit.gap import driver
+from tailbudget.audit.profile import profile_of
 from tailbudget.audit.report import Goodput, ObjectiveRow, Recommendation
 
 __all__ = ["naming_every_breach", "naming_goodput", "with_drivers"]

@@ -7,9 +7,9 @@ from typing import Any
 from tailbudget import _fmt as fmt
 from tailbudget._json import dumps
 from tailbudget._names import safe_markdown_renderer
-from tailbudget.audit.budgeting.checks import GoodputCheck
-from tailbudget.audit.budgeting.proposal import Rebudget
 from tailbudget.audit.report import RankedFix
+from tailbudget.budgeting.checks import GoodputCheck
+from tailbudget.budgeting.proposal import Rebudget
 
 __all__ = ["rebudget_json", "rebudget_markdown", "rebudget_text"]
 

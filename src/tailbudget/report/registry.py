@@ -1,6 +1,6 @@
 """The renderer registry: `render(record, fmt)` for every report record.
 
-Records (budget.plan.Plan, audit.report.AuditReport, audit.budgeting.proposal.Rebudget,
+Records (budget.plan.Plan, audit.report.AuditReport, budgeting.proposal.Rebudget,
 control.replay_record.ReplayReport, sim.run.SimReport, sim.capacity.CapacityReport) never
 import their renderers: `ReportBase.to_text / to_markdown / to_html` come here, through
 the hook the package root sets (`tailbudget._report_base.use_renderer`), so the layers
@@ -33,7 +33,7 @@ RENDERERS: dict[str, dict[str, str]] = {
         "md": "tailbudget.report.audit_md:audit_markdown",
         "html": "tailbudget.report.html.audit:render_audit_html",
     },
-    "tailbudget.audit.budgeting.proposal.Rebudget": {
+    "tailbudget.budgeting.proposal.Rebudget": {
         "text": "tailbudget.report.rebudget:rebudget_text",
         "md": "tailbudget.report.rebudget:rebudget_markdown",
         "html": "tailbudget.report.html.plan:render_rebudget_html",

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tailbudget.audit.budgeting.options import composed
-from tailbudget.audit.budgeting.profile import profile_of
-from tailbudget.audit.budgeting.proposal import with_unattributed
+from tailbudget.audit.profile import profile_of
 from tailbudget.budget.load import load_budget
 from tailbudget.budget.plan import make_plan
+from tailbudget.budgeting.options import composed
+from tailbudget.budgeting.proposal import with_unattributed
 from tailbudget.cli import app
 from tailbudget.logs import ReadOptions, read_log
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from tailbudget.audit.budgeting.proposal import budget_yaml
 from tailbudget.budget.load import parse_budget
+from tailbudget.budgeting.proposal import budget_yaml
 
 DISTRIBUTIONS = """
 slo: {e2e: {p99: 20000}, ttft: {p95: 500}}

@@ -6,10 +6,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailbudget.audit.budgeting.profile import profile_of
-from tailbudget.audit.budgeting.proposal import rebudget
 from tailbudget.audit.fixes import catalog
+from tailbudget.audit.profile import profile_of
 from tailbudget.budget.load import parse_budget
+from tailbudget.budgeting.proposal import rebudget
 from tailbudget.logs import ReadOptions, read_log
 
 P99 = {"feature_fetch": 55.0, "inference": 22.0, "post_processing": 15.0, "network": 15.0}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import tailbudget
-from tailbudget.audit.budgeting.allocate import allocate
 from tailbudget.budget.load import parse_budget
+from tailbudget.budgeting.allocate import allocate
 from tests.conftest import SHARED_DATA
 
 VLLM = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
-from tailbudget.audit.budgeting.proposal import Rebudget
 from tailbudget.budget.plan import Plan
+from tailbudget.budgeting.proposal import Rebudget
 from tailbudget.report import plan as plan_md
 from tailbudget.report import rebudget as rebudget_md
 from tailbudget.report.html import page

@@ -11,17 +11,22 @@ import numpy as np
 
 from tailbudget._report_base import ReportBase, rendered
 from tailbudget._units import PERCENTILES, min_rows, quantile_of
-from tailbudget.audit.budgeting.allocate import Allocation, allocate, old_slices
-from tailbudget.audit.budgeting.budget_text import budget_diff as _diff
-from tailbudget.audit.budgeting.budget_text import budget_yaml as budget_yaml
-from tailbudget.audit.budgeting.checks import (
+from tailbudget.audit.fixes import Fix
+from tailbudget.audit.gap import LLM_METRICS, Gap, driver, gaps
+from tailbudget.audit.profile import Profile
+from tailbudget.audit.report import RankedFix
+from tailbudget.budget import model as m
+from tailbudget.budget.compose import by_requests, compose
+from tailbudget.budgeting.allocate import Allocation, allocate, old_slices
+from tailbudget.budgeting.budget_text import budget_diff as _diff
+from tailbudget.budgeting.budget_text import budget_yaml as budget_yaml
+from tailbudget.budgeting.checks import (
     GoodputCheck,
     ObjectiveCheck,
     goodput_check,
     objective_checks,
 )
-from tailbudget.audit.budgeting.gap import LLM_METRICS, Gap, driver, gaps
-from tailbudget.audit.budgeting.options import (
+from tailbudget.budgeting.options import (
     Option,
     OptionFacts,
     Times,
@@ -30,17 +35,12 @@ from tailbudget.audit.budgeting.options import (
     composed,
     per_request,
 )
-from tailbudget.audit.budgeting.profile import Profile
-from tailbudget.audit.budgeting.reasons import passing_stages, reason
-from tailbudget.audit.fixes import Fix
-from tailbudget.audit.report import RankedFix
-from tailbudget.budget import model as m
-from tailbudget.budget.compose import by_requests, compose
+from tailbudget.budgeting.reasons import passing_stages, reason
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.columns import UNATTRIBUTED
 
 if TYPE_CHECKING:
-    from tailbudget.audit.budgeting.rebudget_record import RebudgetDocument
+    from tailbudget.budgeting.rebudget_record import RebudgetDocument
 
 MIN_SAVING_MS = 0.5
 """Options that save less than this at every gated percentile are not listed."""
@@ -106,7 +106,7 @@ class Rebudget(ReportBase):
 
     def record(self) -> RebudgetDocument:
         """The `rebudget --format json` document as a record."""
-        from tailbudget.audit.budgeting.rebudget_record import document_of
+        from tailbudget.budgeting.rebudget_record import document_of
 
         return document_of(self)
 

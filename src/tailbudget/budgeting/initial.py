@@ -17,12 +17,12 @@ import numpy as np
 
 from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
-from tailbudget.audit.budgeting import metrics
-from tailbudget.audit.budgeting.profile import Profile
-from tailbudget.audit.budgeting.quiet_policy import quiet_policy
-from tailbudget.audit.budgeting.structure import Structure, structure, top_level_times
+from tailbudget.audit import metrics
+from tailbudget.audit.profile import Profile
 from tailbudget.budget.llm_spec import SPREAD_POINTS
 from tailbudget.budget.objectives import METRICS, Objectives
+from tailbudget.budgeting.quiet_policy import quiet_policy
+from tailbudget.budgeting.structure import Structure, structure, top_level_times
 from tailbudget.logs.columns import UNATTRIBUTED
 from tailbudget.logs.table import LogTable
 
@@ -167,8 +167,8 @@ def _breaches(text: str, profile: Profile) -> list[str]:
     # With the audit's definitions (metrics.py) and its rule for too few requests: what
     # `audit` will call a breach, and not what it will call inconclusive.
     from tailbudget._units import min_rows
-    from tailbudget.audit.budgeting.checks import goodput_check
     from tailbudget.budget.load import parse_budget
+    from tailbudget.budgeting.checks import goodput_check
 
     out = []
     budget = parse_budget(text, source="the measured budget")

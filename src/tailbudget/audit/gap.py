@@ -19,8 +19,8 @@ import numpy as np
 
 from tailbudget import _fmt as fmt
 from tailbudget._units import quantile_of
-from tailbudget.audit.budgeting import metrics
-from tailbudget.audit.budgeting.profile import FloatArray, Profile
+from tailbudget.audit import metrics
+from tailbudget.audit.profile import FloatArray, Profile
 
 if TYPE_CHECKING:
     from tailbudget.audit.report import RankedFix

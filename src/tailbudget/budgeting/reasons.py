@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tailbudget import _fmt as fmt
-from tailbudget.audit.budgeting.allocate import Allocation
-from tailbudget.audit.budgeting.checks import ObjectiveCheck
 from tailbudget.budget import model as m
 from tailbudget.budget.plan_llm import TTFT_STAGE
+from tailbudget.budgeting.allocate import Allocation
+from tailbudget.budgeting.checks import ObjectiveCheck
 
 
 def passing_stages(budget: m.Budget, checks: Sequence[ObjectiveCheck]) -> dict[str, str]:

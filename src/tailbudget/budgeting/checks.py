@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tailbudget._units import min_rows
-from tailbudget.audit.budgeting import metrics
-from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit import metrics
+from tailbudget.audit.profile import Profile
 from tailbudget.budget import model as m
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tailbudget.audit.report import RankedFix
 
 if TYPE_CHECKING:
-    from tailbudget.audit.budgeting.proposal import PricedOption, Rebudget
+    from tailbudget.budgeting.proposal import PricedOption, Rebudget
 
 __all__ = [
     "AllocationRecord",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tailbudget._units import PERCENTILES
-from tailbudget.audit.budgeting.profile import FloatArray, Profile
+from tailbudget.audit.profile import FloatArray, Profile
 from tailbudget.budget.objectives import Objective
 
 TTFT_COLUMN = "ttft_ms"

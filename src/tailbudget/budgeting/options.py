@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from tailbudget._units import quantile_of
-from tailbudget.audit.budgeting.allocate import tree_value
-from tailbudget.audit.budgeting.profile import FloatArray, Profile
 from tailbudget.audit.fixes import Fix
 from tailbudget.audit.hypotheses import cache_gap
+from tailbudget.audit.profile import FloatArray, Profile
 from tailbudget.audit.stages import STAGE_QS
 from tailbudget.budget import model as m
 from tailbudget.budget.plan_llm import TTFT_STAGE
+from tailbudget.budgeting.allocate import tree_value
 
 Times = dict[str, FloatArray]
 Rewrite = Callable[[Times], Times]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tailbudget.audit.budgeting.profile import Profile
+from tailbudget.audit.profile import Profile
 
 CONTAIN_SHARE = 0.99
 CO_MOVE = 0.3
