@@ -325,7 +325,15 @@ def classify(found: Found, known: set[str], cycles: list[list[str]]) -> dict[str
         pulled = set(imp.libraries)
         for t in imp.targets:
             pulled |= loads[t]
-        if pulled - mine:
+        if imp.module.split(".")[:2] in (
+            ["tailbudget"],
+            ["tailbudget", "_api"],
+            ["tailbudget", "cli"],
+        ):
+            # the entry points: `import tailbudget` and `tailbudget --help` load the
+            # command's library only when it runs (tests/cli/test_startup.py)
+            out["startup"].append(f"{imp.where} (entry point)")
+        elif pulled - mine:
             out["startup"].append(f"{imp.where} ({', '.join(sorted(pulled - mine)[:3])})")
         elif any(cycle_of.get(t, -1) == cycle_of.get(imp.module, -2) for t in imp.targets):
             out["cycle"].append(imp.where)
