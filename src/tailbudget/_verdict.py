@@ -153,8 +153,8 @@ def judge(
 
 
 def _pct(conf: float) -> str:
-    """0.99912 -> '99.9%'; never rounds a short confidence up to 100%."""
-    return f"{math.floor(conf * 1000) / 10:.1f}%"
+    """0.9912 -> '99.1%'; never rounds a short confidence up to 100% ('over 99.9%')."""
+    return "over 99.9%" if conf > 0.999 else f"{math.floor(conf * 1000) / 10:.1f}%"
 
 
 def _inconclusive(

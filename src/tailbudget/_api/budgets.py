@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, objectives_of, source_of
 from tailbudget.errors import BudgetError, TailbudgetError
@@ -42,12 +42,15 @@ def plan(budget: BudgetLike, *, samples: int | None = None, seed: int | None = N
 @dataclass(frozen=True)
 class MeasuredBudget:
     """A budget measured from a log (`tailbudget init --from`): the commented file a team
-    edits, and whether the measured service fits the objectives (None: none given)."""
+    edits, and whether the measured service fits the objectives by the one verdict rule
+    (None: none given, or a gated objective the log does not settle: `verdict`)."""
 
     text: str
     fits: bool | None
     notes: tuple[str, ...] = ()
     """What the measurement says beside the file (objectives the log breaches...)."""
+    verdict: Literal["fits", "does_not_fit", "inconclusive"] | None = None
+    """None: no objectives given."""
 
     @property
     def budget(self) -> Budget:
@@ -152,13 +155,18 @@ def measure_budget(
         text = text.rstrip("\n") + "\n" + "\n".join(block.lines) + "\n"
         notes += block.notes + [f"breach: {b}" for b in block.breaches]
         breaches += block.breaches
-    fits = None
-    if objectives is not None or per_class:
-        fits = make_plan(parse_budget(text, source="the measured budget")).fits
-        # A breach the audit will call (goodput's too, which plan only estimates) is not
-        # a fit, whatever the plan's gates say; an inconclusive figure is no breach.
-        fits = fits and not any("(inconclusive:" not in b for b in breaches)
-    return MeasuredBudget(text, fits, tuple(notes))
+    if objectives is None and not per_class:
+        return MeasuredBudget(text, None, tuple(notes))
+    # The plan of the file judges each objective by the one verdict rule on the log's
+    # counts (composition.measured.counted): None where a gated one is inconclusive. A
+    # breach the audit will call (goodput's too, which plan only estimates) is not a fit.
+    fits = make_plan(parse_budget(text, source="the measured budget")).fits
+    if any("(inconclusive:" not in b for b in breaches):
+        fits = False
+    said: Literal["fits", "does_not_fit", "inconclusive"] = (
+        "inconclusive" if fits is None else "fits" if fits else "does_not_fit"
+    )
+    return MeasuredBudget(text, fits, tuple(notes), said)
 
 
 def _class_parts(slo: Any, class_by: str | None) -> tuple[Any, dict[str, Any]]:

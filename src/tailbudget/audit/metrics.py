@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tailbudget._units import PERCENTILES
+from tailbudget._verdict import Verdict, judge
 from tailbudget.audit.profile import FloatArray, Profile
 from tailbudget.budget.objectives import Objective
 
@@ -85,6 +86,17 @@ def count(profile: Profile, objective: Objective) -> int:
     """How many values the objective's percentile is taken over."""
     got = values(profile, objective.metric, objective.output_tokens)
     return 0 if got is None else int(got.size)
+
+
+def judged(profile: Profile, objective: Objective) -> Verdict:
+    """The objective's verdict on the profile by the one rule (tailbudget._verdict): the
+    audit's figure, its count and the values over the target, as the audit counts them."""
+    got = values(profile, objective.metric, objective.output_tokens)
+    n = 0 if got is None else int(got.size)
+    figure = float(np.quantile(got, objective.q)) if got is not None and n else None
+    over = int((got > objective.target_ms).sum()) if got is not None else 0
+    what = "gaps" if objective.metric == "itl" else "requests"
+    return judge(objective.percentile, objective.target_ms, figure, n, over, what=what)
 
 
 def good_share(

@@ -17,12 +17,12 @@ that failed without a latency count in the denominator, never as good.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import ibis
 
 from tailbudget import _fmt as fmt
-from tailbudget._units import min_rows
+from tailbudget._verdict import judge
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.quantiles import Ask
@@ -160,6 +160,8 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         if value is None:
             continue
         out[f"o_n{j}"] = value.count()
+        for i, o in enumerate(objs.of(metric)):  # the verdict's k: requests over the target
+            out[f"o_k{j}_{i}"] = ctx.count((value > o.target_ms).fill_null(False))
         if metric not in _PER_REQUEST:  # a stage: a missing cell reads as 0 ms
             out[f"o_p{j}"] = ctx.count(value > 0)
     out["o_good"] = ctx.count(good_mask(ctx, objs.thresholds()))
@@ -209,10 +211,14 @@ def distributions(ctx: Ctx, row: dict[str, Any]) -> dict[str, list[CdfPoint]]:
     return out
 
 
-def _itl(ctx: Ctx, qs: list[float]) -> tuple[list[float | None], int]:
+def _itl(ctx: Ctx, group: tuple[Objective, ...]) -> tuple[list[float | None], int, list[int]]:
+    """Percentiles of every inter-token gap, their count, and the gaps over each target."""
     gaps = ctx.t.select(g=ctx.t[ITL].unnest())
-    row = ctx.run_frame("inter-token gaps", gaps.aggregate(q=gaps.g.quantile(qs), n=gaps.g.count()))
-    return [None if v is None else float(v) for v in row[0]["q"] or []], int(row[0]["n"] or 0)
+    over = {f"k{i}": ctx.count(gaps.g > o.target_ms) for i, o in enumerate(group)}
+    query = gaps.aggregate(q=gaps.g.quantile([o.q for o in group]), n=gaps.g.count(), **over)
+    row = ctx.run_frame("inter-token gaps", query)[0]
+    values = [None if v is None else float(v) for v in row["q"] or []]
+    return values, int(row["n"] or 0), [int(fnum(row[k])) for k in over]
 
 
 def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, Any]]:
@@ -222,10 +228,11 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, 
     for j, metric in enumerate(objs.metrics()):
         group = objs.of(metric)
         values: list[float | None]
+        over = [int(fnum(row.get(f"o_k{j}_{i}"))) for i in range(len(group))]
         if metric == "itl" and ITL not in ctx.t.columns:
             values, n = [None] * len(group), 0  # a baseline without gaps
         elif metric == "itl":
-            values, n = _itl(ctx, [o.q for o in group])
+            values, n, over = _itl(ctx, group)
         else:
             values, n = (
                 list(row.get(f"o_q{j}") or [None] * len(group)),
@@ -234,32 +241,44 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, 
         if row.get(f"o_p{j}", 1) == 0 and n:
             rows += [_unmeasured(o, n) for o in group]
             continue
-        rows += [_row(o, v, n) for o, v in zip(group, values, strict=True)]
+        rows += [_row(o, v, n, k) for o, v, k in zip(group, values, over, strict=True)]
     return rows, _goodput(ctx, objs, row)
 
 
-def _row(o: Objective, value: float | None, n: int) -> ObjectiveRow:
+def _row(o: Objective, value: float | None, n: int, over: int) -> ObjectiveRow:
     measured = None if value is None else float(value)
     above = int(n * (1.0 - o.q))
-    note = ""
     what = "gap" if o.metric == "itl" else "request"
+    verdict = judge(o.percentile, o.target_ms, measured, n, over, what=f"{what}s")
+    # Why a verdict on few requests is what it is (a breach proved below the pass side's
+    # minimum, or not settled yet); a plain pass or a breach on many needs no words.
+    thin = verdict.verdict == "inconclusive" or (verdict.verdict == "breach" and above < 1)
+    note = verdict.reason if thin else ""
+    rough = ""
     if measured is not None and above == 0:
         # "only 0 of 89 requests lie above p99" read as a count; it is an interpolation.
-        note = (
+        rough = (
             f"with {fmt.counted(n, what)}, {o.percentile} falls between the two largest: "
             "a rough figure"
         )
     elif measured is not None and above < FEW_ABOVE:
         verb = "lies" if above == 1 else "lie"
-        note = f"only {above} of {fmt.counted(n, what)} {verb} above {o.percentile}: a rough figure"
+        rough = (
+            f"only {above} of {fmt.counted(n, what)} {verb} above {o.percentile}: a rough figure"
+        )
+    if rough:
+        note = f"{note}; {rough}" if note else rough
     return ObjectiveRow(
         metric=o.metric,
         percentile=o.percentile,
         target_ms=o.target_ms,
         measured_ms=measured,
-        verdict=_verdict(o, measured, n),
+        verdict=verdict.verdict,
         gated=o.gated,
         n=n,
+        over=over,
+        confidence=verdict.confidence,
+        more=verdict.more,
         output_tokens=o.output_tokens,
         note=note,
     )
@@ -282,17 +301,6 @@ def _unmeasured(o: Objective, n: int) -> ObjectiveRow:
             f"{n:,} requests, so there is nothing to judge"
         ),
     )
-
-
-def _verdict(
-    o: Objective, measured: float | None, n: int
-) -> Literal["pass", "breach", "inconclusive", "no_data"]:
-    # The snapshot's rule: a percentile needs one request beyond it on average.
-    if measured is None:
-        return "no_data"
-    if n < min_rows(o.percentile):
-        return "inconclusive"
-    return "pass" if measured <= o.target_ms else "breach"
 
 
 def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:

@@ -294,10 +294,19 @@ class ObjectiveRow(_Model):
     target_ms: float
     measured_ms: float | None
     verdict: Literal["pass", "breach", "inconclusive", "no_data"]
-    """inconclusive: fewer requests than the percentile needs for a verdict (100 for p99)."""
+    """The one verdict rule (tailbudget._verdict.judge): breach when an exact one-sided
+    binomial test proves more than 1 - q of requests over the target at 95%, however few;
+    pass when the figure meets the target on enough requests (100 for p99); else
+    inconclusive."""
     gated: bool
     n: int
     """Requests (gaps, for itl) the percentile is computed from."""
+    over: int | None = None
+    """How many of them are over the target (the verdict's k)."""
+    confidence: float | None = None
+    """The exact test's confidence in the side the data lean to (breach or pass)."""
+    more: int | None = None
+    """Inconclusive: how many more requests at the share over seen would settle it."""
     output_tokens: int | None = None
     note: str = ""
     driver: str = ""

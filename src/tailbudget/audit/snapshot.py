@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget._units import min_rows
+from tailbudget._verdict import judge
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import CdfPoint, Snapshot
@@ -42,9 +43,8 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
         "total_mean": total.mean(),
         "errors": ctx.count(t["error"]),
     }
-    target = _top_target(ctx)
-    if target is not None:
-        out["n_over_top"] = ctx.count(total > target[1])
+    for name, target in ctx.config.slo.items():  # each verdict's k: requests over it
+        out[f"n_over_{name}"] = ctx.count(total > target)
     if ctx.log.has_timestamp:
         es = t["ts"].epoch_seconds().cast("float64")
         out["ts_min"] = es.min()
@@ -67,10 +67,8 @@ def _top_target(ctx: Ctx) -> tuple[str, float] | None:
     return next(((p, slo[p]) for p in ("p99", "p95", "p50") if p in slo), None)
 
 
-def _verdict(measured: float, target: float, n: int, percentile: str) -> str:
-    if n < min_rows(percentile):
-        return "inconclusive"
-    return "pass" if measured <= target else "breach"
+def _verdict(measured: float, target: float, n: int, percentile: str, over: int) -> str:
+    return judge(percentile, target, measured, n, over).verdict
 
 
 def build(ctx: Ctx, row: dict[str, Any]) -> tuple[Snapshot, list[CdfPoint], dict[float, float]]:
@@ -79,21 +77,24 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[Snapshot, list[CdfPoint], dict
     p = {name: exact[q] for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
     n = int(row["n"])
     verdict: dict[str, Any] = {
-        name: _verdict(p[name], target, n, name) for name, target in ctx.config.slo.items()
+        name: _verdict(p[name], target, n, name, int(fnum(row.get(f"n_over_{name}"))))
+        for name, target in ctx.config.slo.items()
     }
     thin = [name for name, v in verdict.items() if v == "inconclusive"]
     if thin:
         ctx.notes.append(
-            f"{n} request(s): too few for a verdict on {', '.join(thin)} (a pXX needs at "
-            f"least {min_rows(thin[-1])} requests), so those are inconclusive and do not gate"
+            f"{n} request(s): too few for a verdict on {', '.join(thin)} (a pass at a pXX "
+            f"needs at least {min_rows(thin[-1])} requests, a breach proved by the requests "
+            "over the target), so those are inconclusive and do not gate"
         )
     duration_min = None
     rate = None
     if ctx.log.has_timestamp and row.get("ts_min") is not None and row.get("ts_max") is not None:
         # A log of one instant still spans the minute it was recorded in.
         duration_min = max((fnum(row["ts_max"]) - fnum(row["ts_min"])) / 60.0, 1.0 / 60.0)
-        if "n_over_top" in row:
-            rate = fnum(row["n_over_top"]) / duration_min
+        top = _top_target(ctx)
+        if top is not None:
+            rate = fnum(row.get(f"n_over_{top[0]}")) / duration_min
     snap = Snapshot(
         p50=p["p50"],
         p95=p["p95"],

@@ -10,13 +10,26 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tailbudget._units import parse_percentile
 from tailbudget.errors import TailbudgetError
 
-__all__ = ["MeasuredRequests"]
+__all__ = ["Counted", "MeasuredRequests"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Counted(_Frozen):
+    """One objective's verdict inputs on the log a budget was measured from: the verdict
+    rule (tailbudget._verdict) needs the count over the target, not only the figure."""
+
+    target: Ms
+    """The target the count was taken against (a changed target is not counted)."""
+    measured: Ms
+    """The log's figure at the objective's percentile (a plan figure that moved from it,
+    an edited slice, is the budget's, not the log's)."""
+    over: Annotated[int, Field(ge=0, strict=True)]
+    n: Annotated[int, Field(ge=1, strict=True)]
 
 
 class MeasuredRequests(_Frozen):
@@ -37,6 +50,9 @@ class MeasuredRequests(_Frozen):
     """End-to-end ms per percentile (any percentile name: p50, p90, p99.9)."""
     slices: dict[str, Ms]
     """The slices' additive sum at the same percentiles when the log was measured."""
+    counted: dict[str, Counted] = Field(default_factory=dict)
+    """Per objective key (e2e.p99, ttft.p95, a stage's): the log's values over its target,
+    so `plan` gives the verdict the audit gives (a breach proved on few requests)."""
 
     @model_validator(mode="after")
     def _same_percentiles(self) -> MeasuredRequests:

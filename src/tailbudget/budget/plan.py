@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from tailbudget._report_base import ReportBase, rendered
 from tailbudget._units import PERCENTILES, min_rows
+from tailbudget._verdict import Verdict
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import (
     MEASURED_METHOD,
@@ -33,6 +34,7 @@ from tailbudget.budget.plan_objectives import (
     PlanVerdict,
     Problem,
     check_objectives,
+    counted,
     e2e_figures,
     fmt_ms,
     thin_note,
@@ -166,7 +168,9 @@ class Plan(BaseModel, ReportBase):
     service: str
     environment: str | None
     """None: no environment given, every stated objective gates."""
-    fits: bool
+    fits: bool | None
+    """None: nothing gated fails, but a gated figure measured on a log is inconclusive
+    (the one verdict rule): never true then."""
     slo: dict[str, float | None]
     headroom: float
     overhead_ms: float
@@ -203,9 +207,12 @@ class Plan(BaseModel, ReportBase):
         )
 
     def verdict_words(self) -> str:
-        """`fits`, `does not fit` or `not checked`: the plan's verdict in every format."""
+        """`fits`, `does not fit`, `inconclusive` (a gated figure measured on a log the one
+        verdict rule does not settle) or `not checked`: the plan's verdict in every format."""
         if self.not_checked:
             return "not checked"
+        if self.fits is None:
+            return "inconclusive"
         return "fits" if self.fits else "does not fit"
 
     def to_text(self) -> str:
@@ -292,8 +299,11 @@ def _over_requests(
     )
 
 
-def _thin_requests(budget: m.Budget, p: str) -> str:
-    """Why the log's requests are too few for a verdict at `p` ('' when they are not)."""
+def _thin_requests(budget: m.Budget, p: str, v: Verdict | None) -> str:
+    """Why the log's requests do not settle `p` ('' when they do): the verdict rule on
+    the log's count over the target, else (not counted) the minimum for a verdict."""
+    if v is not None:
+        return f"inconclusive: {v.reason}" if v.verdict == "inconclusive" else ""
     got = budget.composition.measured
     if got is None or got.requests >= min_rows(p):
         return ""
@@ -391,7 +401,11 @@ def _gate_checks(
         summed, composed_p = e2e[p]
         used = composed_p if by_requests else summed
         ok = used <= limit + 1e-9
-        thin = _thin_requests(budget, p) if by_requests else None
+        # The one verdict rule on the log's count over the target (while the figure is
+        # still the log's): a breach it proves gates however few the requests.
+        v = counted(budget, f"e2e.{p}", target, used) if by_requests else None
+        ok = ok and (v is None or v.verdict != "breach")
+        thin = _thin_requests(budget, p, v) if by_requests else None
         checks.append(
             GateCheck(
                 percentile=p,
@@ -489,6 +503,17 @@ def _nothing_checked(rows: list[ObjectiveCheck], checks: list[GateCheck]) -> lis
     ]
 
 
+def _fits(
+    problems: list[Problem], checks: list[GateCheck], rows: list[ObjectiveCheck]
+) -> bool | None:
+    """False on any error; None (never true) where a gated figure is inconclusive by the
+    one verdict rule; else True."""
+    if any(pr.severity == "error" for pr in problems):
+        return False
+    thin = any(c.verdict == "inconclusive" for c in checks)
+    return None if thin or any(o.gated and o.verdict == "inconclusive" for o in rows) else True
+
+
 def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check a budget: additive sums, composition, LLM slices, headroom per gated percentile."""
     # Fit the stages once; the additive sum and the Monte Carlo both read the fits.
@@ -526,7 +551,7 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     plan = Plan(
         service=budget.service,
         environment=budget.environment,
-        fits=not any(pr.severity == "error" for pr in problems),
+        fits=_fits(problems, checks, objective_rows),
         slo={p: targets.get(p) for p in PERCENTILES}
         | targets
         | {"error_rate": budget.objectives.error_rate},

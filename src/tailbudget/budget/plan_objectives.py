@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tailbudget._units import min_rows, quantile_of
+from tailbudget._verdict import Verdict, judge
 from tailbudget.budget import model as m
 from tailbudget.budget.compose import Node, monte_carlo, stage_points
 from tailbudget.budget.distributions import Constant, Distribution, fit_stage
@@ -65,6 +66,25 @@ class ObjectiveCheck(BaseModel):
     not_checked."""
     n: int | None = None
     """How many values a measured figure comes from (None: a stated figure)."""
+    over: int | None = None
+    """How many of them were over the target (composition.measured.counted; None: not
+    counted, a stated figure or one edited since)."""
+    confidence: float | None = None
+    """The verdict rule's confidence in the side the log leans to (with `over`)."""
+
+
+def counted(budget: m.Budget, key: str, target_ms: float, figure: float | None) -> Verdict | None:
+    """The one verdict rule on the log a measured budget records (its count over the
+    target), while the objective's target and plan figure are still the log's; None
+    otherwise (a stated budget, a changed target, an edited slice)."""
+    got = budget.composition.measured
+    c = got.counted.get(key) if got is not None else None
+    if c is None or figure is None or abs(c.target - target_ms) > 1e-9 * max(1.0, target_ms):
+        return None
+    if abs(figure - c.measured) > 2e-3 * c.measured:  # the file rounds at 4-7 digits
+        return None
+    _, _, percentile = key.rpartition(".")
+    return judge(percentile, target_ms, c.measured, c.n, c.over)
 
 
 def thin_note(n: int, percentile: str, what: str = "requests") -> str:
@@ -135,12 +155,21 @@ class _Checker:
         fits = None if gate is None else gate <= limit + 1e-9
         n = self._count(obj)
         verdict: PlanVerdict = "not_checked" if fits is None else "fits" if fits else "does_not_fit"
-        if gate is not None and n is not None and n < min_rows(obj.percentile):
+        v = counted(self.b, obj.key, obj.target_ms, gate)
+        if v is not None:
+            kw |= {"over": v.over, "confidence": v.confidence}
+        if v is not None and v.verdict == "breach":
+            # Proved on the log's count over the target, however few its requests.
+            kw["note"] = f"{kw['note']}; {v.reason}" if kw.get("note") else v.reason
+            fits, verdict = False, "does_not_fit"
+        elif v is not None and v.verdict == "pass":
+            pass
+        elif gate is not None and n is not None and (v is not None or n < min_rows(obj.percentile)):
             # The audit's rule on the log this figure was measured on: too few values
             # beyond the percentile for a verdict, so it neither fits nor gates.
             gaps = obj.metric == "itl" and self.llm is not None and self.llm[1].itl is not None
             what = "gaps" if gaps else "requests"
-            said = thin_note(n, obj.percentile, what)
+            said = f"inconclusive: {v.reason}" if v else thin_note(n, obj.percentile, what)
             kw["note"] = f"{kw['note']}; {said}" if kw.get("note") else said
             # A gated e2e figure of the log's requests is the plan's gate: said there.
             gate_said = obj.metric == "e2e" and self.by_requests and obj.gated

@@ -1,17 +1,16 @@
 """Objectives measured on a log for `rebudget`, with the audit's definitions and verdicts.
 
 Every objective (end to end at any percentile or answer length, TTFT, TPOT, ITL over
-every gap, stages by name) gets the audit's figure (metrics.py) and verdict: pass or
-breach, `inconclusive` below one request beyond the percentile on average (the audit's
-rule), `not_measured` when the log lacks the metric. Goodput is counted as the audit
-counts it.
+every gap, stages by name) gets the audit's figure (metrics.py) and verdict by the one
+rule (tailbudget._verdict): breach when the requests over the target prove it, pass on
+enough requests, else `inconclusive`; `not_measured` when the log lacks the metric.
+Goodput is counted as the audit counts it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tailbudget._units import min_rows
 from tailbudget.audit import metrics
 from tailbudget.audit.profile import Profile
 from tailbudget.budget import model as m
@@ -25,7 +24,14 @@ class ObjectiveCheck:
     target_ms: float
     measured_ms: float | None
     verdict: str
-    """pass | breach | inconclusive (too few requests) | not_measured (not in the log)."""
+    """pass | breach | inconclusive (not settled by the requests) | not_measured (not in
+    the log)."""
+    n: int | None = None
+    """Values the figure is measured on."""
+    over: int | None = None
+    """How many of them are over the target."""
+    confidence: float | None = None
+    """The exact test's confidence in the side the data lean to."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,8 @@ def objective_checks(budget: m.Budget, profile: Profile) -> tuple[ObjectiveCheck
         if got is None:
             out.append(ObjectiveCheck(o.key, o.target_ms, None, "not_measured"))
             continue
-        verdict = "pass" if got <= o.target_ms else "breach"
-        if metrics.count(profile, o) < min_rows(o.percentile):
-            verdict = "inconclusive"  # the audit's rule: one request beyond it on average
-        out.append(ObjectiveCheck(o.key, o.target_ms, got, verdict))
+        v = metrics.judged(profile, o)
+        out.append(ObjectiveCheck(o.key, o.target_ms, got, v.verdict, v.n, v.over, v.confidence))
     return tuple(out)
 
 

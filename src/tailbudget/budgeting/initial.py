@@ -19,6 +19,7 @@ from tailbudget import _fmt as fmt
 from tailbudget._units import PERCENTILES
 from tailbudget.audit import metrics
 from tailbudget.audit.profile import Profile
+from tailbudget.budget import model as m
 from tailbudget.budget.llm_spec import SPREAD_POINTS
 from tailbudget.budget.objectives import METRICS, Objectives
 from tailbudget.budgeting.quiet_policy import quiet_policy
@@ -157,16 +158,32 @@ def _requests_line(text: str, profile: Profile) -> str:
     failed = f", failed: {lost}" if lost else ""
     return (
         f"  measured: {{requests: {profile.used}{failed}, e2e: {_exact(e2e)}, "
-        f"slices: {_exact(then)}}}"
+        f"slices: {_exact(then)}{_counted(probe, profile)}}}"
         "   # the log's whole requests end to end, and the slices' sum then: plan "
         "composes and gates on these"
     )
 
 
+def _counted(budget: m.Budget, profile: Profile) -> str:
+    # Each objective's values over its target on the log, beside the figure: the verdict
+    # rule proves a breach from the count (3 of 20 over a p99 target), which no figure
+    # alone can; plan reads them while the target and the figure are still the log's.
+    parts = []
+    for o in budget.objectives:
+        v = metrics.judged(profile, o)
+        got = metrics.measured(profile, o)
+        if got is None or got <= 0 or v.over is None or v.n < 1:
+            continue
+        parts.append(
+            f"{json.dumps(o.key)}: {{target: {_num(o.target_ms)}, measured: {_num(got)}, "
+            f"over: {v.over}, n: {v.n}}}"
+        )
+    return f", counted: {{{', '.join(parts)}}}" if parts else ""
+
+
 def _breaches(text: str, profile: Profile) -> list[str]:
     # With the audit's definitions (metrics.py) and its rule for too few requests: what
     # `audit` will call a breach, and not what it will call inconclusive.
-    from tailbudget._units import min_rows
     from tailbudget.budget.load import parse_budget
     from tailbudget.budgeting.checks import goodput_check
 
@@ -179,12 +196,14 @@ def _breaches(text: str, profile: Profile) -> list[str]:
             f"{good.min:.1%} minimum"
         )
     for o in budget.objectives:
-        got = metrics.measured(profile, o)
-        if got is not None and got > o.target_ms:
-            n, need = metrics.count(profile, o), min_rows(o.percentile)
-            thin = f" (inconclusive: {n:,} values, {need:,} needed for {o.percentile})"
-            said = f"{o.key}: measured {fmt.ms(got)} ms against {fmt.ms(o.target_ms)} ms"
-            out.append(said + (thin if n < need else ""))
+        got, v = metrics.measured(profile, o), metrics.judged(profile, o)
+        if got is None or (v.verdict != "breach" and got <= o.target_ms):
+            continue
+        said = f"{o.key}: measured {fmt.ms(got)} ms against {fmt.ms(o.target_ms)} ms"
+        if v.verdict == "breach":
+            out.append(f"{said} ({v.over:,} of {v.n:,} over it)")
+        else:
+            out.append(f"{said} (inconclusive: {v.reason})")
     return out
 
 

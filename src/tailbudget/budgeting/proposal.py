@@ -86,7 +86,10 @@ class Rebudget(ReportBase):
     gated: tuple[str, ...]
     headroom: float
     overhead_ms: float
-    fits_now: bool
+    fits_now: bool | None
+    """None: no gated objective fails, but one is inconclusive (the one verdict rule)."""
+    slices_fit: bool
+    """Every stage is within its slice at every gated percentile (whatever the verdicts)."""
     measured: dict[str, dict[str, float]]
     measured_e2e: dict[str, float]
     allocations: tuple[Allocation, ...]
@@ -135,13 +138,15 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
     slo = budget.objectives.e2e()
     # Stage slices hold p50/p95/p99: other gated percentiles are checked, not re-sliced.
     sliced = tuple(p for p in budget.gated if p in slo and p in PERCENTILES)
-    # The audit's rule: a percentile of too few requests is inconclusive and does not gate,
-    # so no slice is cut for it (plan does not gate on it either).
-    gated = tuple(p for p in sliced if profile.used >= min_rows(p))
+    checks = objective_checks(budget, profile)
+    # The one verdict rule: a percentile the requests do not settle is inconclusive and
+    # does not gate, so no slice is cut for it (plan does not gate on it either); a
+    # breach they prove gates however few they are.
+    said = {c.objective: c.verdict for c in checks}
+    gated = tuple(p for p in sliced if said.get(f"e2e.{p}") != "inconclusive")
     measured = {s: profile.percentiles(s) for s in profile.stages}
     _check_measurable(profile.source, {**measured, "end-to-end": profile.percentiles("total")})
     old = old_slices(budget)
-    checks = objective_checks(budget, profile)
     passing = passing_stages(budget, checks)
     keep = frozenset(passing)
     # A budget that records its log's whole requests is planned (and gated) on them: the
@@ -160,10 +165,11 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         return got
 
     allocations = tuple(allocated(p) for p in gated)
-    fits_now = _fits_now(budget, allocations, old, measured, gated)
+    slices_fit = _fits_now(budget, allocations, old, measured, gated)
     # A budget the log already meets is the proposal: re-slicing it would only round.
-    proposed = budget if fits_now else _proposed(budget, allocations, measured)
-    changes = () if fits_now else _changes(budget, proposed, old, measured, allocations, passing)
+    proposed = budget if slices_fit else _proposed(budget, allocations, measured)
+    changes = () if slices_fit else _changes(budget, proposed, old, measured, allocations, passing)
+    fits_now = _settled(slices_fit, budget, checks)
     options = _options(budget, profile, catalog, gated, old, allocations)
     chosen = _smallest_set(budget, profile, options, allocations, old)
     priced = tuple(_priced(o, o in chosen) for o in options)
@@ -183,6 +189,7 @@ def rebudget(budget: m.Budget, profile: Profile, catalog: dict[str, Fix]) -> Reb
         headroom=budget.headroom,
         overhead_ms=budget.overhead_ms,
         fits_now=fits_now,
+        slices_fit=slices_fit,
         measured=measured,
         measured_e2e=profile.percentiles("total"),
         allocations=allocations,
@@ -255,6 +262,16 @@ def _fits_now(
     within = all(measured[s][p] <= old[s][p] for s in measured if s in old for p in gated)
     fits = all(a.old_ms <= a.target_ms + 1e-9 for a in allocations)
     return within and fits and all(a.speedup_needed_ms == 0 for a in allocations)
+
+
+def _settled(slices_fit: bool, budget: m.Budget, checks: Sequence[ObjectiveCheck]) -> bool | None:
+    """fits_now by the one verdict rule: never true where a gated objective is a breach
+    (False) or inconclusive (None, when nothing else fails)."""
+    gated = {o.key for o in budget.objectives.gated()}
+    verdicts = {c.verdict for c in checks if c.objective in gated}
+    if not slices_fit or "breach" in verdicts:
+        return False
+    return None if "inconclusive" in verdicts else True
 
 
 def _proposed(
@@ -485,8 +502,9 @@ def _notes(
     thin = [p for p in sliced if p not in gated]
     if thin:
         out.append(
-            f"{', '.join(thin)}: {profile.used:,} requests, {min_rows(thin[-1]):,} needed for "
-            "a verdict: inconclusive, as the audit says, so no slice is cut for it"
+            f"{', '.join(thin)}: {profile.used:,} requests do not settle it (a pass needs "
+            f"{min_rows(thin[-1]):,}, a breach the requests over the target to prove it): "
+            "inconclusive, as the audit says, so no slice is cut for it"
         )
     elif not gated:
         out.append("no gated end-to-end objective at p50, p95 or p99: no slice is re-budgeted")

@@ -83,6 +83,9 @@ class ObjectiveRecord(_Record):
     target_ms: float
     measured_ms: float | None
     verdict: str
+    n: int | None = None
+    over: int | None = None
+    confidence: float | None = None
 
 
 class GoodputRecord(_Record):
@@ -121,7 +124,8 @@ class RebudgetDocument(_Record):
     service: str
     source: str
     how: str
-    fits_now: bool
+    fits_now: bool | None
+    """None: nothing gated fails, but a gated objective is inconclusive."""
     slo: dict[str, float]
     gated: list[str]
     headroom: float

@@ -72,7 +72,13 @@ def init_command(
         parallel=parallel, engine=engine, unit=unit, class_by=class_by,
     )  # fmt: skip
     where = str(output) if output is not None else "the budget"
-    if measured.fits is not None:
+    if measured.verdict == "inconclusive":
+        typer.echo(
+            f"the measured service is inconclusive against the objectives in {where}: the "
+            "log is too short to settle a gated one (neither a fit nor a breach)",
+            err=True,
+        )
+    elif measured.fits is not None:
         verdict = "fits" if measured.fits else "does NOT fit"
         typer.echo(f"the measured service {verdict} the objectives in {where}", err=True)
     for line in measured.notes:

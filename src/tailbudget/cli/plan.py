@@ -38,7 +38,7 @@ def plan_command(
         print_plan(result, Console(width=terminal_width(), soft_wrap=terminal_width() is not None))
     else:
         emit(result.to_text(), output)
-    if not result.fits:
+    if result.fits is False:  # inconclusive (None) does not gate
         worst = next((p.message for p in result.problems if p.severity == "error"), "")
         said = "is not checked" if result.not_checked else "does not fit"
         raise gate_failed(f"the budget {said}: {worst}")

@@ -63,7 +63,7 @@ def step_plan(state: DemoState) -> None:
     path = state.out_dir / "plan.md"
     path.write_text(plan_markdown(state.plan), encoding="utf-8")
     state.files.append(path)
-    fits = "fit" if state.plan.fits else "do NOT fit"
+    fits = {True: "fit", False: "do NOT fit", None: "are inconclusive against"}[state.plan.fits]
     # The plan is the budget on paper; the audit next measures the log against it.
     state.summary.append(
         f"plan: the stage budgets {fits} the SLO with headroom, on paper (the audit below "

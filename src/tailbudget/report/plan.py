@@ -134,7 +134,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     key = _key(plan)
     # The verdict first, as in every format: a reader should not scroll past the tables.
     word = plan.verdict_words().upper()
-    color = "green" if plan.fits else "yellow" if plan.not_checked else "red"
+    color = "green" if plan.fits else "yellow" if plan.not_checked or plan.fits is None else "red"
     console.print(f"verdict: [{color}]{word}[/{color}]{_why(plan)}", highlight=False)
     console.print(
         f"[bold]{plan.service}[/bold] ({_environment(plan)}) "

@@ -66,9 +66,15 @@ def _e2e_line(r: Rebudget) -> str:
 
 
 def _budget_verdict(r: Rebudget) -> str:
-    if r.fits_now and _breached_line(r):
+    if r.slices_fit and _breached_line(r):
         return "Every stage is within its slice, but not every objective is met."
-    if r.fits_now:
+    if r.slices_fit and r.fits_now is None:
+        thin = [o.objective for o in r.objectives if o.verdict == "inconclusive"]
+        return (
+            "Every stage is within its slice, but the log does not settle "
+            f"{', '.join(thin)}: inconclusive, not a fit (a longer log decides it)."
+        )
+    if r.slices_fit:
         return "The measured service fits the budget: every stage is within its slice."
     needed = {p: v for p, v in r.speedup_needed_ms.items() if v > 0}
     if not needed:

@@ -38,7 +38,7 @@ def _plan_verdict(p: Plan) -> str:
     lines += [
         f"{plan_md.PROBLEM_LABELS.get(pr.severity, pr.severity)}: {pr.message}" for pr in p.problems
     ]
-    return _verdict(headline, lines, not p.fits)
+    return _verdict(headline, lines, p.fits is False)
 
 
 def _plan_stages(p: Plan) -> str:
@@ -202,7 +202,7 @@ def _rebudget_budget(r: Rebudget) -> str:
 
 def render_rebudget_html(r: Rebudget) -> str:
     """The proposal: its verdict, objectives on the log, slices, changes, options, budget."""
-    bad = not r.fits_now and not r.closes_gap and any(v > 0 for v in r.speedup_needed_ms.values())
+    bad = not r.slices_fit and not r.closes_gap and any(v > 0 for v in r.speedup_needed_ms.values())
     verdict = _verdict(rebudget_md._budget_verdict(r), [rebudget_md._e2e_line(r)], bad)
     sections = [
         ("verdict", "Verdict", verdict),
