@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, source_of
 from tailbudget.errors import PolicyError
@@ -81,7 +81,7 @@ def replay(
     base = _baseline(log, policy, baseline_window, baseline_p99, baseline, total, timestamp, unit)
     from tailbudget.audit.events import read_events
 
-    return run(
+    report = run(
         log,
         policy,
         baseline=base,
@@ -91,6 +91,35 @@ def replay(
         classes=classes,
         class_by=by if classes else None,
     )
+    if b is None:
+        return report
+    judged = _objectives(b, data, total=total, unit=unit)
+    return report.model_copy(update={"objectives": judged})
+
+
+def _objectives(b: Budget, data: Data, *, total: str | None, unit: str | None) -> list[Any]:
+    """The budget's objectives on the whole log, as rebudget and the audit judge them
+    (one reading of the log, one verdict rule): what the policy's windows add up to."""
+    from tailbudget.budgeting.checks import objective_checks
+    from tailbudget.audit.profile import profile_of
+    from tailbudget.control.replay_record import ReplayObjective
+    from tailbudget.logs import ReadOptions, read_log
+
+    read = ReadOptions.from_budget(b, unit=unit, total=total)
+    profile = profile_of(read_log(source_of(data), read))
+    if profile.used == 0:
+        return []
+    gated = {o.key for o in b.objectives.gated()}
+    out = []
+    for c in objective_checks(b, profile):
+        metric, _, percentile = c.objective.rpartition(".")
+        out.append(
+            ReplayObjective(
+                **vars(c) | {"metric": metric, "percentile": percentile},
+                gated=c.objective in gated,
+            )
+        )
+    return out
 
 
 def _class_policies(budget: Budget | None, dry_run: bool) -> list[ClassPolicy]:

@@ -351,7 +351,6 @@ def _beside_log(
     figures: both said, each with what it is)."""
     from dataclasses import replace
 
-    from tailbudget._units import min_rows
     from tailbudget.audit import metrics
     from tailbudget.audit.profile import profile_of
     from tailbudget.logs import ReadOptions, read_log
@@ -362,10 +361,8 @@ def _beside_log(
     profile = profile_of(check_log_unit(read_log(source, read)))
     rows: list[LogFigureRecord] = []
     for o in (r.objective for r in report.runs[0].objectives):
-        got = metrics.measured(profile, o)
-        verdict = "not_measured" if got is None else "pass" if got <= o.target_ms else "breach"
-        if got is not None and metrics.count(profile, o) < min_rows(o.percentile):
-            verdict = "inconclusive"
+        got, judged = metrics.measured(profile, o), metrics.judged(profile, o)
+        verdict = "not_measured" if got is None else judged.verdict  # the audit's, one rule
         rows.append(LogFigureRecord(objective=o.key, measured_ms=got, verdict=verdict))
     notes = list(report.notes)
     first = report.runs[0]

@@ -121,6 +121,23 @@ class ReplayPolicy(_Record):
     rules: list[Rule]
 
 
+class ReplayObjective(_Record):
+    """One objective of the budget judged on the whole replayed log, by the one verdict
+    rule the audit uses (tailbudget._verdict), with what the verdict rests on."""
+
+    objective: str
+    metric: str
+    percentile: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: str
+    """pass | breach | inconclusive | not_measured."""
+    gated: bool
+    n: int | None = None
+    over: int | None = None
+    confidence: float | None = None
+
+
 class ReplayReport(_Record, ReportBase):
     """Everything `tailbudget replay` finds over one log."""
 
@@ -148,6 +165,9 @@ class ReplayReport(_Record, ReportBase):
     timeline: list[ReplayPoint]
     policy: ReplayPolicy
     notes: list[str]
+    objectives: list[ReplayObjective] = []
+    """The budget's objectives on the whole log (the audit's figures and verdicts); empty
+    without a budget."""
     class_by: str | None = None
     classes: list[ReplayClass] | None = None
     """Each listed class replayed on its own requests with its own objectives' rules."""

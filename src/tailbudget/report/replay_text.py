@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
-from tailbudget.control.replay_record import ReplayReport
+from tailbudget.control.replay_record import ReplayObjective, ReplayReport
 
 __all__ = ["replay_markdown", "replay_text", "verdict_line"]
 
@@ -43,6 +43,8 @@ def replay_text(rep: ReplayReport) -> str:
             "baselines: "
             + ", ".join(f"{m} {fmt.threshold(m, v)}" for m, v in rep.baselines.items())
         )
+    if rep.objectives:
+        lines.append("objectives on the whole log: " + "; ".join(map(_objective, rep.objectives)))
     if rows.rejected:
         reasons = ", ".join(f"{fmt.count(v)} {k}" for k, v in rows.rejected_reasons.items())
         lines.append(f"rejected rows: {fmt.count(rows.rejected)} ({reasons})")
@@ -95,3 +97,10 @@ def replay_markdown(rep: ReplayReport) -> str:
         f"# Policy replay: {rep.name()}\n\n**Verdict: {verdict_line(rep)}.**\n\n{caveat}"
         f"```text\n{body}```\n"
     )
+
+
+def _objective(o: ReplayObjective) -> str:
+    """'e2e.p99 2,176 ms against 1,000 ms: breach (5 of 52 over)': the audit's verdict."""
+    figure = fmt.MISSING if o.measured_ms is None else f"{fmt.ms(o.measured_ms)} ms"
+    over = f" ({fmt.count(o.over)} of {fmt.count(o.n)} over)" if o.over is not None and o.n else ""
+    return f"{o.objective} {figure} against {fmt.ms(o.target_ms)} ms: {o.verdict}{over}"

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget._units import min_rows
+from tailbudget._verdict import Verdict, judge
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
@@ -48,31 +49,36 @@ class ObjectiveResult:
     minutes_in_breach: int
     n: int | None = None
     """Simulated requests the figure rests on (None: not counted)."""
+    over: int | None = None
+    """How many of them are over the target (the verdict rule's k)."""
+
+    @property
+    def judged(self) -> Verdict:
+        """The one verdict rule (tailbudget._verdict) on the simulated requests."""
+        o = self.objective
+        return judge(o.percentile, o.target_ms, self.measured_ms, self.n or 0, self.over)
 
     @property
     def thin(self) -> bool:
-        """Fewer requests than the audit asks for a verdict on this percentile."""
+        """Fewer requests than the audit asks for a pass on this percentile."""
         return self.n is not None and self.n < min_rows(self.objective.percentile)
 
     @property
     def verdict(self) -> Literal["pass", "breach", "inconclusive"]:
-        """pass | breach | inconclusive (no requests served, or too few for the
-        percentile: the audit's rule)."""
-        if self.measured_ms is None or self.thin:
-            return "inconclusive"
-        return "pass" if self.measured_ms <= self.objective.target_ms else "breach"
+        """pass | breach (proved by the requests over the target, however few) |
+        inconclusive (no requests served, or not settled: the audit's rule)."""
+        got = self.judged.verdict
+        return "inconclusive" if got == "no_data" else got
 
     @property
     def note(self) -> str:
-        """Why the figure is thin or missing; empty when it is neither."""
+        """Why the figure is not settled or missing; empty when it is neither."""
         o = self.objective
         if self.measured_ms is None:
             return f"no simulated request has a {o.metric} value"
-        if self.thin:
-            return (
-                f"rests on {self.n:,} simulated request{'s' if self.n != 1 else ''}; "
-                f"a verdict on {o.percentile} needs at least {min_rows(o.percentile):,}"
-            )
+        got = self.judged
+        if got.verdict == "inconclusive":
+            return f"simulated: {got.reason}"
         return ""
 
     def record(self) -> ObjectiveRecord:
@@ -90,6 +96,8 @@ class ObjectiveResult:
             attainment=None if self.attainment is None else round(self.attainment, 4),
             minutes_in_breach=self.minutes_in_breach,
             n=self.n,
+            over=self.over,
+            confidence=self.judged.confidence,
             note=self.note,
         )
 
@@ -188,6 +196,6 @@ def measure(
         cuts = np.flatnonzero(np.diff(minute)) + 1
         per = [order_stat(g, o.q) for g in np.split(vals, cuts) if g.size]
         breach = sum(1 for p in per if p > o.target_ms)
-        n = int(ok.sum())
-        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach, n))
+        n, over = int(ok.sum()), int((vals > o.target_ms).sum())
+        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach, n, over))
     return out

@@ -91,6 +91,10 @@ class ObjectiveRecord(_Record):
     attainment: float | None
     minutes_in_breach: int
     n: int | None
+    over: int | None = None
+    """Simulated requests over the target (the verdict rule's k)."""
+    confidence: float | None = None
+    """The verdict rule's confidence in the side the requests lean to."""
     note: str
 
 
