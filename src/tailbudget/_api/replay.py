@@ -100,8 +100,8 @@ def replay(
 def _objectives(b: Budget, data: Data, *, total: str | None, unit: str | None) -> list[Any]:
     """The budget's objectives on the whole log, as rebudget and the audit judge them
     (one reading of the log, one verdict rule): what the policy's windows add up to."""
-    from tailbudget.budgeting.checks import objective_checks
     from tailbudget.audit.profile import profile_of
+    from tailbudget.budgeting.checks import objective_checks
     from tailbudget.control.replay_record import ReplayObjective
     from tailbudget.logs import ReadOptions, read_log
 

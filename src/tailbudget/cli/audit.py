@@ -161,10 +161,11 @@ def audit_command(
             query=query, workload=workload.value, progress=progress,
             query_timeout=query_timeout, class_by=class_by,
         )  # fmt: skip
-    for note in report.provenance.notes:
-        if note.startswith(SECONDS_HINT):
-            head = note.split(";", 1)[0]  # the report's note names the argument, not the flag
-            typer.echo(f"warning: {head}; if so, run again with --unit s", err=True)
+    seconds = [n.split(";", 1)[0] for n in report.provenance.notes if n.startswith(SECONDS_HINT)]
+    if seconds and (fail_on_breach or fail_on_regression):
+        _unit_for_gate(seconds[0], unit is not None, budget)
+    for head in seconds:  # the report's note names the argument, not the flag
+        typer.echo(f"warning: {head}; if so, run again with --unit s", err=True)
     emit(render(report, format.value), output)
     if fail_on_breach and report.breaches_gate():
         over = [
@@ -182,3 +183,22 @@ def audit_command(
     if fail_on_regression and report.regresses():
         assert report.canary is not None
         raise gate_failed(f"--fail-on-regression: canary: {report.canary.text}")
+
+
+def _unit_for_gate(head: str, given: bool, budget: str | Path | None) -> None:
+    """A gate never passes on latencies that look like seconds: exit 2 naming --unit
+    unless the unit is stated explicitly (--unit, or log: {unit: ...} in the budget). A
+    column named total_ms is not enough: a log in seconds carried that name (issue 36)."""
+    if given:
+        return
+    if budget is not None:
+        from tailbudget.budget.load import load_budget
+
+        if "unit" in load_budget(budget).log.model_fields_set:
+            return
+    raise TailbudgetError(
+        f"{head}, and a gate does not pass on a guessed unit: state it with --unit s if "
+        "they are seconds, --unit ms if they really are milliseconds (or log: {unit: ...} "
+        "in the budget)",
+        param="unit",
+    )

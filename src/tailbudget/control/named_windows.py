@@ -36,6 +36,10 @@ class NamedWindows:
     def __contains__(self, name: object) -> bool:
         return name in self._windows
 
+    def window(self, name: str) -> RollingWindow | None:
+        """The window of `name`, None before its first value."""
+        return self._windows.get(name)
+
     def _window(self, name: str) -> RollingWindow:
         window = self._windows.get(name)
         if window is None:

@@ -263,6 +263,17 @@ class RollingWindow:
         out = LatencySketch.merged([s.sketch for s in inside])
         return out, sum(s.count for s in inside), sum(s.errors for s in inside)
 
+    def counted(self, now_s: float, q: float, target_ms: float) -> tuple[float | None, int, int]:
+        """(q-quantile, values, values over `target_ms`) of [now - window, now): what the
+        one verdict rule (tailbudget._verdict) judges an objective on. The count over is
+        read off the sketch's buckets (within its relative accuracy of the target)."""
+        sketch, _, _ = self.merged(now_s)
+        n = sketch.count
+        if not n or not self.sketched:
+            return None, 0, 0
+        over = round(n * (1.0 - sketch.rank_fraction(target_ms)))
+        return sketch.quantile(q), n, int(over)
+
     def stats(
         self,
         now_s: float,

@@ -83,18 +83,25 @@ def trace_options(options: ServeOptions) -> TraceOptions | None:
             f"trace_grace must be 0 to 3600 seconds, got {options.trace_grace_s:g}",
             param="trace_grace",
         )
-    slices = []
-    for _, item in budget.stages() if budget is not None else ():
-        for pct in ("p50", "p95", "p99"):
-            ms = getattr(item.budget, pct, None) if item.budget is not None else None
-            if ms is not None:
-                slices.append((item.name, pct, float(ms)))
+    slices = stage_slices(budget)
     limits = Limits(grace_s=options.trace_grace_s, timeout_s=max(120.0, 6 * options.trace_grace_s))
     return TraceOptions(
         span_stage="service" if stage == "service" else "operation",
         limits=limits,
         slices=tuple(slices),
     )
+
+
+def stage_slices(budget: Budget | None) -> list[tuple[str, str, float]]:
+    """The budget's stage slices as (stage, percentile, ms): /metrics' and /v1/status'
+    budget burn."""
+    slices = []
+    for _, item in budget.stages() if budget is not None else ():
+        for pct in ("p50", "p95", "p99"):
+            ms = getattr(item.budget, pct, None) if item.budget is not None else None
+            if ms is not None:
+                slices.append((item.name, pct, float(ms)))
+    return slices
 
 
 def read_token(path: Path) -> str:
@@ -159,6 +166,8 @@ def build_runtime(options: ServeOptions) -> Runtime:
         actions=load_actions_config(options.actions),
         prometheus=source,
         classes=_classes(budget),
+        objectives=budget.objectives if budget is not None else None,
+        slices=tuple(stage_slices(budget)),
     )
     return Runtime(policy, config, model=_live_model(options, budget, policy))
 

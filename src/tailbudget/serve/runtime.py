@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.control.engine import Controller, Decision
@@ -85,6 +86,10 @@ class RuntimeConfig:
     classes: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     """The budget's classes, each with its gated e2e objectives ((percentile, ms), ...):
     observations' class labels are tracked for these, others fold into `other`."""
+    objectives: Objectives | None = None
+    """The budget's objectives: /v1/status judges the gated ones on the windows."""
+    slices: tuple[tuple[str, str, float], ...] = ()
+    """The budget's stage slices (stage, percentile, ms): each stage's burn in status."""
 
 
 class Runtime:

@@ -20,6 +20,7 @@ __all__ = [
     "PolicyView",
     "RuleState",
     "ShedView",
+    "SloObjective",
     "SnapshotView",
     "StageView",
     "StatusView",
@@ -80,7 +81,8 @@ class VerdictView(_Record, ReportBase):
 
 
 class StageView(_Record):
-    """A stage's window (no error figures: errors belong to requests)."""
+    """A stage's window (no error figures: errors belong to requests), with its budget
+    slices and their burn when the budget gives them."""
 
     count: int
     p50: float | None
@@ -88,6 +90,25 @@ class StageView(_Record):
     p99: float | None
     known: bool
     window_s: float | None
+    budget: dict[str, float] | None = None
+    """The stage's slice per percentile (ms)."""
+    burn: dict[str, float] | None = None
+    """The window's percentile over its slice (1 = the whole slice), as /metrics'
+    tailbudget_stage_budget_burn."""
+
+
+class SloObjective(_Record):
+    """A gated objective judged on the window by the one verdict rule."""
+
+    objective: str
+    target_ms: float
+    measured_ms: float | None
+    verdict: Literal["pass", "breach", "inconclusive", "no_data"]
+    n: int
+    over: int | None
+    """Requests in the window over the target (None: Prometheus' figures, not counted)."""
+    confidence: float | None
+    reason: str
 
 
 class ShedView(_Record):
@@ -139,7 +160,13 @@ class StatusView(_Record, ReportBase):
     """Everything `GET /v1/status` shows."""
 
     service: str | None
-    verdict: Literal["healthy", "rollback", "unknown"]
+    verdict: Literal["breach", "healthy", "unknown"]
+    """What the SLO says: breach when a gated objective's window proves it, healthy when
+    every one passes, else unknown (without a budget: the rollback rules' verdict)."""
+    slo: list[SloObjective]
+    """Each gated objective on the window, with what its verdict rests on."""
+    rollout_verdict: Literal["healthy", "rollback", "unknown"]
+    """The rules' verdict (as GET /v1/verdict), beside the actions in `active`."""
     observations_total: int
     errors_total: int
     stage_observations: dict[str, int]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tailbudget._verdict import judge
 from tailbudget.control.stage_windows import stage_summary
-from tailbudget.control.windows import WindowStats
+from tailbudget.control.windows import RollingWindow, WindowStats
 from tailbudget.serve.classes import class_view
 from tailbudget.serve.view_records import (
     PolicyView,
     RuleState,
     ShedView,
+    SloObjective,
     SnapshotView,
     StatusView,
     VerdictBy,
@@ -24,6 +26,7 @@ from tailbudget.serve.view_records import (
 )
 
 if TYPE_CHECKING:
+    from tailbudget.budget.objectives import Objective
     from tailbudget.serve.runtime import Runtime
 
 __all__ = ["metrics_view", "status", "verdict"]
@@ -159,6 +162,75 @@ def _classes(rt: Runtime, now_s: float) -> dict[str, Any] | None:
     return out
 
 
+def _window_of(rt: Runtime, metric: str) -> RollingWindow | None:
+    """The in-process window an objective's metric is judged on (None: none yet, or the
+    figures come from Prometheus, which has no per-request counts)."""
+    if rt.config.prometheus is not None:
+        return None
+    if metric == "e2e":
+        return rt.controller.window
+    if metric in ("ttft", "tpot", "itl"):
+        return rt.controller.series.window(metric)
+    return rt.stage_windows.window(metric)
+
+
+def _judged(rt: Runtime, o: Objective, now_s: float) -> SloObjective:
+    """One gated objective over the window by the one verdict rule (tailbudget._verdict):
+    a breach its requests prove, however few; a pass on enough of them; else neither."""
+    window = _window_of(rt, o.metric)
+    if window is not None:
+        figure, n, over = window.counted(now_s, o.q, o.target_ms)
+        v = judge(o.percentile, o.target_ms, figure, n, over)
+    else:  # Prometheus' figures: no count over the target, the figure and the minimum
+        stats = rt.last_stats if o.metric == "e2e" else rt.controller.last_series.get(o.metric)
+        figure = None if stats is None else stats.q(o.q)
+        n = 0 if stats is None else stats.count
+        v = judge(o.percentile, o.target_ms, figure, n, None)
+    return SloObjective(
+        objective=o.key,
+        target_ms=o.target_ms,
+        measured_ms=figure,
+        verdict=v.verdict,
+        n=v.n,
+        over=v.over,
+        confidence=v.confidence,
+        reason=v.reason,
+    )
+
+
+def _slo(rt: Runtime, now_s: float, rollout: str) -> tuple[str, list[SloObjective]]:
+    """The status verdict: breach when a gated objective's window proves it, healthy when
+    every one passes, else unknown. Without a budget's objectives, the rollback rules'
+    verdict stands (rollback reads breach). A stale evaluation is unknown either way."""
+    objs = rt.config.objectives
+    gated = [o for o in objs.gated() if o.metric not in ("goodput",)] if objs else []
+    if not gated:
+        return {"rollback": "breach"}.get(rollout, rollout), []
+    with rt.lock:
+        rows = [_judged(rt, o, now_s) for o in gated]
+    said = {r.verdict for r in rows}
+    if "breach" in said:
+        return "breach", rows
+    if rt.heartbeat.unknown_because(now_s) is not None or said != {"pass"}:
+        return "unknown", rows
+    return "healthy", rows
+
+
+def _stage_views(rt: Runtime, now_s: float) -> dict[str, dict[str, Any]]:
+    """Each stage's window with its budget slices and burn (the window's percentile over
+    its slice, 1 = the whole slice), as /metrics' tailbudget_stage_budget_burn."""
+    out = {name: stage_summary(s) for name, s in _stages(rt, now_s).items()}
+    for stage, pct, ms in rt.config.slices:
+        view = out.get(stage)
+        if view is None:
+            continue
+        view.setdefault("budget", {})[pct] = ms
+        measured = view.get(pct)
+        if measured is not None and ms > 0:
+            view.setdefault("burn", {})[pct] = float(measured) / ms
+    return out
+
+
 def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
     """Each rule's metric against its threshold: the per-objective picture status shows."""
     states = rt.controller.rule_states()
@@ -176,8 +248,10 @@ def _objectives(rt: Runtime, now_s: float) -> list[dict[str, Any]]:
 
 
 def status(rt: Runtime, now_s: float) -> StatusView:
-    """The JSON of `GET /v1/status`."""
+    """The JSON of `GET /v1/status`: its verdict is the SLO's (the gated objectives on
+    the window), the rules' rollout verdict and actions beside it."""
     judged = verdict(rt, now_s)
+    slo_verdict, slo = _slo(rt, now_s, judged.verdict)
     with rt.lock:
         controller = rt.controller.status(now_s)
         notes = [*rt.notes, *controller.get("notes", [])]
@@ -188,12 +262,14 @@ def status(rt: Runtime, now_s: float) -> StatusView:
             notes.append(f"{rt.snapshot_error}: the write-ahead log keeps every batch")
         return StatusView(
             service=rt.config.service,
-            verdict=judged.verdict,
+            verdict=slo_verdict,
+            slo=slo,
+            rollout_verdict=judged.verdict,
             observations_total=rt.observations_total,
             errors_total=rt.errors_total,
             stage_observations=dict(rt.stage_observations),
             window=judged.window,
-            stages={name: stage_summary(s) for name, s in _stages(rt, now_s).items()},
+            stages=_stage_views(rt, now_s),
             series={name: s.to_dict() for name, s in _series(rt, now_s).items()},
             objectives=_objectives(rt, now_s),
             classes=_classes(rt, now_s),

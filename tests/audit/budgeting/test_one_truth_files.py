@@ -236,7 +236,9 @@ def test_a_thin_percentile_reads_one_verdict_everywhere(data, tmp_path):
 def _totals(log: Path) -> list[float]:
     from tailbudget import read
 
-    return sorted(float(v) for v in read(str(log)).to_pandas()["total_ms"])
+    frame = read(str(log)).to_pandas()
+    ok = frame[~frame["error"].fillna(False).astype(bool)]["total_ms"].dropna()
+    return sorted(float(v) for v in ok)
 
 
 FAULT_MINUTES = [f for f in SPAN_FILES if f.startswith("nezha_faults/")]
@@ -378,9 +380,15 @@ def test_a_span_tables_plan_agrees_with_its_audit(data, tmp_path, name):
     # decode trade time: its slices' sum (12,108 ms at p99) is far above its p95 too.
     log = data / name
     measured = by_key(cli("audit", str(log), "--slo", "p95=1000000")["objectives"])["e2e.p95"]
-    for factor, verdict in ((1.25, "pass"), (0.8, "breach")):
-        budget = tmp_path / f"spans{factor}.yaml"
-        init(log, budget, f"p95={measured['measured_ms'] * factor:.1f}")
+    # The breach side: a target a fifth of the requests exceed, which the one verdict
+    # rule proves on 33-97 requests (0.8x the p95 need not be: a handful over it is
+    # within what chance gives a p95 on so few).
+    totals = _totals(log)
+    k = -(-len(totals) // 5)
+    proved = (totals[-k - 1] + totals[-k]) / 2
+    for factor, verdict in ((1.25, "pass"), (proved / measured["measured_ms"], "breach")):
+        budget = tmp_path / f"spans{factor:.3f}.yaml"
+        init(log, budget, f"p95={measured['measured_ms'] * factor:.3f}")
         plan, rebudget, audit, _ = commands(log, budget)
         assert by_key(audit["objectives"])["e2e.p95"]["verdict"] == verdict
         # rebudget reads the slices as plan composes them: fits now where the log passes,
