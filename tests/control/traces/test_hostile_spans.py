@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tailbudget.serve.ingest import BadBatch
 from tailbudget.serve.traces.assembler import Limits
-from tailbudget.serve.traces.otlp_body import INT64_MAX, decode_traces
+from tailbudget.serve.traces.otlp_body import INT64_MAX, decode_traces, protobuf_spans
 from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
 from tailbudget.serve.traces.span_log import _SPANS, SpanLog, _record
 from tailbudget.serve.wal import StageColumn
@@ -151,7 +151,26 @@ def test_span_names_pass_the_observations_stage_name_check(name, reason):
     assert [(s.name, s.service) for s in decoded.spans] == [("other", "other")]
     assert decoded.folded == {reason: 2}
     checked = decode_traces(body, PB, None, rows=False)  # a request to be parked
-    assert checked.folded == {reason: 2}
+    assert checked.folded == {}  # checked as it is read back:
+    folded: dict[str, int] = {}
+    assert protobuf_spans(body, checked.received_ns, folded) == decoded.spans
+    assert folded == {reason: 2}
+
+
+def test_names_of_parked_requests_are_counted_once_as_they_are_read_back(tmp_path):
+    rt = runtime(tmp_path, window="10m")
+    limits = Limits(grace_s=0, max_held=1)
+    receiver = TraceReceiver(rt, TraceOptions(limits=limits, flush_every_s=3600))
+    try:
+        for first in (1, 11, 21):  # the first held, the others parked
+            receiver.receive(_request(_good(first, 10), service="x" * 101), PB, None)
+        receiver.flush(float("inf"))
+        traces = receiver.status()["traces"]
+        assert traces["completed"] == 30
+        assert traces["spans"]["names_folded"] == {"too_long": 60}
+    finally:
+        receiver.close()
+        rt.close()
 
 
 def test_a_root_in_the_year_2200_is_refused_and_the_window_keeps_judging(receiver):

@@ -130,11 +130,17 @@ def decode_traces(
     return out
 
 
-def protobuf_spans(data: bytes, received_ns: int) -> list[SpanRow]:
+def protobuf_spans(
+    data: bytes, received_ns: int, folded: dict[str, int] | None = None
+) -> list[SpanRow]:
     """The spans `decode_traces` accepted from this ExportTraceServiceRequest when it
-    was received at `received_ns` (the same clock: the same spans)."""
+    was received at `received_ns` (the same clock: the same spans); the names folded
+    into `other` are added to `folded`."""
     out = Decoded(received_ns=received_ns)
     _proto_rows(data, out)
+    if folded is not None:
+        for reason, n in out.folded.items():
+            folded[reason] = folded.get(reason, 0) + n
     return out.spans
 
 
@@ -193,8 +199,10 @@ def _proto_rows(data: bytes, out: Decoded, *, rows: bool = True) -> None:
         for attr in resource_spans.resource.attributes:
             if attr.key == "service.name":
                 service = attr.value.string_value or "unknown"
-        spans = sum(len(scope.spans) for scope in resource_spans.scope_spans)
-        service = intern(stage_name(service, out, spans))
+        if rows and stage_name_problem(service) is not None:  # folds counted with rows
+            spans = sum(len(scope.spans) for scope in resource_spans.scope_spans)
+            service = stage_name(service, out, spans)
+        service = intern(service)
         for scope in resource_spans.scope_spans:
             if rows:
                 _proto_spans(scope.spans, service, out)
@@ -207,10 +215,23 @@ def _missing(span_id: bytes) -> bool:
     return not span_id or (span_id[0] == 0 and not span_id.strip(b"\0"))
 
 
+def _out_of_range(span: Any, ahead: int, out: Decoded) -> bool:
+    """Rejected (and counted) for a time past int64 or a root starting after `ahead`
+    (a span's start past int64 is past `ahead` too: `ahead` is far below it)."""
+    start, end = span.start_time_unix_nano, span.end_time_unix_nano
+    if start > INT64_MAX or end > INT64_MAX:
+        out.reject("time_past_int64")
+        return True
+    if start > ahead and _missing(span.parent_span_id):
+        out.reject("start_ahead_of_clock")
+        return True
+    return False  # a child ahead of the clock: its root decides, and it is clipped to it
+
+
 def _proto_check(spans: Any, out: Decoded) -> None:
-    """`_proto_spans`' checks and count, no rows."""
+    """`_proto_spans`' checks and count, no rows (names are checked, and folds counted,
+    when the rows are made: `protobuf_spans`, as the request is read back)."""
     ahead = out.ahead_ns
-    names: set[str] = set()
     for span in spans:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
         if _missing(span.trace_id):
@@ -221,19 +242,10 @@ def _proto_check(spans: Any, out: Decoded) -> None:
             out.reject("no_start")
         elif end < start and (end != 0 or not _missing(span.parent_span_id)):
             out.reject("no_end")
-        elif start > INT64_MAX or end > INT64_MAX:
-            out.reject("time_past_int64")
-        elif start > ahead and _missing(span.parent_span_id):
-            out.reject("start_ahead_of_clock")
+        elif (start > ahead or end > INT64_MAX) and _out_of_range(span, ahead, out):
+            pass  # one comparison for the common span; the checks themselves are rare
         else:
             out.accepted += 1
-            name = span.name or "unknown"
-            if name not in names:  # a good name is checked once; a bad one counted each time
-                problem = stage_name_problem(name)
-                if problem is None:
-                    names.add(name)
-                else:
-                    out.fold(problem)
 
 
 def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
@@ -257,10 +269,8 @@ def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
             out.reject("no_start")
         elif end < start and (has_parent or end != 0):
             out.reject("no_end")  # a root may come without its end: held, counted incomplete
-        elif start > INT64_MAX or end > INT64_MAX:
-            out.reject("time_past_int64")
-        elif start > ahead and not has_parent:
-            out.reject("start_ahead_of_clock")
+        elif (start > ahead or end > INT64_MAX) and _out_of_range(span, ahead, out):
+            pass
         else:
             name, kind = span.name or "unknown", span.kind
             # A name that is not a stage name is never cached: each of its spans counted.

@@ -168,13 +168,14 @@ class TraceReceiver:
                     ticket, offset = self.span_log.write_spans_at(decoded.spans)
                 now = time.monotonic()
                 if self.parked or not self.assembler.room(n) or len(decoded.spans) < n:
+                    # Its names are checked (and folds counted) when it is read back.
                     self.parked.append(_Parked(offset, now, n))
                     self.parked_spans += n
                 else:
                     self.assembler.add(decoded.spans, now)
+                    self.names_folded.update(decoded.folded)
             self.spans_received += n
             self.spans_rejected.update(decoded.reasons)
-            self.names_folded.update(decoded.folded)
         if ticket:
             # Should this fsync fail, the answer is a 503 and the exporter sends the spans
             # again: those already held count once, the copies as duplicates.
@@ -243,8 +244,10 @@ class TraceReceiver:
                 head = self.parked[0]
                 if not self.assembler.room(head.spans, most):
                     return True
-            rows = self.span_log.spans_at(head.offset)  # only this thread takes from parked
+            folded: dict[str, int] = {}
+            rows = self.span_log.spans_at(head.offset, folded)  # only this thread unparks
             with self.lock:
+                self.names_folded.update(folded)
                 self.parked.popleft()
                 self.parked_spans -= head.spans
                 self.assembler.add(rows, head.arrived_s)

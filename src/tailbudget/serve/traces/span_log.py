@@ -73,12 +73,12 @@ def _spans_payload(rows: Iterable[SpanRow]) -> bytes:
     return orjson.dumps(list(rows), default=tuple)
 
 
-def _rows(kind: int, payload: bytes) -> list[SpanRow]:
+def _rows(kind: int, payload: bytes, folded: dict[str, int] | None = None) -> list[SpanRow]:
     if kind == _PROTOBUF_AT:
         (received,) = _RECEIVED.unpack_from(payload)
-        return protobuf_spans(payload[_RECEIVED.size :], received)
+        return protobuf_spans(payload[_RECEIVED.size :], received, folded)
     if kind == _PROTOBUF:
-        return protobuf_spans(payload, time.time_ns())
+        return protobuf_spans(payload, time.time_ns(), folded)
     return list(map(_row, orjson.loads(payload)))
 
 
@@ -201,16 +201,17 @@ class SpanLog:
         with the clock its spans were checked against."""
         return self._write(_record(_PROTOBUF_AT, _RECEIVED.pack(received_ns) + request))
 
-    def spans_at(self, offset: int) -> list[SpanRow]:
+    def spans_at(self, offset: int, folded: dict[str, int] | None = None) -> list[SpanRow]:
         """The spans of the record written at `offset` (by `write_spans_at` or
-        `write_protobuf_at`)."""
+        `write_protobuf_at`); the names folded into `other` as the rows are made (a
+        protobuf request's) are added to `folded`."""
         with open(self.path, "rb") as fh:
             fh.seek(offset)
             magic, kind, size, crc = _HEAD.unpack(fh.read(_HEAD.size))
             payload = fh.read(size)
         if magic != _MAGIC or kind not in _SPAN_KINDS or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
-        return _rows(kind, payload)
+        return _rows(kind, payload, folded)
 
     def mark_done(self, traces: list[str], state: dict[str, Any] | None = None) -> None:
         """These traces are in the observation log: never replay them. `state`: the
