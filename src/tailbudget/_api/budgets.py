@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.plan import Plan
     from tailbudget.budgeting.proposal import Rebudget
+    from tailbudget.logs.table import LogTable
 
 __all__ = ["MeasuredBudget", "export", "measure_budget", "plan", "rebudget"]
 
@@ -216,11 +217,48 @@ def rebudget(
 
     b = _budget(budget)
     read = ReadOptions.from_budget(b, unit=unit)
-    table = check_log_unit(read_log(source_of(data), read, engine=engine))
+    by = b.classes.by if b.classes is not None else None
+    if by is not None:
+        read = read.with_(cohorts=(*read.cohorts, by))
+    try:
+        table = check_log_unit(read_log(source_of(data), read, engine=engine))
+    except TailbudgetError:
+        if by is None:
+            raise
+        # A log without the class column is re-budgeted for the service alone.
+        read, by = ReadOptions.from_budget(b, unit=unit), None
+        table = check_log_unit(read_log(source_of(data), read, engine=engine))
     found = propose(b, profile_of(table), catalog(b.fixes))
     breached = [o.objective for o in found.objectives if o.verdict == "breach"]
     fixes = objective_fixes(table, b, breached)
-    return replace(found, objective_options=fixes) if fixes else found
+    found = replace(found, objective_options=fixes) if fixes else found
+    if by is None:
+        return found
+    return replace(found, class_proposals=_class_proposals(b, table, table.cohorts[-1]))
+
+
+def _class_proposals(b: Budget, table: LogTable, column: str) -> tuple[tuple[str, int, Any], ...]:
+    """Each class's own proposal: its view of the budget (its stages and objectives)
+    against its own requests; a class without requests in the log is left out."""
+    from dataclasses import replace
+
+    from tailbudget.audit.fixes import catalog
+    from tailbudget.audit.profile import profile_of
+    from tailbudget.budget.plan_classes import class_budget
+    from tailbudget.budgeting.proposal import rebudget as propose
+    from tailbudget.logs.table import RowCounts
+
+    assert b.classes is not None
+    out = []
+    for name in b.classes.specs():
+        sub_table = table.table.filter(table.table[column].cast("string") == name)
+        n = int(sub_table.count().to_pyarrow().as_py())
+        if n == 0:
+            continue
+        sub = replace(table, table=sub_table, rows=RowCounts(n, n, 0))
+        view = class_budget(b, name)
+        out.append((name, n, propose(view, profile_of(sub), catalog(view.fixes))))
+    return tuple(out)
 
 
 def export(

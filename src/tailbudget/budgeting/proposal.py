@@ -106,6 +106,8 @@ class Rebudget(ReportBase):
     """Where each breached e2e percentile's gap lies (the stage, long answers or slow tokens)."""
     objective_options: tuple[RankedFix, ...] = ()
     """The audit's ranked fixes of each breached TTFT/TPOT/ITL objective, its figures."""
+    class_proposals: tuple[tuple[str, int, Rebudget], ...] = ()
+    """Per class (name, its requests, its own proposal on its stages and requests)."""
 
     def record(self) -> RebudgetDocument:
         """The `rebudget --format json` document as a record."""

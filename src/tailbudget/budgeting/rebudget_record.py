@@ -7,9 +7,9 @@ from it, rounded as the contract states. A record refuses keys it does not know.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from tailbudget.audit.report import RankedFix
 
@@ -118,6 +118,17 @@ class GapRecord(_Record):
     says: str
 
 
+class ClassRebudgetRecord(_Record):
+    """One class re-budgeted on its own requests and the stages it goes through."""
+
+    name: str
+    requests: int
+    fits_now: bool
+    speedup_needed_ms: dict[str, float]
+    changes: list[ChangeRecord]
+    objectives: list[ObjectiveRecord]
+
+
 class RebudgetDocument(_Record):
     """The contract: fits_now, speedup_needed_ms, changes, options, budget, and context."""
 
@@ -144,6 +155,29 @@ class RebudgetDocument(_Record):
     notes: list[str]
     budget: str
     diff: str
+    classes: list[ClassRebudgetRecord] | None = None
+    """Per class of the budget (with a class column in the log): its own proposal."""
+
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # `classes` appears only for a budget with classes: other documents stay as they were.
+        data = handler(self)
+        if self.classes is None and isinstance(data, dict):
+            data.pop("classes", None)
+        return data
+
+
+def _class_record(name: str, requests: int, r: Rebudget) -> ClassRebudgetRecord:
+    return ClassRebudgetRecord(
+        name=name,
+        requests=requests,
+        fits_now=r.fits_now,
+        speedup_needed_ms=r.speedup_needed_ms,
+        changes=[
+            ChangeRecord(stage=c.stage, from_=c.from_, to=c.to, reason=c.reason) for c in r.changes
+        ],
+        objectives=[ObjectiveRecord(**vars(o)) for o in r.objectives],
+    )
 
 
 def document_of(r: Rebudget) -> RebudgetDocument:
@@ -183,6 +217,9 @@ def document_of(r: Rebudget) -> RebudgetDocument:
         notes=list(r.notes),
         budget=r.budget_text,
         diff=r.diff,
+        classes=[_class_record(n, k, c) for n, k, c in r.class_proposals]
+        if r.class_proposals
+        else None,
     )
 
 

@@ -130,8 +130,25 @@ def rebudget_markdown(r: Rebudget) -> str:
         f"| {_cell(c.method)} | {_slices(c.before)} | {_slices(c.after)} |" for c in r.compositions
     ]
     out += ["", "## Proposed budget", "", "```diff", r.diff.rstrip() or "(no change)", "```"]
+    if r.class_proposals:
+        out += ["", "## Classes", "", *(f"- {line}" for line in class_lines(r))]
     out += ["", "## Notes", ""] + [f"- {n}" for n in r.notes]
     return "\n".join(out) + "\n"
+
+
+def class_lines(r: Rebudget) -> list[str]:
+    """Per class: does it fit on its own requests, what it needs, which slices change."""
+    out = []
+    for name, n, c in r.class_proposals:
+        need = ", ".join(f"{p} {_ms(v)}" for p, v in c.speedup_needed_ms.items() if v > 0)
+        changed = ", ".join(ch.stage for ch in c.changes)
+        out.append(
+            f"class {name} ({n:,} requests): "
+            + ("fits now" if c.fits_now else "does not fit now")
+            + (f"; speed-up needed beyond reallocation: {need}" if need else "")
+            + (f"; slices to change: {changed}" if changed else "")
+        )
+    return out
 
 
 def _options_md(r: Rebudget) -> list[str]:
@@ -196,6 +213,9 @@ def rebudget_text(r: Rebudget) -> str:
     for comp in r.compositions:
         out.append(f"  {comp.method}: before {_slices(comp.before)}; after {_slices(comp.after)}")
     out += ["", "proposed budget (diff):", r.diff.rstrip() or "(no change)", ""]
+    if r.class_proposals:
+        out += ["classes, each on its own requests and stages:"]
+        out += [f"  {line}" for line in class_lines(r)] + [""]
     out += [f"note: {n}" for n in r.notes]
     # A section with nothing in it (no gated percentile, no change) leaves no gap.
     kept = [line for i, line in enumerate(out) if line or i == 0 or out[i - 1]]
