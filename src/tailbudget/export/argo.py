@@ -28,6 +28,7 @@ from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export.classes import class_objectives, quantile_query
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -213,8 +214,6 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
 
 def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     """One metric per gated class objective: the canary's class percentile within target."""
-    from tailbudget.export.classes import class_objectives, quantile_query
-
     hash_sel = f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
     w = promql_duration(policy.window_s)
     return [

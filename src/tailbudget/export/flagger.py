@@ -28,6 +28,8 @@ from tailbudget import _metric_names as names
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export.classes import class_objectives, class_selector
+from tailbudget.export.classes import quantile_query as class_quantile
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -222,9 +224,6 @@ def class_parts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A template and a check per gated class objective: the canary's class percentile
     (unknown below min_samples passes) within its target."""
-    from tailbudget.export.classes import class_objectives, class_selector
-    from tailbudget.export.classes import quantile_query as class_quantile
-
     templates, checks = [], []
     for c in class_objectives(budget):
         p = c.objective.percentile

@@ -12,8 +12,15 @@ from typing import Any
 
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
-from tailbudget.budget.policy import Policy, Rule
+from tailbudget.budget.plan_classes import class_budget
+from tailbudget.budget.policy import Policy, Rule, resolve_policy
 from tailbudget.errors import PolicyError
+from tailbudget.export.classes import (
+    class_count_rule,
+    class_objectives,
+    class_quantile_rule,
+    class_selector,
+)
 from tailbudget.export.common import (
     LABEL_PREFIX,
     ExportOptions,
@@ -168,15 +175,6 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
 def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> list[dict[str, Any]]:
     """One trigger per class with its own objectives: its percentile at its own scale-up
     threshold (its objectives' default rules); KEDA scales on the largest trigger."""
-    from tailbudget.budget.plan_classes import class_budget
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.export.classes import (
-        class_count_rule,
-        class_objectives,
-        class_quantile_rule,
-        class_selector,
-    )
-
     out: list[dict[str, Any]] = []
     for name in dict.fromkeys(c.name for c in class_objectives(budget)):
         rule = scale_rule(resolve_policy(class_budget(budget, name)))

@@ -9,6 +9,7 @@ from tailbudget._units import PERCENTILES
 from tailbudget.audit.report import AuditReport, ShapeRow
 from tailbudget.report import audit_view as view
 from tailbudget.report.html import charts, page, takeaways
+from tailbudget.report.html.classes import classes_html
 from tailbudget.report.html.objectives import objectives_html
 from tailbudget.report.html.page import Cell, cards, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import cold_start_chart
@@ -425,8 +426,6 @@ def render_audit_html(report: AuditReport) -> str:
         sub += f" by tailbudget {prov.version}"
     sections = SECTIONS
     if report.classes is not None:  # beside the service-wide objectives, when asked for
-        from tailbudget.report.html.classes import classes_html
-
         sections = (SECTIONS[0], ("classes", "Classes", classes_html), *SECTIONS[1:])
     parts = page.render_sections(report, (VERDICT, *sections))
     return page.document(view.title(report), sub, parts)

@@ -3,10 +3,13 @@ every class's latency CDF on one chart, each with its own targets."""
 
 from __future__ import annotations
 
+from matplotlib.ticker import NullLocator
+
 from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, ClassRow
 from tailbudget.budget.objectives import parse_percentile
 from tailbudget.report.html.page import Cell, cell, esc, figure, not_available, table
+from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 
 __all__ = ["classes_chart", "classes_html"]
 
@@ -69,10 +72,6 @@ def classes_chart(classes: list[ClassRow]) -> str | None:
     drawn = [c for c in sorted(classes, key=lambda c: not c.listed) if len(c.cdf) > 1][:SHOWN]
     if not drawn:
         return None
-    from matplotlib.ticker import NullLocator
-
-    from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
-
     with style("cdf"):
         fig = new_figure()
         ax = fig.add_subplot()
