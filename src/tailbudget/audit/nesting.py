@@ -12,10 +12,12 @@ import math
 import re
 from typing import Any
 
+import numpy as np
+
 from tailbudget.audit.context import OVERLAP_TOLERANCE_MS, Ctx, fnum
 from tailbudget.audit.report import Nesting
 
-__all__ = ["MAX_NESTED_STAGES", "direct", "find"]
+__all__ = ["MAX_NESTED_STAGES", "direct", "find", "find_arrays"]
 
 WITHIN = 0.99
 """Share of requests where the outer stage is at least the inner one."""
@@ -43,20 +45,43 @@ def find(ctx: Ctx, names: list[str]) -> list[Nesting]:
             if i < j:
                 exprs[f"x{i}_{j}"] = (a * b).sum()
     row = ctx.run_row("nesting", exprs)
-    n = fnum(row.get("n"))
+    return _pairs(names, {k: fnum(v) for k, v in row.items()})
+
+
+def find_arrays(times: dict[str, Any]) -> list[Nesting]:
+    """The same pairs from per-request NumPy arrays (`init --from`'s profile): one rule for
+    the audit's `nesting[]` and the budget it writes."""
+    names = sorted(times, key=lambda s: -float(np.mean(times[s])))[:MAX_NESTED_STAGES]
+    if len(names) < 2:
+        return []
+    cols = [np.nan_to_num(np.asarray(times[s], dtype=np.float64)) for s in names]
+    row: dict[str, float] = {"n": float(cols[0].size)}
+    for i, a in enumerate(cols):
+        row[f"s{i}"], row[f"q{i}"] = float(a.sum()), float((a * a).sum())
+        for j, b in enumerate(cols):
+            if i != j:
+                row[f"ge{i}_{j}"] = float(np.count_nonzero(a >= b - OVERLAP_TOLERANCE_MS))
+            if i < j:
+                row[f"x{i}_{j}"] = float((a * b).sum())
+    return _pairs(names, row)
+
+
+def _pairs(names: list[str], row: dict[str, float]) -> list[Nesting]:
+    """Containment pairs from the aggregates: n, s (sums), q (squares), ge, x (cross)."""
+    n = row.get("n", 0.0)
     if n < 3:
         return []
-    mean = [fnum(row.get(f"s{i}")) / n for i in range(len(names))]
-    var = [max(fnum(row.get(f"q{i}")) / n - mean[i] ** 2, 0.0) for i in range(len(names))]
+    mean = [row[f"s{i}"] / n for i in range(len(names))]
+    var = [max(row[f"q{i}"] / n - mean[i] ** 2, 0.0) for i in range(len(names))]
     out = []
     for i, outer in enumerate(names):
         for j, inner in enumerate(names):
             if i == j or mean[i] <= mean[j]:
                 continue
-            within = fnum(row.get(f"ge{i}_{j}")) / n
+            within = row[f"ge{i}_{j}"] / n
             if within < WITHIN:
                 continue
-            cross = fnum(row.get(f"x{min(i, j)}_{max(i, j)}")) / n - mean[i] * mean[j]
+            cross = row[f"x{min(i, j)}_{max(i, j)}"] / n - mean[i] * mean[j]
             slope = cross / var[j] if var[j] > 0 else 0.0
             corr = cross / math.sqrt(var[i] * var[j]) if var[i] > 0 and var[j] > 0 else 0.0
             if SLOPE[0] <= slope <= SLOPE[1] and corr >= MIN_CORR:

@@ -144,9 +144,29 @@ class Parallel(_Frozen):
 
 
 class Sequence(_Frozen):
-    """Items that run one after another (a branch of a parallel group)."""
+    """Items that run one after another (a branch of a parallel group).
+
+    With `caller`, a stage and the calls made inside it (written `calls:` under the stage):
+    the first item is the caller with its own time as its slice, the rest run inside it,
+    so the caller's log column holds them all and is read as its own time (the column less
+    its calls'). Composition is a sequence's: own time plus the calls."""
 
     sequence: Annotated[list[PipelineItem], Field(min_length=1)]
+    caller: str | None = None
+
+    @model_validator(mode="after")
+    def _caller_first(self) -> Sequence:
+        first = self.sequence[0]
+        if self.caller is not None and not (isinstance(first, Stage) and first.name == self.caller):
+            raise ValueError(
+                f"caller {self.caller!r} must be the first stage of its sequence; write the "
+                "calls under it: `- stage: NAME` with `calls: [...]`"
+            )
+        return self
+
+    def calls(self) -> list[PipelineItem]:
+        """The items run inside the caller (empty without a caller)."""
+        return self.sequence[1:] if self.caller is not None else []
 
 
 PipelineItem = Annotated[
@@ -197,6 +217,13 @@ def _wrap_lists(items: Any) -> Any:
 
 def _nested(item: Any) -> Any:
     if isinstance(item, dict):
+        if "stage" in item and "calls" in item:
+            # `calls:` under a stage: the stage (its own time) then what runs inside it.
+            own = {k: v for k, v in item.items() if k != "calls"}
+            calls = item["calls"]
+            if not isinstance(calls, list) or not calls:
+                return item  # the Stage model names the bad key
+            return {"sequence": [own, *_wrap_lists(calls)], "caller": item["stage"]}
         for key in ("parallel", "sequence"):
             if key in item and isinstance(item[key], list):
                 return {**item, key: _wrap_lists(item[key])}
@@ -301,6 +328,49 @@ class Budget(_Frozen):
     def stage(self, name: str) -> Stage | None:
         """The stage called `name`, if any."""
         return next((s for _, s in self.stages() if s.name == name), None)
+
+    def callers(self) -> dict[str, list[list[str]]]:
+        """{caller: its direct calls, each a list of the stages whose slowest is its time
+        (one for a stage or a nested caller, a parallel group's branches)}: the log's
+        caller column holds these, and is read less them as the caller's own time."""
+        out: dict[str, list[list[str]]] = {}
+        _callers(self.pipeline, out)
+        return out
+
+    def calls_of(self, name: str) -> set[str]:
+        """Every stage run inside `name`, at any depth (empty for a stage that calls none)."""
+        found: set[str] = set()
+        todo = [name]
+        calls = self.callers()
+        while todo:
+            for term in calls.get(todo.pop(), []):
+                for s in term:
+                    if s not in found:
+                        found.add(s)
+                        todo.append(s)
+        return found
+
+
+def _head(item: Any) -> list[str]:
+    # The stages whose time is an item's, as the log's columns hold it: a stage's own, a
+    # caller's column (its calls inside), a group's branches (the slowest is the group's).
+    if isinstance(item, Stage):
+        return [item.name]
+    if isinstance(item, Parallel):
+        return [s for branch in item.parallel for s in _head(branch)]
+    if item.caller is not None:
+        return [item.caller]
+    return [s for i in item.sequence for s in _head(i)]
+
+
+def _callers(items: list[Any], out: dict[str, list[list[str]]]) -> None:
+    for item in items:
+        if isinstance(item, Parallel):
+            _callers(item.parallel, out)
+        elif isinstance(item, Sequence):
+            if item.caller is not None:
+                out[item.caller] = [_head(i) for i in item.calls()]
+            _callers(item.sequence, out)
 
 
 def _walk(items: list[Any], path: str) -> Iterator[tuple[str, Stage]]:

@@ -26,7 +26,11 @@ def _as_written(item: Any, blocks: dict[str, dict[str, Any]]) -> Any:
     if "stage" in item:
         return {**item, "llm": blocks[item["stage"]]} if "llm" in item else item
     key = "parallel" if "parallel" in item else "sequence"
-    return {**item, key: [_as_written(i, blocks) for i in item[key]]}
+    items = [_as_written(i, blocks) for i in item[key]]
+    if item.get("caller"):
+        # As `init` writes it: the caller, and the calls nested under it.
+        return {**items[0], "calls": items[1:]}
+    return {**item, key: items}
 
 
 def budget_diff(budget: m.Budget, proposed: m.Budget) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 from tailbudget._units import quantile_of
 from tailbudget.audit.fixes import Fix
 from tailbudget.audit.hypotheses import cache_gap
+from tailbudget.audit.nesting import find_arrays
 from tailbudget.audit.profile import FloatArray, Profile
 from tailbudget.audit.stages import STAGE_QS
 from tailbudget.budget import model as m
@@ -152,6 +153,8 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
         a, b = left.name, right.name
         if _model_step(left) or _model_step(right):
             continue  # a model reads what came before it and feeds what follows
+        if _nested_pair(budget, profile, a, b):
+            continue  # a call cannot run beside the caller whose time holds it
         if (
             a in profile.times
             and b in profile.times
@@ -159,6 +162,16 @@ def independent_neighbours(budget: m.Budget, profile: Profile) -> list[tuple[str
         ):
             pairs.append((a, b))
     return pairs
+
+
+def _nested_pair(budget: m.Budget, profile: Profile, a: str, b: str) -> bool:
+    """One runs inside the other: by the budget's `calls:`, or by the audit's nesting rule
+    on the log (E-Shopper's gateway and a controller it calls, sliced side by side)."""
+    if b in budget.calls_of(a) or a in budget.calls_of(b):
+        return True
+    if a not in profile.times or b not in profile.times:
+        return False
+    return bool(find_arrays({a: profile.times[a], b: profile.times[b]}))
 
 
 def _model_step(stage: m.Stage) -> bool:

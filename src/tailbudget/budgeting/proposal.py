@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -285,27 +286,47 @@ def _proposed(
         for a in allocations:
             given[a.percentile] = a.slices[stage.name]
         fixed = {a.percentile for a in allocations}
-        new[stage.name] = _ordered(given, fixed, measured.get(stage.name, {}))
+        old = stage.budget.given() if stage.budget is not None else {}
+        new[stage.name] = _ordered(given, fixed, measured.get(stage.name, {}), old)
     pipeline = [_rebuild(i, new) for i in budget.pipeline]
     return budget.model_copy(update={"pipeline": pipeline})
 
 
 def _ordered(
-    points: dict[str, float], fixed: set[str], measured: dict[str, float]
+    points: dict[str, float],
+    fixed: set[str],
+    measured: dict[str, float],
+    old: dict[str, float] | None = None,
 ) -> dict[str, float]:
     # A non-gated point above a lower gated slice comes down to what the stage measures
-    # there (never above the slice), so the slices stay p50 <= p95 <= p99.
-    out = {p: round(points[p], 1) for p in PERCENTILES if p in points}
+    # there (never above the slice), so the slices stay p50 <= p95 <= p99. A slice left
+    # as the file states it is kept to the digit (no change to report).
+    kept = old or {}
+    out = {
+        p: kept[p]
+        if p in kept and math.isclose(points[p], kept[p], rel_tol=1e-6)
+        else _tenth_up(points[p])
+        for p in PERCENTILES
+        if p in points
+    }
     ceiling = float("inf")
     for p in reversed(PERCENTILES):
         if p not in out:
             continue
         if p not in fixed and out[p] > ceiling:
-            out[p] = round(min(measured.get(p, ceiling), ceiling), 1)
+            out[p] = min(_tenth_up(measured.get(p, ceiling)), ceiling)
         elif out[p] > ceiling:
             out[p] = ceiling  # two gated slices crossed by rounding: the lower one gives way
         ceiling = min(ceiling, out[p])
     return {p: max(v, 0.1) for p, v in out.items()}
+
+
+def _tenth_up(v: float) -> float:
+    # Up to the tenth of a ms, never below: `init` writes slices to seven digits (448.2486),
+    # and rounding to the nearest tenth proposed 448.2, under what the stage measures.
+    if not math.isfinite(v):
+        return v
+    return math.ceil(round(v * 10, 6)) / 10
 
 
 def _rebuild(item: Any, new: dict[str, dict[str, float]]) -> Any:

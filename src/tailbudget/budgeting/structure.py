@@ -13,10 +13,11 @@ run in parallel.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from tailbudget.audit.nesting import direct, find_arrays
 from tailbudget.audit.profile import Profile
 
 CONTAIN_SHARE = 0.99
@@ -34,6 +35,18 @@ class Structure:
     """Stage -> the stage whose time contains it."""
     detected: tuple[str, ...]
     """How each grouping was found, for the file's comments."""
+    calls: dict[str, list[str]] = field(default_factory=dict)
+    """Caller -> the stages run inside it one after another (the budget's `calls:`): the
+    caller's slice is its own time, its column less theirs."""
+
+    def own(self, profile: Profile, name: str) -> np.ndarray:
+        """A stage's own time per request: its column less its calls' (never below 0)."""
+        times = profile.times[name]
+        inside = [profile.times[c] for c in self.calls.get(name, [])]
+        if not inside:
+            return times
+        out: np.ndarray = np.clip(times - np.sum(inside, axis=0), 0.0, None)
+        return out
 
 
 def structure(profile: Profile, stated: tuple[tuple[str, ...], ...] = ()) -> Structure:
@@ -41,9 +54,9 @@ def structure(profile: Profile, stated: tuple[tuple[str, ...], ...] = ()) -> Str
     if not profile.stages:
         return Structure((), {}, ())
     notes: list[str] = []
-    nested = _nesting(profile) if _overlap(profile, list(profile.stages)) > OVERLAP_SHARE else {}
+    nested, calls = _nesting(profile)
     for child, parent in nested.items():
-        notes.append(f"{child} runs inside {parent} (never longer, moves with it)")
+        notes.append(f"{child} runs inside {parent} (the audit's nesting)")
     top = [s for s in profile.stages if s not in nested]
     groups: list[tuple[str, ...]] = [g for g in stated if all(s in top for s in g)]
     grouped = {s for g in groups for s in g}
@@ -61,7 +74,7 @@ def structure(profile: Profile, stated: tuple[tuple[str, ...], ...] = ()) -> Str
             items.append(s)
         elif group[0] == s or s == next(x for x in top if x in group):
             items.append(group)
-    return Structure(tuple(items), nested, tuple(notes))
+    return Structure(tuple(items), nested, tuple(notes), calls)
 
 
 def _overlap(profile: Profile, stages: list[str]) -> float:
@@ -86,23 +99,33 @@ def top_level_times(profile: Profile, top: list[str], groups: list[tuple[str, ..
     return acc
 
 
-def _nesting(profile: Profile) -> dict[str, str]:
-    out: dict[str, str] = {}
-    med = {s: float(np.median(profile.times[s])) for s in profile.stages}
-    for child, parent in itertools.permutations(profile.stages, 2):
-        a, b = profile.times[parent], profile.times[child]
-        if med[parent] <= med[child] or np.std(a) == 0 or np.std(b) == 0:
-            continue
-        inside = float(np.mean(b <= a + TOLERANCE_MS))
-        corr = float(np.corrcoef(a, b)[0, 1])
-        # The tightest container wins: the smallest parent that holds the child.
-        if (
-            inside >= CONTAIN_SHARE
-            and corr >= CO_MOVE
-            and (child not in out or med[parent] < med[out[child]])
-        ):
-            out[child] = parent
-    return out
+def _nesting(profile: Profile) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(stage -> the stage directly containing it, caller -> its sequential calls), from
+    the audit's own rule (`nesting[]`). A caller's direct calls become its `calls:` when
+    they run one after another inside it (their sum within it in nearly every request);
+    calls that overlap stay out of the pipeline under a caller that keeps its whole time."""
+    # As the audit: nesting is looked for only where the stages add up to more than the
+    # total (span tables on the critical path never do).
+    if _overlap(profile, list(profile.stages)) <= OVERLAP_SHARE:
+        return {}, {}
+    pairs = find_arrays(profile.times)
+    mean = {s: float(np.mean(profile.times[s])) for s in profile.stages}
+    nested: dict[str, str] = {}
+    for outer, inners in direct(pairs).items():
+        for inner in inners:
+            if inner not in nested or mean[outer] < mean[nested[inner]]:
+                nested[inner] = outer
+    calls: dict[str, list[str]] = {}
+    for child, parent in nested.items():
+        calls.setdefault(parent, []).append(child)
+    for parent, children in list(calls.items()):
+        summed = np.sum([profile.times[c] for c in children], axis=0)
+        within = float(np.mean(summed <= profile.times[parent] + TOLERANCE_MS))
+        if within < CONTAIN_SHARE:
+            del calls[parent]
+        else:  # in the log's column order, as the file lists stages
+            calls[parent] = [s for s in profile.stages if s in children]
+    return nested, calls
 
 
 def _best_pair(

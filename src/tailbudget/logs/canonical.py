@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import ibis
@@ -91,7 +92,9 @@ def canonicalize(
     ]
     reason = ibis.cases(*((c, name) for name, c in conditions), else_=ibis.null(dt.string))
 
-    columns, idents = _output_columns(raw, mapping, ts, total, stage_cols, factor)
+    columns, idents = _output_columns(
+        raw, mapping, ts, total, own_times(stage_cols, options.calls), factor
+    )
     if cache:
         # Materialised once, the reason column costs nothing to filter on later.
         annotated = materialize(backend, raw.select(**columns, **{_REASON: reason}))
@@ -153,6 +156,29 @@ def _latency_columns(
         total = sum((p.fill_null(0.0) for p in parts[1:]), parts[0].fill_null(0.0))
         missing_total = ibis.and_(*(is_missing(p) for p in parts))
     return stage_cols, checks, total, missing_total
+
+
+def own_times(
+    stage_cols: dict[str, Any], calls: Mapping[str, tuple[tuple[str, ...], ...]] | None
+) -> dict[str, Any]:
+    """Each caller's column less the calls made inside it (a budget's `calls:`): its own
+    time, never below 0. A call is its column (a nested caller's holds its own calls), a
+    parallel group the slowest of its branches."""
+    if not calls:
+        return stage_cols
+    out = dict(stage_cols)
+    for caller, terms in calls.items():
+        if caller not in stage_cols:
+            continue
+        inside = [
+            ibis.greatest(*cols) if len(cols) > 1 else cols[0]
+            for term in terms
+            if (cols := [stage_cols[s].fill_null(0.0) for s in term if s in stage_cols])
+        ]
+        if inside:
+            spent = sum(inside[1:], inside[0])
+            out[caller] = ibis.greatest(stage_cols[caller].fill_null(0.0) - spent, 0.0)
+    return out
 
 
 def _output_columns(

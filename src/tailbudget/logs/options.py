@@ -65,6 +65,10 @@ class ReadOptions:
     span_profile: bool = False
     """Span tables: keep per-operation samples (self time, call gaps) for culprits that
     hold on CPU contention; the audit asks for it when a baseline is given."""
+    calls: Mapping[str, tuple[tuple[str, ...], ...]] | None = None
+    """{caller stage: its direct calls}, each call the stages whose slowest is its time: a
+    budget's `calls:` (nested RPC columns). The caller's column holds its calls' time, so
+    it is read as its own time: the column less its calls', never below 0."""
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in _UNITS:
@@ -122,6 +126,9 @@ class ReadOptions:
                 cohorts=tuple(log.cohorts),
                 span_stage=log.span_stage,
             )
+            callers = budget.callers()
+            if callers:
+                values["calls"] = {b: tuple(map(tuple, terms)) for b, terms in callers.items()}
             if isinstance(log.stages, dict):
                 values["stages"] = dict(log.stages)
             elif log.stages:

@@ -80,12 +80,36 @@ def _budget_verdict(r: Rebudget) -> str:
     if not needed:
         return "Reallocating slices is enough: the proposed budget fits what the log measures."
     gap = ", ".join(f"{_ms(v)} at {p}" for p, v in needed.items())
+    one = _one_fix(r, needed)
+    if one:
+        return f"{one}; reallocating slices alone leaves {gap} to find."
     tail = (
         "the chosen options below close it"
         if r.closes_gap
         else "no set of up to three options below closes it: renegotiate the SLO"
     )
     return f"Reallocation is not enough: {gap} of speed-up still needed; {tail}."
+
+
+def _one_fix(r: Rebudget, needed: dict[str, float]) -> str:
+    """Where one ranked option closes the gap alone, the proposal leads with it (E-Shopper:
+    one cache fix, where the text opened on 'reallocation is not enough')."""
+    chosen = [o for o in r.options if o.chosen]
+    if not r.closes_gap or len(chosen) != 1 or not r.compositions:
+        return ""
+    o, run = chosen[0], r.compositions[0]
+    moves = [
+        f"{p} from {_ms(run.before[p])} to {_ms(run.after[p])} against {_ms(r.slo[p])}"
+        for p in needed
+        if p in run.before and p in run.after and r.slo.get(p) is not None
+    ]
+    if not moves:
+        return ""
+    hours = fmt.counted(o.hours, "engineering hour")
+    return (
+        f"One fix closes the gap: {o.fix} on {', '.join(o.stages)} ({hours}, {o.risk} risk) "
+        f"takes {', '.join(moves)} on the log's own requests"
+    )
 
 
 @safe_markdown_renderer

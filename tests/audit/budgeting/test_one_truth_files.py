@@ -19,6 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import tailbudget as tb
 from tailbudget.cli import app
 from tests.conftest import SHARED_DATA
 
@@ -422,3 +423,50 @@ def test_a_hand_written_span_budgets_additive_gate_says_it_is_loose(data, tmp_pa
     assert (
         "(most requests skip them), so the slices' sum is a loose upper bound" in problem["message"]
     )
+
+
+def test_the_audits_nesting_drives_the_budget(data, tmp_path):
+    # Issue 36: E-Shopper's controllers run inside its gateway (the audit's nesting[]). The
+    # measured budget nests every one under the gateway, whose slice is its own time; plan,
+    # audit and rebudget read the same stage figures; rebudget never proposes to run a
+    # call beside the caller that holds it, and where one fix closes the gap it leads.
+    log, budget = data / "delag_eshopper_000.csv", tmp_path / "nested.yaml"
+    bare = cli("audit", str(log), "--slo", "p99=500", *READ_ARGS[log.name])
+    inside = {n["inner"] for n in bare["nesting"] if n["outer"] == "GatewayGet"}
+    init(log, budget, "p99=500")
+    written = tb.load_budget(budget)
+    assert {s for term in written.callers()["GatewayGet"] for s in term} == inside
+    plan, rebudget, audit, _ = commands(log, budget)
+    same_figures(rebudget, audit)
+    same_verdicts(plan, audit)
+    # Read with the budget, the gateway is its own time: no nesting is left to find, and
+    # each stage's figure is its slice (the slices were measured so).
+    assert audit["nesting"] == []
+    slices = {s["name"]: s["budget"] for s in plan["stages"]}
+    for s in audit["stages"]:
+        if s["name"] in slices:
+            assert s["p99"] == pytest.approx(slices[s["name"]]["p99"], rel=0.01, abs=0.5), s
+    gateway = {s["name"]: s for s in audit["stages"]}["GatewayGet"]
+    assert gateway["p99"] < 100  # 363 ms with the controllers inside it
+    for option in rebudget["options"]:
+        if option["fix"] == "parallelize_stages":
+            assert "GatewayGet" not in option["stages"], option
+    chosen = [o for o in rebudget["options"] if o["chosen"]]
+    assert rebudget["closes_gap"] and len(chosen) == 1
+    text = runner.invoke(app, ["rebudget", str(budget), str(log), "--format", "text"]).output
+    headline = text.splitlines()[1]
+    assert headline.startswith(f"One fix closes the gap: {chosen[0]['fix']} on "), headline
+    # The same budget written the old way (the calls as sequential stages beside the
+    # gateway): rebudget still never parallelises a call with its caller.
+    flat = tmp_path / "flat.yaml"
+    text = budget.read_text().replace(
+        "    calls:   # run inside GatewayGet, one after another\n", ""
+    )
+    flat.write_text(
+        text.replace("\n      - stage:", "\n  - stage:").replace("\n        ", "\n    ")
+    )
+    assert tb.load_budget(flat).callers() == {}
+    again = cli("rebudget", str(flat), str(log))
+    for option in again["options"]:
+        if option["fix"] == "parallelize_stages":
+            assert "GatewayGet" not in option["stages"], option
