@@ -156,3 +156,13 @@ def test_real_vllm_run_by_prompt_length_terciles() -> None:
         "breach",
     ]
     assert report.breaches_gate() and "class long" in report.recommendation.text.lower()
+
+
+def test_a_small_class_with_a_proven_breach_is_a_breach(planted) -> None:
+    df = planted[0].copy()
+    few = df.index[df.tier == "standard"][:40]
+    df.loc[few, "tier"] = "trial"
+    # 40 requests, far too few to pass a p99, yet most of them over 500 ms proves a breach.
+    report = tb.audit(df, "p99=1500,trial:p99=500", class_by="tier")
+    trial = next(c for c in report.classes or [] if c.name == "trial")
+    assert trial.objectives[0].verdict == "breach" and report.breaches_gate()

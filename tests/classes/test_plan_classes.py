@@ -40,3 +40,20 @@ def test_plan_cli_names_the_class_and_json_has_classes(tmp_path) -> None:
 def test_a_plan_without_classes_has_no_classes_key() -> None:
     plan = tb.plan(BUDGET.split("classes:")[0])
     assert plan.classes is None and "classes" not in json.loads(plan.to_json())
+
+
+def test_the_rag_templates_classes_plan_under_its_environment() -> None:
+    # prd gates p99: a class stating p95 too keeps it, shown and not gated (no crash).
+    from tailbudget.cli.init import template_text
+
+    lines = template_text("rag").splitlines()
+    start = lines.index("# classes:")
+    text = "\n".join(lines[:start] + [line[2:] for line in lines[start:]])
+    plan = tb.plan(text)
+    rows = {c.name: c for c in plan.classes or []}
+    assert set(rows) == {"premium", "standard", "batch"} and plan.fits
+    assert [(o.percentile, o.gated) for o in rows["premium"].objectives] == [
+        ("p95", False),
+        ("p99", True),
+    ]
+    assert "rerank" not in rows["batch"].stages
