@@ -94,6 +94,9 @@ class StageSlice(_Row):
     budget: dict[str, float | None]
     share_of_slo: dict[str, float]
     fit: LognormalFit | SplicedFit | OtherFit
+    inside: str | None = None
+    """The stage this one runs inside (the budget's `calls:`): its caller's slice is the
+    caller's own time, this stage's time is not in it."""
 
     @property
     def default_spread(self) -> bool:
@@ -532,7 +535,15 @@ def make_plan(budget: m.Budget, *, samples: int | None = None, seed: int | None 
     by_requests = comp.method == MEASURED_METHOD and at_tokens is None
     problems: list[Problem] = []
 
-    stages = [_stage_slice(path, stage, fits, budget.gated, slo) for path, stage in budget.stages()]
+    caller_of = {
+        s: caller for caller, terms in budget.callers().items() for term in terms for s in term
+    }
+    stages = [
+        _stage_slice(path, stage, fits, budget.gated, slo).model_copy(
+            update={"inside": caller_of.get(stage.name)}
+        )
+        for path, stage in budget.stages()
+    ]
 
     llm_rows, llm_problems = _llm_slices(budget)
     problems += llm_problems

@@ -147,7 +147,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     table.add_column(share_head(plan, key, short=True), justify="right")
     table.add_column("")
     for s in plan.stages:
-        name = ("  ∥ " if s.in_parallel else "") + s.name
+        name = ("  ∥ " if s.in_parallel else "") + ("  ↳ " if s.inside else "") + s.name
         if s.source == "llm":
             name += " (llm)"
         share = s.share_of_slo.get(key)
@@ -252,7 +252,7 @@ def plan_markdown(plan: Plan) -> str:
     ]
     for s in plan.stages:
         share = s.share_of_slo.get(key)
-        name = ("∥ " if s.in_parallel else "") + s.name
+        name = ("∥ " if s.in_parallel else "") + ("↳ " if s.inside else "") + s.name
         cells = " | ".join(_ms(s.budget.get(p)) for p in PERCENTILES)
         lines.append(f"| {name} | {cells} | {fmt.share(share, 0)} |")
     comp = plan.composed

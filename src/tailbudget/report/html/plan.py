@@ -45,7 +45,8 @@ def _plan_stages(p: Plan) -> str:
     key = plan_md._key(p)
     rows: list[list[Cell]] = []
     for s in p.stages:
-        name = ("∥ " if s.in_parallel else "") + s.name + (" (llm)" if s.source == "llm" else "")
+        name = ("∥ " if s.in_parallel else "") + ("↳ " if s.inside else "") + s.name
+        name += " (llm)" if s.source == "llm" else ""
         rows.append(
             [
                 cell(name),
