@@ -135,3 +135,41 @@ def test_a_stated_ms_budget_log_and_a_named_column_pass(logs, tmp_path):
     pd.read_csv(logs["s"]).rename(columns={"latency": "latency_ms"}).to_csv(named, index=False)
     rep = tb.simulate(str(named), "p99=2000", duration="10m", policy="fixed")
     assert rep.to_json()
+
+
+def _seconds_in_ms_column(tmp_path: Path) -> Path:
+    # A log in seconds whose column still says ms (the case): the reader takes
+    # the name's word for it, the audit only warns.
+    rng = np.random.default_rng(3)
+    n = 500
+    frame = pd.DataFrame(
+        {
+            "ts": pd.date_range("2026-01-01", periods=n, freq="s"),
+            "total_ms": rng.lognormal(np.log(0.4), 0.4, n),
+        }
+    )
+    path = tmp_path / "seconds_named_ms.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_a_gate_never_passes_on_latencies_that_look_like_seconds(tmp_path):
+    log = _seconds_in_ms_column(tmp_path)
+    gate = ["audit", str(log), "--slo", "p99=900", "--format", "json", "--fail-on-breach"]
+    refused = runner.invoke(app, gate)
+    assert refused.exit_code == 2, refused.output
+    assert "--unit: latencies look like seconds" in refused.output
+    assert "Traceback" not in refused.output
+    # Stated explicitly, the gate runs on the unit given: ms (a fast service), or s.
+    assert runner.invoke(app, [*gate, "--unit", "ms"]).exit_code == 0
+    assert runner.invoke(app, [*gate, "--unit", "s"]).exit_code in (0, 1)
+    budget = tmp_path / "b.yaml"
+    budget.write_text(
+        "service: s\nslo: {p99: 900}\nlog: {unit: ms}\n"
+        "pipeline:\n  - stage: app\n    budget: {p99: 800}\n"
+    )
+    stated = runner.invoke(app, ["audit", str(log), "--budget", str(budget), "--fail-on-breach"])
+    assert stated.exit_code == 0, stated.output
+    # Without a gate the report is written, with the warning.
+    plain = runner.invoke(app, gate[:-1])
+    assert plain.exit_code == 0 and "warning: latencies look like seconds" in plain.output
