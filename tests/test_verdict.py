@@ -72,3 +72,15 @@ def test_a_pass_needs_the_minimum_and_says_its_confidence():
     # requests (the minimum for both sides).
     assert judge("p99", 500, 600, 100, None).verdict == "breach"
     assert judge("p99", 500, 600, 99, None).verdict == "inconclusive"
+
+
+def test_goodputs_breach_side_is_the_same_exact_test():
+    from tailbudget._verdict import judge_share
+
+    # AIPerf: 60 good of 100 against a 90% minimum: P[G <= 60 | 100, 0.9] ~ 1e-14.
+    assert judge_share(60, 100, 0.9) == "breach"
+    # 8 of 10 against 90%: P[G <= 8] = 0.26, not proved.
+    assert judge_share(8, 10, 0.9) == "inconclusive"
+    assert judge_share(9, 10, 0.9) == "pass"
+    p = binomtest(85, 100, 0.9, alternative="less").pvalue
+    assert (judge_share(85, 100, 0.9) == "breach") is bool(p <= 0.05)

@@ -194,6 +194,19 @@ def _inconclusive(
     return Verdict("inconclusive", n, over, conf, more_b, f"{head}: {tail}")
 
 
+def judge_share(good: int, n: int, minimum: float, *, level: float = LEVEL) -> str:
+    """Goodput's verdict by the same test: `breach` when an exact one-sided binomial
+    test rejects "the good share is at least `minimum`" at `level` (P[G <= good | n,
+    minimum] <= 1 - level), however few the requests; `pass` when the share meets the
+    minimum; `inconclusive` when it is under it by less than the requests prove."""
+    if n <= 0:
+        return "inconclusive"
+    if good / n >= minimum:
+        return "pass"
+    proved = _cdf(good, n, minimum) <= 1.0 - level + 1e-12
+    return "breach" if proved else "inconclusive"
+
+
 def _uncounted(
     percentile: str, target_ms: float, measured_ms: float, n: int, need: int, what: str
 ) -> Verdict:

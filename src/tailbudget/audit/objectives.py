@@ -22,7 +22,7 @@ from typing import Any
 import ibis
 
 from tailbudget import _fmt as fmt
-from tailbudget._verdict import judge
+from tailbudget._verdict import judge, judge_share
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.quantiles import Ask
@@ -310,7 +310,9 @@ def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:
     good = int(fnum(row.get("o_good")))
     share = good / n if n else 0.0
     minimum = objs.goodput.min if objs.goodput is not None else None
-    verdict = "no_minimum" if minimum is None else "pass" if share >= minimum else "breach"
+    # The breach side by the one rule's exact test: a share under the minimum by less than
+    # chance gives on so few requests is inconclusive, not a breach.
+    verdict = "no_minimum" if minimum is None else judge_share(good, int(n), minimum)
     return {
         "share": share,
         "min": minimum,

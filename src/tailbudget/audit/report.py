@@ -279,7 +279,7 @@ class Goodput(_Model):
     """The goodput objective's minimum share (None: reported, not gated)."""
     thresholds: dict[str, float] = Field(default_factory=dict)
     """Per-request thresholds {metric: ms} a good request meets."""
-    verdict: Literal["pass", "breach", "no_minimum"] = "no_minimum"
+    verdict: Literal["pass", "breach", "inconclusive", "no_minimum"] = "no_minimum"
     good: int | None = None
     requests: int | None = None
     """Denominator: requests in the log plus those that failed without a latency."""
@@ -320,7 +320,7 @@ class ClassGoodput(_Model):
 
     share: float
     min: float | None = None
-    verdict: Literal["pass", "breach", "no_minimum"] = "no_minimum"
+    verdict: Literal["pass", "breach", "inconclusive", "no_minimum"] = "no_minimum"
     good: int = 0
     requests: int = 0
 

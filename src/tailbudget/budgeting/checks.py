@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailbudget._verdict import judge_share
 from tailbudget.audit import metrics
 from tailbudget.audit.profile import Profile
 from tailbudget.budget import model as m
@@ -44,7 +45,8 @@ class GoodputCheck:
     min: float | None
     thresholds: dict[str, float]
     verdict: str
-    """pass | breach | no_minimum (reported, not gated)."""
+    """pass | breach | inconclusive (under the minimum by less than the requests prove)
+    | no_minimum (reported, not gated)."""
 
 
 _PER_REQUEST = ("e2e", "ttft", "tpot", "itl")
@@ -80,5 +82,6 @@ def goodput_check(budget: m.Budget, profile: Profile) -> GoodputCheck | None:
         return None
     share, good, requests = got
     least = objs.goodput.min
-    verdict = "no_minimum" if least is None else "pass" if share >= least else "breach"
+    # The audit's rule: the breach side proved by the exact test (tailbudget._verdict).
+    verdict = "no_minimum" if least is None else judge_share(good, requests, least)
     return GoodputCheck(share, good, requests, least, thresholds, verdict)

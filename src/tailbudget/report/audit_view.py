@@ -63,7 +63,11 @@ def verdict_line(r: AuditReport) -> str:
         how = "no data" if o.measured_ms is None else _WORD.get(o.verdict, o.verdict)
         groups.setdefault(how, []).append(f"{o.metric}.{o.percentile}")
     if r.goodput.verdict != "no_minimum" and r.goodput.min is not None:
-        words = {"breach": "under its minimum", "pass": "at or above its minimum"}
+        words = {
+            "breach": "under its minimum",
+            "pass": "at or above its minimum",
+            "inconclusive": "under its minimum by less than the requests prove",
+        }
         groups.setdefault(words.get(r.goodput.verdict, r.goodput.verdict), []).append("goodput")
     for c, o in r.class_breaches():
         groups.setdefault("over target", []).append(f"class {c.name} {o.metric}.{o.percentile}")
