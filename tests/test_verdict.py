@@ -24,7 +24,8 @@ def test_a_breach_is_exactly_the_one_sided_binomial_test(n, share, percentile):
     q = float(percentile[1:]) / 100
     p = binomtest(over, n, 1 - q, alternative="greater").pvalue
     got = judge(percentile, 100.0, 150.0, n, over)
-    assert (got.verdict == "breach") is bool(p <= 0.05 and over > n * (1 - q)), (n, over, p)
+    # p exactly 0.05 (1 of 1 at p95) is a rejection at 95%: compare past float noise.
+    assert (got.verdict == "breach") is bool(p <= 0.05 + 1e-9 and over > n * (1 - q)), (n, p)
     if got.verdict == "breach":
         assert got.confidence == pytest.approx(1 - p, abs=1e-9)
 
