@@ -120,3 +120,25 @@ def test_the_prometheus_sink_labels_each_request_with_its_class() -> None:
     assert f'{count}{{class="premium",route="chat",service="tiered-rag"}} 2.0' in text
     assert f'{count}{{class="other",route="chat",service="tiered-rag"}} 1.0' in text  # gold
     assert f'{count}{{class="",route="chat",service="tiered-rag"}} 1.0' in text
+
+
+def test_a_columns_body_carries_classes_too(tmp_path) -> None:
+    rt = runtime(tmp_path)
+    body = json.dumps(
+        {"ts": [T0] * 3, "total_ms": [900.0, 100.0, 50.0], "class": ["premium", "x", None]}
+    ).encode()
+    batch = parse_observations(body, now_s=T0 + 60)
+    assert batch.labels == ["premium", "x", None]
+    stages = batch.stages | class_columns(batch.labels, batch.total_ms, rt.class_names)
+    rt.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+    classes = rt.status(T0 + 1)["classes"]
+    assert classes["premium"]["observations_total"] == 1
+    assert classes["other"]["observations_total"] == 1
+    rt.close()
+    bad = json.dumps({"total_ms": [1.0], "class": [7]}).encode()
+    try:
+        parse_observations(bad, now_s=T0)
+    except BadBatch as exc:
+        assert "class must be a string" in str(exc)
+    else:
+        raise AssertionError("a numeric class was accepted")

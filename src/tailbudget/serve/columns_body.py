@@ -172,4 +172,17 @@ def parse_columns(obj: dict[str, Any], *, now_s: float) -> ParsedBatch:
         series = llm_columns_of(columns, total) if columns else {}
     except BadField as exc:
         raise BadBatch(str(exc)) from None
-    return ParsedBatch(ts, total, error, stages, series)
+    return ParsedBatch(ts, total, error, stages, series, _labels(_list(obj, "class", n)))
+
+
+def _labels(raw: list[Any] | None) -> list[str | None] | None:
+    """The `class` column: text (or null) per observation."""
+    if raw is None:
+        return None
+    bad = next((i for i, v in enumerate(raw) if v is not None and not isinstance(v, str)), None)
+    if bad is not None:
+        raise BadBatch(
+            f"item {bad}: class must be a string (the request's class, e.g. premium), "
+            f"got {_short(raw[bad])}"
+        )
+    return list(raw)
