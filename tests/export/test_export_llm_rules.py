@@ -26,3 +26,23 @@ def test_llm_rules_are_described_by_their_own_metric(target):
         assert "(ttft.p95 > 450 ms) is not in this prometheus-rules export" in text
     assert f"(ttft.p99 > 1.2x baseline) is not in this {target} export" in text
     assert f"(goodput < 1x baseline) is not in this {target} export" in text
+
+
+NESTED = """
+service: shop
+slo: {p99: 600}
+pipeline:
+  - stage: gateway
+    budget: {p99: 60}
+    calls:
+      - stage: items
+        budget: {p99: 100}
+"""
+
+
+def test_a_caller_gets_no_stage_alert_on_its_own_time():
+    # Its slice is its own time; its histogram holds the call inside it (issue 36).
+    text = tb.export(tb.parse_budget(NESTED), to="prometheus-rules")
+    assert "TailbudgetStageOverBudgetGateway" not in text
+    assert "TailbudgetStageOverBudgetItems" in text
+    assert "stage 'gateway' has no over-budget alert" in text

@@ -245,9 +245,10 @@ def stage_alerts(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     sel = service_selector(budget)
     service = template_text(budget.service)
     out: list[dict[str, Any]] = []
+    callers = budget.callers()
     for _, stage in budget.stages():
-        if stage.budget is None:
-            continue
+        if stage.budget is None or stage.name in callers:
+            continue  # a caller's slice is its own time; its histogram holds its calls too
         name = template_text(stage.name)
         stage_sel = f'{sel}, stage="{label_value(stage.name)}"'
         for p, ms in stage.budget.given().items():
@@ -281,6 +282,12 @@ def policy_group(
     """The policy's rules as alerts, plus per-stage budget alerts."""
     alerts = [a for r in policy.rules if (a := policy_alert(budget, policy, r, notes))]
     alerts.extend(stage_alerts(budget, policy))
+    for caller, terms in budget.callers().items():
+        inside = ", ".join(s for term in terms for s in term)
+        notes.append(
+            f"stage {caller!r} has no over-budget alert: its slice is its own time, while "
+            f"its histogram holds the calls inside it ({inside}), each alerted on its own."
+        )
     return {
         "name": f"tailbudget-{budget.service}-policy",
         "interval": promql_duration(interval_s),
