@@ -157,6 +157,17 @@ def test_span_names_pass_the_observations_stage_name_check(name, reason):
     assert folded == {reason: 2}
 
 
+def _json_span(k: int) -> dict[str, str]:
+    t0 = _now_ns()
+    return {
+        "traceId": f"{k:032x}",
+        "spanId": f"{k:016x}",
+        "name": "root",
+        "startTimeUnixNano": str(t0),
+        "endTimeUnixNano": str(t0 + MS),
+    }
+
+
 def test_names_of_parked_requests_are_counted_once_as_they_are_read_back(tmp_path):
     rt = runtime(tmp_path, window="10m")
     limits = Limits(grace_s=0, max_held=1)
@@ -164,10 +175,21 @@ def test_names_of_parked_requests_are_counted_once_as_they_are_read_back(tmp_pat
     try:
         for first in (1, 11, 21):  # the first held, the others parked
             receiver.receive(_request(_good(first, 10), service="x" * 101), PB, None)
+        doc = {  # a JSON request, parked as rows (folded already): counted as it comes
+            "resourceSpans": [
+                {
+                    "resource": {
+                        "attributes": [{"key": "service.name", "value": {"stringValue": "a\n"}}]
+                    },
+                    "scopeSpans": [{"spans": [_json_span(k) for k in range(31, 36)]}],
+                }
+            ]
+        }
+        receiver.receive(orjson.dumps(doc), "application/json", None)
         receiver.flush(float("inf"))
         traces = receiver.status()["traces"]
-        assert traces["completed"] == 30
-        assert traces["spans"]["names_folded"] == {"too_long": 60}
+        assert traces["completed"] == 35
+        assert traces["spans"]["names_folded"] == {"too_long": 60, "control_character": 5}
     finally:
         receiver.close()
         rt.close()

@@ -168,9 +168,10 @@ class TraceReceiver:
                     ticket, offset = self.span_log.write_spans_at(decoded.spans)
                 now = time.monotonic()
                 if self.parked or not self.assembler.room(n) or len(decoded.spans) < n:
-                    # Its names are checked (and folds counted) when it is read back.
                     self.parked.append(_Parked(offset, now, n))
                     self.parked_spans += n
+                    if decoded.protobuf is None:  # a protobuf's names: as it is read back
+                        self.names_folded.update(decoded.folded)
                 else:
                     self.assembler.add(decoded.spans, now)
                     self.names_folded.update(decoded.folded)
