@@ -47,7 +47,13 @@ PLAN_VERDICT = {"pass": "fits", "breach": "does_not_fit", "inconclusive": "incon
 
 def covered() -> set[str]:
     """Every file of the data folder this module runs (the test below checks it is all)."""
-    return {*LLM_FILES, *SPAN_FILES, *READ_ARGS, "azure_llm_inference_trace_code_2023.csv"}
+    return {
+        *LLM_FILES,
+        *SPAN_FILES,
+        *READ_ARGS,
+        "azure_llm_inference_trace_code_2023.csv",
+        "mooncake_synthetic_trace.jsonl",
+    }
 
 
 def cli(*args: str) -> dict:
@@ -370,6 +376,31 @@ def test_azure_arrivals_drive_the_grid_model(data, tmp_path):
     sim = cli("simulate", *map(str, grid), "--budget", str(budget), "--arrivals", str(arrivals))
     keys = {f"{o['metric']}.{o['percentile']}" for o in sim["objectives"]}
     assert keys == {"ttft.p95", "tpot.p99", "e2e.p99"}
+
+
+def test_mooncake_arrivals_drive_the_grid_model(data, tmp_path):
+    # The Mooncake trace is an arrival process with its own prompt and answer lengths (no
+    # latencies): simulate runs the grid's model on its first requests, each at its size.
+    grid = sorted((data / "vllm_grid").glob("*qps_0*.json"))
+    budget = tmp_path / "grid.yaml"
+    init(grid[-1], budget, "ttft.p95=500,tpot.p99=60")
+    arrivals = data / "mooncake_synthetic_trace.jsonl"
+    sim = cli(
+        "simulate",
+        *map(str, grid),
+        "--budget",
+        str(budget),
+        "--arrivals",
+        str(arrivals),
+        "--duration",
+        "2m",
+    )
+    keys = {f"{o['metric']}.{o['percentile']}" for o in sim["objectives"]}
+    assert keys == {"ttft.p95", "tpot.p99"}
+    # Every request the trace sends in those two minutes arrives, none more.
+    with arrivals.open() as f:
+        sent = sum(json.loads(line)["timestamp"] < 120_000 for line in f if line.strip())
+    assert sim["requests"]["arrived"] == sent
 
 
 @pytest.mark.parametrize("name", [*SPAN_FILES[:3], "aiperf_profile_export.jsonl"])
