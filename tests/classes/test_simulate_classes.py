@@ -1,12 +1,20 @@
 """simulate with classes: shed_load's share is the share of the class shed first (the
-highest priority number), measured from the log's class column."""
+highest priority number), measured from the log's class column; each drawn request keeps
+its class, shed_load sheds that class's requests, and each class is judged on its own
+simulated requests (the planted tiers, and the vLLM grid by prompt-length terciles)."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
+
 import tailbudget as tb
 from tailbudget.demo.tiers import BUDGET, tiered
+from tailbudget.sim.classes import SimClasses, shed_by_class
+from tailbudget.sim.trace import Arrivals
+from tests._data import DATA
 
 
 def _share(report) -> dict:
@@ -38,3 +46,77 @@ def test_without_the_class_column_the_default_share_stays(tmp_path) -> None:
     path = tmp_path / "plain.parquet"
     df.to_parquet(path, index=False)
     assert _share(tb.simulate(path, budget=BUDGET, policy=["fixed"]))["source"] == "default"
+
+
+def test_each_class_is_judged_on_its_own_simulated_requests(tmp_path) -> None:
+    # The log's own arrivals replay each logged request once, with ample replicas: each
+    # class's simulated figure is its logged one, as the audit measures it.
+    df = tiered(n=6000, seed=5)
+    path = tmp_path / "tiers.parquet"
+    df.to_parquet(path, index=False)
+    doc = json.loads(tb.simulate(path, budget=BUDGET, policy=["fixed:40"]).to_json())
+    audit = json.loads(tb.audit(path, budget=BUDGET).to_json())
+    want = {c["name"]: c for c in audit["classes"]}
+    assert [c["name"] for c in doc["classes"]] == ["premium", "standard", "batch"]
+    for c in doc["classes"]:
+        assert c["requests"] == int((df.tier == c["name"]).sum()) == want[c["name"]]["requests"]
+        (o,) = c["objectives"]
+        (a,) = want[c["name"]]["objectives"]
+        assert abs(o["measured_ms"] / a["measured_ms"] - 1) < 0.01
+        assert o["verdict"] == a["verdict"]
+    premium = doc["classes"][0]
+    # The whole service passes its p99 while premium breaches its own p95, minute after minute.
+    assert doc["objectives"][0]["verdict"] == "pass"
+    assert premium["objectives"][0]["verdict"] == "breach" and premium["breach_minutes"] > 30
+    assert doc["runs"][0]["classes"] == doc["classes"]
+
+
+def test_without_classes_the_document_has_no_class_key(tmp_path) -> None:
+    df = tiered(n=2000, seed=5).drop(columns=["tier"])
+    path = tmp_path / "plain.parquet"
+    df.to_parquet(path, index=False)
+    doc = json.loads(tb.simulate(path, budget=BUDGET, policy=["fixed:40"]).to_json())
+    assert "classes" not in doc and "classes" not in doc["runs"][0]
+
+
+def test_shed_load_sheds_each_request_of_the_lowest_priority_class() -> None:
+    cs = tb_budget_classes()
+    labels = np.array(["premium", "standard", "batch", "batch"])
+    arr = Arrivals(
+        t_s=np.arange(6, dtype=np.float64),
+        src=np.array([0, 1, 2, 3, 2, 0]),
+        low_priority=np.zeros(6, dtype=bool),
+    )
+    shed = shed_by_class(arr, SimClasses(cs, labels))
+    assert shed.low_priority.tolist() == [False, False, True, True, True, False]
+
+
+def tb_budget_classes():
+    from tailbudget.budget.load import parse_budget
+
+    cs = parse_budget(BUDGET).class_set
+    assert cs is not None
+    return cs
+
+
+def test_real_vllm_run_by_prompt_length_terciles() -> None:
+    # Each drawn request keeps its tercile: with replicas to spare (no queueing), each
+    # class's simulated e2e p95 is its own requests' logged p95, within draw noise.
+    path = DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_04.json"
+    df = tb.read(path).to_pandas()
+    df["length"] = pd.qcut(df.input_tokens, 3, labels=["short", "medium", "long"]).astype(str)
+    want = {n: float(np.percentile(g.total_ms, 95)) for n, g in df.groupby("length")}
+    budget = (
+        "service: vllm\nslo: {p95: 100000}\npipeline:\n  - stage: ttft\n"
+        "    budget: {p95: 2000}\nclasses:\n  by: length\n"
+        + "".join(f"  {n}: {{slo: {{p95: 100000}}, priority: {i}}}\n" for i, n in enumerate(want))
+    )
+    report = tb.simulate(
+        df, budget=budget, policy=["fixed:200"], arrivals="poisson:2", duration="2h"
+    )
+    doc = json.loads(report.to_json())
+    shares = df.length.value_counts(normalize=True)
+    for c in doc["classes"]:
+        (o,) = c["objectives"]
+        assert abs(o["measured_ms"] / want[c["name"]] - 1) < 0.03
+        assert abs(c["requests"] / doc["requests"]["arrived"] - shares[c["name"]]) < 0.02

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
     from tailbudget.sim.capacity import CapacityReport
+    from tailbudget.sim.classes import SimClasses
     from tailbudget.sim.fitting import Fitted
     from tailbudget.sim.run import SimReport
 
@@ -104,9 +105,11 @@ def _inputs(
     )
     read = ReadOptions.from_budget(b, unit=knobs.unit)
     shed = _shed_class_share(sources_of(data), read, b)
-    if shed is not None:
+    if shed is not None:  # the log holds the class column: each drawn request keeps its class
         opts = replace(opts, low_priority_share=shed[0], low_priority_note=shed[1])
-    fitted = fit_logs(sources_of(data), read, opts, max_events=max_events)
+        assert b is not None and b.class_set is not None
+        read = read.with_(cohorts=(*read.cohorts, b.class_set.by))
+    fitted = fit_logs(sources_of(data), read, opts, max_events=max_events, classes=shed is not None)
     policy, signal = _policy(b, objectives)
     return _Inputs(fitted, objectives, b, policy, signal)
 
@@ -142,6 +145,17 @@ def _shed_class_share(
         "shed_load sheds its arrivals first"
     )
     return shed / total, note
+
+
+def _sim_classes(inputs: _Inputs) -> SimClasses | None:
+    """The budget's classes with each logged request's class, when the logs hold it."""
+    from tailbudget.sim.classes import SimClasses
+
+    labels = inputs.fitted.model.samples.classes
+    cs = inputs.budget.class_set if inputs.budget is not None else None
+    if cs is None or not cs.classes or labels is None:
+        return None
+    return SimClasses(cs, labels)
 
 
 def _check_knobs(knobs: _ModelKnobs, delay_s: float | None) -> None:
@@ -337,6 +351,7 @@ def simulate(
         log_times=inputs.fitted.log_times,
         signal=inputs.signal,
         headroom=0.0 if inputs.budget is None else inputs.budget.headroom,
+        classes=_sim_classes(inputs),
     )
     if len(sources) == 1:
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)

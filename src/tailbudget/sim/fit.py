@@ -68,6 +68,8 @@ class LoggedRequests:
     input_tokens: npt.NDArray[np.float64] | None = None
     output_tokens: npt.NDArray[np.float64] | None = None
     ttft_ms: npt.NDArray[np.float64] | None = None
+    classes: npt.NDArray[np.str_] | None = None
+    """Each request's class (the budget's `classes.by` column), when asked for."""
     rate_per_s: float | None = None
     """Offered load when the log states it (a benchmark's request rate); inf = all at once."""
     duration_s: float | None = None
@@ -97,6 +99,9 @@ def pooled_samples(logs: Sequence[LoggedRequests]) -> WorkSamples:
         stages={s: np.concatenate([(lg.stages or {})[s] for lg in logs]) for s in names},
         input_tokens=cat(lambda lg: lg.input_tokens),
         output_tokens=cat(lambda lg: lg.output_tokens),
+        classes=None
+        if any(lg.classes is None for lg in logs) or not logs
+        else np.concatenate([lg.classes for lg in logs]),
     )
 
 

@@ -56,13 +56,14 @@ def fit_logs(
     *,
     kind: str | None = None,
     max_events: int | None = None,
+    classes: bool = False,
 ) -> Fitted:
     """Fit one model to all `paths` (logs of the same service, e.g. at several loads;
     paths or data in memory, as `read_log` takes them); a log spanning more minutes than
     `max_events` is refused (sim/bounds.py)."""
     if not paths:
         raise TailbudgetError("give at least one LOG")
-    pairs = [read_logged(p, read, max_events=max_events) for p in paths]
+    pairs = [read_logged(p, read, max_events=max_events, classes=classes) for p in paths]
     logs = [lg for lg, _ in pairs]
     llm = is_llm(logs) if kind is None else kind == "llm"
     if llm and not is_llm(logs):

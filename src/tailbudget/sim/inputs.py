@@ -64,7 +64,7 @@ def _vllm_extras(path: str) -> LLMExtras | None:
 
 
 def read_logged(
-    path: Any, options: ReadOptions, *, max_events: int | None = None
+    path: Any, options: ReadOptions, *, max_events: int | None = None, classes: bool = False
 ) -> tuple[LoggedRequests, LLMExtras | None]:
     """One log (a path, or data in memory) as arrays (sorted by time when it has time),
     plus vLLM extras; a log whose times span more minutes than `max_events`
@@ -74,6 +74,9 @@ def read_logged(
     cols += [c for c in ("input_tokens", "output_tokens") if c in table.shape]
     if table.has_timestamp:
         cols.append("ts")
+    kcol = table.cohorts[-1] if classes and table.cohorts else None
+    if kcol is not None:  # the class column, asked for as the last cohort (_api/sim.py)
+        cols.append(kcol)
     arrow = table.table.select(*cols).to_pyarrow()
     total = _col(arrow, "total_ms")
     assert total is not None
@@ -99,11 +102,19 @@ def read_logged(
         input_tokens=_pick(_col(arrow, "input_tokens"), order),
         output_tokens=_pick(_col(arrow, "output_tokens"), order),
         ttft_ms=stages.get("ttft"),
+        classes=None if kcol is None else _labels(arrow, kcol)[order],
     )
     extras = _vllm_extras(str(path)) if table.format == "vllm" else None
     if extras is not None:
         logged = replace(logged, rate_per_s=extras.rate_per_s, duration_s=extras.duration_s)
     return logged, extras
+
+
+def _labels(arrow: Any, col: str) -> npt.NDArray[np.str_]:
+    """A class column as strings (a missing value: the empty class, judged by the service's
+    objectives as an unlisted class is)."""
+    values = arrow.column(col).cast("string").fill_null("").to_pylist()
+    return np.asarray(values, dtype=np.str_)
 
 
 def _pick(

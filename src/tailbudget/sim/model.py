@@ -60,6 +60,9 @@ class WorkSamples:
     output_tokens: npt.NDArray[np.float64] | None = None
     load_rps: npt.NDArray[np.float64] | None = None
     """Requests/s of the minute each request was logged in (for load-dependent work)."""
+    classes: npt.NDArray[np.str_] | None = None
+    """Each request's class from the log (with a budget listing classes): a drawn request
+    keeps it."""
 
     @property
     def size(self) -> int:

@@ -219,6 +219,7 @@ def _check_samples(p: Path, s: WorkSamples) -> None:
 
 def _build(p: Path, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> ServiceModel:
     work = np.asarray(a["work_ms"], dtype=np.float64)
+    optional: dict[str, Any] = {n: np.asarray(a[n], dtype=np.float64) for n in _OPTIONAL if n in a}
     samples = WorkSamples(
         work_ms=work,
         error=np.asarray(a["error"], dtype=bool),
@@ -227,7 +228,7 @@ def _build(p: Path, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> Ser
             for k, v in a.items()
             if k.startswith("stage:")
         },
-        **{n: np.asarray(a[n], dtype=np.float64) for n in _OPTIONAL if n in a},
+        **optional,
     )
     _check_samples(p, samples)
     params = {k: _param(v) for k, v in meta["params"].items()}

@@ -8,9 +8,15 @@ so the document cannot gain a key no field names.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 __all__ = [
     "ArrivalsRecord",
@@ -27,6 +33,7 @@ __all__ = [
     "RunRecord",
     "ScaleAt",
     "ScaleNever",
+    "SimClassRecord",
     "SimDecisionRecord",
     "SimDocument",
     "TimelinePointRecord",
@@ -96,6 +103,18 @@ class ObjectiveRecord(_Record):
     confidence: float | None = None
     """The verdict rule's confidence in the side the requests lean to."""
     note: str
+
+
+class SimClassRecord(_Record):
+    """One class's simulated requests (each copies a logged request and keeps its class),
+    judged by the class's objectives."""
+
+    name: str
+    requests: int
+    objectives: list[ObjectiveRecord]
+    breach_minutes: int
+    """The most minutes in breach of any gated class objective."""
+    note: str = ""
 
 
 class LogFigureRecord(_Record):
@@ -172,6 +191,12 @@ class RunRecord(_Record):
     minutes_in_breach: int
     decisions: list[SimDecisionRecord]
     timeline: TimelineRecord
+    classes: list[SimClassRecord] | None = None
+    """With a budget listing classes and a log holding the class column."""
+
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_classes(self.classes, handler(self))
 
 
 class ArrivalsRecord(_Record):
@@ -209,6 +234,19 @@ class SimDocument(_Record):
     notes: list[str]
     log_measured: list[LogFigureRecord] = []
     """With one LOG: each objective as the audit measures it on that log."""
+    classes: list[SimClassRecord] | None = None
+    """The first policy's per-class figures (with classes only)."""
+
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_classes(self.classes, handler(self))
+
+
+def _drop_classes(classes: Any, data: Any) -> Any:
+    # The class key appears only when classes were simulated: other documents stay as they were.
+    if classes is None and isinstance(data, dict):
+        data.pop("classes", None)
+    return data
 
 
 class CapacityPointRecord(_Record):

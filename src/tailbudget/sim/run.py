@@ -14,6 +14,7 @@ from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.batch_engine import run_batching
+from tailbudget.sim.classes import ClassResult, SimClasses, class_results, shed_by_class
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import (
     Objective,
@@ -87,6 +88,8 @@ class RunResult:
     peak_replicas: int
     replica_hours_vs_floor: float | None = None
     """replica_hours over the hindsight floor's (None when no floor was computed)."""
+    classes: list[ClassResult] | None = None
+    """Each listed class on its own simulated requests (None: no classes simulated)."""
 
     def record(self) -> RunRecord:
         """The JSON contract's per-run block."""
@@ -122,6 +125,7 @@ class RunResult:
                 watched=self.watched,
                 points=[TimelinePointRecord(**vars(p)) for p in self.timeline],
             ),
+            classes=None if self.classes is None else [c.record() for c in self.classes],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +168,7 @@ class SimReport(ReportBase):
             floor=None if self.floor is None else self.floor.record(),
             notes=self.notes,
             log_measured=self.log_measured,
+            classes=first.classes,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,6 +239,7 @@ def _result(
     trace: SimTrace,
     objectives: Objectives,
     stages: Mapping[str, np.ndarray],
+    classes: SimClasses | None = None,
 ) -> RunResult:
     gated = [o for o in objectives if o.gated] or list(objectives)
     measured = measure(trace, objectives, stages)
@@ -261,6 +267,7 @@ def _result(
         timeline=_timeline(trace, tight.objective, 60.0, stages),
         watched=tight.objective.key,
         peak_replicas=max([start, *(t.alive for t in trace.ticks)]),
+        classes=None if classes is None else class_results(trace, classes, objectives, stages),
     )
 
 
@@ -311,6 +318,8 @@ class Context:
     seed: int
     headroom: float
     model_options: ModelMode | None
+    classes: SimClasses | None = None
+    """The budget's classes and each logged request's class (None: no classes)."""
 
 
 def simulate(
@@ -330,11 +339,13 @@ def simulate(
     headroom: float = 0.0,
     model_options: ModelMode | None = None,
     floor: bool = True,
+    classes: SimClasses | None = None,
 ) -> SimReport:
     """Every policy on the same arrivals (same seed), side by side; the budget policy's
     Controller watches `signal` (e2e, or ttft for an LLM service). `floor` adds the
     hindsight floor and each run's replica-hours over it; `headroom` (the budget's) and
-    `model_options` configure the `model` policy."""
+    `model_options` configure the `model` policy. With `classes`, each drawn request keeps
+    its logged class, shed_load sheds the class shed first, and each run judges every class."""
     rng = np.random.default_rng(seed)
     arr, horizon = make_arrivals(
         arrivals,
@@ -346,7 +357,9 @@ def simulate(
         rng=rng,
         log_times=log_times,
     )
-    ctx = Context(model, objectives, budget_policy, signal, seed, headroom, model_options)
+    if classes is not None:
+        arr = shed_by_class(arr, classes)
+    ctx = Context(model, objectives, budget_policy, signal, seed, headroom, model_options, classes)
     return run_policies(ctx, arr, horizon, policies, replicas=replicas, load=load, floor=floor)
 
 
@@ -368,7 +381,7 @@ def run_policies(
     for spec in policies:
         policy, start = _runnable(spec, ctx, arr, replicas)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
-        run = _result(spec, start, trace, objectives, model.samples.stages)
+        run = _result(spec, start, trace, objectives, model.samples.stages, ctx.classes)
         if spec.kind == "budget" and policy.name == "model":  # the budget says mode: model
             run = replace(run, policy="budget (model)")
         runs.append(run)
