@@ -120,3 +120,39 @@ def test_real_vllm_run_by_prompt_length_terciles() -> None:
         (o,) = c["objectives"]
         assert abs(o["measured_ms"] / want[c["name"]] - 1) < 0.03
         assert abs(c["requests"] / doc["requests"]["arrived"] - shares[c["name"]]) < 0.02
+
+
+def test_the_text_has_a_class_table(tmp_path) -> None:
+    df = tiered(n=3000, seed=5)
+    path = tmp_path / "tiers.parquet"
+    df.to_parquet(path, index=False)
+    text = tb.simulate(path, budget=BUDGET, policy=["fixed:40"]).to_markdown()
+    table = text.split("## Classes", 1)[1]
+    assert "| premium | fixed:40 |" in table and "(breach)" in table.split("\n| standard")[0]
+
+
+def test_capacity_meets_every_class_and_names_the_class_that_sets_it(tmp_path) -> None:
+    df = tiered(n=6000, seed=5)
+    path = tmp_path / "tiers.parquet"
+    df.to_parquet(path, index=False)
+    # Premium's p95 is missed through a slow stage, however many replicas: not met, by it.
+    (point,) = json.loads(tb.capacity(path, budget=BUDGET, load="1").to_json())["curve"]
+    assert point["replicas"] is None and point["set_by"] == "premium"
+    # Premium relaxed: the service-wide p99 sets the count, until standard's is tightened.
+    relaxed = BUDGET.replace("premium:  {slo: {p95: 800}", "premium:  {slo: {p95: 2000}")
+    (plain,) = json.loads(tb.capacity(path, budget=relaxed, load="1").to_json())["curve"]
+    assert plain["set_by"] == "service"
+    tight = relaxed.replace("standard: {slo: {p99: 1500}", "standard: {slo: {p99: 1000}")
+    report = tb.capacity(path, budget=tight, load="1")
+    (point,) = json.loads(report.to_json())["curve"]
+    assert point["set_by"] == "standard" and point["replicas"] > plain["replicas"]
+    assert all(o["verdict"] == "pass" for c in point["classes"] for o in c["objectives"])
+    assert f"class standard set the {point['replicas']}" in report.to_markdown()
+
+
+def test_capacity_without_classes_has_no_class_keys(tmp_path) -> None:
+    df = tiered(n=2000, seed=5).drop(columns=["tier"])
+    path = tmp_path / "plain.parquet"
+    df.to_parquet(path, index=False)
+    (point,) = json.loads(tb.capacity(path, budget=BUDGET, load="1").to_json())["curve"]
+    assert "classes" not in point and "set_by" not in point

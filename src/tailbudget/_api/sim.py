@@ -454,6 +454,7 @@ def capacity(
         duration_s=horizon,
         seed=seed,
         log_times=inputs.fitted.log_times,
+        classes=_sim_classes(inputs),
     )
     return _noted(curve, inputs.budget)
 

@@ -114,6 +114,7 @@ def simulate_markdown(rep: SimReport) -> str:
         lines += ["", f"Floor: {METHOD}."]
         said = rep.floor.note()
         lines += [f"{said[0].upper()}{said[1:]}."] if said else []
+    lines += _classes(rep)
     thin = {f"{o.objective.key}: {o.note}" for r in rep.runs for o in r.objectives if o.note}
     lines += ["", *(f"- {n}" for n in sorted(thin))] if thin else []
     lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
@@ -137,6 +138,45 @@ def simulate_markdown(rep: SimReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _classes(rep: SimReport) -> list[str]:
+    """Each class on its own simulated requests, per policy (only with classes)."""
+    rows = [
+        [c.name, r.policy, fmt.count(c.requests),
+         "; ".join(f"{o.objective.key} {fmt.ms(o.measured_ms)} ({o.verdict})"
+                   for o in c.objectives) or "-",
+         fmt.count(max((o.minutes_in_breach for o in c.objectives if o.objective.gated),
+                       default=0))]
+        for r in rep.runs for c in r.classes or []
+    ]  # fmt: skip
+    if not rows:
+        return []
+    lines = ["", "## Classes", "", "Each class on its own simulated requests (a drawn request "
+             "keeps its logged class), by its own objectives.", ""]  # fmt: skip
+    lines += _table(["class", "policy", "requests", "objectives", "minutes in breach"], rows)
+    skipped = {f"class {c.name}: {c.record().note}" for r in rep.runs for c in r.classes or []
+               if c.skipped}  # fmt: skip
+    return lines + [f"- {n}" for n in sorted(skipped)]
+
+
+def _set_by(rep: CapacityReport) -> list[str]:
+    """Per load, which class sets the count (only with classes)."""
+    out = []
+    for p in rep.curve:
+        if p.classes is None or p.set_by is None:
+            continue
+        who = "the service-wide objectives" if p.set_by == "service" else f"class {p.set_by}"
+        figures = "; ".join(
+            f"{c.name} {o.objective.key} {fmt.ms(o.measured_ms)} ({o.verdict})"
+            for c in p.classes
+            for o in c.objectives
+        )
+        if p.replicas is None:
+            out.append(f"- {p.load:g}x: not met; {who} is furthest over target ({figures})")
+        else:
+            out.append(f"- {p.load:g}x: {who} set the {fmt.count(p.replicas)} ({figures})")
+    return ["", "Every class met with the fewest replicas:", "", *out] if out else []
+
+
 @safe_markdown_renderer
 def capacity_markdown(rep: CapacityReport) -> str:
     """The replica curve and where to scale before breach."""
@@ -151,6 +191,7 @@ def capacity_markdown(rep: CapacityReport) -> str:
             for p in rep.curve
         ],
     )  # fmt: skip
+    lines += _set_by(rep)
     sbb = rep.scale_before_breach
     lines.append("")
     if sbb is None:

@@ -19,6 +19,7 @@ from tailbudget._report_base import ReportBase
 from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+from tailbudget.sim.classes import ClassResult, SimClasses, class_results
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
@@ -52,6 +53,11 @@ class CapacityPoint:
     """None when even the maximum searched did not meet every gated objective."""
     objectives: list[ObjectiveResult]
     utilization: float | None
+    classes: list[ClassResult] | None = None
+    """Each class on its own requests with these replicas (None: no classes)."""
+    set_by: str | None = None
+    """With classes: the class whose objectives set the count ("service" when the
+    service-wide objectives do), the one furthest over target one replica fewer."""
 
     def record(self) -> CapacityPointRecord:
         """The curve entry of the JSON contract."""
@@ -60,6 +66,8 @@ class CapacityPoint:
             replicas=self.replicas,
             utilization=None if self.utilization is None else round(self.utilization, 4),
             objectives=[o.record() for o in self.objectives],
+            classes=None if self.classes is None else [c.record() for c in self.classes],
+            set_by=self.set_by,
         )
 
 
@@ -123,6 +131,10 @@ class _Setup:
     duration_s: float | None
     seed: int
     log_times: np.ndarray | None
+    classes: SimClasses | None = None
+
+
+_Outcome = tuple[list[ObjectiveResult], float | None, list[ClassResult] | None]
 
 
 def _worst(results: Sequence[ObjectiveResult]) -> float:
@@ -133,7 +145,16 @@ def _worst(results: Sequence[ObjectiveResult]) -> float:
     )
 
 
-def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], float | None]:
+def _ratios(res: _Outcome) -> dict[str, float]:
+    """Measured over target of the worst gated objective: the service's and each class's."""
+    out = {"service": _worst(res[0])}
+    for c in res[2] or []:
+        if c.objectives and any(o.objective.gated for o in c.objectives):
+            out[c.name] = _worst(c.objectives) if c.requests else 0.0
+    return out
+
+
+def _run(s: _Setup, load: float, replicas: int) -> _Outcome:
     arr, horizon = make_arrivals(
         s.arrivals,
         pool=s.model.samples.size,
@@ -149,7 +170,9 @@ def _run(s: _Setup, load: float, replicas: int) -> tuple[list[ObjectiveResult], 
     if s.model.kind == "queue" and horizon > 0:
         work = float(np.sum(s.model.samples.work_ms[arr.src])) / 1000.0
         util = work / (horizon * replicas * s.model.concurrency.value)
-    return measure(trace, s.objectives, s.model.samples.stages), util
+    stages = s.model.samples.stages
+    classes = None if s.classes is None else class_results(trace, s.classes, s.objectives, stages)
+    return measure(trace, s.objectives, stages), util, classes
 
 
 def fewest_replicas(ok: Callable[[int], bool], start: int, most: int = _MAX_REPLICAS) -> int | None:
@@ -169,26 +192,29 @@ def fewest_replicas(ok: Callable[[int], bool], start: int, most: int = _MAX_REPL
 
 def _needed(s: _Setup, load: float, start: int) -> CapacityPoint:
     """Smallest count meeting every gated objective: double up, then bisect."""
-    cache: dict[int, tuple[list[ObjectiveResult], float | None]] = {}
+    cache: dict[int, _Outcome] = {}
 
     def ok(n: int) -> bool:
         if n not in cache:
             cache[n] = _run(s, load, n)
-        return _worst(cache[n][0]) <= 1.0
+        return max(_ratios(cache[n]).values()) <= 1.0
 
     n = fewest_replicas(ok, start)
-    if n is None:
-        res, util = cache[max(cache)]
-        return CapacityPoint(load, None, res, util)
-    res, util = cache[n]
-    return CapacityPoint(load, n, res, util)
+    res, util, classes = cache[max(cache) if n is None else n]
+    set_by = None
+    if classes is not None:
+        # One replica fewer fails: the class furthest over target there sets the count.
+        below = cache.get((n or max(cache)) - 1, cache[max(cache) if n is None else n])
+        ratios = _ratios(below)
+        set_by = max(ratios, key=lambda k: ratios[k])
+    return CapacityPoint(load, n, res, util, classes, set_by)
 
 
 def _breach_load(s: _Setup, replicas: int, top: float) -> ScaleBeforeBreach | None:
     """Load where the tightest gated objective reaches 90% of its target on `replicas`."""
 
     def ratio(load: float) -> tuple[float, str]:
-        res, _ = _run(s, load, replicas)
+        res, _, _ = _run(s, load, replicas)
         gated = [r for r in res if r.objective.gated] or res
         worst = max(gated, key=lambda r: _worst([r]))
         return _worst(res), worst.objective.key
@@ -252,6 +278,7 @@ def capacity_curve(
     seed: int = 0,
     log_times: np.ndarray | None = None,
     scale_before: bool = True,
+    classes: SimClasses | None = None,
 ) -> CapacityReport:
     """Replicas needed at each load multiple, and (unless `scale_before` is False) where
     to scale before breach."""
@@ -259,7 +286,7 @@ def capacity_curve(
         raise TailbudgetError(
             f"loads: positive multiples such as 1,2,4, got {list(loads)}", param="load"
         )
-    s = _Setup(model, objectives, arrivals, duration_s, seed, log_times)
+    s = _Setup(model, objectives, arrivals, duration_s, seed, log_times, classes)
     curve, start = [], 1
     for load in sorted(loads):
         point = _needed(s, load, start)

@@ -256,6 +256,17 @@ class CapacityPointRecord(_Record):
     replicas: int | None
     utilization: float | None
     objectives: list[ObjectiveRecord]
+    classes: list[SimClassRecord] | None = None
+    """With classes: each class's objectives on its own requests at these replicas."""
+    set_by: str | None = None
+    """With classes: the class that sets the count (or "service")."""
+
+    @model_serializer(mode="wrap")
+    def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = _drop_classes(self.classes, handler(self))
+        if self.classes is None and isinstance(data, dict):
+            data.pop("set_by", None)
+        return data
 
 
 class ScaleAt(_Record):
