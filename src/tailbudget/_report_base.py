@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tailbudget._json import dumps
+
 __all__ = ["ReportBase", "rendered", "use_renderer"]
 
 Renderer = Callable[[object, str], str]
@@ -49,7 +51,6 @@ class ReportBase:
     def to_json(self) -> str:
         """The `--format json` document: strict JSON (`null`, never NaN, and the notes say
         which figures are null and why), indented, newline-terminated."""
-        from tailbudget._json import dumps
 
         return dumps(self.json_data(), explain=True)
 

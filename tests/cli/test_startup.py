@@ -16,8 +16,8 @@ HEAVY = ("ibis", "duckdb", "pyarrow", "numpy", "pandas", "scipy", "matplotlib", 
 # group's unset `--help` from doing so): no help needs pydantic, YAML or Rich either.
 TOP_LEVEL_ONLY = ("pydantic", "yaml", "rich")
 # What a command's module may import at the top: typer, the standard library and these.
-# The base layer's standard-library-only modules: the version, the formatter and the
-# report base (whose renderer hook the package root sets) load nothing else.
+# The base layer's standard-library-only modules: the version, the formatter, the JSON
+# writer and the report base (whose renderer hook the package root sets).
 LIGHT = {
     "tailbudget",
     "tailbudget.errors",
@@ -25,6 +25,7 @@ LIGHT = {
     "tailbudget._version",
     "tailbudget._fmt",
     "tailbudget._report_base",
+    "tailbudget._json",
 }
 
 PROBE = """

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import ibis
+
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.quantile_brackets import MOST_COMBINATIONS
 from tailbudget.audit.quantiles import Ask, exact_grouped
@@ -100,6 +102,5 @@ def _combined(ctx: Ctx, values: dict[str, Any], slow: Any) -> dict[str, list[dic
 
 def ibis_desc(name: str) -> Any:
     """Descending sort key."""
-    import ibis
 
     return ibis.desc(name)

@@ -10,6 +10,8 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tailbudget._arrow_numpy import floats, ints
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import TOTAL, Ctx, fnum, instant
@@ -80,7 +82,6 @@ def timeline(ctx: Ctx, names: list[str]) -> list[dict[str, Any]]:
     The p99 comes from the per-minute bucket counts, not the engine's approximate
     quantile: DuckDB merges those states in thread order, so a run could differ from
     the one before; counts are the same every run (and cheaper)."""
-    import numpy as np
 
     gamma = (1 + TIMELINE_ACCURACY) / (1 - TIMELINE_ACCURACY)
     t = ctx.t

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import ibis
+
 from tailbudget.audit.config import AuditConfig
 from tailbudget.logs.columns import UNATTRIBUTED as UNATTRIBUTED
 from tailbudget.logs.engine import arrow_result, count_true, one_thread
@@ -140,7 +142,6 @@ def instant(ts: Any, epoch_s: float) -> Any:
 
     Comparing `ts` with it costs a row far less than turning each `ts` into seconds.
     """
-    import ibis
 
     wall = datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
     return ibis.literal(wall, type=ts.type())

@@ -20,6 +20,7 @@ import numpy as np
 from tailbudget import _fmt as fmt
 from tailbudget._units import quantile_of
 from tailbudget.audit import metrics
+from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.profile import FloatArray, Profile
 
 if TYPE_CHECKING:
@@ -195,7 +196,6 @@ def objective_fixes(
     budget, its ranking kept for those objectives, so both commands give one figure."""
     if not any(key.split(".", 1)[0] in LLM_METRICS for key in breached):
         return ()
-    from tailbudget.audit.config import AuditConfig
     from tailbudget.audit.run import run_audit
 
     report = run_audit(table, AuditConfig.from_budget(budget))

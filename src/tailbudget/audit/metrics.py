@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailbudget._units import PERCENTILES
+from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget._verdict import Verdict, judge
 from tailbudget.audit.profile import FloatArray, Profile
 from tailbudget.budget.objectives import Objective
@@ -137,6 +137,5 @@ def spread(
     """Percentiles of a metric's values by name, None without data."""
     if data is None or data.size == 0:
         return None
-    from tailbudget._units import quantile_of
 
     return {p: float(np.quantile(data, quantile_of(p))) for p in names}

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailbudget import _arrow_numpy as arrow_numpy
 from tailbudget._units import PERCENTILES, quantile_of
@@ -134,8 +136,6 @@ def _count(table: Any, backend: Any) -> int:
 
 
 def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     lists = chunked.combine_chunks().filter(pa.array(keep))
@@ -153,8 +153,6 @@ def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
 
 
 def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     lists = chunked.combine_chunks().filter(pa.array(keep))

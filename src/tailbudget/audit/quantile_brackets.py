@@ -25,6 +25,7 @@ from typing import Any
 import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailbudget._arrow_numpy import floats, ints, valid_mask
@@ -388,7 +389,6 @@ def _array(values: Any) -> np.ndarray:
 
 
 def _is_list(typ: Any) -> bool:
-    import pyarrow as pa
 
     return bool(pa.types.is_list(typ) or pa.types.is_large_list(typ))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ibis.expr.operations as ops
 import numpy as np
 
 from tailbudget._arrow_numpy import floats
@@ -22,7 +23,6 @@ def on_sample(sub: Ctx, label: str, exprs: dict[str, Any]) -> dict[str, Any]:
     """The values of `exprs` (approximate quantiles and means, others as the engine
     computes them) over the rows of `sub`: quantiles interpolate between order statistics
     (as `quantile_cont`), and those of an integer column are rounded, as the engine's are."""
-    import ibis.expr.operations as ops
 
     columns: dict[str, Any] = {}
     plans: dict[str, tuple[list[float] | None, bool]] = {}

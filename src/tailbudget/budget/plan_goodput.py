@@ -22,6 +22,7 @@ from tailbudget.budget.compose import Node, draws
 from tailbudget.budget.distributions import Constant, Distribution, FloatArray, fit_stage
 from tailbudget.budget.llm_spec import FLOOR_MS, Spread
 from tailbudget.budget.plan_llm import before, streamed, ttft_holder
+from tailbudget.budget.plan_objectives import node_of, ttft_distribution
 
 SAMPLES = 200_000
 
@@ -102,7 +103,6 @@ def _draw(
     n: int,
     seed: int,
 ) -> FloatArray | None:
-    from tailbudget.budget.plan_objectives import node_of, ttft_distribution
 
     rho = budget.composition.correlation
     llm = streamed(budget)

@@ -20,8 +20,11 @@ from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit import metrics
 from tailbudget.audit.profile import Profile
 from tailbudget.budget import model as m
+from tailbudget.budget.compose import additive, plan_percentiles
 from tailbudget.budget.llm_spec import SPREAD_POINTS
+from tailbudget.budget.load import parse_budget
 from tailbudget.budget.objectives import METRICS, Objectives
+from tailbudget.budgeting.checks import goodput_check
 from tailbudget.budgeting.quiet_policy import quiet_policy
 from tailbudget.budgeting.structure import Structure, structure, top_level_times
 from tailbudget.logs.columns import UNATTRIBUTED
@@ -150,8 +153,6 @@ def _requests_line(text: str, profile: Profile) -> str:
     # by the ratio, so it gives the log's figures (as the slices, within 0.1% and never
     # below) until a slice is edited. The sum keeps nine digits: the ratio is 1 for the
     # slices as written.
-    from tailbudget.budget.compose import additive, plan_percentiles
-    from tailbudget.budget.load import parse_budget
 
     probe = parse_budget(text, source="the measured budget")
     sums = additive(probe)
@@ -189,8 +190,6 @@ def _counted(budget: m.Budget, profile: Profile) -> str:
 def _breaches(text: str, profile: Profile) -> list[str]:
     # With the audit's definitions (metrics.py) and its rule for too few requests: what
     # `audit` will call a breach, and not what it will call inconclusive.
-    from tailbudget.budget.load import parse_budget
-    from tailbudget.budgeting.checks import goodput_check
 
     out = []
     budget = parse_budget(text, source="the measured budget")
@@ -217,8 +216,6 @@ def _measured_slo(profile: Profile, body: list[str]) -> list[str]:
     # below the log's own figure): the slices fit it by construction, the log passes it,
     # and `rebudget` finds nothing to change. An SLO at the log's own percentile would
     # be breached by every other window of the healthy service it was measured on.
-    from tailbudget.budget.compose import additive
-    from tailbudget.budget.load import parse_budget
 
     e2e = profile.percentiles("total")
     probe = parse_budget("\n".join([f"slo: {_fmt(e2e)}", *body]), source="the measured budget")

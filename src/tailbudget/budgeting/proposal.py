@@ -17,7 +17,7 @@ from tailbudget.audit.gap import LLM_METRICS, Gap, driver, gaps
 from tailbudget.audit.profile import Profile
 from tailbudget.audit.report import RankedFix
 from tailbudget.budget import model as m
-from tailbudget.budget.compose import by_requests, compose
+from tailbudget.budget.compose import MEASURED_METHOD, by_requests, compose
 from tailbudget.budgeting.allocate import Allocation, allocate, old_slices
 from tailbudget.budgeting.budget_text import budget_diff as _diff
 from tailbudget.budgeting.budget_text import budget_yaml as budget_yaml
@@ -37,6 +37,7 @@ from tailbudget.budgeting.options import (
     per_request,
 )
 from tailbudget.budgeting.reasons import passing_stages, reason
+from tailbudget.budgeting.rebudget_record import document_of
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.columns import UNATTRIBUTED
 
@@ -112,7 +113,6 @@ class Rebudget(ReportBase):
 
     def record(self) -> RebudgetDocument:
         """The `rebudget --format json` document as a record."""
-        from tailbudget.budgeting.rebudget_record import document_of
 
         return document_of(self)
 
@@ -553,7 +553,6 @@ def _notes(
 
 def _method_words(method: str) -> str:
     """A composition's method in words where its name is an identifier."""
-    from tailbudget.budget.compose import MEASURED_METHOD
 
     if method == MEASURED_METHOD:
         return "the log's end-to-end figures scaled by the slices' sum (composition.measured)"

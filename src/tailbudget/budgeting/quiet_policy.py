@@ -18,8 +18,12 @@ import math
 from typing import TYPE_CHECKING
 
 from tailbudget.budget.default_policy import default_clear
+from tailbudget.budget.load import parse_budget
 from tailbudget.budget.metric import parse_metric
+from tailbudget.budget.policy import resolve_policy
 from tailbudget.budget.policy_model import Policy, Rule
+from tailbudget.control.logsource import replay_log_of
+from tailbudget.control.replay import replay
 from tailbudget.logs.table import LogTable
 
 if TYPE_CHECKING:
@@ -35,10 +39,6 @@ QUIETED = ("scale_up", "trim_logging", "shed_load", "rollback")
 def quiet_policy(text: str, log: LogTable) -> tuple[list[str], list[str]]:
     """(`policy:` lines to append to the budget text, what was raised), both empty when the
     default rules take no action on the log, or the log has no timestamps to replay."""
-    from tailbudget.budget.load import parse_budget
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.control.logsource import replay_log_of
-    from tailbudget.control.replay import replay
 
     if not log.has_timestamp:
         return [], []

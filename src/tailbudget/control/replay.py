@@ -21,6 +21,7 @@ import numpy as np
 
 from tailbudget import _fmt as fmt
 from tailbudget.budget.policy import Policy
+from tailbudget.control.baselines import log_baselines
 from tailbudget.control.cold_windows import mark_cold_rollbacks
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
@@ -65,7 +66,6 @@ class Baseline:
 
 def log_baseline(other: ReplayLog, policy: Policy, source: str) -> Baseline:
     """Every baseline `policy` compares with, from the whole of the baseline log `other`."""
-    from tailbudget.control.baselines import log_baselines
 
     found = log_baselines(other, policy)
     others = {k: v for k, v in found.values.items() if k != "p99"}

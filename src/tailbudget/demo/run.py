@@ -12,7 +12,21 @@ from tailbudget import _fmt as fmt
 from tailbudget.audit import AuditConfig, AuditReport, run_audit
 from tailbudget.audit.events import read_events
 from tailbudget.budget import Budget, Plan, load_budget, make_plan
+from tailbudget.budget.policy import resolve_policy
+from tailbudget.control.logsource import load_replay_log
+from tailbudget.control.replay import replay, window_baseline
+from tailbudget.control.replay_record import ReplayReport
 from tailbudget.demo.generate import BUDGET_YAML, DemoLog, generate
+from tailbudget.errors import PolicyError
+from tailbudget.logs import ReadOptions, read_log
+from tailbudget.report import sim_verdict
+from tailbudget.report.audit_md import audit_markdown
+from tailbudget.report.audit_view import summary_lines
+from tailbudget.report.simulate_md import simulate_markdown
+from tailbudget.sim.fit import ModelOptions, read_event_times
+from tailbudget.sim.fitting import fit_logs
+from tailbudget.sim.policies import parse_policy_spec
+from tailbudget.sim.run import simulate
 
 
 @dataclass
@@ -74,9 +88,6 @@ def step_plan(state: DemoState) -> None:
 def step_audit(state: DemoState) -> None:
     """Audit the log on DuckDB against the budget; write report.md and report.json."""
     assert state.budget is not None and state.data is not None
-    from tailbudget.logs import ReadOptions, read_log
-    from tailbudget.report.audit_md import audit_markdown
-    from tailbudget.report.audit_view import summary_lines
 
     log = read_log(str(state.data.log), ReadOptions.from_budget(state.budget))
     config = AuditConfig.from_budget(state.budget, events=read_events(state.data.events))
@@ -93,10 +104,6 @@ def step_audit(state: DemoState) -> None:
 def step_replay(state: DemoState) -> None:
     """Replay the budget's policy over the log; write replay.json."""
     assert state.budget is not None and state.data is not None
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.control.logsource import load_replay_log
-    from tailbudget.control.replay import replay, window_baseline
-    from tailbudget.errors import PolicyError
 
     mapping = state.budget.log
     log = load_replay_log(
@@ -131,14 +138,6 @@ SIM_CONCURRENCY = 8
 def step_simulate(state: DemoState) -> None:
     """Fit the service model from the log and run the policies closed loop; simulate.md."""
     assert state.budget is not None and state.data is not None
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.logs import ReadOptions
-    from tailbudget.report import sim_verdict
-    from tailbudget.report.simulate_md import simulate_markdown
-    from tailbudget.sim.fit import ModelOptions, read_event_times
-    from tailbudget.sim.fitting import fit_logs
-    from tailbudget.sim.policies import parse_policy_spec
-    from tailbudget.sim.run import simulate
 
     budget = state.budget
     fitted = fit_logs(
@@ -182,7 +181,6 @@ def step_simulate(state: DemoState) -> None:
 def step_html(state: DemoState) -> None:
     """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
     assert state.report is not None
-    from tailbudget.control.replay_record import ReplayReport
     from tailbudget.report.html import render_audit_html, render_replay_html
 
     path = state.out_dir / "report.html"

@@ -23,6 +23,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, resolve_policy
 from tailbudget.budget.policy_model import Rule
 from tailbudget.errors import BudgetError
+from tailbudget.export.names import check_label, check_subdomain, check_url
 
 GENERATOR = "tailbudget export"
 LABEL_PREFIX = "tailbudget.dev"
@@ -98,7 +99,6 @@ class ExportOptions:
     """Whose histograms the rules read: tailbudget (the Measure layer's), vllm, sglang, tgi."""
 
     def __post_init__(self) -> None:
-        from tailbudget.export.names import check_label, check_subdomain, check_url
 
         check_url(self.prometheus_url, "prometheus_url")
         check_url(self.verdict_url, "verdict_url")

@@ -22,6 +22,7 @@ import yaml
 
 from tailbudget import _metric_names as names
 from tailbudget._units import PERCENTILES
+from tailbudget.budget import parse_budget
 from tailbudget.budget.model import GATES, Budget
 from tailbudget.errors import BudgetError
 from tailbudget.export.common import (
@@ -344,7 +345,6 @@ def budget_yaml(found: dict[str, Any]) -> str:
 
 def import_openslo(text: str, source: str = "OpenSLO file") -> str:
     """OpenSLO text -> a starter budget file; BudgetError when it holds no usable SLO."""
-    from tailbudget.budget import parse_budget
 
     out = budget_yaml(read_slos(text, source))
     parse_budget(out)  # what we write must load

@@ -41,6 +41,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tailbudget.logs.canonical import materialize
+from tailbudget.logs.engine import arrow_table, engine_name
+
 __all__ = ["MAX_DEPTH", "PATH_INPUTS", "PathTimes", "critical_times", "path_times"]
 
 MAX_DEPTH = 256
@@ -290,7 +293,6 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
     Returns the same spans (off-path ones with 0 ms) as a table on the engine, and notes
     for the report. Whole traces go through `path_times` a bucket at a time, so memory
     holds at most about BUCKET_SPANS spans whatever the size of the table."""
-    from tailbudget.logs.canonical import materialize
 
     kept = ("trace", "span", "parent", "start_ms", "dur_ms", "err", "is_root", *attrs)
     wanted = list(dict.fromkeys((*PATH_INPUTS, *kept)))
@@ -324,8 +326,6 @@ def critical_times(spans: Any, backend: Any, attrs: tuple[str, ...]) -> tuple[An
 def _store(backend: Any, name: str, batch: pa.Table, table: Any) -> Any:
     """The bucket's spans added to the result table on the engine (created by the first);
     on DuckDB a temporary table it may spill, elsewhere the engine's own copy."""
-    from tailbudget.logs.canonical import materialize
-    from tailbudget.logs.engine import arrow_table, engine_name
 
     if engine_name(backend) != "duckdb":
         part = arrow_table(backend, batch)

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import ibis
+from ibis.formats.pyarrow import PyArrowData
+
 from tailbudget.errors import LogError
 
 __all__ = [
@@ -40,7 +43,6 @@ def connect(engine: Any = None) -> Any:
 
     An already connected Ibis backend is returned as is.
     """
-    import ibis
 
     if engine is None or engine in ("duckdb", "duckdb://", "duckdb://:memory:"):
         return _bounded(_utc(ibis.duckdb.connect()))
@@ -149,7 +151,6 @@ def arrow_table(backend: Any, table: Any) -> Any:
     Spark receives the Arrow data directly: going through pandas, as ibis'
     memtable does there, would turn float nulls into NaN.
     """
-    import ibis
 
     if engine_name(backend) == "pyspark":
         try:
@@ -196,7 +197,6 @@ def arrow_result(expr: Any, backend: Any = None) -> Any:
 
 @functools.cache
 def _arrow_mapper() -> Any:
-    from ibis.formats.pyarrow import PyArrowData
 
     class _NullAware(PyArrowData):  # type: ignore[misc]
         """Ibis' own DuckDB mapper, where a column of type null comes back as nulls."""
@@ -228,7 +228,6 @@ def count_true(backend: Any, pred: Any) -> Any:
 
 @functools.cache
 def _count_if() -> Any:
-    import ibis
 
     def count_if(arg: bool) -> int:  # type: ignore[empty-body]
         """The engine's count_if."""
@@ -275,8 +274,6 @@ def _pyspark_backend() -> Any:
     session = spark_session()
     with _SPARK_LOCK:
         if "backend" not in _SPARK:
-            import ibis
-
             try:
                 _SPARK["backend"] = ibis.pyspark.connect(session)
             except ImportError as exc:  # ibis' pyspark extra missing

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import ibis
+
 from tailbudget.errors import LogError
 
 __all__ = ["Spooled", "in_memory", "is_in_memory", "label_of", "materialize", "spool"]
@@ -142,7 +144,6 @@ def _check_pandas(frame: Any) -> None:
 
 def in_memory(source: Any, backend: Any) -> tuple[Any, Any]:
     """(Ibis table, its backend) for an in-memory source; LogError for what is not one."""
-    import ibis
 
     if isinstance(source, ibis.Table):
         try:

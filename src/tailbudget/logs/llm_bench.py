@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from tailbudget.errors import LogError
+from tailbudget.logs.aiperf import aiperf_rows
 from tailbudget.logs.bench_rows import (
     DECODE_BATCH,
     BenchRows,
@@ -33,6 +34,7 @@ from tailbudget.logs.bench_rows import (
 )
 from tailbudget.logs.canonical import canonicalize
 from tailbudget.logs.engine import arrow_table
+from tailbudget.logs.guidellm import guidellm_rows
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 
@@ -101,12 +103,8 @@ def _file_rows(path: str, fmt: str) -> BenchRows:
     if fmt == "llmperf":
         return llmperf_rows(load_json(path), path)
     if fmt == "aiperf":
-        from tailbudget.logs.aiperf import aiperf_rows
-
         return aiperf_rows(path)
     if fmt == "guidellm":
-        from tailbudget.logs.guidellm import guidellm_rows
-
         return guidellm_rows(load_json(path), path)
     from tailbudget.logs.sglang import sglang_rows
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tailbudget.errors import LogError, TailbudgetError
+from tailbudget.logs.bench_sniff import refuse_aggregate, sniff_bench
 from tailbudget.logs.canonical import canonicalize
 from tailbudget.logs.engine import connect, engine_name
 from tailbudget.logs.frames import in_memory, is_in_memory, label_of
@@ -91,8 +92,6 @@ def _read(
     files = _expand(text)
     fmt = options.format or _file_format(files[0])
     if fmt == "aggregate":
-        from tailbudget.logs.bench_sniff import refuse_aggregate
-
         refuse_aggregate(files[0])
     if fmt in ("vllm", "llmperf", "aiperf", "guidellm", "sglang"):
         from tailbudget.logs.llm_bench import read_llm_bench
@@ -213,7 +212,6 @@ def _file_format(path: str) -> str:
 
 
 def _sniff_json(head: bytes, path: str) -> str | None:
-    from tailbudget.logs.bench_sniff import sniff_bench
 
     if b'"resourceSpans"' in head or b'"resource_spans"' in head:
         return "otlp"

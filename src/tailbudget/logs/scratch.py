@@ -11,6 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import ibis
+import ibis.expr.datatypes as dt
+from ibis.backends.sql.datatypes import DuckDBType
+
 from tailbudget.logs.engine import arrow_result, engine_name
 
 __all__ = ["ENUM_MOST", "Scratch", "scratch_copy"]
@@ -86,7 +90,6 @@ def _copy(
     enums = _few_values(backend, expr, [c for c in labels if expr[c].type().is_string()])
     if not enums:
         return backend.create_table(name, expr, database=database)
-    from ibis.backends.sql.datatypes import DuckDBType
 
     schema = expr.schema()
     columns = ", ".join(
@@ -105,8 +108,6 @@ def _few_values(backend: Any, expr: Any, columns: list[str]) -> dict[str, list[s
     one query (a distinct select per column, each cut at ENUM_MOST + 1)."""
     if not columns:
         return {}
-    import ibis
-    import ibis.expr.datatypes as dt
 
     parts = [
         expr.select(_v=expr[c]).distinct().limit(ENUM_MOST + 1).mutate(_c=ibis.literal(k, dt.int32))

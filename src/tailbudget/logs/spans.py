@@ -33,6 +33,7 @@ from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.engine import arrow_result, capped_memory
 from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.span_profile import span_profile
 from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
 
@@ -194,8 +195,6 @@ def _read_span_table(
     )
     profile = None
     if timed and options.span_profile:
-        from tailbudget.logs.span_profile import span_profile
-
         profile = span_profile(spans, backend)
     return replace(
         table,

@@ -19,6 +19,7 @@ from typing import Any
 
 from tailbudget.measure.deadline import DEADLINE_HEADER, REQUEST_ID_HEADER, parse_deadline
 from tailbudget.measure.gate import ADMIT, Admission, Gate
+from tailbudget.measure.prometheus import request_metrics
 from tailbudget.measure.recorder import Recorder
 
 log = logging.getLogger("tailbudget.measure")
@@ -136,8 +137,6 @@ class TailbudgetMiddleware:
                 reason = "rate_limited" if status == 429 else "shed"
         try:
             if self._shed is None:
-                from tailbudget.measure.prometheus import request_metrics
-
                 self._shed = request_metrics(self.recorder.registry)["shed"]
             self._shed.labels(reason=reason).inc()
         except Exception:

@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tailbudget.budget import load_budget
 from tailbudget.errors import TailbudgetError
+from tailbudget.measure.otel import OTelSink
+from tailbudget.measure.prometheus import PrometheusSink, dropped_counter
 from tailbudget.measure.request import Request
 from tailbudget.measure.sinks.base import Pump, Sink
+from tailbudget.measure.sinks.jsonl import JsonlSink
+from tailbudget.measure.sinks.parquet import ParquetSink
+from tailbudget.measure.sinks.sketch import SketchSink
 
 if TYPE_CHECKING:
     from tailbudget.budget import Budget
@@ -33,20 +39,12 @@ def make_sink(spec: SinkSpec) -> Sink:
         text = str(spec)
         lower = text.lower()
         if lower.endswith(".parquet"):
-            from tailbudget.measure.sinks.parquet import ParquetSink
-
             return ParquetSink(text)
         if lower.endswith((".jsonl", ".ndjson")):
-            from tailbudget.measure.sinks.jsonl import JsonlSink
-
             return JsonlSink(text)
         if lower == "prometheus":
-            from tailbudget.measure.prometheus import PrometheusSink
-
             return PrometheusSink()
         if lower in ("otel", "opentelemetry"):
-            from tailbudget.measure.otel import OTelSink
-
             return OTelSink()
     raise TailbudgetError(
         f"unknown sink {spec!r}: give a path ending in .parquet or .jsonl, "
@@ -98,8 +96,6 @@ class Recorder:
         registry: Any = None,
     ) -> None:
         if isinstance(budget, str | Path):
-            from tailbudget.budget import load_budget
-
             budget = load_budget(budget)
         self.budget: Budget | None = budget
         self.service = service or (budget.service if budget is not None else "service")
@@ -113,8 +109,6 @@ class Recorder:
         sinks = _make_sinks(sink)
         self.sketches: Any = None
         if not sinks:  # no sink given: rolling sketches, readable in-process
-            from tailbudget.measure.sinks.sketch import SketchSink
-
             self.sketches = SketchSink(window_s=window_s)
             sinks = [self.sketches]
         for s in sinks:
@@ -124,7 +118,6 @@ class Recorder:
         self._seq = itertools.count()
         self._drop_lock = threading.Lock()
         self._dropped: dict[str, int] = {}
-        from tailbudget.measure.prometheus import dropped_counter
 
         self.registry = registry
         self._dropped_metric = dropped_counter(registry)

@@ -6,6 +6,7 @@ from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
 from tailbudget.report import sim_verdict
 from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.floor import METHOD
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import SimReport
 
@@ -109,8 +110,6 @@ def simulate_markdown(rep: SimReport) -> str:
         rows.append([LOG_ROW, *recorded, *("" for _ in head[len(names) + 1 :])])
     lines += _table(head, rows)
     if rep.floor is not None:
-        from tailbudget.sim.floor import METHOD
-
         lines += ["", f"Floor: {METHOD}."]
         said = rep.floor.note()
         lines += [f"{said[0].upper()}{said[1:]}."] if said else []

@@ -51,7 +51,7 @@ from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
 from tailbudget.serve.runtime import Runtime
 from tailbudget.serve.traces.metrics import TracesCollector
-from tailbudget.serve.traces.receiver import TraceOptions
+from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
 from tailbudget.serve.traces_route import trace_status, traces
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
@@ -345,8 +345,6 @@ def create_app(
     app.state.evaluate = evaluate
     app.state.traces = None
     if traces is not None:
-        from tailbudget.serve.traces.receiver import TraceReceiver
-
         app.state.traces = TraceReceiver(runtime, traces)
         app.state.registry.register(TracesCollector(app.state.traces))
     app.state.limits = limits or BodyLimits()

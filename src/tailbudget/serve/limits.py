@@ -10,6 +10,7 @@ Any route that takes a body (observations, OTLP traces) calls these.
 
 from __future__ import annotations
 
+import io
 import zlib
 from dataclasses import dataclass
 
@@ -100,7 +101,6 @@ def _inflate(data: bytes, name: str, limits: BodyLimits) -> bytes:
 
 
 def _zstd(data: bytes, limits: BodyLimits) -> bytes:
-    import io
 
     import pyarrow as pa
 

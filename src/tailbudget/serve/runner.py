@@ -18,6 +18,7 @@ from tailbudget.serve.actions import load_actions_config
 from tailbudget.serve.limits import DECODED_FACTOR, MAX_BODY, BodyLimits
 from tailbudget.serve.prometheus_source import PrometheusSource
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
+from tailbudget.serve.traces.assembler import Limits
 from tailbudget.serve.traces.receiver import TraceOptions
 
 if TYPE_CHECKING:
@@ -63,8 +64,6 @@ class ServeOptions:
 
 def trace_options(options: ServeOptions) -> TraceOptions | None:
     """`--traces` settings, with the budget's `log: {span_stage}` and stage slices."""
-    from tailbudget.serve.traces.assembler import Limits
-    from tailbudget.serve.traces.receiver import TraceOptions
 
     if not options.traces:
         if options.span_stage is not None:

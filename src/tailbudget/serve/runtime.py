@@ -49,7 +49,7 @@ from tailbudget.serve.classes import split_classes
 from tailbudget.serve.groupcommit import GroupCommit
 from tailbudget.serve.heartbeat import Heartbeat
 from tailbudget.serve.ingest import BadBatch
-from tailbudget.serve.journal import Journal
+from tailbudget.serve.journal import Journal, decision_record
 from tailbudget.serve.prometheus_source import PrometheusSource
 from tailbudget.serve.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.serve.state import StateDir
@@ -483,7 +483,6 @@ class Runtime:
     @staticmethod
     def journal_record(decision: Decision) -> dict[str, Any]:
         """The decision as the status shows it."""
-        from tailbudget.serve.journal import decision_record
 
         return {"kind": "decision", **decision_record(decision)}
 

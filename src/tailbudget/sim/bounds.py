@@ -11,6 +11,7 @@ span (the fit keeps one entry per minute of it).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -186,7 +187,6 @@ def _span(seconds: float) -> str:
 
 
 def _date(epoch_s: float) -> str:
-    import datetime as dt
 
     try:
         return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%d")

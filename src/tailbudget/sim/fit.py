@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.audit.events import read_events
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.model import Param, ServiceModel, WorkSamples
 
@@ -81,7 +82,6 @@ def read_event_times(path: str | Path) -> tuple[float, ...]:
     The audit's reader, so both commands refuse the same bad files (binary, not
     UTF-8, a bad or empty time) with the same one-line errors.
     """
-    from tailbudget.audit.events import read_events
 
     return tuple(when.timestamp() for when, _ in read_events(Path(path)))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from tailbudget.logs import ReadOptions, read_log
 from tailbudget.logs.bench_rows import is_number
@@ -84,8 +85,6 @@ def read_logged(
     stages = {s: np.nan_to_num(_col(arrow, table.stage_column(s))) for s in table.stages}  # type: ignore[arg-type]
     ts = None
     if table.has_timestamp:
-        import pyarrow as pa
-
         micros = arrow.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
         ts = np.asarray(micros.fill_null(0).to_numpy(zero_copy_only=False), np.float64) / 1e6
     order = np.argsort(ts, kind="stable") if ts is not None else np.arange(total.size)

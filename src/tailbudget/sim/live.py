@@ -26,8 +26,13 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import ModelMode
 from tailbudget.control.decision import Decision
 from tailbudget.errors import TailbudgetError
+from tailbudget.logs import ReadOptions
+from tailbudget.sim.fit import ModelOptions
+from tailbudget.sim.fitting import fit_logs
 from tailbudget.sim.fleet import Knobs, TickView
+from tailbudget.sim.limits import check_params
 from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.model_file import load_model
 from tailbudget.sim.model_policy import ModelPolicy, model_headroom
 from tailbudget.sim.trace import Arrivals
 
@@ -58,16 +63,10 @@ class ModelSource:
 def load_source(source: ModelSource) -> tuple[ServiceModel, str]:
     """(the model, when it was fitted) from a file or by fitting the logs now."""
     if source.model_file is not None:
-        from tailbudget.sim.model_file import load_model
-
         saved = load_model(source.model_file)
         return saved.model, saved.fitted_at
     if not source.fit_logs:
         raise TailbudgetError("the model policy needs a model file or logs to fit", param="model")
-    from tailbudget.logs import ReadOptions
-    from tailbudget.sim.fit import ModelOptions
-    from tailbudget.sim.fitting import fit_logs
-    from tailbudget.sim.limits import check_params
 
     model = fit_logs(list(source.fit_logs), ReadOptions(), ModelOptions()).model
     # A refit holds the file's checks: a fit out of range is refused, the old model kept.

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget.sim.records import LoadLevel, ModelRecord, ParamRecord
+
 if TYPE_CHECKING:
     from tailbudget.sim.records import ModelRecord, ParamRecord
 
@@ -33,7 +35,6 @@ class Param:
 
     def record(self) -> ParamRecord:
         """The parameter as the JSON documents show it (value to 6 decimals)."""
-        from tailbudget.sim.records import ParamRecord
 
         return ParamRecord(
             name=self.name,
@@ -151,7 +152,6 @@ class ServiceModel:
 
     def record(self) -> ModelRecord:
         """The `model` block of the JSON output."""
-        from tailbudget.sim.records import LoadLevel, ModelRecord
 
         return ModelRecord(
             kind=self.kind,

@@ -19,6 +19,7 @@ from tailbudget._verdict import Verdict, judge
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
+from tailbudget.sim.records import ObjectiveRecord
 from tailbudget.sim.trace import SimTrace
 
 if TYPE_CHECKING:
@@ -83,7 +84,6 @@ class ObjectiveResult:
 
     def record(self) -> ObjectiveRecord:
         """The audit's objective shape, plus attainment and minutes in breach."""
-        from tailbudget.sim.records import ObjectiveRecord
 
         o = self.objective
         return ObjectiveRecord(

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from tailbudget.errors import TailbudgetError
 from tailbudget.measure.sinks.base import Batch, Sink
 
 
 def _encoder() -> Callable[[Any], bytes]:
     try:  # orjson (a core dependency) is ~5x faster; the stdlib is the fallback
-        import orjson
-
         # A partial is called from C: no Python frame per row.
         fast: Callable[[Any], bytes] = functools.partial(orjson.dumps, default=str)
         return fast

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tailbudget.errors import TailbudgetError
 from tailbudget.measure.columns import arrow_array
 from tailbudget.measure.sinks.base import Batch, Sink
@@ -142,7 +144,6 @@ def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
     """One table in batch order from per-shape parts (as given if their types clash)."""
     if len(parts) < 2:
         return parts
-    import numpy as np
     import pyarrow as pa
 
     try:

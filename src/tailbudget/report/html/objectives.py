@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from matplotlib.ticker import NullLocator
+
 from tailbudget import _fmt as fmt
 from tailbudget.audit.report import AuditReport, CdfPoint, ObjectiveRow
 from tailbudget.budget.objectives import parse_percentile
 from tailbudget.report.html.page import cell, esc, figure, not_available, table
+from tailbudget.report.html.svg import BLUE, INK, new_figure, style, to_svg
 from tailbudget.report.objectives_md import definitions
 
 __all__ = ["objectives_html"]
@@ -96,9 +99,6 @@ def quantile_chart(
     pts = sorted((p.ms, p.q) for p in points if p.ms > 0 and 0 < p.q < 1)
     if len(pts) < 2:
         return None
-    from matplotlib.ticker import NullLocator
-
-    from tailbudget.report.html.svg import BLUE, INK, new_figure, style, to_svg
 
     with style("cdf"):
         fig = new_figure()

@@ -11,6 +11,7 @@ from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 from tailbudget.report.html.ticks import integer_axis
+from tailbudget.report.simulate_md import LOG_ROW
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
@@ -139,8 +140,6 @@ def _runs_table(rep: SimReport) -> str:
              cell(None)]
         )  # fmt: skip
     if rep.log_measured:
-        from tailbudget.report.simulate_md import LOG_ROW
-
         rows.append(
             [cell(LOG_ROW), *(cell(f.measured_ms, "ms") for f in rep.log_measured)]
             + [cell(None) for _ in head[len(names) + 1 :]]

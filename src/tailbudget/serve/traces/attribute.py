@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.stage_windows import MAX_STAGES
@@ -111,7 +112,6 @@ def _span_table(
 ) -> tuple[pa.Table, npt.NDArray[np.int64]]:
     """The batch's spans normalised as the span reader normalises OTLP (ms from the first
     start, a root's parent none or a root marker), and each span's trace number."""
-    import pyarrow.compute as pc
 
     from tailbudget.logs.spans import ROOT_PARENTS
 
@@ -152,7 +152,6 @@ def _stage_columns(
     """Every named stage for every trace (0 ms where the trace has none of it), the
     rest summed into `other`, as a stage column of a log is: the window's percentiles
     are then the audit's."""
-    import pyarrow.compute as pc
 
     stage = pc.fill_null(paths.column("stage_raw"), "other")
     encoded = stage.combine_chunks().dictionary_encode()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from tailbudget.serve.ingest import BadBatch
 from tailbudget.serve.limits import BodyLimits
 from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
@@ -256,7 +257,6 @@ class TraceReceiver:
     def _commit(self, ready: list[Any]) -> int:
         """Attribute and log `ready`; a trace that cannot be attributed is refused alone
         (the batch is halved until it stands alone), never taking the others with it."""
-        from tailbudget.serve.ingest import BadBatch
 
         ids = [t.root.trace for t in ready if t.root is not None]
         try:
