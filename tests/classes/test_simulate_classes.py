@@ -147,7 +147,7 @@ def test_capacity_meets_every_class_and_names_the_class_that_sets_it(tmp_path) -
     (point,) = json.loads(report.to_json())["curve"]
     assert point["set_by"] == "standard" and point["replicas"] > plain["replicas"]
     assert all(o["verdict"] == "pass" for c in point["classes"] for o in c["objectives"])
-    assert f"class standard set the {point['replicas']}" in report.to_markdown()
+    assert f"class standard sets the count, {point['replicas']} replicas" in report.to_markdown()
 
 
 def test_capacity_without_classes_has_no_class_keys(tmp_path) -> None:

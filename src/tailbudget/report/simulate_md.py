@@ -172,7 +172,8 @@ def _set_by(rep: CapacityReport) -> list[str]:
         if p.replicas is None:
             out.append(f"- {p.load:g}x: not met; {who} is furthest over target ({figures})")
         else:
-            out.append(f"- {p.load:g}x: {who} set the {fmt.count(p.replicas)} ({figures})")
+            n = fmt.count(p.replicas)
+            out.append(f"- {p.load:g}x: {who} sets the count, {n} replicas ({figures})")
     return ["", "Every class met with the fewest replicas:", "", *out] if out else []
 
 
