@@ -431,12 +431,9 @@ def test_a_span_tables_plan_agrees_with_its_audit(data, tmp_path, name):
             proposed = tmp_path / "proposed.yaml"
             proposed.write_text(rebudget["budget"])
             again = cli("plan", str(proposed))
-            # KNOWN BUG (reported, issue 36): since calls nest under their caller, the
-            # proposal's composed p95 can land up to ~0.1 ms over its limit on two of these
-            # files (520.807 against 520.697 on 2023-01-29 14:51): the 0.1 ms rounding
-            # slack rebudget keeps does not cover it. Anything more is a real failure.
-            over = [c["composed_ms"] - c["limit_ms"] for c in again["gates"]["checks"]]
-            assert again["fits"] is True or max(over) < 0.2, again["problems"]
+            # Cut slices round down to the tenth (rounded up, thirty of them planned 0.1 ms
+            # over the SLO on 2023-01-29 14:51): the proposal fits as written.
+            assert again["fits"] is True, again["problems"]
             assert any("composition.measured" in n for n in rebudget["notes"])
         assert plan["fits"] is (verdict == "pass"), plan["problems"]
         (row,) = plan["objectives"]
