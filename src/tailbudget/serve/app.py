@@ -45,8 +45,9 @@ from starlette.routing import Route
 from tailbudget._json import dumps
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.baseline_body import EXAMPLE, BadBaseline, parse_baseline_body
+from tailbudget.serve.batch import BadBatch
 from tailbudget.serve.classes import class_columns
-from tailbudget.serve.ingest import BadBatch, parse_observations
+from tailbudget.serve.ingest import parse_observations
 from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
 from tailbudget.serve.runtime import Runtime

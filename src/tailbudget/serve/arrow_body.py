@@ -28,17 +28,19 @@ import numpy.typing as npt
 from tailbudget._arrow_numpy import bits, floats, valid_mask
 from tailbudget.control.columns import StageColumn
 from tailbudget.serve.arrow_size import ipc_size
+from tailbudget.serve.batch import (
+    MAX_BATCH,
+    BadBatch,
+    BatchTooLarge,
+    _check_stage_name,
+)
+from tailbudget.serve.batch import (
+    Batch as ParsedBatch,
+)
 from tailbudget.serve.columns_body import (
     checked_stage,
     checked_stamps,
     checked_totals,
-)
-from tailbudget.serve.ingest import (
-    MAX_BATCH,
-    BadBatch,
-    BatchTooLarge,
-    ParsedBatch,
-    _check_stage_name,
 )
 from tailbudget.serve.limits import MAX_ITL_GAPS, BodyLimits
 from tailbudget.serve.llm_fields import (

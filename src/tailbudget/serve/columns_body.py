@@ -19,17 +19,19 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.control.columns import StageColumn
-from tailbudget.serve.ingest import (
+from tailbudget.serve.batch import (
     MAX_BATCH,
     MAX_FUTURE_S,
     MAX_PAST_S,
     BadBatch,
-    ParsedBatch,
     _check_stage_name,
     _short,
     _ts,
     ahead_of_clock,
     behind_clock,
+)
+from tailbudget.serve.batch import (
+    Batch as ParsedBatch,
 )
 from tailbudget.serve.llm_fields import LLM_KEYS, BadField, llm_columns_of
 

@@ -44,11 +44,11 @@ from tailbudget.serve.actions import (
     WebhookAction,
     build_actions,
 )
+from tailbudget.serve.batch import BadBatch
 from tailbudget.serve.classes import PREFIX as CLASS_PREFIX
 from tailbudget.serve.classes import split_classes
 from tailbudget.serve.groupcommit import GroupCommit
 from tailbudget.serve.heartbeat import Heartbeat
-from tailbudget.serve.ingest import BadBatch
 from tailbudget.serve.journal import Journal, decision_record
 from tailbudget.serve.prometheus_source import PrometheusSource
 from tailbudget.serve.snapshot import SNAPSHOT_VERSION, check_snapshot

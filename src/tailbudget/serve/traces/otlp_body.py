@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from tailbudget.errors import TailbudgetError
-from tailbudget.serve.ingest import MAX_FUTURE_S, stage_name_problem
+from tailbudget.serve.batch import MAX_FUTURE_S, stage_name_problem
 from tailbudget.serve.limits import BodyLimits, TooLarge, decompress
 
 __all__ = [

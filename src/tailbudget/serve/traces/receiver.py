@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from tailbudget.serve.ingest import BadBatch
+from tailbudget.serve.batch import BadBatch
 from tailbudget.serve.limits import BodyLimits
 from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
