@@ -57,7 +57,8 @@ def _reader_of(source: Any, label: str) -> Any:
     if type(source).__module__.split(".", 1)[0] == "pyarrow":
         return source
     try:
-        fetch = getattr(source, "fetch_record_batch", None) or source.to_arrow_reader
+        # DuckDB 2 deprecates fetch_record_batch (an error under the suite's warnings)
+        fetch = getattr(source, "to_arrow_reader", None) or source.fetch_record_batch
         return fetch(SPOOL_BATCH_ROWS)
     except Exception as exc:  # duckdb.Error: a closed connection, a failing query
         raise LogError(
