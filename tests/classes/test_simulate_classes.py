@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import tailbudget as tb
 from tailbudget.demo.tiers import BUDGET, tiered
@@ -156,3 +157,25 @@ def test_capacity_without_classes_has_no_class_keys(tmp_path) -> None:
     df.to_parquet(path, index=False)
     (point,) = json.loads(tb.capacity(path, budget=BUDGET, load="1").to_json())["curve"]
     assert "classes" not in point and "set_by" not in point
+
+
+def test_an_arrival_trace_carries_each_arrivals_class(tmp_path) -> None:
+    df = tiered(n=3000, seed=5)
+    log = tmp_path / "tiers.parquet"
+    df.to_parquet(log, index=False)
+    # Twice the premium share of the log: each arrival copies a logged request of its class.
+    tiers = ["premium" if i % 5 == 0 else "batch" for i in range(1200)]
+    rows = "".join(f"{1_700_000_000 + i * 0.5:.1f},{t}\n" for i, t in enumerate(tiers))
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("ts,tier\n" + rows)
+    doc = json.loads(
+        tb.simulate(log, budget=BUDGET, policy=["fixed:40"], arrivals=str(trace)).to_json()
+    )
+    got = {c["name"]: c["requests"] for c in doc["classes"]}
+    assert got == {"premium": 240, "standard": 0, "batch": 960}
+    premium = doc["classes"][0]["objectives"][0]
+    assert premium["verdict"] == "breach" and premium["measured_ms"] > 800
+    # A class the log has no request of cannot be copied: said, not guessed.
+    trace.write_text("ts,tier\n" + rows.replace("batch", "gold"))
+    with pytest.raises(tb.TailbudgetError, match="'gold' has no request in the log"):
+        tb.simulate(log, budget=BUDGET, policy=["fixed:40"], arrivals=str(trace))

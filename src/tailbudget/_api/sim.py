@@ -147,6 +147,13 @@ def _shed_class_share(
     return shed / total, note
 
 
+def _class_by(budget: BudgetLike) -> str | None:
+    """The budget's `classes.by` (an arrival trace's class column), if it lists classes."""
+    b = budget_of(budget) if budget is not None else None
+    cs = b.class_set if b is not None else None
+    return cs.by if cs is not None and cs.classes else None
+
+
 def _sim_classes(inputs: _Inputs) -> SimClasses | None:
     """The budget's classes with each logged request's class, when the logs hold it."""
     from tailbudget.sim.classes import SimClasses
@@ -309,7 +316,7 @@ def simulate(
     names = [chosen] if isinstance(chosen, str) else list(chosen)
     specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
     bound = parse_max_events(max_events)
-    spec = parse_arrivals(arrivals, bound)
+    spec = parse_arrivals(arrivals, bound, _class_by(budget))
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events,

@@ -43,6 +43,8 @@ class TraceTimes:
     input_tokens: npt.NDArray[np.float64] | None = None
     output_tokens: npt.NDArray[np.float64] | None = None
     source: str = ""
+    classes: npt.NDArray[np.str_] | None = None
+    """Each arrival's class, from the column named as the budget's `classes.by`."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,21 @@ def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
     return TraceTimes(got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path)
 
 
-def read_trace(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
+def _class_column(path: str, by: str, size: int) -> npt.NDArray[np.str_] | None:
+    """The trace's `by` column as text, in file order (None when it has no such column)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = [k.strip() for k in next(reader, None) or []]
+        if by not in header:
+            return None
+        col = header.index(by)
+        values = [row[col].strip() if col < len(row) else "" for row in reader]
+    return np.asarray(values[:size], dtype=np.str_)
+
+
+def read_trace(
+    path: str, max_rows: int = MAX_TRACE_ROWS, class_by: str | None = None
+) -> TraceTimes:
     """A CSV of arrival times (first matching column), with token counts when present.
 
     Read row by row: every time and token count is checked as it is read (a time before
@@ -240,12 +256,21 @@ def read_trace(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
     def tokens(values: array[float]) -> npt.NDArray[np.float64] | None:
         return np.frombuffer(values, dtype=np.float64)[order] if len(values) else None
 
-    return TraceTimes(times - times[0], tokens(tin), tokens(tout), path)
+    classes = None if class_by is None else _class_column(path, class_by, times.size)
+    return TraceTimes(
+        times - times[0],
+        tokens(tin),
+        tokens(tout),
+        path,
+        None if classes is None else classes[order],
+    )
 
 
-def parse_arrivals(text: str | None, max_rows: int = MAX_TRACE_ROWS) -> ArrivalSpec:
+def parse_arrivals(
+    text: str | None, max_rows: int = MAX_TRACE_ROWS, class_by: str | None = None
+) -> ArrivalSpec:
     """None (the log's times), 'poisson:RATE', 'burst:N' or a CSV path (at most
-    `max_rows` arrivals)."""
+    `max_rows` arrivals; with `class_by`, its column of that name is each arrival's class)."""
     if text is None:
         return ArrivalSpec("log")
     kind, sep, arg = text.partition(":")
@@ -265,7 +290,7 @@ def parse_arrivals(text: str | None, max_rows: int = MAX_TRACE_ROWS) -> ArrivalS
             f"arrivals {text!r}: not poisson:RATE, burst:N or an existing CSV file",
             param="arrivals",
         )
-    return ArrivalSpec("trace", trace=read_trace(text, max_rows))
+    return ArrivalSpec("trace", trace=read_trace(text, max_rows, class_by))
 
 
 def make_arrivals(
@@ -284,6 +309,7 @@ def make_arrivals(
         raise TailbudgetError(f"load must be positive, got {load:g}", param="load")
     src: npt.NDArray[np.int64] | None = None
     tin = tout = None
+    classes = None
     if spec.kind == "poisson":
         horizon = 3600.0 if duration_s is None else duration_s
         rate = spec.rate * load
@@ -302,6 +328,8 @@ def make_arrivals(
             src = rng.permutation(pool)[:n].astype(np.int64)
     else:
         t, src, tin, tout, horizon = _replayed(spec, log_times, load, duration_s, max_requests)
+        if spec.trace is not None and spec.trace.classes is not None:
+            classes = spec.trace.classes[_trace_index(spec.trace.t_s.size, t.size)]
     if src is None:
         src = rng.integers(0, pool, size=t.size).astype(np.int64)
     low = rng.random(t.size) < low_share
@@ -311,6 +339,7 @@ def make_arrivals(
         low_priority=low,
         input_tokens=tin,
         output_tokens=tout,
+        classes=classes,
         description=(
             f"burst:{t.size} (all at once, at t = 0)"
             if spec.kind == "burst"
@@ -362,6 +391,12 @@ def _replayed(
     tin = None if tin_all is None else tin_all[idx]
     tout = None if tout_all is None else tout_all[idx]
     return t, None, tin, tout, horizon
+
+
+def _trace_index(size: int, n: int) -> npt.NDArray[np.int64]:
+    """Which trace row each of the first `n` replayed arrivals is (the trace repeats in
+    order to fill the horizon, as `_replayed` tiles it)."""
+    return np.arange(n, dtype=np.int64) % max(size, 1)
 
 
 def _recorded(

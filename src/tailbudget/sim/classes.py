@@ -22,7 +22,7 @@ from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.records import SimClassRecord
 from tailbudget.sim.trace import Arrivals, SimTrace
 
-__all__ = ["ClassResult", "SimClasses", "class_results", "shed_by_class"]
+__all__ = ["ClassResult", "SimClasses", "class_results", "draw_by_class", "shed_by_class"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,25 @@ def shed_by_class(arr: Arrivals, sc: SimClasses) -> Arrivals:
     """The arrivals with shed_load's candidates the requests of the class shed first."""
     first = sc.classes.shed_order()[0]
     return replace(arr, low_priority=sc.labels[arr.src] == first)
+
+
+def draw_by_class(arr: Arrivals, sc: SimClasses, rng: np.random.Generator) -> Arrivals:
+    """With a class per arrival (an arrival trace's class column): each arrival copies a
+    logged request of its own class; a class the log has no request of is refused."""
+    if arr.classes is None:
+        return arr
+    src = arr.src.copy()
+    for name in sorted(set(arr.classes.tolist())):
+        pool = np.flatnonzero(sc.labels == name)
+        if not pool.size:
+            raise TailbudgetError(
+                f"arrivals: class {name!r} has no request in the log to copy (its "
+                f"{sc.classes.by} values: {', '.join(sorted(set(sc.labels.tolist()))[:8])})",
+                param="arrivals",
+            )
+        mine = arr.classes == name
+        src[mine] = pool[rng.integers(0, pool.size, size=int(mine.sum()))]
+    return replace(arr, src=src)
 
 
 def _subset(trace: SimTrace, keep: npt.NDArray[np.bool_]) -> SimTrace:

@@ -14,7 +14,13 @@ from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.batch_engine import run_batching
-from tailbudget.sim.classes import ClassResult, SimClasses, class_results, shed_by_class
+from tailbudget.sim.classes import (
+    ClassResult,
+    SimClasses,
+    class_results,
+    draw_by_class,
+    shed_by_class,
+)
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import (
     Objective,
@@ -358,7 +364,7 @@ def simulate(
         log_times=log_times,
     )
     if classes is not None:
-        arr = shed_by_class(arr, classes)
+        arr = shed_by_class(draw_by_class(arr, classes, rng), classes)
     ctx = Context(model, objectives, budget_policy, signal, seed, headroom, model_options, classes)
     return run_policies(ctx, arr, horizon, policies, replicas=replicas, load=load, floor=floor)
 

@@ -36,6 +36,8 @@ class Arrivals:
     """Prompt sizes from a trace (replacing the copied request's, when given)."""
     output_tokens: npt.NDArray[np.float64] | None = None
     description: str = ""
+    classes: npt.NDArray[np.str_] | None = None
+    """Each arrival's class from the arrival trace (None: each keeps its copied request's)."""
 
     @property
     def size(self) -> int:
