@@ -130,6 +130,9 @@ def test_the_text_has_a_class_table(tmp_path) -> None:
     text = tb.simulate(path, budget=BUDGET, policy=["fixed:40"]).to_markdown()
     table = text.split("## Classes", 1)[1]
     assert "| premium | fixed:40 |" in table and "(breach)" in table.split("\n| standard")[0]
+    # The service passing never hides a breached class in the headline.
+    assert "meets the service-wide objectives" in text
+    assert "but class premium breaches e2e.p95" in text
 
 
 def test_capacity_meets_every_class_and_names_the_class_that_sets_it(tmp_path) -> None:
@@ -139,6 +142,8 @@ def test_capacity_meets_every_class_and_names_the_class_that_sets_it(tmp_path) -
     # Premium's p95 is missed through a slow stage, however many replicas: not met, by it.
     (point,) = json.loads(tb.capacity(path, budget=BUDGET, load="1").to_json())["curve"]
     assert point["replicas"] is None and point["set_by"] == "premium"
+    headline = tb.capacity(path, budget=BUDGET, load="1").to_markdown()
+    assert "No replica count found: class premium's objectives are not met" in headline
     # Premium relaxed: the service-wide p99 sets the count, until standard's is tightened.
     relaxed = BUDGET.replace("premium:  {slo: {p95: 800}", "premium:  {slo: {p95: 2000}")
     (plain,) = json.loads(tb.capacity(path, budget=relaxed, load="1").to_json())["curve"]
