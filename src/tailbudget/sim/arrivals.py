@@ -56,10 +56,15 @@ class ArrivalSpec:
     rate: float = 0.0
     count: int = 0
     trace: TraceTimes | None = None
+    in_order: bool = False
+    """A benchmark's own run: its `count` logged requests once each, in the order sent
+    (poisson with a count: exactly that many at the rate, the first at t = 0)."""
 
     @property
     def label(self) -> str:
         """How reports name it."""
+        if self.kind == "poisson" and self.count:
+            return f"poisson:{self.rate:g}, {self.count} requests (the benchmark's own run)"
         if self.kind == "poisson":
             return f"poisson:{self.rate:g}"
         if self.kind == "burst":
@@ -310,7 +315,15 @@ def make_arrivals(
     src: npt.NDArray[np.int64] | None = None
     tin = tout = None
     classes = None
-    if spec.kind == "poisson":
+    if spec.kind == "poisson" and spec.count and duration_s is None:
+        n = max(1, round(spec.count * load))
+        n = n if max_requests is None else min(n, max_requests)
+        gaps = rng.exponential(1.0 / (spec.rate * load), size=n - 1)
+        t = np.concatenate([[0.0], np.cumsum(gaps)])
+        horizon = max(float(t[-1]), ONE_WINDOW_S)
+        if spec.in_order and n <= pool:
+            src = np.arange(n, dtype=np.int64)
+    elif spec.kind == "poisson":
         horizon = 3600.0 if duration_s is None else duration_s
         rate = spec.rate * load
         n = rng.poisson(rate * horizon)
@@ -324,7 +337,9 @@ def make_arrivals(
             n = min(n, max_requests)
         t = np.zeros(n)
         horizon = 60.0 if duration_s is None else duration_s
-        if n <= pool:  # each logged request once, as a benchmark sends its prompts
+        if n <= pool and spec.in_order:  # the benchmark's own burst, in its order
+            src = np.arange(n, dtype=np.int64)
+        elif n <= pool:  # each logged request once, as a benchmark sends its prompts
             src = rng.permutation(pool)[:n].astype(np.int64)
     else:
         t, src, tin, tout, horizon = _replayed(spec, log_times, load, duration_s, max_requests)

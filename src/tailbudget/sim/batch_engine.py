@@ -29,10 +29,16 @@ _INF = float("inf")
 
 
 class _Replica:
-    __slots__ = ("decoding", "firsts", "prefill", "running", "seqs", "step", "stepping")
+    __slots__ = (
+        "ctx", "decoding", "firsts", "front", "pending", "prefill", "running", "seqs", "step",
+        "stepping",
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self.prefill: deque[list[float]] = deque()  # [request, prompt tokens left]
+        self.prefill: deque[list[float]] = deque()  # [request, uncached prompt tokens left]
+        self.pending: deque[tuple[float, int]] = deque()  # (schedulable at, request)
+        self.front = 0.0  # when the replica's front end (API server) is free
+        self.ctx = 0.0  # context tokens the decoding sequences hold
         self.decoding: list[tuple[int, int]] = []  # (finish step, request)
         self.firsts: list[int] = []
         self.running = 0
@@ -43,13 +49,21 @@ class _Replica:
 
 class _BatchSim:
     def __init__(
-        self, model: ServiceModel, arrivals: Arrivals, policy: RunPolicy, replicas: int
+        self,
+        model: ServiceModel,
+        arrivals: Arrivals,
+        policy: RunPolicy,
+        replicas: int,
+        record_steps: bool = False,
     ) -> None:
         assert model.llm is not None
         p: LLMParams = model.llm
         self.c0, self.c1 = p.step_base_ms.value / 1000.0, p.step_per_seq_ms.value / 1000.0
+        self.c2 = p.step_per_kv_ms.value / 1e6  # per 1,000 tokens, in s per token
         self.e0, self.e1 = p.prefill_step_ms.value / 1000.0, p.prefill_per_token_ms.value / 1000.0
         self.limit, self.budget = int(p.batch_limit.value), int(p.token_budget.value)
+        self.ingest = p.ingest_ms.value / 1000.0
+        self.steps: tuple[list[float], list[int]] | None = ([], []) if record_steps else None
         s = model.samples
         tin = (
             arrivals.input_tokens
@@ -61,8 +75,10 @@ class _BatchSim:
             if arrivals.output_tokens is not None
             else _tok(s.output_tokens, arrivals)
         )
-        self.tin = np.maximum(tin, 1.0).tolist()
+        # a prefix-cache hit is not computed again: the step charges the uncached tokens only
+        self.tin = np.maximum(np.asarray(tin) * (1.0 - p.prefix_hit_rate.value), 1.0).tolist()
         self.tout = np.maximum(np.round(tout), 1).astype(int).tolist()
+        self.prompt = np.maximum(np.asarray(tin, dtype=np.float64), 1.0).tolist()
         fixed = np.maximum(0.0, p.fixed_ms.value + p.fixed_per_token_ms.value * np.asarray(tin))
         self.fixed = (fixed / 1000.0).tolist()
         self.cold = float(model.cold_factor.value)
@@ -79,7 +95,7 @@ class _BatchSim:
         )
         self.reps: list[_Replica] = []
         self.queue: deque[int] = deque()
-        self.heap: list[tuple[float, int]] = []
+        self.heap: list[tuple[float, int, bool]] = []  # (time, replica, a wake-up)
         self.in_sys = self.seqs_total = 0
         self.area_sys = self.area_busy = 0.0
         self.last_t = 0.0
@@ -104,26 +120,43 @@ class _BatchSim:
         self._admit(t)
 
     def _admit(self, t: float) -> None:
-        """Move queued requests to the least-loaded ready replicas with room; start them."""
+        """Move queued requests to the least-loaded ready replicas with room; start those
+        idle once every request that fits is placed (a step takes all of them)."""
         fleet, q = self.fleet, self.queue
+        idle: list[int] = []
         while q:
             best, load = -1, self.limit
             for r, rep in enumerate(self.reps):
                 if rep.seqs < load and not fleet.retired[r] and fleet.ready_at[r] <= t:
                     best, load = r, rep.seqs
             if best < 0:
-                return
+                break
             i = q.popleft()
             rep = self.reps[best]
-            rep.prefill.append([i, self.tin[i]])
+            if self.ingest > 0.0:  # the front end takes requests one at a time
+                rep.front = max(t, rep.front) + self.ingest
+                rep.pending.append((rep.front, i))
+            else:
+                rep.prefill.append([i, self.tin[i]])
             rep.seqs += 1
             self.seqs_total += 1
             if not rep.stepping:
-                self._step(best, t)
+                idle.append(best)
+        for r in idle:
+            if not self.reps[r].stepping:
+                self._step(r, t)
 
     def _step(self, r: int, t: float) -> None:
-        """Start one step of replica r at t."""
+        """Start one step of replica r at t (or wait for its front end's next request)."""
         rep = self.reps[r]
+        pend = rep.pending
+        while pend and pend[0][0] <= t:
+            i = pend.popleft()[1]
+            rep.prefill.append([i, self.tin[i]])
+        if not rep.prefill and not rep.running:
+            if pend:  # nothing to compute until the front end hands over the next request
+                heapq.heappush(self.heap, (pend[0][0], r, True))
+            return
         room = float(self.budget - rep.running)
         tokens = 0.0
         for item in rep.prefill:
@@ -135,21 +168,27 @@ class _BatchSim:
             tokens += take
         while rep.prefill and rep.prefill[0][1] <= 0:
             rep.firsts.append(int(rep.prefill.popleft()[0]))
-        dt = self.c0 + self.c1 * rep.running
+        dt = self.c0 + self.c1 * rep.running + self.c2 * rep.ctx
         if tokens:
             dt += self.e0 + self.e1 * tokens
         if t < self.fleet.warm_at[r]:
             dt *= self.cold
+        if self.steps is not None and rep.running:
+            self.steps[0].append(dt)
+            self.steps[1].append(rep.running)
         rep.stepping = True
-        heapq.heappush(self.heap, (t + dt, r))
+        heapq.heappush(self.heap, (t + dt, r, False))
 
     def _step_end(self, t: float, r: int) -> None:
         rep, fleet = self.reps[r], self.fleet
         rep.step += 1
+        rep.ctx += rep.running
         finished = 0
         dec = rep.decoding
         while dec and dec[0][0] <= rep.step:
-            self._complete(heapq.heappop(dec)[1], t)
+            i = heapq.heappop(dec)[1]
+            rep.ctx -= self.prompt[i] + self.tout[i]
+            self._complete(i, t)
             finished += 1
         rep.running -= finished
         for i in rep.firsts:
@@ -160,6 +199,7 @@ class _BatchSim:
             else:
                 heapq.heappush(dec, (rep.step + self.tout[i] - 1, i))
                 rep.running += 1
+                rep.ctx += self.prompt[i] + 1
         rep.firsts = []
         if finished:
             self._advance(t)
@@ -239,8 +279,11 @@ class _BatchSim:
             if tr <= te and tr <= ta:
                 self.fleet.ready_due(tr)
             elif te <= ta:
-                _, r = heapq.heappop(heap)
-                self._step_end(te, r)
+                _, r, wake = heapq.heappop(heap)
+                if not wake:
+                    self._step_end(te, r)
+                elif not self.reps[r].stepping:
+                    self._step(r, te)
             else:
                 self._arrive(nxt, ta)
                 nxt += 1
@@ -257,6 +300,8 @@ class _BatchSim:
             replica_s=self.fleet.replica_seconds(end_s),
             end_s=end_s,
             cold_starts=self.cold_starts,
+            step_ms=None if self.steps is None else np.asarray(self.steps[0]) * 1000.0,
+            step_seqs=None if self.steps is None else np.asarray(self.steps[1], dtype=np.float64),
         )
 
 
@@ -273,9 +318,11 @@ def run_batching(
     *,
     replicas: int,
     end_s: float,
+    record_steps: bool = False,
 ) -> SimTrace:
-    """Simulate `arrivals` on an LLM service with continuous batching."""
-    sim = _BatchSim(model, arrivals, policy, replicas)
+    """Simulate `arrivals` on an LLM service with continuous batching; `record_steps` keeps
+    every step's time and decoding sequences (the inter-token gaps they saw)."""
+    sim = _BatchSim(model, arrivals, policy, replicas, record_steps)
     t0 = min(float(arrivals.t_s[0]), 0.0) if arrivals.size else 0.0
     trace = sim.run(replicas, t0, end_s)
     return SimTrace(**{**trace.__dict__, "src": arrivals.src})

@@ -116,6 +116,8 @@ class CapacityReport(ReportBase):
             arrivals=self.arrivals,
             model=self.model.record(),
             notes=self.notes,
+            fit=[] if self.model.fit is None else [r.record() for r in self.model.fit.rows],
+            reproduces=self.model.reproduces,
         )
 
     def json_data(self) -> Any:

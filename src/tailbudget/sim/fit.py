@@ -55,6 +55,8 @@ class ModelOptions:
     """Scale-up / deploy times (epoch s) whose following window is cold."""
     batch_limit: int | None = None
     token_budget: int | None = None
+    prefix_hit_rate: float | None = None
+    """Share of prompt tokens served from a prefix cache (LLM model), when stated."""
 
 
 @dataclass(frozen=True)

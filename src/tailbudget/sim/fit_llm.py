@@ -19,11 +19,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from tailbudget.errors import TailbudgetError
+from tailbudget.sim.calibrate import cold_slope
 from tailbudget.sim.fit import (
     LoggedRequests,
     ModelOptions,
@@ -33,6 +35,8 @@ from tailbudget.sim.fit import (
 )
 from tailbudget.sim.inputs import LLMExtras
 from tailbudget.sim.model import LLMParams, Param, ServiceModel
+from tailbudget.sim.own_runs import own_runs
+from tailbudget.sim.refine import refine
 
 __all__ = ["fit_llm_model", "is_llm"]
 
@@ -69,10 +73,6 @@ def _level(lg: LoggedRequests) -> tuple[float, float] | None:
 
 
 def _step_line(points: list[tuple[float, float]]) -> tuple[Param, Param, dict[str, Any]]:
-    if not points:
-        raise TailbudgetError(
-            "LLM logs need a duration or timestamps to fit step times; none has either"
-        )
     n = np.asarray([p[0] for p in points])
     tp = np.asarray([p[1] for p in points])
     quality: dict[str, Any] = {"points": [[round(a, 3), round(b, 3)] for a, b in points]}
@@ -103,91 +103,49 @@ def _step_line(points: list[tuple[float, float]]) -> tuple[Param, Param, dict[st
     )
 
 
-def _prefill_step(extras: Sequence[LLMExtras | None], base_ms: float) -> Param:
-    excess = arrivals = 0.0
-    for ex in extras:
-        if ex is None or not np.isfinite(ex.rate_per_s):
-            continue
-        for gaps in ex.itls_ms:
-            if gaps.size >= 20:
-                excess += float(np.clip(gaps - np.median(gaps), 0.0, None).sum())
-                arrivals += ex.rate_per_s * float(gaps.sum()) / 1000.0
-    if arrivals < 50:
-        return Param(
-            "prefill_step_ms",
-            base_ms,
-            "ms",
-            "default",
-            "no inter-token gaps at a known rate: a prefilling step is taken to cost one more "
-            "decode step",
-        )
-    return Param(
-        "prefill_step_ms",
-        excess / arrivals,
-        "ms",
-        "fitted",
-        f"inter-token gaps above each request's median, per arrival ({arrivals:,.0f} arrivals)",
-    )
-
-
-def _fixed(lg: LoggedRequests, engine_ms: float) -> tuple[Param, Param, float]:
-    assert lg.ttft_ms is not None and lg.input_tokens is not None
-    x, y = lg.input_tokens, lg.ttft_ms
-    if np.ptp(x) > 0:
-        b, a = np.polyfit(x, y, 1)
-    else:
-        a, b = float(np.mean(y)), 0.0
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - float(((y - a - b * x) ** 2).sum()) / ss if ss else 0.0
-    note = (
-        f"lowest load's TTFT = {a:.1f} + {b:.4f} x prompt tokens (r2 {r2:.2f}) less the "
-        f"engine's own {engine_ms:.1f} ms"
-    )
-    fixed = float(a) - engine_ms
-    # Below zero, the engine's simulated steps alone take longer than the measured intercept:
-    # the difference is taken back so the lowest load's TTFT still matches.
-    why = f"{note}; below 0: the engine's steps exceed the intercept" if fixed < 0 else note
-    return (
-        Param("fixed_ms", fixed, "ms", "fitted", why),
-        Param("fixed_per_token_ms", max(0.0, float(b)), "ms", "fitted", note),
-        r2,
-    )
-
-
 def _count(value: int | None, name: str, default: int, why: str) -> Param:
     if value is not None:
         return Param(name, float(value), "count", "stated")
     return Param(name, float(default), "count", "default", why)
 
 
-def fit_llm_model(
-    logs: Sequence[LoggedRequests], extras: Sequence[LLMExtras | None], opts: ModelOptions
-) -> ServiceModel:
-    """The batching model from one or more LLM logs of the same server."""
-    levels = [lvl for lvl in (_level(lg) for lg in logs) if lvl is not None]
+def _initial(
+    logs: Sequence[LoggedRequests], levels: list[tuple[float, float]], opts: ModelOptions
+) -> tuple[LLMParams, dict[str, Any]]:
+    """First estimates straight from the logs: the decode line through the load levels,
+    the lowest load's TTFT against prompt length (cold prefill cost per token and the
+    time outside the engine)."""
     base, slope, quality = _step_line(levels)
-    prefill = _prefill_step(extras, base.value)
     rates = [lg.rate_per_s if lg.rate_per_s is not None else np.inf for lg in logs]
     low = logs[int(np.argmin(rates))]
+    assert low.ttft_ms is not None and low.input_tokens is not None
+    per_token, intercept = cold_slope(low.ttft_ms, low.input_tokens)
     low_n = min(levels)[0] if levels else 0.0
     step_low = base.value + slope.value * low_n
-    fixed, fixed_tok, r2 = _fixed(low, 1.5 * step_low + prefill.value)
-    quality["ttft_vs_prompt_r2"] = round(r2, 4)
+    why = "refined by replaying every fitted run on its own arrivals (fit table)"
     llm = LLMParams(
-        step_base_ms=base,
-        step_per_seq_ms=slope,
-        prefill_step_ms=prefill,
+        step_base_ms=replace(base, note=f"{base.note}; {why}"),
+        step_per_seq_ms=slope if slope.source == "default" else replace(slope, note=why),
+        prefill_step_ms=Param("prefill_step_ms", 0.0, "ms", "fitted", why),
         prefill_per_token_ms=Param(
             "prefill_per_token_ms",
-            0.0,
+            max(per_token, 0.005),
             "ms",
-            "default",
-            "the prompt's length is charged outside the batch (fixed_per_token_ms); a "
-            "slow run's gaps show about its TTFT slope per token inside a step, but a "
-            "prefix-cached burst prefills faster: docs/simulate.md, Accuracy",
+            "fitted",
+            f"cost of an uncached prompt token in a step: the lowest load's TTFT slope "
+            f"({per_token:.4f} ms per token), {why}",
         ),
-        fixed_ms=fixed,
-        fixed_per_token_ms=fixed_tok,
+        fixed_ms=Param(
+            "fixed_ms",
+            intercept - 1.5 * step_low,
+            "ms",
+            "fitted",
+            f"time outside the engine: the lowest load's TTFT intercept ({intercept:.1f} ms) "
+            f"less the engine's; {why}",
+        ),
+        fixed_per_token_ms=Param(
+            "fixed_per_token_ms", 0.0, "ms", "default", "a prompt is charged in the engine"
+        ),
         batch_limit=_count(
             opts.batch_limit or opts.concurrency,
             "batch_limit",
@@ -198,11 +156,38 @@ def fit_llm_model(
             opts.token_budget,
             "token_budget",
             VLLM_MAX_BATCHED_TOKENS,
-            "never reached in the logs; vLLM V1's API-server max_num_batched_tokens",
+            "vLLM V1's API-server max_num_batched_tokens (a burst run identifies it)",
+        ),
+        step_per_kv_ms=Param(
+            "step_per_kv_ms",
+            0.0,
+            "ms",
+            "fitted",
+            f"step time per 1,000 context tokens held by the decoding sequences; {why}",
+        ),
+        ingest_ms=Param(
+            "ingest_ms",
+            0.0,
+            "ms",
+            "fitted",
+            f"front-end time per request, one at a time (seen when many arrive at once); {why}",
         ),
     )
+    return llm, quality
+
+
+def fit_llm_model(
+    logs: Sequence[LoggedRequests], extras: Sequence[LLMExtras | None], opts: ModelOptions
+) -> ServiceModel:
+    """The batching model from one or more LLM logs of the same server."""
+    levels = [lvl for lvl in (_level(lg) for lg in logs) if lvl is not None]
+    if not levels:
+        raise TailbudgetError(
+            "LLM logs need a duration or timestamps to fit step times; none has either"
+        )
+    llm, quality = _initial(logs, levels, opts)
     (cold, window, delay, overhead, share), notes = common_params(logs, opts)
-    return ServiceModel(
+    model = ServiceModel(
         kind="llm",
         samples=pooled_samples(logs),
         concurrency=llm.batch_limit,
@@ -220,3 +205,4 @@ def fit_llm_model(
             *notes,
         ),
     )
+    return refine(model, own_runs(logs, extras), opts, len(levels) >= 2)

@@ -33,15 +33,17 @@ class Fitted:
         return self.logs[0].ts_s
 
     def own_arrivals(self) -> ArrivalSpec:
-        """The first log's load: its own times, else its stated rate."""
+        """The first log's load: its own times, else its benchmark's run (its requests at
+        its stated rate, or all at once), each logged request once in the order sent."""
         first = self.logs[0]
         if first.ts_s is not None and first.ts_s.size > 1:
             return ArrivalSpec("log")
         rate = first.rate_per_s
+        n = int(first.total_ms.size)
         if rate is not None and np.isfinite(rate):
-            return ArrivalSpec("poisson", rate=float(rate))
+            return ArrivalSpec("poisson", rate=float(rate), count=n, in_order=True)
         if rate is not None:
-            return ArrivalSpec("burst", count=int(first.total_ms.size))
+            return ArrivalSpec("burst", count=n, in_order=True)
         raise TailbudgetError(
             f"{first.source}: no timestamps and no stated rate, so its load is unknown; "
             "give arrivals as poisson:RATE, burst:N or a CSV trace",

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from tailbudget.sim.records import LoadLevel, ModelRecord, ParamRecord
 
 if TYPE_CHECKING:
+    from tailbudget.sim.fit_table import FitTable
     from tailbudget.sim.records import ModelRecord, ParamRecord
 
 __all__ = ["LLMParams", "Param", "ServiceModel", "WorkSamples"]
@@ -76,8 +77,10 @@ class LLMParams:
     """Continuous batching: a replica runs steps; each step decodes one token per sequence.
 
     step time = step_base + step_per_seq x (sequences decoding)
-                + (prefill_step + prefill_per_token x tokens), when the step prefills;
-    a step prefills at most `token_budget` - decoding tokens; at most `batch_limit`
+                + step_per_kv x (thousands of context tokens they hold)
+                + (prefill_step + prefill_per_token x uncached tokens), when the step prefills;
+    a step prefills at most `token_budget` - decoding uncached tokens (a share
+    `prefix_hit_rate` of each prompt is cached); at most `batch_limit`
     sequences run at once. TTFT = queue wait + the steps until its prompt is
     prefilled + `fixed_ms(input tokens)` (time outside the engine).
     """
@@ -90,6 +93,26 @@ class LLMParams:
     fixed_per_token_ms: Param
     batch_limit: Param
     token_budget: Param
+    prefix_hit_rate: Param = field(
+        default_factory=lambda: Param(
+            "prefix_hit_rate", 0.0, "share", "default", "no prefix cache assumed"
+        )
+    )
+    """Share of prompt tokens served from the prefix cache: a step computes the rest."""
+    ingest_ms: Param = field(
+        default_factory=lambda: Param(
+            "ingest_ms", 0.0, "ms", "default", "no front-end time per request assumed"
+        )
+    )
+    """Front-end time per request (API server, tokenising), one request at a time per
+    replica, before the engine can schedule it."""
+    step_per_kv_ms: Param = field(
+        default_factory=lambda: Param(
+            "step_per_kv_ms", 0.0, "ms", "default", "no cost per context token assumed"
+        )
+    )
+    """Step time per 1,000 tokens of context the decoding sequences hold (attention reads
+    their KV cache: prompt, cached part included, and the tokens decoded so far)."""
 
     def params(self) -> list[Param]:
         """Every parameter, in a stable order."""
@@ -102,6 +125,9 @@ class LLMParams:
             self.fixed_per_token_ms,
             self.batch_limit,
             self.token_budget,
+            self.prefix_hit_rate,
+            self.ingest_ms,
+            self.step_per_kv_ms,
         ]
 
 
@@ -131,6 +157,13 @@ class ServiceModel:
     """Per input log: its rate (requests/s), mean concurrency and key percentiles."""
     fit_quality: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    fit: FitTable | None = None
+    """Every fitted run replayed on its own arrivals, figure by figure (LLM model)."""
+
+    @property
+    def reproduces(self) -> bool | None:
+        """Whether the model reproduces the runs it was fitted on (None: not assessed)."""
+        return None if self.fit is None else self.fit.reproduces
 
     def params(self) -> list[Param]:
         """Every parameter, the LLM ones included."""

@@ -247,5 +247,5 @@ def _build(p: Path, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> Ser
         load_levels=tuple(meta.get("load_levels", [])),
         fit_quality=dict(meta.get("fit_quality", {})),
         notes=tuple(str(n) for n in meta.get("notes", [])),
-        **params,
+        **params,  # type: ignore[arg-type]
     )

@@ -22,6 +22,7 @@ __all__ = [
     "ArrivalsRecord",
     "CapacityDocument",
     "CapacityPointRecord",
+    "FitRowRecord",
     "FloorRecord",
     "GoodputRecord",
     "LoadLevel",
@@ -68,6 +69,8 @@ class LoadLevel(_Record):
     mean_ms: float
     p50_ms: float
     p99_ms: float
+    prefix_hit_rate: float | None = None
+    """The fitted share of its prompt tokens served from a prefix cache (LLM model)."""
 
 
 class ModelRecord(_Record):
@@ -115,6 +118,18 @@ class SimClassRecord(_Record):
     breach_minutes: int
     """The most minutes in breach of any gated class objective."""
     note: str = ""
+
+
+class FitRowRecord(_Record):
+    """One figure of one fitted run: predicted on the run's own arrivals vs measured."""
+
+    source: str
+    load: str
+    figure: str
+    measured_ms: float
+    predicted_ms: float
+    error: float
+    """predicted / measured - 1."""
 
 
 class LogFigureRecord(_Record):
@@ -236,6 +251,11 @@ class SimDocument(_Record):
     """With one LOG: each objective as the audit measures it on that log."""
     classes: list[SimClassRecord] | None = None
     """The first policy's per-class figures (with classes only)."""
+    fit: list[FitRowRecord] = []
+    """Every fitted run's figures, predicted on its own arrivals vs measured."""
+    reproduces: bool | None = None
+    """Medians within 10% and tails within 20% in `fit` (None: no run could be replayed);
+    false: no policy verdict is given."""
 
     @model_serializer(mode="wrap")
     def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -295,3 +315,7 @@ class CapacityDocument(_Record):
     arrivals: str
     model: ModelRecord
     notes: list[str]
+    fit: list[FitRowRecord] = []
+    """Every fitted run's figures, predicted on its own arrivals vs measured."""
+    reproduces: bool | None = None
+    """Medians within 10% and tails within 20% in `fit` (None: no run could be replayed)."""

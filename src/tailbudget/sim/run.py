@@ -175,6 +175,8 @@ class SimReport(ReportBase):
             notes=self.notes,
             log_measured=self.log_measured,
             classes=first.classes,
+            fit=[] if self.model.fit is None else [r.record() for r in self.model.fit.rows],
+            reproduces=self.model.reproduces,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -73,6 +73,11 @@ class SimTrace:
     replica_s: float = 0.0
     end_s: float = 0.0
     cold_starts: int = 0
+    step_ms: npt.NDArray[np.float64] | None = None
+    """Each step's time (LLM engine, when asked): the inter-token gap of every sequence
+    decoding in it."""
+    step_seqs: npt.NDArray[np.float64] | None = None
+    """Sequences decoding in each step (how many gaps of `step_ms` it produced)."""
 
     @property
     def e2e_ms(self) -> npt.NDArray[np.float64]:
