@@ -41,6 +41,17 @@ def report() -> SimReport:
     return _run(3000.0, 150.0, 2, POLICIES)
 
 
+_COLD_PREFILL = pytest.mark.xfail(
+    strict=True,
+    reason="#34 items 1-3: the service model now charges each prompt's uncached tokens inside "
+    "the engine at the cold cost the 1/s run shows (0.16 ms a token); this trace's ~2k-token "
+    "prompts make tpot.p99 150 ms unreachable at any count (every policy ~375 ms) and the "
+    "tight ttft needs more replicas; the model policy and these targets are re-judged by "
+    "#34 items 4-6 (bench/policies.py)",
+)
+
+
+@_COLD_PREFILL
 def test_model_policy_meets_every_minute(report: SimReport) -> None:
     runs = {r.policy: r for r in report.runs}
     model = runs["model"].to_dict()
@@ -61,6 +72,7 @@ def test_floor_beside_every_policy(report: SimReport) -> None:
     assert ratios["model"] is not None and ratios["model"] < 1.3
 
 
+@_COLD_PREFILL
 def test_a_tight_ttft_is_met_below_the_best_fixed_count() -> None:
     # ttft.p95 1.5 s: the requests' own prefill is 87-95% of it, so a replica more buys
     # noise, not headroom; the policy sizes to the target there (docs/act.md)

@@ -54,7 +54,7 @@ def test_a_budgets_llm_block_is_said_not_to_feed_the_model(tmp_path):
     budget = tmp_path / "b.yaml"
     tailbudget.measure_budget(logs[0], SLO).save(budget)
     rep = tailbudget.simulate(logs, budget=budget, arrivals="burst:50", policy="fixed")
-    said = "the budget's llm: block (decode) is not used here: the service model is fitted"
+    said = "the budget's llm: block (decode) is not used here but for its prefix_hit_rate"
     assert any(said in n for n in rep.notes), rep.notes
     # The same objectives get the same policy as replay: the budget's, resolved once.
     assert any("default (LLM), scaled to ttft.p95 = 1000 ms" in n for n in rep.notes)

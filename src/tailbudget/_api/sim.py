@@ -15,6 +15,7 @@ from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
+    from tailbudget.sim.arrivals import ArrivalSpec
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
     from tailbudget.sim.capacity import CapacityReport
@@ -47,6 +48,8 @@ class _ModelKnobs:
     logging_overhead_ms: float | None = None
     unit: str | None = None
     """The logs' latency unit when they do not say it (ms, s or us)."""
+    prefix_hit_rate: float | None = None
+    """Share of prompt tokens a prefix cache serves (LLM model)."""
 
 
 def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]:
@@ -88,6 +91,7 @@ def _inputs(
         )
     b = budget_of(budget)
     objectives = objectives_for(b, objectives_of(slo))
+    hits = _hit_rate(knobs.prefix_hit_rate, b)
     delay = knobs.provision_delay
     delay_s = (
         None
@@ -102,6 +106,7 @@ def _inputs(
         cold_window_s=None if knobs.cold_window_min is None else knobs.cold_window_min * 60.0,
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
         logging_overhead_ms=knobs.logging_overhead_ms,
+        prefix_hit_rate=hits,
     )
     read = ReadOptions.from_budget(b, unit=knobs.unit)
     shed = _shed_class_share(sources_of(data), read, b)
@@ -220,6 +225,20 @@ def _check_load(value: float, given: Any) -> float:
     return float(value)
 
 
+def _hit_rate(stated: float | None, budget: Budget | None) -> float | None:
+    """The prefix-cache hit share: stated, else the budget's `llm.prefix_hit_rate`."""
+
+    if stated is not None and not (math.isfinite(stated) and 0.0 <= stated < 1.0):
+        raise TailbudgetError(
+            f"prefix_hit_rate is a share of prompt tokens in [0, 1), got {stated:g}",
+            param="prefix_hit_rate",
+        )
+    if stated is not None or budget is None:
+        return stated
+    given = [s.llm.prefix_hit_rate for _, s in budget.stages() if s.llm is not None]
+    return next((h for h in given if h is not None), None)
+
+
 def _loads(load: str | float | Sequence[float]) -> list[float]:
     if isinstance(load, str):
         try:
@@ -270,6 +289,7 @@ def simulate(
     duration: str | float | None = None,
     replicas: int | None = None,
     concurrency: int | None = None,
+    prefix_hit_rate: float | None = None,
     policy: str | Sequence[str] = ("budget", "fixed"),
     policies: Sequence[str] | None = None,
     load: float = 1.0,
@@ -326,6 +346,7 @@ def simulate(
         concurrency,
         logging_overhead_ms,
         unit,
+        prefix_hit_rate,
     )
     # Read once: a RecordBatchReader or a relation is spooled here, and the fit and the
     # log's own figures (_beside_log) both read the spooled copy.
@@ -362,7 +383,30 @@ def simulate(
     )
     if len(sources) == 1:
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
-    return _noted(report, inputs.budget)
+    rate = _offered(spec, load, report.requests, report.duration_s) / start
+    return _ranged(_noted(report, inputs.budget), [(rate, "the simulated load")])
+
+
+def _offered(spec: ArrivalSpec, load: float, requests: int, duration_s: float) -> float:
+    """Requests/s the arrivals offer (inf: all at once)."""
+    if spec.kind == "burst":
+        return float("inf")
+    if spec.kind == "poisson":
+        return spec.rate * load
+    return requests / duration_s if duration_s > 0 else float("inf")
+
+
+def _ranged(report: _R, rates: list[tuple[float, str]]) -> _R:
+    """The report, flagging each rate outside the fitted runs' range (LLM model)."""
+    from dataclasses import replace
+
+    from tailbudget.sim.fit_table import outside_note
+
+    if report.model.fit is None or not report.model.fit.rows:
+        return report
+    flags: list[str] = [outside_note(report.model.load_levels, r, w) for r, w in rates]
+    flagged: list[str] = [f for f in flags if f]
+    return replace(report, notes=[*flagged, *report.notes]) if flagged else report
 
 
 def _beside_log(
@@ -414,6 +458,7 @@ def capacity(
     arrivals: str | None = None,
     duration: str | float | None = None,
     concurrency: int | None = None,
+    prefix_hit_rate: float | None = None,
     events: str | Path | None = None,
     cold_window_min: float | None = None,
     cold_factor: float | None = None,
@@ -438,8 +483,9 @@ def capacity(
     spec = parse_arrivals(arrivals, bound)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
-        events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit
-    )
+        events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit,
+        prefix_hit_rate=prefix_hit_rate,
+    )  # fmt: skip
     inputs = _inputs(sources_of(data), budget, slo, knobs, bound)
     if arrivals is None:
         spec = inputs.fitted.own_arrivals()
@@ -463,7 +509,27 @@ def capacity(
         log_times=inputs.fitted.log_times,
         classes=_sim_classes(inputs),
     )
-    return _noted(curve, inputs.budget)
+    base = _offered(spec, 1.0, inputs.fitted.logs[0].total_ms.size, _span(inputs.fitted))
+    rates = [
+        (
+            base * p.load / p.replicas,
+            f"at {p.load:g}x the log's load on {p.replicas} replica{'s' if p.replicas > 1 else ''}",
+        )
+        for p in curve.curve
+        if p.replicas
+    ]
+    return _ranged(_noted(curve, inputs.budget), rates)
+
+
+def _span(fitted: Fitted) -> float:
+    """The first log's span (s): its times, else its requests at its stated rate."""
+    first = fitted.logs[0]
+    if first.ts_s is not None and first.ts_s.size > 1:
+        return float(first.ts_s[-1] - first.ts_s[0]) or 1.0
+    rate = first.rate_per_s
+    if rate is not None and rate > 0:
+        return first.total_ms.size / rate
+    return first.duration_s or 1.0
 
 
 _R = TypeVar("_R", "SimReport", "CapacityReport")
@@ -477,8 +543,8 @@ def _noted(report: _R, budget: Budget | None) -> _R:
     if not named:
         return report
     note = (
-        f"the budget's llm: block ({', '.join(named)}) is not used here: the service model "
-        "is fitted from the logs only (their TTFT, TPOT and answer lengths, under the "
-        "simulated load); `plan` reads the block"
+        f"the budget's llm: block ({', '.join(named)}) is not used here but for its "
+        "prefix_hit_rate: the service model is fitted from the logs (their TTFT, TPOT and "
+        "answer lengths, under the simulated load); `plan` reads the block"
     )
     return replace(report, notes=[*report.notes, note])

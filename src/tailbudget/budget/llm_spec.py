@@ -95,6 +95,11 @@ class LLMSpec(BaseModel):
     itl: Spread | None = None
     longest_gap: Spread | None = None
     """Each request's largest inter-token gap: what a goodput ITL threshold is checked on."""
+    prefix_hit_rate: (
+        Annotated[float, Field(ge=0, lt=1, strict=True, allow_inf_nan=False)] | None
+    ) = None
+    """Share of prompt tokens the server's prefix cache serves: simulate and capacity
+    charge a step only the rest (else the share fitted from the logs)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -57,6 +57,11 @@ COLD = typer.Option(None, "--cold-factor", help="Work multiplier on a cold repli
 DELAY = typer.Option(None, "--provision-delay", help="Time a new replica takes (e.g. 45s).")
 CONC = typer.Option(None, "--concurrency", help="Requests one replica serves at once.")
 UNIT = UNIT_OPTION
+HITS = typer.Option(
+    None,
+    "--prefix-hit-rate",
+    help="Share of prompt tokens served from the prefix cache (LLM model; default: fitted).",
+)
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
 SAVE_MODEL = typer.Option(
     None, "--save-model", help="Also write the fitted model here (for serve --model)."

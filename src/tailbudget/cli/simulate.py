@@ -21,6 +21,7 @@ def simulate_command(
     duration: str | None = typer.Option(None, "--duration", help="Simulated time, e.g. 1h."),
     replicas: int | None = typer.Option(None, "--replicas", help="Starting replicas."),
     concurrency: int | None = _sim.CONC,
+    prefix_hit_rate: float | None = _sim.HITS,
     policy: list[str] = typer.Option(
         [], "--policy", help="budget, model, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U."
     ),
@@ -46,7 +47,8 @@ def simulate_command(
     with _sim.in_cli_words():
         rep = simulate(
             logs, slo, budget=budget, arrivals=arrivals, duration=duration, replicas=replicas,
-            concurrency=concurrency, policy=policy, load=load, requests=requests,
+            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate, policy=policy, load=load,
+            requests=requests,
             events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
             provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,
             seed=seed, save_model=save_model, max_events=max_events, unit=unit,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tailbudget import _fmt as fmt
 from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
 
 __all__ = [
@@ -12,7 +13,9 @@ __all__ = [
     "best_take",
     "capacity_headline",
     "capacity_take",
+    "fit_summary",
     "floor_ratio",
+    "refused",
     "simulate_headline",
     "why_none",
 ]
@@ -29,6 +32,33 @@ def _minutes(n: int) -> str:
 def best_run(rep: SimReport) -> RunResult:
     """The policy with the fewest minutes in breach, then the fewest replica-hours."""
     return min(rep.runs, key=lambda r: (_breach_minutes(r), r.replica_hours))
+
+
+def refused(model: ServiceModel) -> str:
+    """Why no policy verdict is given: the model does not reproduce its runs ('' if it does
+    or was not judged). A model that contradicts the audit on its own log decides nothing."""
+    if model.fit is None or model.reproduces is not False:
+        return ""
+    text = model.fit.refusal()
+    return text[0].upper() + text[1:]
+
+
+def fit_summary(model: ServiceModel) -> str:
+    """'The model reproduces its runs: 7 of 7 figures within bounds (...)' or ''."""
+    fit = model.fit
+    if fit is None:
+        return ""
+    if not fit.rows:
+        return "No fit table: no log has arrival times or a stated rate to replay."
+    runs = "; ".join(
+        f"{src.rsplit('/', 1)[-1]} at {load} {ok} of {n}" for src, load, ok, n in fit.per_run()
+    )
+    good = sum(r.ok for r in fit.rows)
+    head = "reproduces its runs" if fit.reproduces else "does not reproduce its runs"
+    return (
+        f"The model {head}: {good} of {len(fit.rows)} figures within bounds (medians 10%, "
+        f"tails 20%; each run on its own arrivals): {runs}."
+    )
 
 
 def floor_ratio(rep: SimReport) -> str:
@@ -56,7 +86,10 @@ def why_none(rep: SimReport) -> str:
 
 
 def best_take(rep: SimReport) -> str:
-    """The policy with the fewest minutes in breach, saying when even it breaches."""
+    """The policy with the fewest minutes in breach, saying when even it breaches (none
+    named when the model does not reproduce its runs)."""
+    if refused(rep.model):
+        return "no policy verdict: the model does not reproduce its runs (fit table)"
     best = best_run(rep)
     take = (
         f"{best.policy}: fewest minutes in breach ({_breach_minutes(best)}) at "
@@ -71,7 +104,11 @@ def _breaches(run: RunResult) -> bool:
 
 def simulate_headline(rep: SimReport) -> tuple[str, bool]:
     """(The verdict, whether even the best policy breaches a gated objective). A breaching
-    policy is never named best without saying that none meets the objectives, and why."""
+    policy is never named best without saying that none meets the objectives, and why; no
+    verdict at all when the model does not reproduce its runs."""
+    no = refused(rep.model)
+    if no:
+        return no, True
     best = best_run(rep)
     breached = _breaches(best)
     headline = (
@@ -112,7 +149,11 @@ def capacity_take(rep: CapacityReport) -> str:
 
 
 def capacity_headline(rep: CapacityReport) -> tuple[str, bool]:
-    """(The verdict, whether no replica count meets the objectives at the first load)."""
+    """(The verdict, whether no replica count meets the objectives at the first load); none
+    when the model does not reproduce its runs."""
+    no = refused(rep.model)
+    if no:
+        return no, True
     first = rep.curve[0] if rep.curve else None
     if first is None or first.replicas is None:
         by = first.set_by if first is not None else None

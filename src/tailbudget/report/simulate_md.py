@@ -6,11 +6,12 @@ from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
 from tailbudget.report import sim_verdict
 from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.fit_table import bound_of
 from tailbudget.sim.floor import METHOD
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import SimReport
 
-__all__ = ["capacity_markdown", "model_markdown", "simulate_markdown"]
+__all__ = ["capacity_markdown", "fit_markdown", "model_markdown", "simulate_markdown"]
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -43,12 +44,34 @@ def model_markdown(model: ServiceModel) -> list[str]:
     return lines
 
 
+def fit_markdown(model: ServiceModel) -> list[str]:
+    """The fit table: every fitted run's figures on its own arrivals, predicted vs measured."""
+    fit = model.fit
+    if fit is None:
+        return []
+    lines = ["## Fit: the model on its own runs", "", sim_verdict.fit_summary(model)]
+    if not fit.rows:
+        return lines
+    lines.append("")
+    return lines + _table(
+        ["run", "load", "figure", "measured ms", "predicted ms", "error", "within"],
+        [
+            [r.source.rsplit("/", 1)[-1], r.load, r.figure, fmt.ms(r.measured_ms),
+             fmt.ms(r.predicted_ms), fmt.signed_share(r.error, 0),
+             "yes" if r.ok else f"**no** (bound {fmt.share(bound_of(r.figure), 0)})"]
+            for r in fit.rows
+        ],
+    )  # fmt: skip
+
+
 _QUALITY = {
     "points": "load levels (sequences decoding, TPOT ms)",
     "tpot_residual_ms": "TPOT residuals (ms)",
     "tpot_r2": "TPOT R²",
     "ttft_vs_prompt_r2": "TTFT vs prompt R²",
     "tpot_line": "TPOT line",
+    "misfit": "misfit over every run's figures",
+    "replays": "replays tried",
     "work": "work",
 }
 """How the fit's quality figures read (their JSON keys stay as they are)."""
@@ -132,6 +155,7 @@ def simulate_markdown(rep: SimReport) -> str:
                     for d in r.decisions[:200]
                 ],
             )  # fmt: skip
+    lines += ["", *fit_markdown(rep.model), ""] if rep.model.fit is not None else []
     lines += ["", *model_markdown(rep.model), ""]
     lines += [f"- {n}" for n in rep.notes]
     return "\n".join(lines) + "\n"
@@ -204,6 +228,7 @@ def capacity_markdown(rep: CapacityReport) -> str:
             f"{'replica' if sbb.replicas == 1 else 'replicas'}, {sbb.objective} reaches "
             f"{fmt.share(sbb.share_of_target, 0)} of its target at {sbb.load:g}x the log's load."
         )
+    lines += ["", *fit_markdown(rep.model), ""] if rep.model.fit is not None else []
     lines += ["", *model_markdown(rep.model), ""]
     lines += [f"- {n}" for n in rep.notes]
     return "\n".join(lines) + "\n"

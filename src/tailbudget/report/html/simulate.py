@@ -165,6 +165,25 @@ def _model(model: ServiceModel) -> str:
     )
 
 
+def _fit(model: ServiceModel) -> str:
+    """The fit table: every fitted run's figures on its own arrivals, predicted vs measured."""
+    from tailbudget.sim.fit_table import bound_of
+
+    fit = model.fit
+    assert fit is not None
+    rows = [
+        [cell(r.source.rsplit("/", 1)[-1]), cell(r.load), cell(r.figure),
+         cell(r.measured_ms, "ms"), cell(r.predicted_ms, "ms"), cell(fmt.signed_share(r.error, 0)),
+         cell("yes" if r.ok else f"no (bound {fmt.share(bound_of(r.figure), 0)})")]
+        for r in fit.rows
+    ]  # fmt: skip
+    head = f"<p>{esc(sim_verdict.fit_summary(model))}</p>"
+    if not rows:
+        return head
+    names = ["run", "load", "figure", "measured ms", "predicted ms", "error", "within"]
+    return head + table(names, rows, numeric=[3, 4, 5])
+
+
 def _threshold(metric: str, value: float | None) -> Cell:
     """A decision's value or threshold in its metric's unit (ms, a share, a ratio)."""
     if value is None:
@@ -225,6 +244,7 @@ def render_simulate_html(rep: SimReport) -> str:
             figure("timeline", take, timeline_chart(rep), "simulation timeline"),
         ),
         ("decisions", "Decisions", _decisions(rep.runs)),
+        *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
     ]
     return page.document(
@@ -253,6 +273,7 @@ def render_capacity_html(rep: CapacityReport) -> str:
         ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
          + table(["load", "replicas", *names], rows)),
+        *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
     ]  # fmt: skip
     return page.document("Capacity", rep.arrivals, sections)
