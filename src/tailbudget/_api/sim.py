@@ -15,9 +15,9 @@ from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
-    from tailbudget.sim.arrivals import ArrivalSpec
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
+    from tailbudget.sim.arrivals import ArrivalSpec
     from tailbudget.sim.capacity import CapacityReport
     from tailbudget.sim.classes import SimClasses
     from tailbudget.sim.fitting import Fitted
@@ -353,7 +353,7 @@ def simulate(
     sources = sources_of(data)
     inputs = _inputs(sources, budget, slo, knobs, bound)
     if arrivals is None:
-        spec = inputs.fitted.own_arrivals()
+        spec = _own(inputs.fitted, horizon)
     start = replicas or max(1, inputs.policy.replicas.min)
     given = Given(
         arrivals, None if duration is None else str(duration),
@@ -385,6 +385,17 @@ def simulate(
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
     rate = _offered(spec, load, report.requests, report.duration_s) / start
     return _ranged(_noted(report, inputs.budget), [(rate, "the simulated load")])
+
+
+def _own(fitted: Fitted, horizon: float | None) -> ArrivalSpec:
+    """The first log's own arrivals; with a stated duration, a benchmark's rate for that
+    long (not its count of prompts)."""
+    from dataclasses import replace
+
+    spec = fitted.own_arrivals()
+    if horizon is not None and spec.kind == "poisson":
+        return replace(spec, count=0, in_order=False)
+    return spec
 
 
 def _offered(spec: ArrivalSpec, load: float, requests: int, duration_s: float) -> float:
@@ -488,7 +499,7 @@ def capacity(
     )  # fmt: skip
     inputs = _inputs(sources_of(data), budget, slo, knobs, bound)
     if arrivals is None:
-        spec = inputs.fitted.own_arrivals()
+        spec = _own(inputs.fitted, horizon)
     stated = load if isinstance(load, str) and load != "1,2,4" and loads is None else None
     given = Given(
         arrivals, None if duration is None else str(duration), stated, None, concurrency,

@@ -77,7 +77,8 @@ def _step_line(points: list[tuple[float, float]]) -> tuple[Param, Param, dict[st
     tp = np.asarray([p[1] for p in points])
     quality: dict[str, Any] = {"points": [[round(a, 3), round(b, 3)] for a, b in points]}
     if len(points) < 2 or np.ptp(n) < 1e-9:
-        base = Param("step_base_ms", float(tp.mean()), "ms", "fitted", "mean TPOT, one load level")
+        why = "one load level: its median inter-token gap"
+        base = Param("step_base_ms", float(tp.mean()), "ms", "fitted", why)
         slope = Param(
             "step_per_seq_ms",
             0.0,

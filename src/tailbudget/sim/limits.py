@@ -63,6 +63,9 @@ RANGES: dict[str, Range] = {
     "fixed_per_token_ms": Range(-1_000, 1_000, "ms"),
     "batch_limit": Range(1, 1_000_000, "sequences", whole=True),
     "token_budget": Range(1, 100_000_000, "tokens", whole=True),
+    "prefix_hit_rate": Range(0, 0.999, "share"),
+    "ingest_ms": Range(0, 60_000, "ms"),
+    "step_per_kv_ms": Range(0, 60_000, "ms per 1,000 tokens"),
 }
 """Every parameter a model holds, by the name its file and JSON give it. The bounds are
 far outside any service measured (a day's provisioning, a minute's decode step) and

@@ -165,7 +165,9 @@ def refine(
         )
     if not (two_levels or burst):
         llm = replace(llm, step_per_seq_ms=replace(llm.step_per_seq_ms, value=0.0))
-        llm = replace(llm, step_per_kv_ms=replace(llm.step_per_kv_ms, value=0.0, source="default"))
+        one = "one load level: how the step grows with the batch is not identifiable"
+        kv = replace(llm.step_per_kv_ms, value=0.0, source="default", note=one)
+        llm = replace(llm, step_per_kv_ms=kv)
     elif llm.step_per_seq_ms.source == "default":  # a burst shows the batch grow and shrink
         llm = replace(
             llm,
