@@ -186,9 +186,9 @@ def test_a_benchmark_sent_in_20_ms_runs_a_whole_minute_and_the_floor_says_what_i
     )
     assert res.exit_code == 0, res.output
     assert "60 s simulated" in res.output
-    assert "is in breach 1 minute." in res.output  # one minute, not "1 minutes"
+    assert "the fewest minutes in breach, 1 minute, are fixed:1's" in res.output  # not "1 minutes"
     floor = next(line for line in res.output.splitlines() if line.startswith("| floor"))
     cells = [c.strip() for c in floor.strip("|").split("|")]
     assert cells[-6] == "1"  # minutes in breach: the minute no count meets
     assert cells[-3] == "n/a"  # no minute met, so no peak to show
-    assert "The floor cannot meet every gated objective in 1 of 1 minutes" in res.output
+    assert "The floor cannot meet every gated objective in 1 of 1 minute:" in res.output

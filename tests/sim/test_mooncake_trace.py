@@ -39,3 +39,46 @@ def test_a_bad_line_is_one_error_naming_it(tmp_path: Path, line: str, said: str)
     path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2}\n' + line + "\n")
     with pytest.raises(TailbudgetError, match=said.replace("(", r"\(").replace(")", r"\)")):
         read_trace(str(path))
+
+
+def test_block_hashes_give_prefix_hits_through_an_lru_per_replica() -> None:
+    # hash_ids (512-token blocks) are read; on one replica, a request's leading blocks seen
+    # before are not computed again: the engine's hit share is the LRU's
+    from collections import OrderedDict
+
+    import numpy as np
+
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
+    from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS, run_batching
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+    from tailbudget.sim.policies import FixedPolicy
+
+    vllm = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
+    if not MOONCAKE.is_file() or not vllm.is_file():
+        pytest.skip("real data not found")
+    trace = read_trace(str(MOONCAKE))
+    assert trace.blocks is not None and len(trace.blocks) == 3993
+    assert len(set().union(*trace.blocks)) == 43924  # distinct blocks, as the README counts
+    model = fit_logs([str(vllm)], ReadOptions(), ModelOptions()).model
+    arr, _ = make_arrivals(
+        ArrivalSpec("trace", trace=trace), pool=model.samples.size, load=1.0, duration_s=60.0,
+        max_requests=None, low_share=0.0, rng=np.random.default_rng(0),
+    )  # fmt: skip
+    assert arr.blocks is not None and arr.input_tokens is not None
+    got = run_batching(model, arr, FixedPolicy(1), replicas=1, end_s=60.0).prefix_hits
+    lru: OrderedDict[int, None] = OrderedDict()
+    hit = total = 0.0
+    for ids, n in zip(arr.blocks, arr.input_tokens.tolist(), strict=True):
+        k = 0
+        while k < len(ids) and ids[k] in lru:
+            k += 1
+        for b in ids:
+            lru[b] = None
+            lru.move_to_end(b)
+        while len(lru) > CACHE_BLOCKS:
+            lru.popitem(last=False)
+        hit += min(k * BLOCK_TOKENS, max(n, 1.0) - 1.0)
+        total += max(n, 1.0)
+    assert got is not None and got == pytest.approx(hit / total) and got > 0.02

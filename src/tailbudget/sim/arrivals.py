@@ -45,6 +45,8 @@ class TraceTimes:
     source: str = ""
     classes: npt.NDArray[np.str_] | None = None
     """Each arrival's class, from the column named as the budget's `classes.by`."""
+    blocks: tuple[tuple[int, ...], ...] | None = None
+    """Each prompt's KV-cache block hashes (Mooncake `hash_ids`, 512 tokens a block)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,17 @@ def _read_rows(path: str, fh: Any, max_rows: int) -> tuple[array[float], ...]:
     return t, tin if icol is not None else array("d"), tout if ocol is not None else array("d")
 
 
-def _mooncake_row(line: str, where: str) -> tuple[float, float, float]:
+def _hash_ids(row: dict[str, object]) -> tuple[int, ...]:
+    """A line's `hash_ids` (ints), empty when absent or not a list of whole numbers."""
+    ids = row.get("hash_ids")
+    if not isinstance(ids, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in ids
+    ):
+        return ()
+    return tuple(ids)
+
+
+def _mooncake_row(line: str, where: str) -> tuple[float, float, float, tuple[int, ...]]:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -181,13 +193,14 @@ def _mooncake_row(line: str, where: str) -> tuple[float, float, float]:
             f"at most {MAX_TOKENS:,}), got {vals!r}",
             param="arrivals",
         )
-    return float(vals[0]) / 1000.0, float(vals[1]), float(vals[2])
+    return float(vals[0]) / 1000.0, float(vals[1]), float(vals[2]), _hash_ids(row)
 
 
 def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
     """A Mooncake trace (JSON lines: `timestamp` in ms from the start, `input_length`,
-    `output_length`; `hash_ids`, the prompt's 512-token KV blocks, are not read here)."""
-    rows: list[tuple[float, float, float]] = []
+    `output_length`, and `hash_ids`: the prompt's 512-token KV blocks, which give each
+    request's prefix-cache hits through an LRU per replica in the LLM engine)."""
+    rows: list[tuple[float, float, float, tuple[int, ...]]] = []
     try:
         with open(path, encoding="utf-8") as fh:
             for i, line in enumerate(fh, 1):
@@ -210,9 +223,11 @@ def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
         ) from None
     if not rows:
         raise TailbudgetError(f"{path}: the arrival trace has no rows", param="arrivals")
-    got = np.asarray(rows)
-    got = got[np.argsort(got[:, 0], kind="stable")]
-    return TraceTimes(got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path)
+    got = np.asarray([r[:3] for r in rows])
+    order = np.argsort(got[:, 0], kind="stable")
+    got = got[order]
+    blocks = tuple(rows[k][3] for k in order) if any(r[3] for r in rows) else None
+    return TraceTimes(got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path, blocks=blocks)
 
 
 def _class_column(path: str, by: str, size: int) -> npt.NDArray[np.str_] | None:
@@ -314,7 +329,7 @@ def make_arrivals(
         raise TailbudgetError(f"load must be positive, got {load:g}", param="load")
     src: npt.NDArray[np.int64] | None = None
     tin = tout = None
-    classes = None
+    classes, blocks = None, None
     if spec.kind == "poisson" and spec.count and duration_s is None:
         n = max(1, round(spec.count * load))
         n = n if max_requests is None else min(n, max_requests)
@@ -342,9 +357,8 @@ def make_arrivals(
         elif n <= pool:  # each logged request once, as a benchmark sends its prompts
             src = rng.permutation(pool)[:n].astype(np.int64)
     else:
-        t, src, tin, tout, horizon = _replayed(spec, log_times, load, duration_s, max_requests)
-        if spec.trace is not None and spec.trace.classes is not None:
-            classes = spec.trace.classes[_trace_index(spec.trace.t_s.size, t.size)]
+        t, src, tin, tout, horizon, idx = _replayed(spec, log_times, load, duration_s, max_requests)
+        classes, blocks = _trace_extras(spec.trace, t.size, idx)
     if src is None:
         src = rng.integers(0, pool, size=t.size).astype(np.int64)
     low = rng.random(t.size) < low_share
@@ -355,6 +369,7 @@ def make_arrivals(
         input_tokens=tin,
         output_tokens=tout,
         classes=classes,
+        blocks=blocks,
         description=(
             f"burst:{t.size} (all at once, at t = 0)"
             if spec.kind == "burst"
@@ -388,9 +403,12 @@ def _replayed(
     load: float,
     duration_s: float | None,
     max_requests: int | None,
-) -> tuple[_F64, npt.NDArray[np.int64] | None, _F64 | None, _F64 | None, float]:
+) -> tuple[
+    _F64, npt.NDArray[np.int64] | None, _F64 | None, _F64 | None, float, npt.NDArray[np.intp]
+]:
     """A recorded trace or log's arrivals, sped up by `load` and repeated to fill the horizon:
-    times, each one's logged request (a log) or its tokens (a trace), and the horizon."""
+    times, each one's logged request (a log) or its tokens (a trace), the horizon, and each
+    arrival's row of the recording."""
     base, tin_all, tout_all = _recorded(spec, log_times)
     span = float(base[-1]) if base.size else 0.0
     fill, horizon = replay_horizon(span, load, duration_s)
@@ -402,10 +420,21 @@ def _replayed(
         keep &= np.arange(t.size) < max_requests
     t, idx = t[keep], idx[keep]
     if spec.kind == "log":
-        return t, idx.astype(np.int64), None, None, horizon
+        return t, idx.astype(np.int64), None, None, horizon, idx
     tin = None if tin_all is None else tin_all[idx]
     tout = None if tout_all is None else tout_all[idx]
-    return t, None, tin, tout, horizon
+    return t, None, tin, tout, horizon, idx
+
+
+def _trace_extras(
+    trace: TraceTimes | None, n: int, idx: npt.NDArray[np.intp]
+) -> tuple[npt.NDArray[np.str_] | None, tuple[tuple[int, ...], ...] | None]:
+    """Each replayed arrival's class and KV blocks, when the trace has them."""
+    if trace is None:
+        return None, None
+    classes = None if trace.classes is None else trace.classes[_trace_index(trace.t_s.size, n)]
+    blocks = None if trace.blocks is None else tuple(trace.blocks[k] for k in idx.tolist())
+    return classes, blocks
 
 
 def _trace_index(size: int, n: int) -> npt.NDArray[np.int64]:

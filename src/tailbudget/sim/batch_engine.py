@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from collections import OrderedDict, deque
 
 import numpy as np
 
@@ -26,12 +26,17 @@ from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace, TickRecord
 __all__ = ["run_batching"]
 
 _INF = float("inf")
+BLOCK_TOKENS = 512
+"""Tokens per KV-cache block in a Mooncake trace's `hash_ids`."""
+CACHE_BLOCKS = 2048
+"""Blocks one replica's prefix cache holds (about 1M tokens: a 70B model's KV cache on
+eight 80 GB GPUs); the oldest block is evicted first."""
 
 
 class _Replica:
     __slots__ = (
-        "ctx", "decoding", "firsts", "front", "pending", "prefill", "running", "seqs", "step",
-        "stepping",
+        "ctx", "decoding", "firsts", "front", "lru", "pending", "prefill", "running", "seqs",
+        "step", "stepping",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -39,6 +44,7 @@ class _Replica:
         self.pending: deque[tuple[float, int]] = deque()  # (schedulable at, request)
         self.front = 0.0  # when the replica's front end (API server) is free
         self.ctx = 0.0  # context tokens the decoding sequences hold
+        self.lru: OrderedDict[int, None] = OrderedDict()  # KV blocks cached, oldest first
         self.decoding: list[tuple[int, int]] = []  # (finish step, request)
         self.firsts: list[int] = []
         self.running = 0
@@ -79,6 +85,8 @@ class _BatchSim:
         self.tin = np.maximum(np.asarray(tin) * (1.0 - p.prefix_hit_rate.value), 1.0).tolist()
         self.tout = np.maximum(np.round(tout), 1).astype(int).tolist()
         self.prompt = np.maximum(np.asarray(tin, dtype=np.float64), 1.0).tolist()
+        self.blocks, self.hit_tokens = arrivals.blocks, 0.0
+        self.tin = self.tin if self.blocks is None else list(self.prompt)  # the trace's hits
         fixed = np.maximum(0.0, p.fixed_ms.value + p.fixed_per_token_ms.value * np.asarray(tin))
         self.fixed = (fixed / 1000.0).tolist()
         self.cold = float(model.cold_factor.value)
@@ -133,6 +141,8 @@ class _BatchSim:
                 break
             i = q.popleft()
             rep = self.reps[best]
+            if self.blocks is not None:
+                self.tin[i] = self._uncached(rep, i)
             if self.ingest > 0.0:  # the front end takes requests one at a time
                 rep.front = max(t, rep.front) + self.ingest
                 rep.pending.append((rep.front, i))
@@ -145,6 +155,26 @@ class _BatchSim:
         for r in idle:
             if not self.reps[r].stepping:
                 self._step(r, t)
+
+    def _uncached(self, rep: _Replica, i: int) -> float:
+        """Prompt tokens request i must compute on `rep`: its leading blocks found in the
+        replica's LRU are hits (a prefix cache matches a prefix); all its blocks are then
+        the most recent, the oldest beyond the cache's size evicted."""
+        ids, lru = self.blocks[i], rep.lru  # type: ignore[index]
+        hit = 0
+        for b in ids:
+            if b not in lru:
+                break
+            hit += 1
+        for b in ids:
+            lru[b] = None
+            lru.move_to_end(b)
+        while len(lru) > CACHE_BLOCKS:
+            lru.popitem(last=False)
+        prompt: float = self.prompt[i]
+        cached = min(hit * BLOCK_TOKENS, prompt - 1.0)
+        self.hit_tokens += cached
+        return max(1.0, prompt - cached)
 
     def _step(self, r: int, t: float) -> None:
         """Start one step of replica r at t (or wait for its front end's next request)."""
@@ -302,6 +332,9 @@ class _BatchSim:
             cold_starts=self.cold_starts,
             step_ms=None if self.steps is None else np.asarray(self.steps[0]) * 1000.0,
             step_seqs=None if self.steps is None else np.asarray(self.steps[1], dtype=np.float64),
+            prefix_hits=None
+            if self.blocks is None or not self.prompt
+            else self.hit_tokens / float(sum(self.prompt)),
         )
 
 

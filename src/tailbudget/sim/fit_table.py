@@ -124,8 +124,9 @@ def outside_note(levels: tuple[dict[str, object], ...], rate: float, what: str) 
         return ""
     lo, hi = span
     top = "all at once" if hi == float("inf") else f"{hi:g}/s"
+    fitted = "all at once only" if lo == float("inf") else f"{lo:g}/s to {top}"
     shown = "all at once" if rate == float("inf") else f"{rate:.3g} requests/s a replica"
     return (
-        f"{what}: {shown} is outside the fitted range ({lo:g}/s to {top}): the model "
+        f"{what}: {shown} is outside the fitted range ({fitted}): the model "
         "extrapolates there, and its figures are not checked against any run"
     )

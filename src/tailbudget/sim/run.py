@@ -385,10 +385,11 @@ def run_policies(
     model, objectives, budget_policy, signal = (
         ctx.model, ctx.objectives, ctx.budget_policy, ctx.signal,
     )  # fmt: skip
-    runs = []
+    runs, hits = [], None
     for spec in policies:
         policy, start = _runnable(spec, ctx, arr, replicas)
         trace = run_once(model, arr, policy, replicas=start, end_s=horizon)
+        hits = trace.prefix_hits if hits is None else hits
         run = _result(spec, start, trace, objectives, model.samples.stages, ctx.classes)
         if spec.kind == "budget" and policy.name == "model":  # the budget says mode: model
             run = replace(run, policy="budget (model)")
@@ -409,6 +410,14 @@ def run_policies(
         notes.append("rollback decisions are recorded, not simulated (no previous version)")
     if model.kind == "llm":
         notes.append("trim_logging has no modelled effect on LLM steps")
+    if hits is not None:
+        from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS
+
+        notes.append(
+            f"prefix cache from the trace's block hashes ({BLOCK_TOKENS} tokens a block, an "
+            f"LRU of {CACHE_BLOCKS:,} blocks per replica): {hits:.1%} of prompt tokens hit "
+            f"({runs[0].policy}'s run), instead of the model's prefix_hit_rate"
+        )
     base = None
     if floor:
         from tailbudget.sim.floor import hindsight_floor

@@ -38,6 +38,9 @@ class Arrivals:
     description: str = ""
     classes: npt.NDArray[np.str_] | None = None
     """Each arrival's class from the arrival trace (None: each keeps its copied request's)."""
+    blocks: tuple[tuple[int, ...], ...] | None = None
+    """Each prompt's KV-cache block hashes (a Mooncake trace): hits come from an LRU of
+    blocks per replica, not from the model's prefix_hit_rate."""
 
     @property
     def size(self) -> int:
@@ -78,6 +81,8 @@ class SimTrace:
     decoding in it."""
     step_seqs: npt.NDArray[np.float64] | None = None
     """Sequences decoding in each step (how many gaps of `step_ms` it produced)."""
+    prefix_hits: float | None = None
+    """Share of prompt tokens served by the replicas' block LRUs (arrivals with blocks)."""
 
     @property
     def e2e_ms(self) -> npt.NDArray[np.float64]:
