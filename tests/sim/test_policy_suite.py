@@ -19,10 +19,13 @@ from tests.conftest import SHARED_DATA
 
 GRID = SHARED_DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_{}.json"
 SPAN_S = 30 * 60.0
-PINNED = {"step": {"budget": 0, "model": 0}, "spike": {"budget": 2, "model": 1}}
+PINNED = {"step": {"budget": 3, "model": 5}, "spike": {"budget": 2, "model": 1}}
 """Breach minutes measured at landing (bench/policies.py's rows); a change that adds one
 fails here. spike/loose is above the goal (at most 1 where a fixed count spends none): the
-spike's first minute arrives before any replica asked for in it is ready."""
+spike's first minute arrives before any replica asked for in it is ready. step was 0 and 0
+until the service model charged each prompt's tokens inside the engine (#34 items 1-3: the
+model reproduces its runs); on that model the step row misses the goal (budget 3, model 5
+breach minutes, fixed:6 none) and bench/policies.py's table is to be re-measured."""
 
 
 @pytest.fixture(scope="module")
