@@ -24,9 +24,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tailbudget.sim.decode_fit import burst_points, decode_line
 from tailbudget.sim.fit_table import bound_of
 from tailbudget.sim.model import Param, ServiceModel
 from tailbudget.sim.own_runs import OwnRun, predict
+from tailbudget.sim.replay_one import replay_one
 
 __all__ = ["Theta", "calibrate", "misfit"]
 
@@ -166,9 +168,6 @@ def _decode_points(
     base: ServiceModel, run: OwnRun, theta: Theta, hit: float
 ) -> list[tuple[float, float, float]]:
     """A burst's own points, else the run's median gap at its replay's decode-only steps."""
-    from tailbudget.sim.decode_fit import burst_points
-    from tailbudget.sim.replay_one import replay_one
-
     if run.is_burst and run.itls_ms and run.ttft_ms is not None and run.t_s is None:
         return burst_points(run.ttft_ms, run.input_tokens, run.itls_ms)
     model = theta.model(base)
@@ -193,8 +192,6 @@ def _decode_points(
 def fit_decode(base: ServiceModel, runs: Sequence[OwnRun], theta: Theta) -> Theta:
     """The decode line through every run's points (decode_fit.py), twice: a paced run's
     point depends on the line its replay ran with."""
-    from tailbudget.sim.decode_fit import decode_line
-
     for _ in range(2):
         groups = [
             _decode_points(base, run, theta, hit) for run, hit in zip(runs, theta.hits, strict=True)

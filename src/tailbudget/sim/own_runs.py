@@ -18,6 +18,7 @@ import numpy.typing as npt
 from tailbudget.sim.fit import LoggedRequests
 from tailbudget.sim.inputs import LLMExtras
 from tailbudget.sim.model import Param, ServiceModel
+from tailbudget.sim.replay_one import replay_one
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["FIGURES", "OwnRun", "figures_of", "own_runs", "predict"]
@@ -190,8 +191,6 @@ def predict(
 ) -> dict[str, float]:
     """The run's figures as the model predicts them on its own arrivals, one replica,
     with `hit_share` of each prompt cached (mean over the seeds)."""
-    from tailbudget.sim.replay_one import replay_one
-
     m = _with_hits(model, hit_share)
     assert m.llm is not None
     rows = []

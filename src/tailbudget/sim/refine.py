@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tailbudget.sim.calibrate import Theta, calibrate
+from tailbudget.sim.calibrate import Theta, calibrate, cold_slope
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fit_table import FitRow, FitTable
 from tailbudget.sim.model import Param, ServiceModel
@@ -59,8 +59,6 @@ def _start(model: ServiceModel, runs: Sequence[OwnRun]) -> Theta:
 def _first_share(run: OwnRun, per_token_ms: float, cold: OwnRun) -> float:
     """A first hit share: a burst's prompt tokens at the cold cost against the time it took
     to deliver every first token; a paced run's TTFT slope against the cold run's."""
-    from tailbudget.sim.calibrate import cold_slope
-
     if run.rate is not None and not np.isfinite(run.rate):
         need = per_token_ms * float(run.input_tokens.sum())
         took = run.measured["ttft.p99"]

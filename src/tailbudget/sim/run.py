@@ -13,7 +13,7 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
-from tailbudget.sim.batch_engine import run_batching
+from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS, run_batching
 from tailbudget.sim.classes import (
     ClassResult,
     SimClasses,
@@ -411,8 +411,6 @@ def run_policies(
     if model.kind == "llm":
         notes.append("trim_logging has no modelled effect on LLM steps")
     if hits is not None:
-        from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS
-
         notes.append(
             f"prefix cache from the trace's block hashes ({BLOCK_TOKENS} tokens a block, an "
             f"LRU of {CACHE_BLOCKS:,} blocks per replica): {hits:.1%} of prompt tokens hit "

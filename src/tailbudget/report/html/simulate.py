@@ -13,6 +13,7 @@ from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 from tailbudget.report.html.ticks import integer_axis
 from tailbudget.report.simulate_md import LOG_ROW
 from tailbudget.sim.capacity import CapacityReport
+from tailbudget.sim.fit_table import bound_of
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
 
@@ -167,8 +168,6 @@ def _model(model: ServiceModel) -> str:
 
 def _fit(model: ServiceModel) -> str:
     """The fit table: every fitted run's figures on its own arrivals, predicted vs measured."""
-    from tailbudget.sim.fit_table import bound_of
-
     fit = model.fit
     assert fit is not None
     rows = [
