@@ -192,7 +192,7 @@ def test_a_refit_that_fits_out_of_range_is_refused(
 ) -> None:
     from dataclasses import replace
 
-    from tailbudget.sim import fitting, live
+    from tailbudget.sim import live
 
     good = load_model(saved).model
     assert good.llm is not None
@@ -201,7 +201,7 @@ def test_a_refit_that_fits_out_of_range_is_refused(
     class Fitted:
         model = replace(good, llm=bad_llm)
 
-    monkeypatch.setattr(fitting, "fit_logs", lambda *a, **k: Fitted())
+    monkeypatch.setattr(live, "fit_logs", lambda *a, **k: Fitted())
     with pytest.raises(TailbudgetError) as info:
         live.load_source(live.ModelSource(None, ("log.csv",)))
     assert "parameter token_budget" in str(info.value) and info.value.param == "refit"
