@@ -96,9 +96,12 @@ def test_a_simulated_run_of_one_request_gets_no_verdict(logs):
     assert result.exit_code == 0, result.output
     obj = strict_json(result.output)["objectives"][0]
     assert obj["verdict"] == "inconclusive" and obj["n"] == 1
-    assert "rests on 1 simulated request; a verdict on p95 needs at least 20" in obj["note"]
+    # the one verdict rule: within the target on 1 request, too few for a pass on p95
+    assert "0 of 1 requests over 800 ms" in obj["note"]
+    assert "p95 needs 20 requests for a pass (19 more)" in obj["note"]
     md = runner.invoke(app, [*args]).output
-    assert "rests on 1 simulated request" in md
+    assert "too few to settle e2e.p95 (inconclusive)" in md
+    assert "meets every gated objective" not in md
 
 
 def test_the_writer_says_which_figures_it_nulled():

@@ -118,10 +118,24 @@ def simulate_headline(rep: SimReport) -> tuple[str, bool]:
         else f"{best.policy} meets every gated objective at "
         f"{fmt.number(best.replica_hours)} replica-hours"
     )
+    unsettled = _unsettled(best)
+    if unsettled and not breached:
+        # "meets" is a pass: on too few simulated requests the one rule says inconclusive.
+        headline = (
+            f"{best.policy} breaches no gated objective at "
+            f"{fmt.number(best.replica_hours)} replica-hours, but its simulated requests are "
+            f"too few to settle {', '.join(unsettled)} (inconclusive)"
+        )
     classes = _class_breaches(best)
     if classes and not breached:
         headline = headline.replace("every gated objective", "the service-wide objectives", 1)
     return headline + classes, breached or bool(classes)
+
+
+def _unsettled(run: RunResult) -> list[str]:
+    return [
+        o.objective.key for o in run.objectives if o.verdict == "inconclusive" and o.objective.gated
+    ]
 
 
 def _class_breaches(run: RunResult) -> str:
