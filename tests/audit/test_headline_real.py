@@ -26,11 +26,12 @@ def _audit(path, slo: str):
 
 def test_a_thin_log_far_over_its_target_is_not_none():
     report = _audit(NEZHA, "p99=900")
-    assert report.snapshot.verdict["p99"] == "inconclusive"  # 57 requests: no measured p99
+    # 57 requests, too few to measure a p99, but enough over 900 ms to prove the breach
+    assert report.snapshot.verdict["p99"] == "breach"
     rec = report.recommendation
     assert rec.choice != "none" and rec.weak
-    assert "p99" in rec.text and "exceed its 900 ms target" in rec.text
-    assert "Where to look first" in rec.text
+    assert "p99" in rec.text and "over its 900 ms target" in rec.text
+    assert "is a lead, not a finding" in rec.text  # 2 slow requests: the driver is weak
 
 
 def test_surely_over_needs_more_than_chance_and_more_than_one_request():
