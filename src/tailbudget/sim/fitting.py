@@ -12,6 +12,7 @@ import numpy.typing as npt
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs import ReadOptions
 from tailbudget.sim.arrivals import ArrivalSpec
+from tailbudget.sim.bounds import parse_max_events
 from tailbudget.sim.fit import LoggedRequests, ModelOptions, fit_queue_model
 from tailbudget.sim.fit_llm import fit_llm_model, is_llm
 from tailbudget.sim.inputs import read_logged
@@ -72,5 +73,24 @@ def fit_logs(
         raise TailbudgetError("an LLM model needs logs with ttft, decode and output tokens")
     if llm and any(lg.input_tokens is None for lg in logs):
         raise TailbudgetError("an LLM model needs input (prompt) token counts in every log")
+    if llm:
+        _check_fit_steps(logs, parse_max_events(max_events))
     model = fit_llm_model(logs, [e for _, e in pairs], opts) if llm else fit_queue_model(logs, opts)
     return Fitted(model, tuple(logs))
+
+
+def _check_fit_steps(logs: Sequence[LoggedRequests], bound: int) -> None:
+    """The LLM fit replays each log's own run, which takes at least as many decode steps
+    as its longest answer: refused past the bound before a step runs (answers of 1e9
+    tokens ran the fit out of memory)."""
+    for lg in logs:
+        if lg.output_tokens is None or lg.output_tokens.size == 0:
+            continue
+        longest = float(lg.output_tokens.max())
+        if not longest <= bound:
+            raise TailbudgetError(
+                f"{lg.source}'s output tokens: fitting replays its own run, at least "
+                f"{longest:,.0f} decode steps (its longest answer), above the bound of "
+                f"{bound:,}; check the log's output lengths, or raise max_events",
+                param="max_events",
+            )
