@@ -231,15 +231,18 @@ def test_an_empty_fast_group_is_reported_as_empty_not_as_zero(tmp_path):
     assert any("no tail driver" in r for r in report["refusals"])
 
 
-def test_a_one_row_log_gets_no_gated_verdict(tmp_path):
-    log = _small_log(tmp_path / "one.csv", np.array([5000.0]), np.array([200.0]))
-    result = runner.invoke(
-        app, ["audit", str(log), "--slo", "p99=900", "--format", "json", "--fail-on-breach"]
-    )
+def test_a_one_row_log_gates_only_on_what_it_proves(tmp_path):
+    # One request over a p99 target is a proven breach (p = 0.01 under "at most 1% over"),
+    # and gates; one request under it settles nothing, and never gates.
+    over = _small_log(tmp_path / "one.csv", np.array([5000.0]), np.array([200.0]))
+    args = ["--slo", "p99=900", "--format", "json", "--fail-on-breach"]
+    result = runner.invoke(app, ["audit", str(over), *args])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["snapshot"]["verdict"] == {"p99": "breach"}
+    under = _small_log(tmp_path / "under.csv", np.array([500.0]), np.array([200.0]))
+    result = runner.invoke(app, ["audit", str(under), *args])
     assert result.exit_code == 0, result.output  # inconclusive never gates
-    report = json.loads(result.output)
-    assert report["snapshot"]["verdict"] == {"p99": "inconclusive"}
-    assert "Too few requests (1)" in report["recommendation"]["text"]
+    assert json.loads(result.stdout)["snapshot"]["verdict"] == {"p99": "inconclusive"}
 
 
 def test_a_log_in_seconds_gets_a_warning_and_the_unit_hint(tmp_path):
