@@ -8,7 +8,9 @@ The columns are those of the columnar JSON body (`columns_body`), typed:
 - `ts`: epoch seconds (integer or floating point), or a timestamp with a time zone;
 - `error`: boolean (or integer 0/1);
 - `itl_ms`: a list of numbers per observation, every inter-token gap;
-- `stages`: a struct with one numeric field per stage name.
+- `stages`: a struct with one numeric field per stage name;
+- `class`: the request's class (`classes:` in the budget), a string column
+  (dictionary-encoded or not); null is an observation without a class.
 
 A null is an absent value, as `null` is in JSON (a null `ts` is when the server
 received the batch). Other columns are ignored. The values are checked by the
@@ -125,7 +127,7 @@ def _kind(arr: pa.Array) -> str:
 Columns = dict[str, "pa.Array"]
 """The columns a batch reads, by name, each as one array."""
 
-_KNOWN = frozenset({"total_ms", "ts", "error", "stages", "itl_ms", *LLM_KEYS})
+_KNOWN = frozenset({"total_ms", "ts", "error", "stages", "itl_ms", "class", *LLM_KEYS})
 
 
 def _columns(table: pa.Table) -> Columns:
@@ -327,4 +329,22 @@ def _batch(table: pa.Table, now_s: float) -> ParsedBatch:
         series = llm_series(_scalar_of(cols, n), lambda: _itl_of(cols), total)
     except BadField as exc:
         raise BadBatch(str(exc)) from None
-    return ParsedBatch(ts, total, error, stages, series)
+    return ParsedBatch(ts, total, error, stages, series, _labels(cols))
+
+
+def _labels(cols: Columns) -> list[str | None] | None:
+    """The `class` column as text per observation (None where null); None when absent."""
+    import pyarrow as pa
+
+    arr = cols.get("class")
+    if arr is None or arr.null_count == len(arr):
+        return None
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        raise BadBatch(
+            f"column class must be strings (the request's class, e.g. premium), "
+            f"got an Arrow {arr.type} column"
+        )
+    labels: list[str | None] = arr.to_pylist()
+    return labels

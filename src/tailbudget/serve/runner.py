@@ -84,10 +84,12 @@ def trace_options(options: ServeOptions) -> TraceOptions | None:
         )
     slices = stage_slices(budget)
     limits = Limits(grace_s=options.trace_grace_s, timeout_s=max(120.0, 6 * options.trace_grace_s))
+    classes = budget.class_set if budget is not None else None
     return TraceOptions(
         span_stage="service" if stage == "service" else "operation",
         limits=limits,
         slices=tuple(slices),
+        class_by=classes.by if classes is not None else None,
     )
 
 

@@ -32,6 +32,7 @@ _ROW_TYPE = pa.struct(
         ("end_ns", pa.int64()),
         ("error", pa.bool_()),
         ("kind", pa.string()),
+        ("label", pa.string()),
     ]
 )
 """A SpanRow as Arrow (its fields, in order)."""
@@ -46,6 +47,9 @@ class Attributed:
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     stages: dict[str, StageColumn]
+    labels: list[str | None] | None = None
+    """Each trace's class (its root span's `classes.by` attribute; None without one);
+    None when no root carries one."""
 
 
 class Attributor:
@@ -77,12 +81,14 @@ class Attributor:
         )
         self.named = self._choose(paths)
         roots = [t.root for t in traces if t.root is not None]
+        labels = [r.label or None for r in roots]
         return Attributed(
             traces=[r.trace for r in roots],
             ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
             total_ms=np.array([(r.end_ns - r.start_ns) / 1e6 for r in roots], dtype=np.float64),
             error=np.array([r.error for r in roots], dtype=np.bool_),
             stages=_stage_columns(paths, owner, len(roots), self.named),
+            labels=labels if any(labels) else None,
         )
 
     def _choose(self, paths: pa.Table) -> tuple[str, ...]:
@@ -118,7 +124,7 @@ def _span_table(
     rows = [row for trace in traces for row in trace.spans.values()]
     owner = np.repeat(np.arange(len(traces), dtype=np.int64), [len(t.spans) for t in traces])
     # One conversion of the row tuples (as a struct) rather than one per column.
-    trace, span, parent, name, service, start, end, _, kind = pa.array(
+    trace, span, parent, name, service, start, end, _, kind, _ = pa.array(
         rows, type=_ROW_TYPE
     ).flatten()
     start_ns = start.to_numpy(zero_copy_only=False).astype(np.int64)

@@ -9,7 +9,8 @@ times do not fit int64 (protobuf's fixed64 allows them; attribution could not ta
 them) and a root that starts further ahead of the server clock than an observation's
 `ts` may be (one root in the year 2200 would take the window past every real trace).
 Operation and service names are stage names: one that fails the observations' stage
-name check (over 100 characters, a control character) becomes `other`, counted.
+name check (over 100 characters, a control character) becomes `other`, counted. A root
+span's attribute named by `class_key` (the budget's `classes.by`) is its trace's class.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class SpanRow(NamedTuple):
     end_ns: int
     error: bool
     kind: str
+    label: str = ""
+    """A root span's class: its attribute named by the budget's `classes.by` ("" when the
+    span has none, is not a root, or no class attribute is asked for)."""
 
 
 class BadTraces(TailbudgetError):
@@ -107,12 +111,14 @@ def decode_traces(
     *,
     rows: bool = True,
     now_ns: int | None = None,
+    class_key: str | None = None,
 ) -> Decoded:
     """The span rows of one POST /v1/traces body (decoded within `limits`).
 
     `rows=False`: a protobuf body's spans are checked and counted, not made rows (its
     `protobuf` gives them later, for about a third of the cost now). `now_ns`: the
-    server clock (epoch ns) roots are checked against (default: now)."""
+    server clock (epoch ns) roots are checked against (default: now). `class_key`: the
+    root span attribute holding the request's class."""
     kind = (content_type or _PROTOBUF).split(";")[0].strip().lower()
     if kind not in (_PROTOBUF, _JSON):
         raise BadTraces(
@@ -121,9 +127,9 @@ def decode_traces(
     data = _inflate(body, encoding or "identity", limits or BodyLimits())
     out = Decoded(received_ns=time.time_ns() if now_ns is None else now_ns)
     if kind == _JSON:
-        _json_rows(data, out)
+        _json_rows(data, out, class_key)
     else:
-        _proto_rows(data, out, rows=rows)
+        _proto_rows(data, out, rows=rows, class_key=class_key)
         out.protobuf = data
     if rows or kind == _JSON:
         out.accepted = len(out.spans)
@@ -131,13 +137,16 @@ def decode_traces(
 
 
 def protobuf_spans(
-    data: bytes, received_ns: int, folded: dict[str, int] | None = None
+    data: bytes,
+    received_ns: int,
+    folded: dict[str, int] | None = None,
+    class_key: str | None = None,
 ) -> list[SpanRow]:
     """The spans `decode_traces` accepted from this ExportTraceServiceRequest when it
     was received at `received_ns` (the same clock: the same spans); the names folded
     into `other` are added to `folded`."""
     out = Decoded(received_ns=received_ns)
-    _proto_rows(data, out)
+    _proto_rows(data, out, class_key=class_key)
     if folded is not None:
         for reason, n in out.folded.items():
             folded[reason] = folded.get(reason, 0) + n
@@ -183,7 +192,9 @@ def stage_name(name: str, out: Decoded, spans: int = 1) -> str:
     return FOLDED
 
 
-def _proto_rows(data: bytes, out: Decoded, *, rows: bool = True) -> None:
+def _proto_rows(
+    data: bytes, out: Decoded, *, rows: bool = True, class_key: str | None = None
+) -> None:
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -205,7 +216,7 @@ def _proto_rows(data: bytes, out: Decoded, *, rows: bool = True) -> None:
         service = intern(service)
         for scope in resource_spans.scope_spans:
             if rows:
-                _proto_spans(scope.spans, service, out)
+                _proto_spans(scope.spans, service, out, class_key)
             else:
                 _proto_check(scope.spans, out)
 
@@ -248,7 +259,21 @@ def _proto_check(spans: Any, out: Decoded) -> None:
             out.accepted += 1
 
 
-def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
+def _proto_label(span: Any, key: str) -> str:
+    """A root span's class: its attribute `key` as text ("" when it has none)."""
+    for attr in span.attributes:
+        if attr.key == key:
+            value = attr.value
+            which = value.WhichOneof("value")
+            if which == "string_value":
+                return str(value.string_value)
+            if which in ("int_value", "bool_value"):
+                return str(getattr(value, which)).lower()
+            return ""
+    return ""
+
+
+def _proto_spans(spans: Any, service: str, out: Decoded, class_key: str | None = None) -> None:
     """`_add` for protobuf spans, its checks made on the id bytes (the hot loop)."""
     keep = out.spans.append
     row = tuple.__new__  # SpanRow's own __new__ takes keywords: twice the cost a span
@@ -292,6 +317,8 @@ def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
                         end,
                         span.status.code == 2,
                         _KINDS[kind] if 0 <= kind < len(_KINDS) else str(kind),
+                        # Only a root's class is read: one attribute scan per trace.
+                        _proto_label(span, class_key) if class_key and not has_parent else "",
                     ),
                 )
             )
@@ -300,7 +327,7 @@ def _proto_spans(spans: Any, service: str, out: Decoded) -> None:
 _KINDS = ("0", "1", "2", "3", "4", "5")
 
 
-def _json_rows(data: bytes, out: Decoded) -> None:
+def _json_rows(data: bytes, out: Decoded, class_key: str | None = None) -> None:
     from tailbudget.serve.traces.otlp_json import WrongType, json_spans
 
     try:
@@ -308,7 +335,7 @@ def _json_rows(data: bytes, out: Decoded) -> None:
     except orjson.JSONDecodeError as exc:
         raise BadTraces(f"not JSON ({exc})") from None
     try:
-        for row, wrong in json_spans(doc):
+        for row, wrong in json_spans(doc, class_key):
             if row is None:
                 out.reject("wrong_type", wrong)
             else:

@@ -75,7 +75,9 @@ def _service(resource: Any, where: str) -> str:
     return "unknown"
 
 
-def json_spans(doc: Any) -> Iterator[tuple[SpanRow | None, str | None]]:
+def json_spans(
+    doc: Any, class_key: str | None = None
+) -> Iterator[tuple[SpanRow | None, str | None]]:
     """(row, None) for each span whose fields have their types, (None, why) for one
     that has not; raises WrongType for a container of the wrong type."""
     if not isinstance(doc, dict):
@@ -88,10 +90,12 @@ def json_spans(doc: Any) -> Iterator[tuple[SpanRow | None, str | None]]:
             scopes = list(_items(rs, where + ".", *legacy))
         for scope_path, scope in scopes:
             for path, span in _items(scope, scope_path + ".", "spans"):
-                yield _span(span, path, service)
+                yield _span(span, path, service, class_key)
 
 
-def _span(span: dict[str, Any], path: str, service: str) -> tuple[SpanRow | None, str | None]:
+def _span(
+    span: dict[str, Any], path: str, service: str, class_key: str | None = None
+) -> tuple[SpanRow | None, str | None]:
     try:
         ids = [_text(span, path, *k) for k in _ID_KEYS]
         start = _nanos(span, path, "startTimeUnixNano", "start_time_unix_nano")
@@ -105,6 +109,7 @@ def _span(span: dict[str, Any], path: str, service: str) -> tuple[SpanRow | None
     except WrongType as exc:
         return None, str(exc)
     trace, sid, parent = (i.lower() for i in ids)
+    root = not parent or set(parent) == {"0"}
     return SpanRow(
         trace,
         sid,
@@ -115,7 +120,27 @@ def _span(span: dict[str, Any], path: str, service: str) -> tuple[SpanRow | None
         end,
         code in ("2", "status_code_error", "error"),
         _KIND_NUMBERS.get(kind, kind or "0"),
+        _json_label(span, class_key) if class_key and root else "",
     ), None
+
+
+def _json_label(span: dict[str, Any], key: str) -> str:
+    """A root span's class: its attribute `key` as text ("" when absent or not a
+    string, number or boolean)."""
+    attrs = span.get("attributes")
+    for attr in attrs if isinstance(attrs, list) else ():
+        if not isinstance(attr, dict) or attr.get("key") != key:
+            continue
+        value = attr.get("value")
+        if not isinstance(value, dict):
+            return ""
+        for name in ("stringValue", "string_value", "intValue", "int_value"):
+            got = value.get(name)
+            if isinstance(got, str | int) and not isinstance(got, bool):
+                return str(got)
+        got = value.get("boolValue", value.get("bool_value"))
+        return str(got).lower() if isinstance(got, bool) else ""
+    return ""
 
 
 _ID_KEYS = (

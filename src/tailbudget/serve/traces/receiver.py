@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from tailbudget.serve.batch import BadBatch
+from tailbudget.serve.classes import class_columns
 from tailbudget.serve.limits import BodyLimits
 from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
@@ -75,6 +76,8 @@ class TraceOptions:
     flush_every_s: float = 1.0
     slices: tuple[tuple[str, str, float], ...] = ()
     """The budget's stage slices: (stage, percentile, ms), for the budget burn."""
+    class_by: str | None = None
+    """The root span attribute holding a request's class (the budget's `classes.by`)."""
 
 
 class TraceReceiver:
@@ -86,7 +89,7 @@ class TraceReceiver:
         self.runtime = runtime
         self.options = options
         self.root: Path = runtime.state.root
-        self.span_log = SpanLog(self.root)
+        self.span_log = SpanLog(self.root, options.class_by)
         self.assembler = Assembler(options.limits)
         self.attributor = Attributor(options.span_stage)
         self.lock = threading.Lock()
@@ -147,7 +150,9 @@ class TraceReceiver:
         # a request decoded without rows is parked even if room was made meanwhile
         # (read back at the next flush), one with rows is parked if the room went.
         park = bool(self.parked) or self.assembler.full
-        decoded = decode_traces(body, content_type, encoding, limits, rows=not park)
+        decoded = decode_traces(
+            body, content_type, encoding, limits, rows=not park, class_key=self.options.class_by
+        )
         n = decoded.accepted
         with self.lock:
             if n and self.parked_spans >= self.options.limits.max_parked:
@@ -261,7 +266,9 @@ class TraceReceiver:
         ids = [t.root.trace for t in ready if t.root is not None]
         try:
             result = self.attributor.attribute(ready)
-            self.runtime.ingest(result.ts, result.total_ms, result.error, result.stages)
+            names = self.runtime.class_names  # a trace's class: the budget's list bounds it
+            stages = result.stages | class_columns(result.labels, result.total_ms, names)
+            self.runtime.ingest(result.ts, result.total_ms, result.error, stages)
         except BadBatch as exc:  # too many stage names for the window: counted, not held
             log.error("completed traces not attributed: %s", exc)
             with self.lock:

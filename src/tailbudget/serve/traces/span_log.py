@@ -63,6 +63,7 @@ _RECORD_ROWS = 4_096
 """Spans per record when the log is rewritten at start-up (the unit held or parked)."""
 _row = functools.partial(tuple.__new__, SpanRow)
 """A SpanRow from its fields, without NamedTuple's keyword __new__ (mapped in C)."""
+_FIELDS = len(SpanRow._fields)
 
 
 def _record(kind: int, payload: bytes) -> bytes:
@@ -73,13 +74,18 @@ def _spans_payload(rows: Iterable[SpanRow]) -> bytes:
     return orjson.dumps(list(rows), default=tuple)
 
 
-def _rows(kind: int, payload: bytes, folded: dict[str, int] | None = None) -> list[SpanRow]:
+def _rows(
+    kind: int, payload: bytes, folded: dict[str, int] | None = None, class_key: str | None = None
+) -> list[SpanRow]:
     if kind == _PROTOBUF_AT:
         (received,) = _RECEIVED.unpack_from(payload)
-        return protobuf_spans(payload[_RECEIVED.size :], received, folded)
+        return protobuf_spans(payload[_RECEIVED.size :], received, folded, class_key)
     if kind == _PROTOBUF:
-        return protobuf_spans(payload, time.time_ns(), folded)
-    return list(map(_row, orjson.loads(payload)))
+        return protobuf_spans(payload, time.time_ns(), folded, class_key)
+    rows = orjson.loads(payload)
+    if rows and len(rows[0]) < _FIELDS:  # written before spans carried a class: none
+        return [_row([*r, ""]) for r in rows]
+    return list(map(_row, rows))
 
 
 class SpanLog:
@@ -87,8 +93,10 @@ class SpanLog:
 
     NAME = "spans.log"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, class_key: str | None = None) -> None:
         self.path = root / self.NAME
+        self.class_key = class_key
+        """The root span attribute holding a trace's class (read as records are read)."""
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         """Held by the one fsync in flight (and by `rewrite`); waiters share the next."""
@@ -148,7 +156,7 @@ class SpanLog:
             pending: list[list[object]] = []
             for kind, payload in self._intact():
                 if kind in _SPAN_KINDS:
-                    rows = _rows(kind, payload)
+                    rows = _rows(kind, payload, class_key=self.class_key)
                     pending.extend(list(r) for r in rows if r[0] not in done)
                 while len(pending) >= _RECORD_ROWS:
                     records.append((out.tell(), len(pending[:_RECORD_ROWS])))
@@ -211,7 +219,7 @@ class SpanLog:
             payload = fh.read(size)
         if magic != _MAGIC or kind not in _SPAN_KINDS or zlib.crc32(payload) != crc:
             raise OSError(f"{self.path}: no span record at offset {offset}")
-        return _rows(kind, payload, folded)
+        return _rows(kind, payload, folded, self.class_key)
 
     def mark_done(self, traces: list[str], state: dict[str, Any] | None = None) -> None:
         """These traces are in the observation log: never replay them. `state`: the
