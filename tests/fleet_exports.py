@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget.budget import Budget, parse_budget
-from tailbudget.export import ExportOptions, fleet_argo, fleet_flagger, fleet_grafana, fleet_openslo
+from tailbudget.export import ExportOptions, argo, flagger, grafana, openslo
 
 FLAGGER_VARS = {"{{ namespace }}": "prod", "{{ target }}": "rag", "{{ interval }}": "1m"}
 
@@ -53,26 +53,26 @@ def fleet_expressions(budget: Budget, metrics: str) -> dict[str, str]:
     """Name -> PromQL of the Argo, Flagger, OpenSLO and Grafana exports for a preset."""
     opts = ExportOptions(metrics=metrics)
     out: dict[str, str] = {}
-    doc, _ = fleet_argo.build(budget, opts)
+    doc, _ = argo.build_fleet(budget, opts)
     for m in doc["spec"]["metrics"]:
         if "prometheus" in m["provider"]:
             query = m["provider"]["prometheus"]["query"]
             for var, value in ARGO_ARGS.items():
                 query = query.replace(var, value)
             out[f"argo {m['name']}"] = query
-    templates, _, _ = fleet_flagger.build(budget, opts)
+    templates, _, _ = flagger.build_fleet(budget, opts)
     for t in templates:
         query = t["spec"]["query"]
         for var, value in FLAGGER_VARS.items():
             query = query.replace(var, value)
         out[f"flagger {t['metadata']['name']}"] = query
-    docs, _ = fleet_openslo.build(budget, opts)
+    docs, _ = openslo.build_fleet(budget, opts)
     for d in docs:
         ratio = d["spec"]["indicator"]["spec"]["ratioMetric"]
         for part in ("good", "total"):
             query = ratio[part]["metricSource"]["spec"]["query"]
             out[f"openslo {d['metadata']['name']} {part}"] = query
-    dash, _ = fleet_grafana.build(budget, opts)
+    dash, _ = grafana.build_fleet(budget, opts)
     for p in dash["panels"]:
         for t in p["targets"]:
             out[f"grafana {p['title']} {t['refId']}"] = t["expr"]

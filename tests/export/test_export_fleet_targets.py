@@ -17,15 +17,13 @@ from tailbudget._fleet import PRESETS
 from tailbudget.errors import BudgetError
 from tailbudget.export import (
     ExportOptions,
+    argo,
     export,
-    fleet_argo,
-    fleet_flagger,
-    fleet_grafana,
-    fleet_openslo,
+    flagger,
+    grafana,
     keda,
     openslo,
 )
-from tailbudget.export.fleet import build_keda
 from tests.fleet_exports import chat, ttft_only
 
 VLLM = ExportOptions(metrics="vllm")
@@ -36,12 +34,12 @@ def _docs(text: str) -> list[dict[str, Any]]:
 
 
 def _argo_metrics(budget: Any, metrics: str) -> dict[str, dict[str, Any]]:
-    doc, _ = fleet_argo.build(budget, ExportOptions(metrics=metrics))
+    doc, _ = argo.build_fleet(budget, ExportOptions(metrics=metrics))
     return {m["name"]: m for m in doc["spec"]["metrics"]}
 
 
 def test_argo_compares_the_canary_ttft_p99_with_the_stable_pods_on_vllm_series() -> None:
-    doc, notes = fleet_argo.build(chat(), VLLM)
+    doc, notes = argo.build_fleet(chat(), VLLM)
     assert doc["kind"] == "AnalysisTemplate"
     args = {a["name"]: a for a in doc["spec"]["args"]}
     assert args["stable-hash"]["valueFrom"] == {"podTemplateHashValue": "Stable"}
@@ -77,7 +75,7 @@ def test_argo_goodput_is_the_share_under_its_le_read_at_the_wilson_upper_bound()
 
 
 def test_tgi_has_no_ttft_so_argo_keeps_only_what_it_can_read() -> None:
-    doc, notes = fleet_argo.build(ttft_only(), ExportOptions(metrics="tgi"))
+    doc, notes = argo.build_fleet(ttft_only(), ExportOptions(metrics="tgi"))
     names = [m["name"] for m in doc["spec"]["metrics"]]
     assert names == ["rollback-error-rate", "tailbudget-verdict"]
     query = doc["spec"]["metrics"][0]["provider"]["prometheus"]["query"]
@@ -87,7 +85,7 @@ def test_tgi_has_no_ttft_so_argo_keeps_only_what_it_can_read() -> None:
 
 @pytest.mark.parametrize("metrics", ["vllm", "sglang", "tgi"])
 def test_flagger_templates_read_the_canary_and_primary_pods_of_the_preset(metrics: str) -> None:
-    templates, analysis, _ = fleet_flagger.build(ttft_only(), ExportOptions(metrics=metrics))
+    templates, analysis, _ = flagger.build_fleet(ttft_only(), ExportOptions(metrics=metrics))
     fleet = PRESETS[metrics]
     for t in templates:
         assert t["kind"] == "MetricTemplate" and t["apiVersion"] == "flagger.app/v1beta1"
@@ -110,7 +108,7 @@ def test_flagger_templates_read_the_canary_and_primary_pods_of_the_preset(metric
 
 
 def test_openslo_one_slo_per_mapped_objective_under_the_nearest_vllm_bound() -> None:
-    docs, notes = fleet_openslo.build(chat(), VLLM)
+    docs, notes = openslo.build_fleet(chat(), VLLM)
     by_kind = {d["metadata"]["annotations"][openslo.A_KIND]: d for d in docs}
     assert set(by_kind) == {
         "p95",
@@ -123,7 +121,7 @@ def test_openslo_one_slo_per_mapped_objective_under_the_nearest_vllm_bound() -> 
     }
     ttft = by_kind["ttft.p95"]
     ann = ttft["metadata"]["annotations"]
-    assert ann[fleet_openslo.A_LE_USED] == "0.5" and ann[openslo.A_THRESHOLD_MS] == "400"
+    assert ann[openslo.A_LE_USED] == "0.5" and ann[openslo.A_THRESHOLD_MS] == "400"
     ratio = ttft["spec"]["indicator"]["spec"]["ratioMetric"]
     good = ratio["good"]["metricSource"]["spec"]["query"]
     assert good == (
@@ -133,18 +131,18 @@ def test_openslo_one_slo_per_mapped_objective_under_the_nearest_vllm_bound() -> 
     assert ttft["spec"]["objectives"][0]["target"] == 0.95
     assert "nearest bound" in ttft["spec"]["description"]
     queue = by_kind["queue.p99"]["metadata"]["annotations"]
-    assert queue[fleet_openslo.A_LE_USED] == "0.3"  # vLLM's queue histogram starts at 0.3 s
+    assert queue[openslo.A_LE_USED] == "0.3"  # vLLM's queue histogram starts at 0.3 s
     assert any("queue.p99 target 200 ms is below the first bucket" in n for n in notes)
     assert any(n.startswith("objective error_rate: vllm counts no failed requests") for n in notes)
 
 
 def test_openslo_error_rate_and_goodput_where_the_server_counts_them() -> None:
-    docs, _ = fleet_openslo.build(ttft_only(), ExportOptions(metrics="sglang"))
+    docs, _ = openslo.build_fleet(ttft_only(), ExportOptions(metrics="sglang"))
     by_kind = {d["metadata"]["annotations"][openslo.A_KIND]: d for d in docs}
     assert set(by_kind) == {"ttft.p95", "ttft.p99", "error_rate", "goodput"}
     goodput = by_kind["goodput"]
     assert goodput["spec"]["objectives"][0]["target"] == 0.9
-    assert goodput["metadata"]["annotations"][fleet_openslo.A_LE_USED] == "2.0"
+    assert goodput["metadata"]["annotations"][openslo.A_LE_USED] == "2.0"
     err = by_kind["error_rate"]["spec"]["indicator"]["spec"]["ratioMetric"]
     assert "sglang:num_aborted_requests_total" in err["good"]["metricSource"]["spec"]["query"]
 
@@ -164,7 +162,7 @@ def test_fleet_openslo_imports_back_its_end_to_end_slos_and_refuses_the_rest() -
 
 
 def test_grafana_panels_per_objective_metric_with_bucket_notes() -> None:
-    dash, _ = fleet_grafana.build(chat(), VLLM)
+    dash, _ = grafana.build_fleet(chat(), VLLM)
     json.dumps(dash)
     assert "vllm" in dash["tags"] and dash["uid"].endswith("vllm")
     panels = {p["title"]: p for p in dash["panels"]}
@@ -197,7 +195,7 @@ def test_grafana_panels_per_objective_metric_with_bucket_notes() -> None:
 
 
 def test_tgi_dashboard_has_no_label_matcher_and_says_what_it_lacks() -> None:
-    dash, notes = fleet_grafana.build(chat(), ExportOptions(metrics="tgi"))
+    dash, notes = grafana.build_fleet(chat(), ExportOptions(metrics="tgi"))
     titles = [p["title"] for p in dash["panels"]]
     assert "ttft" not in titles and "tpot" in titles
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
@@ -210,7 +208,7 @@ def test_tgi_dashboard_has_no_label_matcher_and_says_what_it_lacks() -> None:
 def test_one_scaled_object_shell_for_every_preset() -> None:
     budget = ttft_only()
     plain, _ = keda.build(chat(slo={"p95": 6000, "p99": 9000}, policy="default"))
-    fleet, _ = build_keda(budget, VLLM)
+    fleet, _ = keda.build_fleet(budget, VLLM)
     assert plain["spec"].keys() == fleet["spec"].keys()
     assert plain["spec"]["triggers"][0].keys() == fleet["spec"]["triggers"][0].keys()
     assert fleet["metadata"]["annotations"]["tailbudget.dev/metrics"] == "vllm"
@@ -224,12 +222,12 @@ def test_a_rollback_threshold_names_its_buckets_in_argo_and_flagger() -> None:
         ]
     }
     budget = chat(policy=policy)
-    doc, notes = fleet_argo.build(budget, VLLM)
+    doc, notes = argo.build_fleet(budget, VLLM)
     (m, _) = doc["spec"]["metrics"]
     assert m["successCondition"].endswith("result[0] <= 2")  # 2000 ms in seconds
     around = "rule slow_ttft: le 1 s .. 2.5 s of vllm:time_to_first_token_seconds around 2000 ms"
     assert around in notes
     assert any("falls between buckets le=1 s and le=2.5 s" in n for n in notes)
-    _, analysis, flagger_notes = fleet_flagger.build(budget, VLLM)
+    _, analysis, flagger_notes = flagger.build_fleet(budget, VLLM)
     assert analysis["metrics"][0]["thresholdRange"] == {"max": 2.0}
     assert around in flagger_notes

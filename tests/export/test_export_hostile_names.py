@@ -26,7 +26,7 @@ from test_export_promql import expressions
 from tailbudget._names import go_template_text, markdown_safe, name_problem, promql_string
 from tailbudget.budget import Budget, parse_budget
 from tailbudget.errors import TailbudgetError
-from tailbudget.export import fleet, grafana, prometheus_rules
+from tailbudget.export import grafana, prometheus_rules
 from tests.fleet_exports import fleet_expressions
 
 ISSUE_STAGES = [
@@ -93,7 +93,7 @@ def _rules_files(budget: Budget) -> dict[str, str]:
     for metrics in ("vllm", "sglang", "tgi"):
         from tailbudget.export import ExportOptions
 
-        out[f"rules {metrics}"] = fleet.render_rules(budget, ExportOptions(metrics=metrics))
+        out[f"rules {metrics}"] = prometheus_rules.render(budget, ExportOptions(metrics=metrics))
     return out
 
 

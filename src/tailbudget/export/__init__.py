@@ -13,11 +13,6 @@ from tailbudget.errors import BudgetError
 from tailbudget.export import (
     argo,
     flagger,
-    fleet,
-    fleet_argo,
-    fleet_flagger,
-    fleet_grafana,
-    fleet_openslo,
     grafana,
     keda,
     openslo,
@@ -41,17 +36,8 @@ TARGETS: dict[str, Renderer] = {
     "openslo": openslo.render,
     "grafana": grafana.render,
 }
-"""Export targets by name, as `tailbudget export --to` spells them."""
-
-FLEET_TARGETS: dict[str, Renderer] = {
-    "prometheus-rules": fleet.render_rules,
-    "keda": fleet.render_keda,
-    "argo-rollouts": fleet_argo.render,
-    "flagger": fleet_flagger.render,
-    "openslo": fleet_openslo.render,
-    "grafana": fleet_grafana.render,
-}
-"""The same targets on a serving stack's own series (`--metrics vllm|sglang|tgi`)."""
+"""Export targets by name, as `tailbudget export --to` spells them; each reads tailbudget's
+own series or, with `ExportOptions.metrics`, a serving stack's (vllm, sglang, tgi)."""
 
 
 def export(budget: Budget, target: str, options: ExportOptions | None = None) -> str:
@@ -62,16 +48,13 @@ def export(budget: Budget, target: str, options: ExportOptions | None = None) ->
         raise BudgetError(
             f"to must be one of {', '.join(TARGETS)}, got {target!r}", param="to"
         ) from None
-    metrics = options.metrics if options is not None else "tailbudget"
-    preset(metrics)  # a bad name is a one-line error before anything renders
-    if metrics != "tailbudget":
-        render = FLEET_TARGETS[target]
+    # a bad name is a one-line error before anything renders
+    preset(options.metrics if options is not None else "tailbudget")
     return render(budget, options)
 
 
 __all__ = [
     "DEFAULT_BURN_WINDOWS",
-    "FLEET_TARGETS",
     "TARGETS",
     "BurnWindow",
     "ExportOptions",

@@ -25,9 +25,11 @@ import math
 from typing import Any
 
 from tailbudget import _metric_names as names
+from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export import histograms
 from tailbudget.export.classes import class_objectives, quantile_query
 from tailbudget.export.common import (
     ExportOptions,
@@ -44,8 +46,9 @@ from tailbudget.export.common import (
     rule_words,
     seconds,
     service_selector,
+    wilson_lower_expr,
 )
-from tailbudget.export.prometheus_rules import error_ratio_expr, wilson_lower_expr
+from tailbudget.export.prometheus_rules import error_ratio_expr
 
 PROMETHEUS_ARG = "prometheus-address"
 VERDICT_ARG = "verdict-url"
@@ -235,6 +238,50 @@ def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
-    """The AnalysisTemplate (YAML)."""
-    doc, notes = build(budget, options)
+    """The AnalysisTemplate (YAML); on a serving stack's histograms with `options.metrics`."""
+    on_server = histograms.server_preset(options) is not None
+    doc, notes = build_fleet(budget, options) if on_server else build(budget, options)
     return dump_yaml([doc], header(budget, "argo-rollouts", notes))
+
+
+# ---- on a serving stack's own histograms (`--metrics vllm|sglang|tgi`) ----------------
+# `--to argo-rollouts --metrics vllm|sglang|tgi`: the rollback rules on the server's series.
+#
+# The same AnalysisTemplate as for tailbudget's own series (see `argo`): one
+# Prometheus metric per rollback rule on the canary's pods, its `for` in the
+# query, one failure rolls back, no data passes, plus the verdict web metric.
+# The queries read the preset's histograms scoped by its model label, and a
+# `_vs_baseline` rule compares the canary with the stable ReplicaSet's pods
+# (the `stable-hash` arg, `podTemplateHashValue: Stable`): the running version
+# is the baseline. A rule the preset cannot express is left out with a note.
+
+
+STABLE_HASH_ARG = "stable-hash"
+
+
+def build_fleet(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The AnalysisTemplate on the preset's series, and notes."""
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    pods = (
+        histograms.selector(fleet, budget, f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'),
+        histograms.selector(fleet, budget, f'{HASH_LABEL}="{{{{args.{STABLE_HASH_ARG}}}}}"'),
+    )
+    rng, z = promql_duration(policy.window_s), z_of(policy.confidence)
+    notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
+    metrics: list[dict[str, Any]] = []
+    for rule in (r for r in policy.rules if r.action == "rollback"):
+        check = histograms.canary_check(fleet, budget, rule, pods, rng, policy.min_samples, z)
+        if isinstance(check, str):
+            notes.append(f"{check}; the verdict metric covers it")
+            continue
+        notes.extend(check.notes)
+        guarded = f"({check.value})" + "".join(f"\nand on ()\n{g}" for g in check.guards)
+        query = held_for(guarded, rule, policy, on="")
+        metrics.append(prometheus_metric(rule.name, rule, policy, query, check.threshold))
+    stable = {"name": STABLE_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Stable"}}
+    doc = template(budget, options, metrics, notes, (stable,))
+    return doc, notes

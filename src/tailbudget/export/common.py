@@ -339,6 +339,20 @@ def quantile(p: str) -> float:
     return quantile_of(p)
 
 
+def wilson_lower_expr(p: str, n: str, z: float) -> str:
+    """The lower bound of the continuity-corrected Wilson interval (Newcombe 1998, method 4).
+
+    The same formula as `tailbudget.control.stats.wilson`, from the ratio p over n
+    trials; 0 when there is no error (the `p > bool 0` factor).
+    """
+    z2 = num(z * z)
+    root = f"clamp_min({z2} - 2 - 1 / {n} + 4 * {p} * ({n} * (1 - {p}) + 1), 0)"
+    return (
+        f"clamp_min((2 * {n} * {p} + {z2} - 1 - {num(z)} * sqrt({root})) "
+        f"/ (2 * ({n} + {z2})), 0)\n* ({p} > bool 0)"
+    )
+
+
 def service_selector(budget: Budget) -> str:
     """`service="<name>"`."""
     return f'service="{label_value(budget.service)}"'

@@ -25,9 +25,11 @@ from typing import Any
 import yaml
 
 from tailbudget import _metric_names as names
+from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export import histograms
 from tailbudget.export.classes import class_objectives, class_selector
 from tailbudget.export.classes import quantile_query as class_quantile
 from tailbudget.export.common import (
@@ -44,8 +46,8 @@ from tailbudget.export.common import (
     promql_duration,
     quantile,
     seconds,
+    wilson_lower_expr,
 )
-from tailbudget.export.prometheus_rules import wilson_lower_expr
 
 CANARY_PODS = 'pod=~"{{ target }}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
 PRIMARY_PODS = 'pod=~"{{ target }}-primary-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
@@ -245,7 +247,12 @@ def class_parts(
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
-    """MetricTemplates (YAML documents) followed by the analysis snippet as a comment."""
+    """MetricTemplates (YAML documents) followed by the analysis snippet as a comment.
+
+    With `options.metrics` naming a serving stack, the templates read its own histograms.
+    """
+    if histograms.server_preset(options) is not None:
+        return text_of(budget, *build_fleet(budget, options))
     return text_of(budget, *build(budget, options))
 
 
@@ -268,3 +275,51 @@ def snippet_from(text: str) -> dict[str, Any]:
     loaded = yaml.safe_load(body)
     assert isinstance(loaded, dict)
     return loaded
+
+
+# ---- on a serving stack's own histograms (`--metrics vllm|sglang|tgi`) ----------------
+# `--to flagger --metrics vllm|sglang|tgi`: MetricTemplates on the server's own series.
+#
+# The same layout as for tailbudget's own series (see `flagger`): one
+# MetricTemplate per rollback rule on the canary's pods over `{{ interval }}`,
+# `_vs_baseline` rules comparing the canary with the primary, and the Canary
+# `analysis` block with the verdict webhooks. Goodput rules breach when they
+# fall, so their check is a `thresholdRange.min`, and below `min_samples` their
+# query answers 1 rather than 0: unknown passes either way.
+
+
+NAMESPACE = 'namespace="{{ namespace }}"'
+
+
+def build_fleet(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    """(MetricTemplates, the Canary `analysis` block, notes) on the preset's series."""
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    pods = (
+        histograms.selector(fleet, budget, NAMESPACE, CANARY_PODS),
+        histograms.selector(fleet, budget, NAMESPACE, PRIMARY_PODS),
+    )
+    z = z_of(policy.confidence)
+    notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
+    templates: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    for rule in (r for r in policy.rules if r.action == "rollback"):
+        found = histograms.canary_check(
+            fleet, budget, rule, pods, "{{ interval }}", policy.min_samples, z
+        )
+        if isinstance(found, str):
+            notes.append(f"{found}; the verdict webhook covers it")
+            continue
+        notes.extend(found.notes)
+        passing = "0" if rule.rising else num(max(1.0, found.threshold))
+        query = unknown_passes(found.value, list(found.guards), passing)
+        t = template(budget, options, rule.metric.replace(".", "-").replace("_", "-"), query)
+        if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
+            templates.append(t)
+        bound = "max" if rule.rising else "min"
+        name = t["metadata"]["name"]
+        checks.append(check(k8s_name(rule.name), name, found.threshold, policy, bound))
+    return templates, analysis_block(policy, options, checks, notes), notes

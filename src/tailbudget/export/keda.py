@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget._fleet import preset
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.plan_classes import class_budget
 from tailbudget.budget.policy import Policy, Rule, resolve_policy
 from tailbudget.errors import PolicyError
+from tailbudget.export import histograms
 from tailbudget.export.classes import (
     class_count_rule,
     class_objectives,
@@ -198,6 +200,48 @@ def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> li
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
-    """The ScaledObject (YAML)."""
-    doc, notes = build(budget, options)
+    """The ScaledObject (YAML); on a serving stack's histograms with `options.metrics`."""
+    on_server = histograms.server_preset(options) is not None
+    doc, notes = build_fleet(budget, options) if on_server else build(budget, options)
     return dump_yaml([doc], header(budget, "keda", notes))
+
+
+# ---- on a serving stack's own histograms (`--metrics vllm|sglang|tgi`) ----------------
+
+
+def build_fleet(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The ScaledObject whose trigger is the scale_up rule's alert expression."""
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    rule = next(
+        (
+            r
+            for r in policy.rules
+            if r.action == "scale_up" and histograms.series_of(fleet, r) is not None
+        ),
+        None,
+    )
+    series = None if rule is None else histograms.series_of(fleet, rule)
+    if rule is None or series is None:
+        raise PolicyError(
+            f"the policy has no scale_up rule on a percentile {fleet.name} exports; KEDA needs "
+            "one (e.g. {metric: ttft.p95, threshold: 90% of ttft.p95, action: scale_up})"
+        )
+    query = "max(({}) and on () ({}))".format(
+        *histograms.rule_quantile(fleet, budget, policy, rule)
+    )
+    doc = scaled_object(
+        budget, options, rule, query, annotations={f"{LABEL_PREFIX}/metrics": fleet.name}
+    )
+    where = histograms.resolve(series, rule.threshold, rule.metric)
+    notes = [
+        f"scales on {rule.metric} > {num(seconds(rule.threshold))} s from "
+        f"{series.histogram} (rule {rule.name!r}; {where.around} around it); the alert of "
+        f"the prometheus-rules target on the {fleet.name} preset compares the same expression.",
+        *([where.check.warning] if where.check.warning else []),
+        *scaling_notes(policy),
+    ]
+    return doc, notes

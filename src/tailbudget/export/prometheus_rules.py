@@ -19,15 +19,19 @@ Three rule groups:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from tailbudget import _metric_names as names
+from tailbudget._fleet import FleetPreset, check_target, preset
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
+from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
+from tailbudget.export import histograms
 from tailbudget.export.classes import classes_group
 from tailbudget.export.common import (
     BurnWindow,
@@ -38,6 +42,7 @@ from tailbudget.export.common import (
     error_lower_rule,
     error_ratio_rule,
     header,
+    k8s_name,
     label_value,
     latency_buckets,
     le_label,
@@ -55,6 +60,7 @@ from tailbudget.export.common import (
     slow_ratio_rule,
     stage_quantile_rule,
     template_text,
+    wilson_lower_expr,
 )
 
 VALUE = '{{ $value | printf "%.4g" }}'
@@ -74,20 +80,6 @@ def error_ratio_expr(sel: str, window: str) -> str:
     errors = f'sum by (service) (rate({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{window}]))'
     # Without any error yet the error series does not exist; `or ... * 0` makes the ratio 0.
     return f"({errors} or {total} * 0) / {total}"
-
-
-def wilson_lower_expr(p: str, n: str, z: float) -> str:
-    """The lower bound of the continuity-corrected Wilson interval (Newcombe 1998, method 4).
-
-    The same formula as `tailbudget.control.stats.wilson`, from the ratio p over n
-    trials; 0 when there is no error (the `p > bool 0` factor).
-    """
-    z2 = num(z * z)
-    root = f"clamp_min({z2} - 2 - 1 / {n} + 4 * {p} * ({n} * (1 - {p}) + 1), 0)"
-    return (
-        f"clamp_min((2 * {n} * {p} + {z2} - 1 - {num(z)} * sqrt({root})) "
-        f"/ (2 * ({n} + {z2})), 0)\n* ({p} > bool 0)"
-    )
 
 
 def latency_group(budget: Budget, policy: Policy, interval_s: float) -> dict[str, Any]:
@@ -438,6 +430,162 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
-    """The Prometheus rules file (YAML) for `promtool check rules` and `rule_files`."""
-    doc, notes = build(budget, options)
+    """The Prometheus rules file (YAML) for `promtool check rules` and `rule_files`.
+
+    With `options.metrics` naming a serving stack, the rules read its own histograms.
+    """
+    on_server = histograms.server_preset(options) is not None
+    doc, notes = build_fleet(budget, options) if on_server else build(budget, options)
     return dump_yaml([doc], header(budget, "prometheus-rules", notes))
+
+
+# ---- on a serving stack's own histograms (`--metrics vllm|sglang|tgi`) ----------------
+
+
+def _fleet_alert(fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule) -> dict[str, Any]:
+    series = histograms.series_of(fleet, rule)
+    assert series is not None
+    where = histograms.resolve(series, rule.threshold, rule.metric)
+    value, guard = histograms.rule_quantile(fleet, budget, policy, rule)
+    annotations = {
+        "summary": f"{template_text(budget.service)}: {rule.metric} above "
+        f"{rule.threshold:g} ms -> {rule.action} (rule {template_text(rule.name)}, "
+        f"{series.histogram})",
+        "buckets": f"{where.around} around the threshold",
+    }
+    if where.check.warning:
+        annotations["warning"] = where.check.warning
+    expr = f"({value}) > {num(seconds(rule.threshold))} and on () ({guard})"
+    return _fleet_alert_record(budget, rule, expr, annotations)
+
+
+def _fleet_alert_record(
+    budget: Budget, rule: Rule, expr: str, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """A Prometheus alerting rule for a policy rule: its name, labels and `for`."""
+    out: dict[str, Any] = {
+        "alert": f"{k8s_name(budget.service).replace('-', '_')}_{rule.name}".replace(".", "_"),
+        "expr": expr,
+        "labels": {
+            "severity": "page" if rule.action == "rollback" else "ticket",
+            "action": rule.action,
+            "tailbudget_rule": template_text(rule.name),
+        },
+        "annotations": annotations,
+    }
+    if rule.for_s > 0:
+        out["for"] = promql_duration(rule.for_s)
+    return out
+
+
+def _fleet_share_alert(
+    fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule
+) -> dict[str, Any] | str:
+    """An error-rate or goodput rule on the model's whole fleet, or a note why not."""
+    kind = rule.ref.kind
+    if kind not in ("error_rate", "goodput"):
+        if kind in ("vs_baseline", "goodput_vs_baseline"):
+            return (
+                f"rule {rule.name} ({rule.metric}): the rules have no baseline version to "
+                "compare with; the argo-rollouts and flagger targets compare the canary with "
+                "the stable pods"
+            )
+        return f"rule {rule.name} ({rule.metric}): {fleet.name} exports no such series"
+    sel = histograms.selector(fleet, budget)
+    rng, z = promql_duration(policy.window_s), z_of(policy.confidence)
+    check = histograms.canary_check(fleet, budget, rule, (sel, sel), rng, policy.min_samples, z)
+    if isinstance(check, str):
+        return check
+    guards = "".join(f" and on () ({g})" for g in check.guards)
+    annotations = {
+        "summary": f"{template_text(budget.service)}: {rule.metric} {rule.op} "
+        f"{num(check.threshold)} -> {rule.action} (rule {template_text(rule.name)}, "
+        + ("Wilson lower bound" if kind == "error_rate" else "Wilson upper bound")
+        + f" at {policy.confidence:g})",
+        **({"buckets": "; ".join(check.notes)} if check.notes else {}),
+    }
+    expr = f"({check.value}) {rule.op} {num(check.threshold)}{guards}"
+    return _fleet_alert_record(budget, rule, expr, annotations)
+
+
+def sli_name(o: Objective) -> str:
+    """The SLI's name in rule names: `p95` end to end, `ttft_p95`, `queue_p99_9`."""
+    base = o.percentile if o.metric == "e2e" else f"{o.metric}_{o.percentile}"
+    return re.sub(r"[^A-Za-z0-9_]", "_", base)
+
+
+def _fleet_sli_rules(
+    budget: Budget, fleet: FleetPreset, options: ExportOptions, notes: list[str]
+) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = []
+    sel = histograms.selector(fleet, budget)
+    windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
+    mapped, _ = histograms.objectives_of(budget, fleet)
+    for o, series in mapped:
+        name = sli_name(o)
+        where = histograms.resolve(series, o.target_ms, f"{o.key} SLI")
+        notes.extend(where.notes)
+        le = where.le
+        if le is None:  # pragma: no cover - every preset's histograms have bounds
+            continue
+        for w in windows:
+            rng = promql_duration(w)
+            share = histograms.share_expr(series, le, sel, rng).replace("\n", " ")
+            rules.append(
+                {
+                    "record": f"{fleet.name}:{name}_slow_ratio:rate{rng}",
+                    "expr": f"1 - ({share})",
+                    "labels": {"le_used": le_label(le), "target_ms": num(o.target_ms)},
+                }
+            )
+        allowed = 1.0 - o.q
+        for b in options.burn_windows:
+            long_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.long_s)}"
+            short_r = f"{fleet.name}:{name}_slow_ratio:rate{promql_duration(b.short_s)}"
+            limit = num(b.factor * allowed)
+            rules.append(
+                {
+                    "alert": f"{k8s_name(budget.service).replace('-', '_')}_{name}_burn_"
+                    f"{promql_duration(b.long_s)}",
+                    "expr": f"{long_r} > {limit} and {short_r} > {limit}",
+                    "labels": {"severity": b.severity},
+                    "annotations": {
+                        "summary": f"{template_text(budget.service)}: "
+                        f"{template_text(o.key)} error budget burning "
+                        f"{b.factor:g}x (le={le:g} s stands for {o.target_ms:g} ms)"
+                    },
+                }
+            )
+    return rules
+
+
+def build_fleet(
+    budget: Budget, options: ExportOptions | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The rule file (policy alerts on the server's own series, SLI burn alerts) and notes."""
+    options = options or ExportOptions()
+    fleet = preset(options.metrics)
+    policy = policy_of(budget)
+    notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
+    alerts = []
+    for rule in policy.rules:
+        series = histograms.series_of(fleet, rule)
+        if series is None:
+            found = _fleet_share_alert(fleet, budget, policy, rule)
+            if isinstance(found, str):
+                notes.append(found)
+            else:
+                alerts.append(found)
+            continue
+        alerts.append(_fleet_alert(fleet, budget, policy, rule))
+        warning = check_target(series, rule.threshold, rule.metric).warning
+        if warning:
+            notes.append(warning)
+    notes.extend(histograms.objectives_of(budget, fleet)[1])
+    groups = [{"name": f"{budget.service}-policy-{fleet.name}", "rules": alerts}]
+    sli = _fleet_sli_rules(budget, fleet, options, notes)
+    if sli:
+        groups.append({"name": f"{budget.service}-slo-{fleet.name}", "rules": sli})
+    for g in groups:
+        g["interval"] = promql_duration(options.rule_interval_s or policy.evaluate_every_s)
+    return {"groups": groups}, notes

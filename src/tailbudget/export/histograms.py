@@ -1,4 +1,4 @@
-"""What the exports for a fleet preset share: series per objective, PromQL, bucket resolution.
+"""PromQL on a serving stack's own histograms (`--metrics vllm|sglang|tgi`), for every target.
 
 Every `--metrics vllm|sglang|tgi` target reads the server's histograms in
 seconds (the budget is in ms) scoped by the preset's label (`model_name`), and
@@ -13,12 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tailbudget._fleet import BucketCheck, FleetPreset, FleetSeries, check_target
+from tailbudget._fleet import BucketCheck, FleetPreset, FleetSeries, check_target, preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
-from tailbudget.budget.policy import Rule
-from tailbudget.export.common import le_label, num
-from tailbudget.export.prometheus_rules import wilson_lower_expr
+from tailbudget.budget.policy import Policy, Rule
+from tailbudget.errors import PolicyError
+from tailbudget.export.common import (
+    ExportOptions,
+    le_label,
+    num,
+    promql_duration,
+    wilson_lower_expr,
+)
 
 __all__ = [
     "CanaryCheck",
@@ -31,10 +37,19 @@ __all__ = [
     "quantile_expr",
     "requests_expr",
     "resolve",
+    "rule_quantile",
     "rule_series",
     "selector",
+    "series_of",
+    "server_preset",
     "share_expr",
 ]
+
+
+def server_preset(options: ExportOptions | None) -> FleetPreset | None:
+    """The serving stack's preset that `options.metrics` names; None for tailbudget's own series."""
+    metrics = (options or ExportOptions()).metrics
+    return None if metrics == "tailbudget" else preset(metrics)
 
 
 def selector(fleet: FleetPreset, budget: Budget, *extra: str) -> str:
@@ -46,6 +61,25 @@ def rule_series(fleet: FleetPreset, rule: Rule) -> FleetSeries | None:
     """The histogram a percentile rule (or its `_vs_baseline` form) reads, or None."""
     ref = rule.ref
     return fleet.of(ref.series) if ref.kind in ("quantile", "vs_baseline") else None
+
+
+def series_of(fleet: FleetPreset, rule: Rule) -> FleetSeries | None:
+    """The histogram a percentile rule reads (not its `_vs_baseline` form), or None."""
+    return fleet.of(rule.ref.series) if rule.ref.kind == "quantile" else None
+
+
+def rule_quantile(
+    fleet: FleetPreset, budget: Budget, policy: Policy, rule: Rule
+) -> tuple[str, str]:
+    """The rule's percentile (seconds) over the policy window, and the min-samples guard."""
+    series = series_of(fleet, rule)
+    if series is None:
+        raise PolicyError(f"rule {rule.name}: {fleet.name} exports no series for {rule.metric}")
+    sel, rng = selector(fleet, budget), promql_duration(policy.window_s)
+    q = rule.ref.q
+    assert q is not None
+    guard = f"{count_expr(series, sel, rng)} >= {policy.min_samples}"
+    return quantile_expr(series, q, sel, rng), guard
 
 
 def quantile_expr(series: FleetSeries, q: float, sel: str, rng: str) -> str:
