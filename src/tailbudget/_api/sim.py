@@ -9,11 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tailbudget import _fmt as fmt
-from tailbudget._api.inputs import BudgetLike, Data, budget_of, objectives_of, sources_of
+from tailbudget._api.inputs import (
+    BudgetLike,
+    Data,
+    budget_of,
+    classes_of,
+    objectives_of,
+    sources_of,
+)
 from tailbudget._api.spelling import as_flags
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
@@ -34,6 +44,19 @@ class _Inputs:
     policy: Policy
     signal: str
     """What the budget policy's Controller watches: e2e, or ttft (LLM default)."""
+    classes: ClassSet | None = None
+    """The classes (the budget's `classes:`, `class_by`, `CLASS:OBJECTIVE` slo parts)
+    when the logs hold their column; None: no classes."""
+    mix: tuple[tuple[str, float], ...] = ()
+    """A stated share per class (`class_mix`)."""
+
+
+@dataclass(frozen=True)
+class _ClassArgs:
+    """What says the classes: the column, and a stated share per class."""
+
+    class_by: str | None = None
+    class_mix: str | Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,7 @@ def _inputs(
     slo: Any,
     knobs: _ModelKnobs,
     max_events: int | None = None,
+    given: _ClassArgs = _ClassArgs(),
 ) -> _Inputs:
     """Read and fit; a bad value is a one-line TailbudgetError."""
     from tailbudget._units import parse_duration_s
@@ -78,8 +102,11 @@ def _inputs(
     from tailbudget.sim.fitting import fit_logs
     from tailbudget.sim.objectives import objectives_for
 
+    b = budget_of(budget)
+    slo, cs = classes_of(slo, b, given.class_by)
     if budget is not None and slo is not None:
         raise TailbudgetError("give a budget or an slo, not both", param="slo")
+    mix = _mix(given.class_mix, cs)
     conc, cold = knobs.concurrency, knobs.cold_factor
     if conc is not None and conc < 1:
         raise TailbudgetError(
@@ -89,7 +116,6 @@ def _inputs(
         raise TailbudgetError(
             f"cold_factor must be >= 1 (a slowdown), got {cold:g}", param="cold_factor"
         )
-    b = budget_of(budget)
     objectives = objectives_for(b, objectives_of(slo))
     hits = _hit_rate(knobs.prefix_hit_rate, b)
     delay = knobs.provision_delay
@@ -109,42 +135,71 @@ def _inputs(
         prefix_hit_rate=hits,
     )
     read = ReadOptions.from_budget(b, unit=knobs.unit)
-    shed = _shed_class_share(sources_of(data), read, b)
-    if shed is not None:  # the log holds the class column: each drawn request keeps its class
-        opts = replace(opts, low_priority_share=shed[0], low_priority_note=shed[1])
-        assert b is not None and b.class_set is not None
-        read = read.with_(cohorts=(*read.cohorts, b.class_set.by))
-    fitted = fit_logs(sources_of(data), read, opts, max_events=max_events, classes=shed is not None)
+    sources = sources_of(data)
+    held = _class_share(sources, read, cs, explicit=given.class_by is not None)
+    if held is not None:  # the log holds the class column: each drawn request keeps its class
+        if held[0] is not None:
+            opts = replace(opts, low_priority_share=held[0], low_priority_note=held[1])
+        assert cs is not None
+        read = read.with_(cohorts=(*read.cohorts, cs.by))
+    if mix and held is None:
+        raise TailbudgetError(
+            f"class_mix: the log holds no {cs.by if cs else 'class'} column to copy each "
+            "class's requests from",
+            param="class_mix",
+        )
+    fitted = fit_logs(sources, read, opts, max_events=max_events, classes=held is not None)
     policy, signal = _policy(b, objectives)
-    return _Inputs(fitted, objectives, b, policy, signal)
+    return _Inputs(fitted, objectives, b, policy, signal, cs if held is not None else None, mix)
 
 
-def _shed_class_share(
-    sources: list[Any], read: Any, budget: Budget | None
-) -> tuple[float, str] | None:
-    """With a budget that lists classes: the share of the logs' requests in the class
-    shed_load sheds first (the highest priority number), the share the simulated
-    shedding drops; None when the logs do not hold the class column."""
+def _mix(
+    given: str | Mapping[str, float] | None, cs: ClassSet | None
+) -> tuple[tuple[str, float], ...]:
+    """The stated share per class; it needs the class column (class_by or classes.by)."""
+    from tailbudget.sim.classes import parse_class_mix
+
+    mix = parse_class_mix(given)
+    if mix and cs is None:
+        raise TailbudgetError(
+            "class_mix: say which log column holds each request's class (class_by, or "
+            "a budget's classes.by)",
+            param="class_mix",
+        )
+    return mix
+
+
+def _class_share(
+    sources: list[Any], read: Any, cs: ClassSet | None, *, explicit: bool
+) -> tuple[float | None, str] | None:
+    """With classes: the share of the logs' requests in the class shed_load sheds first
+    (the highest priority number; None without listed classes), the share the simulated
+    shedding drops; None when the logs do not hold the class column (refused when the
+    column was named by `class_by`)."""
     from tailbudget.logs import read_log
     from tailbudget.logs.engine import arrow_result
 
-    cs = budget.class_set if budget is not None else None
-    if cs is None or not cs.classes:
+    if cs is None:
         return None
-    first = cs.shed_order()[0]
+    first = cs.shed_order()[0] if cs.classes else None
     shed = total = 0
     for source in sources:
         try:
             log = read_log(source, read.with_(cohorts=(*read.cohorts, cs.by)))
-        except TailbudgetError:
+        except TailbudgetError as exc:
+            missing = str(exc).startswith(f"cohorts: column {cs.by!r}")
+            if explicit and missing:
+                text = str(exc).removeprefix("cohorts: ")
+                raise TailbudgetError(f"class_by: {text}", param="class_by") from None
             return None  # no class column: the default share, said in the model
         col = log.table[log.cohorts[-1]].cast("string")
         row = arrow_result(
-            log.table.aggregate(n=log.table.count(), k=(col == first).sum()), log.backend
+            log.table.aggregate(n=log.table.count(), k=(col == (first or "")).sum()),
+            log.backend,
         ).to_pylist()[0]
         total, shed = total + int(row["n"] or 0), shed + int(row["k"] or 0)
-    if not total:
-        return None
+    if not total or first is None:
+        return (None, "") if total else None
     note = (
         f"the share of class {first} ({shed:,} of {total:,} requests), the lowest priority: "
         "shed_load sheds its arrivals first"
@@ -152,22 +207,19 @@ def _shed_class_share(
     return shed / total, note
 
 
-def _class_by(budget: BudgetLike) -> str | None:
-    """The budget's `classes.by` (an arrival trace's class column), if it lists classes."""
-    b = budget_of(budget) if budget is not None else None
-    cs = b.class_set if b is not None else None
-    return cs.by if cs is not None and cs.classes else None
+def _class_by(budget: BudgetLike, slo: Any, class_by: str | None) -> str | None:
+    """The class column an arrival trace may carry (`class_by`, else `classes.by`)."""
+    return None if (cs := classes_of(slo, budget_of(budget), class_by)[1]) is None else cs.by
 
 
 def _sim_classes(inputs: _Inputs) -> SimClasses | None:
-    """The budget's classes with each logged request's class, when the logs hold it."""
+    """The classes with each logged request's class, when the logs hold it."""
     from tailbudget.sim.classes import SimClasses
 
     labels = inputs.fitted.model.samples.classes
-    cs = inputs.budget.class_set if inputs.budget is not None else None
-    if cs is None or not cs.classes or labels is None:
+    if inputs.classes is None or labels is None:
         return None
-    return SimClasses(cs, labels)
+    return replace(SimClasses.of(inputs.classes, labels), mix=inputs.mix)
 
 
 def _check_knobs(knobs: _ModelKnobs, delay_s: float | None) -> None:
@@ -303,12 +355,16 @@ def simulate(
     save_model: str | Path | None = None,
     max_events: int | None = None,
     unit: str | None = None,
+    class_by: str | None = None,
+    class_mix: str | Mapping[str, float] | None = None,
 ) -> SimReport:
     """Fit a service model from the log(s) and run each policy closed loop on the same
     arrivals (`tailbudget simulate`). `policy` (or its alias `policies`) lists budget,
     model, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U; `duration` is "1h" or seconds.
     A call implying more than `max_events` simulated events a run (default 4,000,000;
-    20x that in all) is refused before it starts (sim/bounds.py)."""
+    20x that in all) is refused before it starts (sim/bounds.py). `class_by` names the
+    log column of each request's class (docs/classes.md); `class_mix`
+    ("premium=0.2,batch=0.8") states the share of arrivals per class."""
     from tailbudget.sim.arrivals import parse_arrivals
     from tailbudget.sim.bounds import parse_max_events
     from tailbudget.sim.estimate import Given, check_simulate
@@ -336,7 +392,7 @@ def simulate(
     names = [chosen] if isinstance(chosen, str) else list(chosen)
     specs = [parse_policy_spec(p) for p in (names or ["budget", "fixed"])]
     bound = parse_max_events(max_events)
-    spec = parse_arrivals(arrivals, bound, _class_by(budget))
+    spec = _classed(parse_arrivals(arrivals, bound, _class_by(budget, slo, class_by)), class_mix)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events,
@@ -351,7 +407,7 @@ def simulate(
     # Read once: a RecordBatchReader or a relation is spooled here, and the fit and the
     # log's own figures (_beside_log) both read the spooled copy.
     sources = sources_of(data)
-    inputs = _inputs(sources, budget, slo, knobs, bound)
+    inputs = _inputs(sources, budget, slo, knobs, bound, _ClassArgs(class_by, class_mix))
     if arrivals is None:
         spec = _own(inputs.fitted, horizon)
     start = replicas or max(1, inputs.policy.replicas.min)
@@ -385,6 +441,17 @@ def simulate(
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
     rate = _offered(spec, load, report.requests, report.duration_s) / start
     return _ranged(_noted(report, inputs.budget), [(rate, "the simulated load")])
+
+
+def _classed(spec: ArrivalSpec, mix: object) -> ArrivalSpec:
+    """An arrival trace that carries a class per arrival takes no stated class_mix too."""
+    if mix is not None and spec.trace is not None and spec.trace.classes is not None:
+        raise TailbudgetError(
+            f"class_mix: the arrival trace {spec.trace.source} carries each arrival's class; "
+            "give the trace or class_mix, not both",
+            param="class_mix",
+        )
+    return spec
 
 
 def _own(fitted: Fitted, horizon: float | None) -> ArrivalSpec:
@@ -478,11 +545,15 @@ def capacity(
     save_model: str | Path | None = None,
     max_events: int | None = None,
     unit: str | None = None,
+    class_by: str | None = None,
+    class_mix: str | Mapping[str, float] | None = None,
 ) -> CapacityReport:
     """The fewest replicas meeting every gated objective at each multiple of the log's
     load (`tailbudget capacity`); `load` (or its alias `loads`) is "1,2,4" or a list.
     A search implying more than `max_events` simulated events a run (20x that in all)
-    is refused before it starts (sim/bounds.py)."""
+    is refused before it starts (sim/bounds.py). With classes (`class_by`, the budget's
+    `classes:`), the count meets every class too and names the class that sets it;
+    `class_mix` states the share of arrivals per class."""
     from tailbudget.sim.arrivals import parse_arrivals
     from tailbudget.sim.bounds import parse_max_events
     from tailbudget.sim.capacity import capacity_curve
@@ -491,13 +562,14 @@ def capacity(
     _check_seed(seed)
     bound = parse_max_events(max_events)
     multiples = _loads(loads if loads is not None else load)
-    spec = parse_arrivals(arrivals, bound)
+    spec = _classed(parse_arrivals(arrivals, bound, _class_by(budget, slo, class_by)), class_mix)
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit,
         prefix_hit_rate=prefix_hit_rate,
     )  # fmt: skip
-    inputs = _inputs(sources_of(data), budget, slo, knobs, bound)
+    given_classes = _ClassArgs(class_by, class_mix)
+    inputs = _inputs(sources_of(data), budget, slo, knobs, bound, given_classes)
     if arrivals is None:
         spec = _own(inputs.fitted, horizon)
     stated = load if isinstance(load, str) and load != "1,2,4" and loads is None else None

@@ -71,3 +71,13 @@ MAX_EVENTS = typer.Option(
     "--max-events",
     help="Refuse a run implying more simulated events than this (default 4,000,000 a run).",
 )
+CLASS_BY = typer.Option(
+    None,
+    "--class-by",
+    help="Log column holding each request's class (default: the budget's classes.by).",
+)
+CLASS_MIX = typer.Option(
+    None,
+    "--class-mix",
+    help="Share of arrivals per class, e.g. premium=0.2,batch=0.8 (default: the log's mix).",
+)

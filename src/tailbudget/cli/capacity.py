@@ -35,6 +35,8 @@ def capacity_command(
         False, "--fail-on-breach", help="Exit 1 when some load cannot be met."
     ),
     unit: str | None = _sim.UNIT,
+    class_by: str | None = _sim.CLASS_BY,
+    class_mix: str | None = _sim.CLASS_MIX,
 ) -> None:
     """Fewest replicas meeting every gated objective, per load multiple, with a chart."""
     from tailbudget._api.sim import capacity
@@ -46,6 +48,7 @@ def capacity_command(
             cold_window_min=cold_window_min,
             cold_factor=cold_factor, provision_delay=provision_delay, seed=seed,
             save_model=save_model, max_events=max_events, unit=unit,
+            class_by=class_by, class_mix=class_mix,
         )  # fmt: skip
     _sim.emit_report(rep, format, output)
     if fail_on_breach and any(p.replicas is None for p in rep.curve):

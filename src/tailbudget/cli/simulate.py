@@ -40,6 +40,8 @@ def simulate_command(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
     save_model: Path | None = _sim.SAVE_MODEL,
     unit: str | None = _sim.UNIT,
+    class_by: str | None = _sim.CLASS_BY,
+    class_mix: str | None = _sim.CLASS_MIX,
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
     from tailbudget._api.sim import simulate
@@ -52,5 +54,6 @@ def simulate_command(
             events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
             provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,
             seed=seed, save_model=save_model, max_events=max_events, unit=unit,
+            class_by=class_by, class_mix=class_mix,
         )  # fmt: skip
     _sim.emit_report(rep, format, output)

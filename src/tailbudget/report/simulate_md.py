@@ -164,7 +164,8 @@ def simulate_markdown(rep: SimReport) -> str:
 def _classes(rep: SimReport) -> list[str]:
     """Each class on its own simulated requests, per policy (only with classes)."""
     rows = [
-        [c.name, r.policy, fmt.count(c.requests),
+        [c.name if c.listed else f"{c.name} (not listed: service-wide, ungated)", r.policy,
+         fmt.count(c.requests),
          "; ".join(f"{o.objective.key} {fmt.ms(o.measured_ms)} ({o.verdict})"
                    for o in c.objectives) or "-",
          fmt.count(max((o.minutes_in_breach for o in c.objectives if o.objective.gated),
@@ -192,6 +193,7 @@ def _set_by(rep: CapacityReport) -> list[str]:
             f"{c.name} {o.objective.key} {fmt.ms(o.measured_ms)} ({o.verdict})"
             for c in p.classes
             for o in c.objectives
+            if c.listed
         )
         if p.replicas is None:
             out.append(f"- {p.load:g}x: not met; {who} is furthest over target ({figures})")

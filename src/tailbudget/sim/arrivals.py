@@ -44,7 +44,8 @@ class TraceTimes:
     output_tokens: npt.NDArray[np.float64] | None = None
     source: str = ""
     classes: npt.NDArray[np.str_] | None = None
-    """Each arrival's class, from the column named as the budget's `classes.by`."""
+    """Each arrival's class, from the column (a Mooncake line's field) named as the
+    budget's `classes.by` or `class_by`."""
     blocks: tuple[tuple[int, ...], ...] | None = None
     """Each prompt's KV-cache block hashes (Mooncake `hash_ids`, 512 tokens a block)."""
 
@@ -170,7 +171,18 @@ def _hash_ids(row: dict[str, object]) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def _mooncake_row(line: str, where: str) -> tuple[float, float, float, tuple[int, ...]]:
+_MoonRow = tuple[float, float, float, tuple[int, ...], str | None]
+
+
+def _class_field(row: dict[str, object], by: str | None) -> str | None:
+    """A line's class (its `by` field as text; None when it has none)."""
+    value = row.get(by) if by is not None else None
+    if value is None or isinstance(value, dict | list):
+        return None
+    return str(value).strip()
+
+
+def _mooncake_row(line: str, where: str, class_by: str | None = None) -> _MoonRow:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -193,14 +205,24 @@ def _mooncake_row(line: str, where: str) -> tuple[float, float, float, tuple[int
             f"at most {MAX_TOKENS:,}), got {vals!r}",
             param="arrivals",
         )
-    return float(vals[0]) / 1000.0, float(vals[1]), float(vals[2]), _hash_ids(row)
+    return (
+        float(vals[0]) / 1000.0,
+        float(vals[1]),
+        float(vals[2]),
+        _hash_ids(row),
+        _class_field(row, class_by),
+    )
 
 
-def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
+def read_mooncake(
+    path: str, max_rows: int = MAX_TRACE_ROWS, class_by: str | None = None
+) -> TraceTimes:
     """A Mooncake trace (JSON lines: `timestamp` in ms from the start, `input_length`,
     `output_length`, and `hash_ids`: the prompt's 512-token KV blocks, which give each
-    request's prefix-cache hits through an LRU per replica in the LLM engine)."""
-    rows: list[tuple[float, float, float, tuple[int, ...]]] = []
+    request's prefix-cache hits through an LRU per replica in the LLM engine). With
+    `class_by`, each line's field of that name is its arrival's class (a line without
+    it: the empty class, judged as an unlisted class is)."""
+    rows: list[_MoonRow] = []
     try:
         with open(path, encoding="utf-8") as fh:
             for i, line in enumerate(fh, 1):
@@ -212,7 +234,7 @@ def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
                         "over the simulator's bound; cut it to the span to simulate",
                         param="arrivals",
                     )
-                rows.append(_mooncake_row(line, f"{path}, line {i}: "))
+                rows.append(_mooncake_row(line, f"{path}, line {i}: ", class_by))
     except OSError as exc:
         raise TailbudgetError(
             f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
@@ -227,7 +249,12 @@ def read_mooncake(path: str, max_rows: int = MAX_TRACE_ROWS) -> TraceTimes:
     order = np.argsort(got[:, 0], kind="stable")
     got = got[order]
     blocks = tuple(rows[k][3] for k in order) if any(r[3] for r in rows) else None
-    return TraceTimes(got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path, blocks=blocks)
+    classes = None
+    if any(r[4] is not None for r in rows):
+        classes = np.asarray([rows[k][4] or "" for k in order], dtype=np.str_)
+    return TraceTimes(
+        got[:, 0] - got[0, 0], got[:, 1], got[:, 2], path, classes=classes, blocks=blocks
+    )
 
 
 def _class_column(path: str, by: str, size: int) -> npt.NDArray[np.str_] | None:
@@ -251,7 +278,7 @@ def read_trace(
     1970, a token count of -5, NaN or inf names its line), and more than `max_rows`
     arrivals are refused at the bound. A `.jsonl` file is read as a Mooncake trace."""
     if path.lower().endswith(".jsonl"):
-        return read_mooncake(path, max_rows)
+        return read_mooncake(path, max_rows, class_by)
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             t, tin, tout = _read_rows(path, fh, min(max_rows, MAX_TRACE_ROWS))

@@ -19,7 +19,7 @@ from tailbudget._report_base import ReportBase
 from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
-from tailbudget.sim.classes import ClassResult, SimClasses, class_results
+from tailbudget.sim.classes import ClassResult, SimClasses, class_results, draw_by_class
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
@@ -157,6 +157,7 @@ def _ratios(res: _Outcome) -> dict[str, float]:
 
 
 def _run(s: _Setup, load: float, replicas: int) -> _Outcome:
+    rng = np.random.default_rng(s.seed)
     arr, horizon = make_arrivals(
         s.arrivals,
         pool=s.model.samples.size,
@@ -164,9 +165,11 @@ def _run(s: _Setup, load: float, replicas: int) -> _Outcome:
         duration_s=s.duration_s,
         max_requests=None,
         low_share=0.0,
-        rng=np.random.default_rng(s.seed),
+        rng=rng,
         log_times=s.log_times,
     )
+    if s.classes is not None:  # each arrival of a class copies a logged request of it
+        arr = draw_by_class(arr, s.classes, rng)
     trace = run_once(s.model, arr, FixedPolicy(replicas), replicas=replicas, end_s=horizon)
     util = None
     if s.model.kind == "queue" and horizon > 0:

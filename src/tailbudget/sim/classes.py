@@ -9,20 +9,32 @@ the class shed first (the highest priority number), each request by its own clas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from tailbudget.budget.classes import ClassSet
+from tailbudget.budget.classes import CLASS_NAME, ClassSet
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.records import SimClassRecord
 from tailbudget.sim.trace import Arrivals, SimTrace
 
-__all__ = ["ClassResult", "SimClasses", "class_results", "draw_by_class", "shed_by_class"]
+__all__ = [
+    "MAX_UNLISTED",
+    "ClassResult",
+    "SimClasses",
+    "class_results",
+    "draw_by_class",
+    "parse_class_mix",
+    "shed_by_class",
+]
+
+MAX_UNLISTED = 12
+"""Unlisted class values shown on their own, as the audit shows them (audit/classes.py)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,28 @@ class SimClasses:
     classes: ClassSet
     labels: npt.NDArray[np.str_]
     """The class of each logged request (indexed like the model's samples)."""
+    mix: tuple[tuple[str, float], ...] = ()
+    """A stated share per class (`class_mix`): each arrival without a class of its own is
+    given one at these shares, then copies a logged request of it (empty: the log's mix)."""
+    unlisted: tuple[str, ...] = ()
+    """Values of the class column the budget does not list (most requests first, at most
+    MAX_UNLISTED): each shown against the service-wide objectives, ungated, as the audit
+    shows them."""
+
+    @classmethod
+    def of(cls, classes: ClassSet, labels: npt.NDArray[np.str_]) -> SimClasses:
+        """The classes with each logged request's class, and the log's unlisted values."""
+        values, counts = np.unique(labels, return_counts=True)
+        listed = set(classes.names())
+        ranked = sorted(
+            ((str(v), int(n)) for v, n in zip(values, counts, strict=True) if str(v) not in listed),
+            key=lambda vn: (-vn[1], vn[0]),
+        )
+        return cls(classes, labels, unlisted=tuple(v for v, _ in ranked[:MAX_UNLISTED]))
+
+    def can_shed(self) -> bool:
+        """Shedding goes by class only when the budget lists classes (their priorities)."""
+        return bool(self.classes.classes)
 
 
 @dataclass(frozen=True)
@@ -44,6 +78,9 @@ class ClassResult:
     skipped: tuple[str, ...] = ()
     """Class objectives the simulator cannot measure on this model (e.g. ttft without an
     LLM model), said in the record's note."""
+    listed: bool = True
+    """False: a value of the class column the budget does not list, judged by the
+    service-wide objectives, ungated (it never sets a replica count nor fails a gate)."""
 
     def record(self) -> SimClassRecord:
         """The JSON contract's class block."""
@@ -56,18 +93,86 @@ class ClassResult:
             note=(
                 f"not simulated on this model: {', '.join(self.skipped)}" if self.skipped else ""
             ),
+            listed=self.listed,
         )
 
 
 def shed_by_class(arr: Arrivals, sc: SimClasses) -> Arrivals:
     """The arrivals with shed_load's candidates the requests of the class shed first."""
+    if not sc.can_shed():
+        return arr
     first = sc.classes.shed_order()[0]
     return replace(arr, low_priority=sc.labels[arr.src] == first)
 
 
+def parse_class_mix(given: str | Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:
+    """`premium=0.1,standard=0.6,batch=0.3` (or a mapping) -> the shares, in order; each a
+    class name with a share in [0, 1], together adding up to 1 (within 0.001)."""
+    if given is None:
+        return ()
+    if isinstance(given, str):
+        pairs = [p.partition("=") for p in given.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise TailbudgetError(
+                f"class_mix takes CLASS=SHARE pairs such as premium=0.1,batch=0.9, got {given!r}",
+                param="class_mix",
+            )
+        items: list[tuple[str, object]] = [(k.strip(), v.strip()) for k, _, v in pairs]
+    else:
+        items = [(str(k), v) for k, v in given.items()]
+    out = tuple((name, _share(name, value)) for name, value in items)
+    total = sum(v for _, v in out)
+    if not out or abs(total - 1.0) > 1e-3:
+        raise TailbudgetError(
+            f"class_mix: the shares must add up to 1, got {total:g} ({given!r})",
+            param="class_mix",
+        )
+    if len({n for n, _ in out}) < len(out):
+        raise TailbudgetError(f"class_mix names a class twice: {given!r}", param="class_mix")
+    return out
+
+
+def _share(name: str, value: object) -> float:
+    if not CLASS_NAME.match(name):
+        raise TailbudgetError(
+            f"class_mix: {name!r} is not a class name (1 to 63 letters, digits, _ . -)",
+            param="class_mix",
+        )
+    try:
+        share = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        share = math.nan
+    if isinstance(value, bool) or not 0.0 <= share <= 1.0:
+        raise TailbudgetError(
+            f"class_mix: {name}'s share must be a number from 0 to 1, got {value!r}",
+            param="class_mix",
+        )
+    return share
+
+
+def _mixed(arr: Arrivals, sc: SimClasses, rng: np.random.Generator) -> Arrivals:
+    """Each arrival without a class given one at the stated shares (`class_mix`)."""
+    if arr.classes is not None or not sc.mix or not arr.size:
+        return arr
+    absent = [n for n, v in sc.mix if v > 0 and not (sc.labels == n).any()]
+    if absent:
+        raise TailbudgetError(
+            f"class_mix: class {absent[0]!r} has no request in the log to copy (its "
+            f"{sc.classes.by} values: {', '.join(sorted(set(sc.labels.tolist()))[:8])})",
+            param="class_mix",
+        )
+    names = np.asarray([n for n, _ in sc.mix], dtype=np.str_)
+    shares = np.asarray([v for _, v in sc.mix], dtype=np.float64)
+    return replace(
+        arr, classes=names[rng.choice(names.size, size=arr.size, p=shares / shares.sum())]
+    )
+
+
 def draw_by_class(arr: Arrivals, sc: SimClasses, rng: np.random.Generator) -> Arrivals:
-    """With a class per arrival (an arrival trace's class column): each arrival copies a
-    logged request of its own class; a class the log has no request of is refused."""
+    """With a class per arrival (an arrival trace's class column or field, or one drawn at
+    the stated `class_mix`): each arrival copies a logged request of its own class; a
+    class the log has no request of is refused."""
+    arr = _mixed(arr, sc, rng)
     if arr.classes is None:
         return arr
     src = arr.src.copy()
@@ -126,15 +231,16 @@ def class_results(
     """Each listed class on its own simulated requests (a small class: inconclusive, by
     the one verdict rule; a class with no arrivals: its objectives with no figure)."""
     labels = sc.labels[trace.src]
+    ungated = replace(service, items=tuple(replace(o, gated=False) for o in service.items))
+    judged = [(n, sc.classes.objectives_of(n, service), True) for n in sc.classes.names()]
+    judged += [(n, ungated, False) for n in sc.unlisted]
     out = []
-    for name in sc.classes.names():
+    for name, objs, listed in judged:
         keep = labels == name
-        sub = _subset(trace, keep)
-        objs = sc.classes.objectives_of(name, service)
         if not keep.any():
             empty = [ObjectiveResult(o, None, None, 0, 0) for o in objs if _simulable(o)]
-            out.append(ClassResult(name, 0, empty))
+            out.append(ClassResult(name, 0, empty, listed=listed))
             continue
-        measured, skipped = _measured(sub, objs, stages)
-        out.append(ClassResult(name, int(keep.sum()), measured, skipped))
+        measured, skipped = _measured(_subset(trace, keep), objs, stages)
+        out.append(ClassResult(name, int(keep.sum()), measured, skipped, listed))
     return out

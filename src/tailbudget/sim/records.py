@@ -118,6 +118,9 @@ class SimClassRecord(_Record):
     breach_minutes: int
     """The most minutes in breach of any gated class objective."""
     note: str = ""
+    listed: bool = True
+    """False: a class-column value the budget does not list, judged by the service-wide
+    objectives, ungated."""
 
 
 class FitRowRecord(_Record):
