@@ -10,7 +10,6 @@ audit itself (llm_causes), so both commands give the same figures.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tailbudget import _fmt as fmt
-from tailbudget._units import quantile_of
+from tailbudget._units import MetricKey, quantile_of
 from tailbudget.audit import metrics
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.profile import FloatArray, Profile
@@ -33,8 +32,6 @@ LONG = 1.25
 the slow requests' answers 1.5x the median length, or their tokens 1.5x slower, are what
 makes them slow (the time is tokens x TPOT), and the reading must say so."""
 LLM_METRICS = ("ttft", "tpot", "itl")
-_KEY = re.compile(r"^(.+)\.(p\d+(?:\.\d+)?)\Z")
-"""An objective's key: a metric or stage name (dots allowed) and its percentile."""
 FEW = 20
 """Below this many requests above the percentile, the reading is said to be rough (the
 audit's slow-group bound)."""
@@ -71,10 +68,10 @@ def driver(profile: Profile, objective: str, target: float, measured: float) -> 
     """What drives one breached objective, e2e (`e2e.p99`) or a stage (`retrieval.p99`):
     the one reading the audit's `objectives[].driver` and rebudget's `gaps[]` both give.
     None when it is not breached or the log has no such stage."""
-    found = _KEY.match(objective)
-    if found is None:
+    found = MetricKey.split(objective)  # an objective's key: a metric or stage, a percentile
+    if found is None or found[0] is None:
         return None
-    metric, p = found.group(1), found.group(2)
+    metric, p = found
     over = measured - target
     if over <= 0 or not profile.used:
         return None

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tailbudget._units import Percentile
 from tailbudget.budget.measured import MeasuredRequests
 from tailbudget.budget.objectives import Objectives, parse_objectives
 from tailbudget.budget.slo import SLO
@@ -44,7 +45,6 @@ CLASS_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}\Z")
 OTHER = "other"
 """Where labels outside the budget's class list fold (serve, metrics): a reserved name."""
 _SLO_KEYS = ("e2e", "ttft", "tpot", "itl", "stages", "goodput", "error_rate")
-_PCT = re.compile(r"^p[0-9.]+\Z")
 _BY = re.compile(r"^[^\x00-\x1f\x7f]{1,200}\Z")
 
 
@@ -83,7 +83,7 @@ class ClassSpec(BaseModel):
 
 
 def _is_pct(key: Any) -> bool:
-    return isinstance(key, str) and bool(_PCT.match(key))
+    return Percentile.shaped(key)
 
 
 class ClassesSpec(BaseModel):

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from tailbudget._units import Percentile
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.slo import SLO
 from tailbudget.budget.yaml_safe import YamlError, load_yaml
 from tailbudget.errors import BudgetError
 
-_PERCENTILE = re.compile(r"^p[0-9.]+$")
 _MS_FIELDS = {"p50", "p95", "p99", "ttft_ms", "tail_ms", "overhead_ms"}
 _LIST_KEYS = {"pipeline", "parallel", "sequence"}
 _TAGS = {"stage", "parallel", "sequence"}
@@ -84,7 +83,7 @@ def read_slo_block(data: Mapping[str, Any], *, environment: str | None = None) -
 
 def _is_ms(loc: tuple[int | str, ...], last: str) -> bool:
     # Objective targets are keyed by any percentile (p99.9) or, under goodput, by metric.
-    if last in _MS_FIELDS or _PERCENTILE.match(last):
+    if last in _MS_FIELDS or Percentile.shaped(last):
         return True
     return len(loc) >= 3 and loc[0] == "slo" and loc[1] == "goodput" and last != "min"
 

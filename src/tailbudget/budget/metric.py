@@ -16,11 +16,10 @@ decisions and reports written before LLM objectives read the same.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tailbudget._units import parse_percentile
+from tailbudget._units import MetricKey, Percentile
 from tailbudget.errors import PolicyError, TailbudgetError
 
 __all__ = ["LLM_SERIES", "MetricRef", "parse_metric"]
@@ -29,9 +28,6 @@ LLM_SERIES: tuple[str, ...] = ("ttft", "tpot", "itl")
 """Per-request LLM series (each a latency in ms)."""
 
 Kind = Literal["quantile", "error_rate", "goodput", "vs_baseline", "goodput_vs_baseline"]
-
-_PCT = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
-_DOTTED = re.compile(r"^(.+?)\.p(\d{1,2}(?:\.\d+)?)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +45,7 @@ class MetricRef:
         """'p95', 'p99.9' (empty for error_rate and goodput)."""
         if self.q is None:
             return ""
-        return f"p{100 * self.q:.6g}"
+        return Percentile(self.q).name
 
     @property
     def name(self) -> str:
@@ -77,7 +73,7 @@ class MetricRef:
 
 def _quantile(text: str, whole: str) -> float:
     try:
-        return parse_percentile(f"p{text}")[1]
+        return Percentile.parse(text).q
     except TailbudgetError:
         raise PolicyError(
             f"metric {whole!r}: a percentile is in (0, 100), e.g. p99 or p99.9"
@@ -100,13 +96,13 @@ def parse_metric(text: str) -> MetricRef:
     vs = raw.endswith("_vs_baseline")
     body = raw.removesuffix("_vs_baseline")
     kind: Kind = "vs_baseline" if vs else "quantile"
-    if m := _PCT.match(body):
-        return MetricRef(kind, "e2e", _quantile(m.group(1), raw))
-    if m := _DOTTED.match(body):
-        series = m.group(1)
+    parts = MetricKey.split(body)
+    # A rule's percentile has at most two whole digits: `p100` is no metric name here.
+    if parts is not None and len(parts[1][1:].partition(".")[0]) <= 2:
+        series, p = parts
         if series in ("error_rate", "goodput"):
             raise PolicyError(f"metric {raw!r}: {series} has no percentiles; write {series}")
-        return MetricRef(kind, series, _quantile(m.group(2), raw))
+        return MetricRef(kind, series or "e2e", _quantile(p, raw))
     raise PolicyError(
         f"metric {raw!r} is not a metric name; write p95, e2e.p99.9, ttft.p95, tpot.p99, "
         "itl.p99, <stage>.p99, goodput, error_rate or p99_vs_baseline"

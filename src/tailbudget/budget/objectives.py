@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from tailbudget._units import order_problem, parse_percentile
+from tailbudget._units import MetricKey, order_problem, parse_percentile
 from tailbudget.errors import TailbudgetError
 
 __all__ = [
@@ -46,7 +46,6 @@ METRICS: tuple[str, ...] = ("e2e", *LLM_METRICS)
 """Metrics with a fixed meaning; any other name is a stage."""
 
 _STAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
-_KEY = re.compile(r"^(?:(?P<metric>.+)\.)?(?P<p>p\d+(?:\.\d+)?)\Z")
 _GRAMMAR = (
     "write objectives as p99=900, e2e.p99.9=20000, ttft.p95=500, tpot.p99=60, itl.p99=150, "
     "STAGE.p99=800, goodput=0.95, goodput.ttft=1200 or error_rate=0.01"
@@ -339,14 +338,14 @@ def _parse_objectives(text: str) -> Objectives:
 
 
 def _objective(key: str, value: str) -> Objective:
-    m = _KEY.match(key)
-    if m is None:
+    parts = MetricKey.split(key)
+    if parts is None:
         metric, _, tail = key.rpartition(".")
         if metric and tail.startswith("p"):
             parse_percentile(tail, where=f"slo {key}")
         raise TailbudgetError(f"slo: {key!r} is not an objective; {_GRAMMAR}")
-    metric = m.group("metric") or "e2e"
-    name, _ = parse_percentile(m.group("p"), where=f"slo {key}")
+    metric = parts[0] or "e2e"
+    name, _ = parse_percentile(parts[1], where=f"slo {key}")
     if metric not in METRICS and not _STAGE.match(metric):
         raise TailbudgetError(
             f"slo {key}: {metric!r} is not a metric; use e2e, ttft, tpot, itl or a stage name"

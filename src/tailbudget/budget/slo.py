@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tailbudget._units import order_problem
+from tailbudget._units import Percentile, order_problem
 from tailbudget.budget.objectives import Goodput, Objectives, from_targets, parse_percentile
 from tailbudget.errors import TailbudgetError
 
@@ -17,7 +17,6 @@ __all__ = ["SLO", "E2ETargets", "GoodputSpec", "Targets", "as_objectives"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
-_PCT_KEY = re.compile(r"^p[0-9.]+\Z")
 
 
 class Targets(BaseModel):
@@ -101,12 +100,12 @@ class SLO(BaseModel):
     def _known_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key in data:
-                if key not in _SLO_KEYS and not (isinstance(key, str) and _PCT_KEY.match(key)):
+                if key not in _SLO_KEYS and not Percentile.shaped(key):
                     raise ValueError(
                         f"unknown key {key!r}; objectives are {', '.join(_SLO_KEYS)} "
                         "or an end-to-end percentile such as p99"
                     )
-                if isinstance(key, str) and _PCT_KEY.match(key):
+                if Percentile.shaped(key):
                     _percentile_key(key)
         return data
 

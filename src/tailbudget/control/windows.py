@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget._units import percentile_name
 from tailbudget.control.stats import quantile_rank_bounds, wilson, z_of
 from tailbudget.errors import PolicyError
 from tailbudget.sketch import LatencySketch
@@ -87,7 +88,7 @@ class WindowStats:
             "p99_upper": self.p99_upper,
             "window_s": self.window_s,
             "source": self.source,
-            **{f"p{100 * q:.6g}": v[0] for q, v in sorted(self.quantiles.items())},
+            **{percentile_name(q): v[0] for q, v in sorted(self.quantiles.items())},
         }
 
 

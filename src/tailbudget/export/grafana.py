@@ -15,7 +15,7 @@ from tailbudget import _metric_names as names
 from tailbudget._fleet import FleetPreset, FleetSeries, preset
 from tailbudget._json import dumps
 from tailbudget._names import grafana_text
-from tailbudget._units import PERCENTILES
+from tailbudget._units import PERCENTILES, percentile_name
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy
@@ -321,7 +321,7 @@ def _metric_panel(
         {o.q for o in objectives} | {r.ref.q for r in rules if r.ref.q} or {0.5, 0.95, 0.99}
     )
     sel, rng = histograms.selector(fleet, budget), promql_duration(policy.window_s)
-    targets = [(histograms.quantile_expr(series, q, sel, rng), f"p{100 * q:g}") for q in qs]
+    targets = [(histograms.quantile_expr(series, q, sel, rng), percentile_name(q)) for q in qs]
     lines = [seconds(o.target_ms) for o in objectives] + [seconds(r.threshold) for r in rules]
     said = [f"{o.key} {num(o.target_ms)} ms" for o in objectives]
     said += [f"rule {r.name} {num(r.threshold)} ms" for r in rules]

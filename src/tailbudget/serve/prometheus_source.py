@@ -29,7 +29,7 @@ from typing import Any
 
 from tailbudget._fleet import BucketCheck, FleetPreset, check_target, preset
 from tailbudget._metric_names import REQUEST_DURATION, STAGE_DURATION
-from tailbudget._units import parse_duration_s
+from tailbudget._units import MetricKey, parse_duration_s, percentile_name
 from tailbudget.control.stats import wilson, z_of
 from tailbudget.control.windows import UNKNOWN, WindowStats
 from tailbudget.errors import PolicyError
@@ -105,7 +105,7 @@ class PrometheusSource:
         sel = self._sel()
         buckets = f"sum by (le) (rate({name}_bucket{{{sel}}}{rng}))"
         for q in self.e2e_qs:
-            out[_pname(q)] = f"histogram_quantile({q:g}, {buckets})"
+            out[percentile_name(q)] = f"histogram_quantile({q:g}, {buckets})"
         counter = self.preset.requests
         if counter is None:
             out["count"] = f"sum(increase({name}_count{{{sel}}}{rng}))"
@@ -121,7 +121,7 @@ class PrometheusSource:
             ssel = self._sel(extra)
             sb = f"sum by (le) (rate({hname}_bucket{{{ssel}}}{rng}))"
             for q in qs:
-                out[f"{series}.{_pname(q)}"] = f"histogram_quantile({q:g}, {sb})"
+                out[f"{series}.{percentile_name(q)}"] = f"histogram_quantile({q:g}, {sb})"
             out[f"{series}.count"] = f"sum(increase({hname}_count{{{ssel}}}{rng}))"
         return out
 
@@ -129,7 +129,8 @@ class PrometheusSource:
         """Where each target (ms, by metric name like `ttft.p95`) falls in its histogram."""
         out: dict[str, BucketCheck] = {}
         for metric, target in targets.items():
-            series = metric.split(".p")[0] if ".p" in metric else "e2e"
+            parts = MetricKey.split(metric)
+            series = (parts[0] if parts else None) or "e2e"
             found = self.preset.of(series)
             if found is not None:
                 out[metric] = check_target(found, target, metric)
@@ -200,7 +201,7 @@ class PrometheusSource:
     ) -> WindowStats:
         count = values.get(f"{prefix}count") or 0.0
         qs = self.e2e_qs if not prefix else self.series[prefix[:-1]]
-        ms = {q: _ms(values.get(f"{prefix}{_pname(q)}")) for q in qs}
+        ms = {q: _ms(values.get(f"{prefix}{percentile_name(q)}")) for q in qs}
         known = count >= self.min_samples and all(v is not None for v in ms.values())
         bad = errors or 0.0
         bounds = wilson(bad, count, self.z) if known and errors is not None else None
@@ -245,10 +246,6 @@ def _describe(exc: BaseException, deadline_s: float) -> tuple[str, str]:
     if isinstance(exc, AnswerError):
         return exc.kind, str(exc)
     return "internal", f"{type(exc).__name__}: {exc}"
-
-
-def _pname(q: float) -> str:
-    return f"p{100 * q:.6g}"
 
 
 def _ms(v: float | None) -> float | None:

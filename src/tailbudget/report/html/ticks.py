@@ -28,6 +28,8 @@ from matplotlib.ticker import (
     ScalarFormatter,
 )
 
+from tailbudget._units import percentile_name
+
 __all__ = ["MIN_TICKS", "integer_axis", "percentile_label", "plain_number", "tidy"]
 
 MIN_TICKS = 4
@@ -55,8 +57,8 @@ def plain_number(value: float, step: float = 1.0) -> str:
 
 
 def percentile_label(q: float) -> str:
-    """0.99 -> `p99`, 0.999 -> `p99.9`, 0.5 -> `p50`."""
-    return f"p{round(q * 100, 6):g}"
+    """0.99 -> `p99`, 0.999 -> `p99.9`, 0.5 -> `p50` (the one spelling, `Percentile.name`)."""
+    return percentile_name(q)
 
 
 def integer_axis(axis: Axis) -> None:
