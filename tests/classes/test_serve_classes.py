@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from tailbudget.serve.actions import ActionsConfig
-from tailbudget.serve.classes import class_columns
 from tailbudget.serve.ingest import BadBatch, parse_observations
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import crash, policy
@@ -26,8 +25,7 @@ def runtime(tmp_path) -> Runtime:
 def post(rt: Runtime, items: list[dict]) -> None:
     body = "\n".join(json.dumps(i) for i in items).encode()
     batch = parse_observations(body, now_s=T0 + 60)
-    stages = batch.stages | class_columns(batch.labels, batch.total_ms, rt.class_names)
-    rt.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+    rt.ingest(batch)  # the runtime makes its labels class columns
 
 
 def batch_of(t: float) -> list[dict]:
@@ -129,8 +127,7 @@ def test_a_columns_body_carries_classes_too(tmp_path) -> None:
     ).encode()
     batch = parse_observations(body, now_s=T0 + 60)
     assert batch.labels == ["premium", "x", None]
-    stages = batch.stages | class_columns(batch.labels, batch.total_ms, rt.class_names)
-    rt.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+    rt.ingest(batch)  # the runtime makes its labels class columns
     classes = rt.status(T0 + 1)["classes"]
     assert classes["premium"]["observations_total"] == 1
     assert classes["other"]["observations_total"] == 1

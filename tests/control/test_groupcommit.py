@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.groupcommit import GroupCommit
-from tailbudget.serve.wal import Batch, ObservationLog
+from tailbudget.serve.wal import Batch as LoggedBatch
+from tailbudget.serve.wal import ObservationLog
 
 
 def _cols(k: int, n: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,7 +36,7 @@ class _Applied:
         self.groups: list[list[int]] = []
         self.values: dict[int, float] = {}
 
-    def __call__(self, batches: Sequence[Batch]) -> None:
+    def __call__(self, batches: Sequence[LoggedBatch]) -> None:
         self.groups.append([b.seq for b in batches])
         for b in batches:
             self.values[b.seq] = float(b.total_ms[0])
@@ -61,7 +63,7 @@ def _gate_first_fsync(
 
 def _run(commit: GroupCommit, k: int, results: dict[int, object]) -> None:
     try:
-        results[k] = commit.commit(*_cols(k))
+        results[k] = commit.commit(Batch(*_cols(k)))
     except OSError as exc:
         results[k] = exc
 
@@ -112,7 +114,7 @@ def test_a_failed_fsync_fails_every_batch_of_its_group_and_applies_none(tmp_path
     assert [b.seq for b in wal.batches()] == first
     assert sorted(applied.values.values()) == sorted(set(range(6)) - set(failed))
     # The next batch goes on normally; the failed numbers are never reused.
-    assert commit.commit(*_cols(99)) == 7
+    assert commit.commit(Batch(*_cols(99))) == 7
     assert [b.seq for b in wal.batches()] == [*first, 7] and applied.groups[-1] == [7]
     wal.close()
 
@@ -135,12 +137,12 @@ def test_exclusive_holds_commits_off_until_it_is_left(tmp_path):
 def test_an_apply_error_reaches_every_caller_of_the_group(tmp_path):
     wal = ObservationLog(tmp_path / "wal")
 
-    def broken(batches: Sequence[Batch]) -> None:
+    def broken(batches: Sequence[LoggedBatch]) -> None:
         raise ValueError("bug in apply")
 
     commit = GroupCommit(wal, broken, last_seq=0)
     with pytest.raises(ValueError, match="bug in apply"):
-        commit.commit(*_cols(1))
+        commit.commit(Batch(*_cols(1)))
     # durable though not applied: a restart replays it (nothing acknowledged is lost)
     assert [b.seq for b in wal.batches()] == [1]
     wal.close()

@@ -15,6 +15,7 @@ from tailbudget.budget.policy import parse_policy
 from tailbudget.cli import app
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.runtime import _STAGE_NAMES, Runtime, RuntimeConfig
 from tailbudget.serve.state import StateDir
 from tailbudget.serve.wal import StageColumn
@@ -27,7 +28,7 @@ T0 = 1_800_000_000.0
 def _ingest(rt: Runtime, n: int, ms: float, t: float, errors: int = 0) -> None:
     err = np.zeros(n, dtype=bool)
     err[:errors] = True
-    rt.ingest(np.full(n, t), np.full(n, ms), err)
+    rt.ingest(Batch(np.full(n, t), np.full(n, ms), err))
 
 
 def _snapshot(tmp_path, change) -> None:
@@ -140,7 +141,7 @@ def test_the_all_time_stage_name_set_is_bounded_like_the_window(tmp_path):
     rt = runtime(tmp_path, window="10s")
     for k in range(300):  # 3 fresh names a second for 300 s: 900 names in all
         names = {f"req-{k}-{j}": StageColumn(np.array([0]), np.array([5.0])) for j in range(3)}
-        rt.ingest(np.array([T0 + k]), np.array([10.0]), np.zeros(1, dtype=bool), names)
+        rt.ingest(Batch(np.array([T0 + k]), np.array([10.0]), np.zeros(1, dtype=bool), names))
         assert len(rt.stage_observations) <= _STAGE_NAMES + 10
     assert rt.observations_total == 300
     status = rt.status(T0 + 300)

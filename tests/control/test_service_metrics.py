@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tailbudget import _metric_names as names
 from tailbudget.budget.policy import parse_policy
 from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.metrics import make_registry
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tailbudget.serve.wal import StageColumn
@@ -26,7 +27,7 @@ def test_stage_quantiles_counts_and_totals_are_exported(tmp_path):
         "retrieval": StageColumn(np.arange(n, dtype=np.int64), total * 0.25),
         "llm": StageColumn(np.arange(0, n, 2, dtype=np.int64), total[::2] * 0.5),
     }
-    rt.ingest(np.full(n, now - 1), total, np.zeros(n, dtype=bool), stages)
+    rt.ingest(Batch(np.full(n, now - 1), total, np.zeros(n, dtype=bool), stages))
     text = generate_latest(make_registry(rt)).decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     quantiles = {
@@ -55,7 +56,7 @@ def test_stage_quantiles_counts_and_totals_are_exported(tmp_path):
 def test_no_stage_samples_without_stage_times(tmp_path):
     policy = parse_policy({"window": "60s", "evaluate_every": "10s", "min_samples": 5})
     rt = Runtime(policy, RuntimeConfig(state_dir=tmp_path / "s", actions=ActionsConfig(log=False)))
-    rt.ingest(np.full(10, time.time()), np.full(10, 50.0), np.zeros(10, dtype=bool))
+    rt.ingest(Batch(np.full(10, time.time()), np.full(10, 50.0), np.zeros(10, dtype=bool)))
     text = generate_latest(make_registry(rt)).decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert families[names.STAGE_WINDOW_QUANTILE].samples == []

@@ -13,6 +13,7 @@ from tailbudget.budget.policy import parse_policy
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs import ReadOptions
 from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
@@ -86,7 +87,9 @@ def test_serve_ramp_scales_before_breach_and_back(tmp_path: Path, model_file: Pa
         rate = _rate(sec)
         n = int(rng.poisson(rate))
         if n:
-            rt.ingest(np.full(n, now), _latencies(rng, n, rate, ready[-1]), np.zeros(n, bool))
+            rt.ingest(
+                Batch(np.full(n, now), _latencies(rng, n, rate, ready[-1]), np.zeros(n, bool))
+            )
         if sec % 10 == 9:
             before = rt.replicas.desired
             rt.evaluate(now + 1)
@@ -113,7 +116,7 @@ def test_refit_without_observations_is_refused(tmp_path: Path, model_file: Path)
     with pytest.raises(TailbudgetError, match="refit needs at least"):
         rt.refit_model()
     n = 500
-    rt.ingest(np.full(n, T0), np.full(n, 150.0), np.zeros(n, bool))
+    rt.ingest(Batch(np.full(n, T0), np.full(n, 150.0), np.zeros(n, bool)))
     rt.evaluate(T0 + 1)
     assert "re-centred" in rt.refit_model()
     assert rt.status(T0 + 2)["model"]["refits"] == 1

@@ -16,6 +16,7 @@ from tailbudget.control.backpressure import PriorityShedder, TokenBucket
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.actions import ActionsConfig
 from tailbudget.serve.actions.config import CommandConfig, ShedConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.ingest import MAX_PAST_S, BadBatch, _checked, parse_observations
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import crash, policy, runtime
@@ -27,7 +28,7 @@ def _ingest(rt: Runtime, n: int, ms: float, t: float, errors: int = 0) -> None:
     ts = np.full(n, t)
     err = np.zeros(n, dtype=bool)
     err[:errors] = True
-    rt.ingest(ts, np.full(n, ms), err)
+    rt.ingest(Batch(ts, np.full(n, ms), err))
 
 
 def test_acknowledged_batches_survive_a_crash_with_and_without_compaction(tmp_path):

@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.runtime import Runtime
 from tailbudget.serve.wal import StageColumn
 from tests.control.runtimes import crash, runtime
@@ -60,7 +61,7 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
                     "llm": StageColumn(np.arange(n, dtype=np.int64), total * 0.6),
                     f"tool{k % 3}": StageColumn(rows.astype(np.int64), total[rows] * 0.3),
                 }
-                assert rt.ingest(ts, total, err, stages) == n
+                assert rt.ingest(Batch(ts, total, err, stages)) == n
                 with lock:  # acknowledged: counted only after ingest returned
                     acked["obs"] += n
                     acked["errors"] += int(err.sum())
@@ -99,7 +100,7 @@ def test_concurrent_batches_share_fsyncs_and_every_ack_survives_a_restart(tmp_pa
 
 def test_a_failed_fsync_answers_an_error_and_leaves_the_state_as_it_was(tmp_path, monkeypatch):
     rt = runtime(tmp_path)
-    rt.ingest(np.full(5, T0), np.full(5, 100.0), np.zeros(5, dtype=bool))
+    rt.ingest(Batch(np.full(5, T0), np.full(5, 100.0), np.zeros(5, dtype=bool)))
     before = _state(rt)
 
     def full_disk(fd: int) -> None:
@@ -107,10 +108,10 @@ def test_a_failed_fsync_answers_an_error_and_leaves_the_state_as_it_was(tmp_path
 
     monkeypatch.setattr(os, "fdatasync", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        rt.ingest(np.full(3, T0), np.full(3, 900.0), np.ones(3, dtype=bool))
+        rt.ingest(Batch(np.full(3, T0), np.full(3, 900.0), np.ones(3, dtype=bool)))
     assert _state(rt) == before  # not durable, so not counted and not in the windows
     monkeypatch.undo()
-    rt.ingest(np.full(2, T0), np.full(2, 200.0), np.zeros(2, dtype=bool))
+    rt.ingest(Batch(np.full(2, T0), np.full(2, 200.0), np.zeros(2, dtype=bool)))
     after = _state(rt)
     crash(rt)
     again = runtime(tmp_path)

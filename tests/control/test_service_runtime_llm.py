@@ -10,6 +10,7 @@ import pytest
 
 from tailbudget.budget.policy import Policy, parse_policy
 from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.ingest import BadBatch, parse_observations
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import crash
@@ -44,7 +45,7 @@ def post(rt: Runtime, t: float, ttft_ms: float, n: int = 20, **extra: Any) -> No
         for _ in range(n)
     ]
     batch = parse_observations(json.dumps(items).encode(), now_s=t + 1)
-    rt.ingest(batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
+    rt.ingest(batch)
 
 
 def run(rt: Runtime, start: float, seconds: int, ttft_ms: float) -> list[Any]:
@@ -96,7 +97,7 @@ def test_without_ttft_observations_the_llm_rules_stay_unknown(tmp_path: Any) -> 
     rt = llm_runtime(tmp_path)
     for k in range(30):
         ts = np.full(20, T0 + k)
-        rt.ingest(ts, np.full(20, 9000.0), np.zeros(20, dtype=bool))
+        rt.ingest(Batch(ts, np.full(20, 9000.0), np.zeros(20, dtype=bool)))
         assert rt.evaluate(T0 + k + 1) == []
     judged = rt.verdict(T0 + 30)
     assert judged["verdict"] == "unknown"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.ingest import BadBatch, parse_observations
 from tailbudget.serve.runtime import SNAPSHOT_VERSION, Runtime
 from tailbudget.serve.wal import StageColumn
@@ -23,7 +24,7 @@ def _post(rt: Runtime, n: int, t: float, llm_ms: float, db_every: int = 2) -> No
         items.append({"ts": t, "total_ms": llm_ms + 20 + i, "stages": stages})
     body = "\n".join(json.dumps(item) for item in items).encode()
     batch = parse_observations(body, now_s=T0 + 60)
-    rt.ingest(batch.ts, batch.total_ms, batch.error, batch.stages)
+    rt.ingest(batch)
 
 
 def test_status_reports_each_stage_over_the_policy_window(tmp_path):
@@ -58,7 +59,7 @@ def test_stage_windows_survive_a_crash_from_the_log_and_from_the_snapshot(tmp_pa
 
 def test_a_snapshot_from_before_stage_windows_still_loads(tmp_path):
     rt = runtime(tmp_path)
-    rt.ingest(np.full(30, T0), np.full(30, 100.0), np.zeros(30, dtype=bool))
+    rt.ingest(Batch(np.full(30, T0), np.full(30, 100.0), np.zeros(30, dtype=bool)))
     rt.close()
     snap = rt.state.load_snapshot()
     assert snap is not None and snap["version"] == SNAPSHOT_VERSION and snap["stages"] == {}
@@ -90,17 +91,17 @@ def test_too_many_stage_names_are_refused_before_anything_is_written(tmp_path):
     rt = runtime(tmp_path)
     ts, total, err = np.full(1, T0), np.full(1, 10.0), np.zeros(1, dtype=bool)
     one = StageColumn(np.zeros(1, dtype=np.int64), np.ones(1))
-    rt.ingest(ts, total, err, {f"s{i}": one for i in range(MAX_STAGES - 1)})
-    rt.ingest(ts, total, err, {"s0": one, "last": one})  # exactly MAX_STAGES
+    rt.ingest(Batch(ts, total, err, {f"s{i}": one for i in range(MAX_STAGES - 1)}))
+    rt.ingest(Batch(ts, total, err, {"s0": one, "last": one}))  # exactly MAX_STAGES
     size = rt.state.wal.size()
     with pytest.raises(
         BadBatch, match=f"{MAX_STAGES + 1} stages in the window; at most {MAX_STAGES}"
     ):
-        rt.ingest(ts, total, err, {"s1": one, "one_too_many": one})
+        rt.ingest(Batch(ts, total, err, {"s1": one, "one_too_many": one}))
     assert rt.state.wal.size() == size and rt.observations_total == 2
     # stages whose times left the window make room again
-    rt.ingest(np.full(1, T0 + 60), total, err, {"fresh": one})
-    rt.ingest(np.full(1, T0 + 60), total, err, {"one_too_many": one})
+    rt.ingest(Batch(np.full(1, T0 + 60), total, err, {"fresh": one}))
+    rt.ingest(Batch(np.full(1, T0 + 60), total, err, {"one_too_many": one}))
     assert set(rt.status(T0 + 61)["stages"]) == {"fresh", "one_too_many"}
     rt.close()
 

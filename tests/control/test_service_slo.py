@@ -9,6 +9,7 @@ import numpy as np
 from tailbudget.budget.objectives import parse_objectives
 from tailbudget.control.columns import StageColumn
 from tailbudget.serve.actions import ActionsConfig
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
 from tests.control.runtimes import policy
 
@@ -28,7 +29,9 @@ def _runtime(tmp_path, slo: str = "p95=600") -> Runtime:
 def _ingest(rt: Runtime, values: list[float], t: float, retrieval_ms: float = 100.0) -> None:
     ms = np.asarray(values, dtype=np.float64)
     stage = StageColumn.every_row(np.full(ms.shape[0], retrieval_ms))
-    rt.ingest(np.full(ms.shape[0], t), ms, np.zeros(ms.shape[0], dtype=bool), {"retrieval": stage})
+    rt.ingest(
+        Batch(np.full(ms.shape[0], t), ms, np.zeros(ms.shape[0], dtype=bool), {"retrieval": stage})
+    )
 
 
 def test_a_p95_over_the_slo_is_a_breach_whatever_the_rules_say(tmp_path):

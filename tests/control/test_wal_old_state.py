@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.snapshot import SNAPSHOT_VERSION
 from tailbudget.serve.wal import ObservationLog, StageColumn
 
@@ -53,7 +54,7 @@ def test_an_old_state_dir_resumes_and_keeps_running(tmp_path) -> None:
     # New records follow the old ones, and a crash after them loses nothing.
     ts = np.array([T0 + 2.0, T0 + 2.1])
     ttft = {"ttft": StageColumn(np.arange(2), np.array([55.0, 65.0]))}
-    rt.ingest(ts, np.array([700.0, 800.0]), np.zeros(2, bool), None, ttft)
+    rt.ingest(Batch(ts, np.array([700.0, 800.0]), np.zeros(2, bool), series=ttft))
     crash(rt)
     again = runtime(tmp_path)
     status = again.status(T0 + 3)

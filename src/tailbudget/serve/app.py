@@ -46,7 +46,6 @@ from tailbudget._json import dumps
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.baseline_body import EXAMPLE, BadBaseline, parse_baseline_body
 from tailbudget.serve.batch import BadBatch
-from tailbudget.serve.classes import class_columns
 from tailbudget.serve.ingest import parse_observations
 from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
@@ -165,8 +164,7 @@ def _ingest(runtime: Runtime, body: bytes, content_type: str | None, limits: Bod
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
     batch = parse_observations(body, now_s=time.time(), content_type=content_type, limits=limits)
-    stages = batch.stages | class_columns(batch.labels, batch.total_ms, runtime.class_names)
-    return runtime.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+    return runtime.ingest(batch)
 
 
 async def observations(request: Request) -> Response:

@@ -68,7 +68,7 @@ class Batch:
     ts: npt.NDArray[np.float64]
     total_ms: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
-    stages: dict[str, StageColumn]
+    stages: dict[str, StageColumn] = field(default_factory=dict)
     """Per stage name: the rows that carry it and its milliseconds."""
     series: dict[str, StageColumn] = field(default_factory=dict)
     """LLM series (ttft, tpot, itl) in the same layout."""

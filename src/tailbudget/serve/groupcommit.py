@@ -25,13 +25,12 @@ always agree, and replaying the log applies the same batches in the same order.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
-import numpy as np
-import numpy.typing as npt
-
-from tailbudget.serve.wal import Batch, ObservationLog, StageColumn, check_writable
+from tailbudget.serve import wal
+from tailbudget.serve.batch import Batch
 
 __all__ = ["GroupCommit"]
 
@@ -41,7 +40,7 @@ class _Entry:
 
     __slots__ = ("batch", "done", "error", "seq")
 
-    def __init__(self, batch: Batch) -> None:
+    def __init__(self, batch: wal.Batch) -> None:
         self.batch = batch
         self.done = False
         self.seq = 0
@@ -65,9 +64,12 @@ class GroupCommit:
     """Makes batches durable in groups, then applies them, in sequence-number order."""
 
     def __init__(
-        self, wal: ObservationLog, apply: Callable[[Sequence[Batch]], None], last_seq: int
+        self,
+        log: wal.ObservationLog,
+        apply: Callable[[Sequence[wal.Batch]], None],
+        last_seq: int,
     ) -> None:
-        self.wal = wal
+        self.wal = log
         self.apply = apply
         """Called by the leader with each durable group, in order, before anyone returns."""
         self.last_seq = last_seq
@@ -81,20 +83,15 @@ class GroupCommit:
         with self._cond:
             return len(self._queue)
 
-    def commit(
-        self,
-        ts: npt.NDArray[np.float64],
-        total_ms: npt.NDArray[np.float64],
-        error: npt.NDArray[np.bool_],
-        stages: Mapping[str, StageColumn] | None = None,
-        series: Mapping[str, StageColumn] | None = None,
-    ) -> int:
+    def commit(self, batch: Batch) -> int:
         """Make a batch durable and applied; returns its sequence number.
 
         Raises wal.Unwritable, before queueing, for a batch the log cannot encode: one
-        such batch fails alone, never the group it would have joined."""
-        entry = _Entry(Batch(0, ts, total_ms, error, dict(stages or {}), dict(series or {})))
-        check_writable(entry.batch)
+        such batch fails alone, never the group it would have joined. Labels are not
+        logged: the runtime has made them class columns."""
+        logged = wal.Batch(0, batch.ts, batch.total_ms, batch.error, batch.stages, batch.series)
+        wal.check_writable(logged)
+        entry = _Entry(logged)
         with self._cond:
             self._queue.append(entry)
             while self._busy and not entry.done:
@@ -117,17 +114,7 @@ class GroupCommit:
 
     def _write(self, group: list[_Entry]) -> None:
         first = self.last_seq + 1
-        batches = [
-            Batch(
-                first + i,
-                e.batch.ts,
-                e.batch.total_ms,
-                e.batch.error,
-                e.batch.stages,
-                e.batch.series,
-            )
-            for i, e in enumerate(group)
-        ]
+        batches = [replace(e.batch, seq=first + i) for i, e in enumerate(group)]
         # Numbers are spent even if the write fails: should cutting the failed bytes
         # off fail too, a record left behind never shares its number with a later one.
         self.last_seq = batches[-1].seq

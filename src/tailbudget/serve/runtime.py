@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +44,9 @@ from tailbudget.serve.actions import (
     WebhookAction,
     build_actions,
 )
-from tailbudget.serve.batch import BadBatch
+from tailbudget.serve.batch import BadBatch, Batch
 from tailbudget.serve.classes import PREFIX as CLASS_PREFIX
-from tailbudget.serve.classes import split_classes
+from tailbudget.serve.classes import class_columns, split_classes
 from tailbudget.serve.groupcommit import GroupCommit
 from tailbudget.serve.heartbeat import Heartbeat
 from tailbudget.serve.journal import Journal, decision_record
@@ -54,7 +54,8 @@ from tailbudget.serve.prometheus_source import PrometheusSource
 from tailbudget.serve.snapshot import SNAPSHOT_VERSION, check_snapshot
 from tailbudget.serve.state import StateDir
 from tailbudget.serve.view_records import StatusView, VerdictView
-from tailbudget.serve.wal import Batch, StageColumn, Unwritable
+from tailbudget.serve.wal import Batch as LoggedBatch
+from tailbudget.serve.wal import StageColumn, Unwritable
 
 if TYPE_CHECKING:
     from tailbudget.sim.live import LiveModel
@@ -314,28 +315,24 @@ class Runtime:
 
     # --- ingest ----------------------------------------------------------------
 
-    def ingest(
-        self,
-        ts: npt.NDArray[np.float64],
-        total_ms: npt.NDArray[np.float64],
-        error: npt.NDArray[np.bool_],
-        stages: Mapping[str, StageColumn] | None = None,
-        series: Mapping[str, StageColumn] | None = None,
-    ) -> int:
+    def ingest(self, batch: Batch) -> int:
         """Make a batch durable, then feed it to the windows; returns the count accepted.
 
-        Blocks until the fsync covering the batch returned (shared with the batches
-        that arrived meanwhile) and the batch is applied. Never call it holding
-        `lock`: the leader of the group needs the lock to apply it.
+        Each observation's class (`batch.labels`) becomes a class column, bounded by the
+        budget's class list, before the batch is logged. Blocks until the fsync covering
+        the batch returned (shared with the batches that arrived meanwhile) and the batch
+        is applied. Never call it holding `lock`: the leader of the group needs the lock
+        to apply it.
         """
-        plain = {k: v for k, v in (stages or {}).items() if not k.startswith(CLASS_PREFIX)}
+        plain = {k: v for k, v in batch.stages.items() if not k.startswith(CLASS_PREFIX)}
         if plain:
-            self._check_stage_room(ts, plain)
+            self._check_stage_room(batch.ts, plain)
+        classes = class_columns(batch.labels, batch.total_ms, self.class_names)
         try:
-            self.commits.commit(ts, total_ms, error, stages, series)
+            self.commits.commit(replace(batch, stages=batch.stages | classes, labels=None))
         except Unwritable as exc:
             raise BadBatch(f"the batch cannot be logged: {exc}") from None
-        return int(ts.shape[0])
+        return len(batch)
 
     def _check_stage_room(
         self, ts: npt.NDArray[np.float64], stages: Mapping[str, StageColumn]
@@ -350,7 +347,7 @@ class Runtime:
                 "are tracked, so name stages by pipeline step, not per request"
             )
 
-    def _apply(self, batches: Sequence[Batch]) -> None:
+    def _apply(self, batches: Sequence[LoggedBatch]) -> None:
         """Feed durable batches to the windows and counters (live and on replay alike)."""
         with self.lock:
             for batch in batches:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.ingest import BadBatch
 from tailbudget.serve.traces.assembler import Limits
 from tailbudget.serve.traces.otlp_body import INT64_MAX, decode_traces, protobuf_spans
@@ -126,9 +127,9 @@ def test_the_write_ahead_log_is_never_handed_a_name_it_cannot_write(tmp_path):
         one = np.array([time.time()])
         stages = {"x" * 70_000: StageColumn.every_row(np.array([1.0]))}
         with pytest.raises(BadBatch, match="65,535"):
-            rt.ingest(one, np.array([5.0]), np.array([False]), stages)
+            rt.ingest(Batch(one, np.array([5.0]), np.array([False]), stages))
         good = {"db": StageColumn.every_row(np.array([1.0]))}
-        assert rt.ingest(one, np.array([5.0]), np.array([False]), good) == 1
+        assert rt.ingest(Batch(one, np.array([5.0]), np.array([False]), good)) == 1
     finally:
         rt.close()
 

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.serve.batch import Batch
 from tailbudget.serve.traces.assembler import OpenTrace
 
 __all__ = ["Attributed", "Attributor"]
@@ -40,16 +41,12 @@ _ROW_TYPE = pa.struct(
 
 @dataclass(frozen=True)
 class Attributed:
-    """One row per completed trace (in the order given) and its stage columns."""
+    """One observation per completed trace (in the order given), and the traces' ids."""
 
     traces: list[str]
-    ts: npt.NDArray[np.float64]
-    total_ms: npt.NDArray[np.float64]
-    error: npt.NDArray[np.bool_]
-    stages: dict[str, StageColumn]
-    labels: list[str | None] | None = None
-    """Each trace's class (its root span's `classes.by` attribute; None without one);
-    None when no root carries one."""
+    batch: Batch
+    """Root duration, stage columns and each trace's class (its root span's `classes.by`
+    attribute; `labels` None when no root carries one)."""
 
 
 class Attributor:
@@ -82,14 +79,14 @@ class Attributor:
         self.named = self._choose(paths)
         roots = [t.root for t in traces if t.root is not None]
         labels = [r.label or None for r in roots]
-        return Attributed(
-            traces=[r.trace for r in roots],
+        batch = Batch(
             ts=np.array([r.start_ns / 1e9 for r in roots], dtype=np.float64),
             total_ms=np.array([(r.end_ns - r.start_ns) / 1e6 for r in roots], dtype=np.float64),
             error=np.array([r.error for r in roots], dtype=np.bool_),
             stages=_stage_columns(paths, owner, len(roots), self.named),
             labels=labels if any(labels) else None,
         )
+        return Attributed([r.trace for r in roots], batch)
 
     def _choose(self, paths: pa.Table) -> tuple[str, ...]:
         """The stages named so far, and the ones this batch adds (at most MAX_STAGES - 1,

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from tailbudget.serve.batch import BadBatch
-from tailbudget.serve.classes import class_columns
 from tailbudget.serve.limits import BodyLimits
 from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
@@ -266,9 +265,7 @@ class TraceReceiver:
         ids = [t.root.trace for t in ready if t.root is not None]
         try:
             result = self.attributor.attribute(ready)
-            names = self.runtime.class_names  # a trace's class: the budget's list bounds it
-            stages = result.stages | class_columns(result.labels, result.total_ms, names)
-            self.runtime.ingest(result.ts, result.total_ms, result.error, stages)
+            self.runtime.ingest(result.batch)  # a trace's class: the budget's list bounds it
         except BadBatch as exc:  # too many stage names for the window: counted, not held
             log.error("completed traces not attributed: %s", exc)
             with self.lock:
@@ -290,12 +287,13 @@ class TraceReceiver:
             return 0
         arrived = time.time()
         rows: list[dict[str, float]] = [{} for _ in ids]
-        for stage, column in result.stages.items():
+        for stage, column in result.batch.stages.items():
             for i, ms in zip(column.index.tolist(), column.ms.tolist(), strict=True):
                 if ms:  # a stage absent from a row is 0 ms there (live_culprits._matrix)
                     rows[i][stage] = ms
         added = [
-            TraceRow(arrived, t, st) for t, st in zip(result.total_ms.tolist(), rows, strict=True)
+            TraceRow(arrived, t, st)
+            for t, st in zip(result.batch.total_ms.tolist(), rows, strict=True)
         ]
         with self.lock:
             self.traces_completed += len(ids)

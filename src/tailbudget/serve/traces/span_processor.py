@@ -117,17 +117,18 @@ class BudgetSpanProcessor:
             if not ready:
                 return
             result = self.attributor.attribute(ready)
+            batch = result.batch
             stages: list[list[Any]] = [[] for _ in result.traces]
-            for name, column in result.stages.items():
+            for name, column in batch.stages.items():
                 for i, ms in zip(column.index.tolist(), column.ms.tolist(), strict=True):
                     stages[i].append((name, ms))
             to_perf = time.perf_counter_ns() - time.time_ns()
             for i, trace in enumerate(result.traces):
-                start = int(result.ts[i] * 1e9) + to_perf
-                end = start + int(result.total_ms[i] * 1e6)
+                start = int(batch.ts[i] * 1e9) + to_perf
+                end = start + int(batch.total_ms[i] * 1e6)
                 flat: list[Any] = []
                 for name, ms in stages[i]:
                     flat += [name, start, min(start + int(ms * 1e6), end)]
-                error = "SpanError" if bool(result.error[i]) else None
+                error = "SpanError" if bool(batch.error[i]) else None
                 if self.recorder.put(trace, start, end, tuple(flat), error):
                     self.traces_recorded += 1
