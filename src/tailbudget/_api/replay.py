@@ -12,9 +12,9 @@ from tailbudget.errors import PolicyError
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.policy import Policy
+    from tailbudget.control.class_shedding import ClassPolicy
     from tailbudget.control.logsource import ReplayLog
     from tailbudget.control.replay import Baseline
-    from tailbudget.control.replay_classes import ClassPolicy
     from tailbudget.control.replay_record import ReplayReport
 
 __all__ = ["replay"]
@@ -124,19 +124,9 @@ def _objectives(b: Budget, data: Data, *, total: str | None, unit: str | None) -
 
 def _class_policies(budget: Budget | None, dry_run: bool) -> list[ClassPolicy]:
     """Each listed class with the policy its objectives give (its view of the budget)."""
-    from tailbudget.budget.plan_classes import class_budget
-    from tailbudget.budget.policy import resolve_policy
-    from tailbudget.control.replay_classes import ClassPolicy
+    from tailbudget.control.class_shedding import class_policies
 
-    if budget is None or budget.classes is None:
-        return []
-    out = []
-    for name, spec in budget.classes.specs().items():
-        policy = resolve_policy(class_budget(budget, name))
-        if dry_run:
-            policy = policy.model_copy(update={"dry_run": True})
-        out.append(ClassPolicy(name, spec.priority, policy))
-    return out
+    return class_policies(budget, dry_run=dry_run)
 
 
 def _baseline(

@@ -12,25 +12,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from tailbudget.budget.policy import Policy
+from tailbudget.control.class_shedding import SERVICE, ClassPolicy, ShedOrder
 from tailbudget.control.engine import Controller
 from tailbudget.control.logsource import ReplayLog
 from tailbudget.control.replay_record import ReplayClass, ReplayDecision, ShedStep
 
 __all__ = ["ClassPolicy", "replay_classes", "shed_steps"]
-
-
-@dataclass(frozen=True)
-class ClassPolicy:
-    """A class as replay runs it: its name, priority and the policy of its objectives."""
-
-    name: str
-    priority: int
-    policy: Policy
 
 
 Walker = Callable[[Controller, ReplayLog], tuple[list[ReplayDecision], Counter[str]]]
@@ -69,22 +59,17 @@ def shed_steps(
     service: Sequence[ReplayDecision], classes: Sequence[ReplayClass], order: Sequence[str]
 ) -> list[ShedStep]:
     """Every shed_load and stop_shedding in time order, with the class each sheds: the
-    next in `order` (highest priority number first) not already shed."""
-    events = [(d, "service") for d in service]
+    next in `order` (highest priority number first) not already shed (`ShedOrder`, as
+    serve sheds live)."""
+    events = [(d, SERVICE) for d in service]
     events += [(d, c.name) for c in classes for d in c.decisions]
     events.sort(key=lambda e: (e[0].t_offset_s, e[1]))
-    shed: dict[tuple[str, str | None], str | None] = {}
+    shed = ShedOrder(order)
     out: list[ShedStep] = []
     for d, trigger in events:
         if d.action not in ("shed_load", "stop_shedding"):
             continue
-        key = (trigger, _rule_family(d.rule))
-        if d.action == "shed_load":
-            taken = {v for v in shed.values() if v is not None}
-            target = next((n for n in order if n not in taken), None)
-            shed[key] = target
-        else:
-            target = shed.pop(key, None)
+        target = shed.step(d.action, trigger)
         out.append(
             ShedStep(
                 t=d.t,
@@ -96,8 +81,3 @@ def shed_steps(
             )
         )
     return out
-
-
-def _rule_family(rule: str | None) -> str | None:
-    # A rule's stop_shedding names the same rule as its shed_load.
-    return rule

@@ -207,6 +207,14 @@ def _class_metrics(view: dict[str, Any]) -> Iterator[Metric]:
     for name, n in sorted(view["class_observations"].items()):
         total.add_metric([name], float(n))
     yield total
+    shed = GaugeMetricFamily(
+        "tailbudget_class_shed",
+        "1 while the class is shed (shed_load sheds the highest priority number first).",
+        labels=["class"],
+    )
+    for name in view["classes_ruled"]:
+        shed.add_metric([name], float(name in view["classes_shed"]))
+    yield shed
 
 
 def _series_metrics(view: dict[str, Any]) -> Iterator[Metric]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from tailbudget.budget import load_budget
 from tailbudget.budget.policy import resolve_policy
+from tailbudget.control.class_shedding import class_policies
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.actions import load_actions_config
 from tailbudget.serve.limits import DECODED_FACTOR, MAX_BODY, BodyLimits
@@ -167,6 +168,7 @@ def build_runtime(options: ServeOptions) -> Runtime:
         actions=load_actions_config(options.actions),
         prometheus=source,
         classes=_classes(budget),
+        class_policies=tuple(class_policies(budget, dry_run=policy.dry_run)),
         objectives=budget.objectives if budget is not None else None,
         slices=tuple(stage_slices(budget)),
     )

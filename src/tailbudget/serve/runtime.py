@@ -29,6 +29,15 @@ import numpy.typing as npt
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.backpressure import PriorityShedder, TokenBucket
+from tailbudget.control.class_shedding import (
+    SERVICE,
+    ClassPolicy,
+    ShedOrder,
+    class_rows,
+    shed_order,
+    shed_rules_only,
+    tagged,
+)
 from tailbudget.control.engine import Controller, Decision
 from tailbudget.control.stage_windows import MAX_STAGES, StageWindows
 from tailbudget.control.windows import UNKNOWN, WindowStats, unusable
@@ -87,6 +96,9 @@ class RuntimeConfig:
     classes: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     """The budget's classes, each with its gated e2e objectives ((percentile, ms), ...):
     observations' class labels are tracked for these, others fold into `other`."""
+    class_policies: tuple[ClassPolicy, ...] = ()
+    """Each listed class's policy (its objectives' rules): its shed_load rules run on the
+    class's observations, and every shed_load sheds the lowest-priority class first."""
     objectives: Objectives | None = None
     """The budget's objectives: /v1/status judges the gated ones on the windows."""
     slices: tuple[tuple[str, str, float], ...] = ()
@@ -243,6 +255,11 @@ class Runtime:
         self.class_observations: Counter[str] = Counter()
         self.class_windows = StageWindows(policy.window_s, policy.sub_windows)
         """One rolling window per class (end-to-end ms of the class's observations)."""
+        policies = self.config.class_policies
+        self.class_controllers = {c.name: Controller(shed_rules_only(c.policy)) for c in policies}
+        """Per listed class, the Controller replay runs, with the class's shed_load rules."""
+        self.shed_order = ShedOrder(shed_order(policies))
+        """Which class each controller's shed_load holds (replay's rule, live)."""
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -261,6 +278,25 @@ class Runtime:
             log.warning("class windows not resumed: %s", exc)
             self.notes.append("class windows in the snapshot were unreadable: restarted")
             self.class_windows = StageWindows(self.policy.window_s, self.policy.sub_windows)
+        self._load_class_rules(state)
+
+    def _load_class_rules(self, state: dict[str, Any]) -> None:
+        """The class controllers and the shed toggles, as the snapshot left them."""
+        try:
+            saved = dict(state.get("controllers", {}))
+            for name, c in list(self.class_controllers.items()):
+                if name in saved:
+                    self.class_controllers[name] = Controller.from_state(c.policy, saved[name])
+            self.shed_order.load_state(dict(state.get("shed", {})))
+        except (PolicyError, *_RESTORE_ERRORS) as exc:
+            log.warning("class rules not resumed: %s", exc)
+            self.notes.append(f"class rules in the snapshot were not resumed ({exc}): restarted")
+            self._init_class_rules()
+
+    def _init_class_rules(self) -> None:
+        for name, c in self.class_controllers.items():
+            self.class_controllers[name] = Controller(c.policy)
+        self.shed_order = ShedOrder(self.shed_order.order)
 
     def _replay(self) -> bool:
         """Apply the log's batches newer than the snapshot; True when damage was skipped."""
@@ -359,6 +395,7 @@ class Runtime:
                     self.class_windows.observe(batch.ts, classes)
                     for name, col in classes.items():
                         self.class_observations[name] += len(col)
+                    self._observe_classes(batch, stages, classes)
                 if self.model is not None:
                     ttft = batch.series.get("ttft")
                     dense = ttft is not None and ttft.dense and len(ttft) == len(batch)
@@ -373,6 +410,33 @@ class Runtime:
             if len(self.stage_observations) > _STAGE_NAMES:
                 for name in [n for n in self.stage_observations if n not in self.stage_windows]:
                     del self.stage_observations[name]
+
+    def _observe_classes(
+        self, batch: Batch, stages: Mapping[str, StageColumn], classes: Mapping[str, StageColumn]
+    ) -> None:
+        """Each listed class's rows, with their series and stages, to its controller."""
+        for name, col in classes.items():
+            controller = self.class_controllers.get(name)
+            if controller is None or not len(col):
+                continue
+            rows = col.index
+            controller.observe_columns(
+                batch.ts[rows],
+                col.ms,
+                batch.error[rows],
+                class_rows(batch.series, rows),
+                class_rows(stages, rows),
+            )
+
+    def _class_decisions(self, now: float, service: list[Decision]) -> list[Decision]:
+        """The service's decisions and each class's, every shed_load given the class it
+        sheds (the highest priority number not yet shed). Caller holds the lock."""
+        if not self.class_controllers:
+            return service
+        out: list[Decision] = [tagged(d, SERVICE, self.shed_order) for d in service]
+        for name, controller in self.class_controllers.items():
+            out += [tagged(d, name, self.shed_order) for d in controller.evaluate(now)]
+        return out
 
     # --- evaluation --------------------------------------------------------------
 
@@ -412,6 +476,7 @@ class Runtime:
             if self.model is not None:  # the rules step from the count the model set
                 self.controller.desired_replicas = self.replicas.desired
             decisions = list(self.controller.evaluate(now, stats, series))
+            decisions = self._class_decisions(now, decisions)
             self.last_stats = stats
             self.last_evaluated_s = now
         if self.model is not None:  # sizing simulates: outside the lock, ingest goes on
@@ -563,6 +628,8 @@ class Runtime:
             "classes": {
                 "windows": self.class_windows.to_state(),
                 "observations": dict(self.class_observations),
+                "controllers": {n: c.to_state() for n, c in self.class_controllers.items()},
+                "shed": self.shed_order.to_state(),
             },
         }
 

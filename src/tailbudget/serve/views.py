@@ -148,7 +148,12 @@ def _class_stats(rt: Runtime, now_s: float) -> dict[str, Any]:
         return {}
     p = rt.policy
     stats = rt.class_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
-    return {"classes": stats, "class_observations": dict(rt.class_observations)}
+    return {
+        "classes": stats,
+        "class_observations": dict(rt.class_observations),
+        "classes_shed": list(rt.shed_order.shed),
+        "classes_ruled": list(rt.class_controllers),
+    }
 
 
 def _classes(rt: Runtime, now_s: float) -> dict[str, Any] | None:
@@ -157,8 +162,13 @@ def _classes(rt: Runtime, now_s: float) -> dict[str, Any] | None:
         return None
     found = _class_stats(rt, now_s)
     out = class_view(found["classes"], {name: list(objs) for name, objs in rt.config.classes})
+    shed = found["classes_shed"]
     for name, view in out.items():
         view["observations_total"] = found["class_observations"].get(name, 0)
+        controller = rt.class_controllers.get(name)
+        if controller is not None:  # a listed class: its shed rules and whether it is shed
+            view["shed"] = name in shed
+            view["rules"] = controller.rule_states()
     return out
 
 

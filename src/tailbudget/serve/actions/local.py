@@ -143,7 +143,11 @@ class ShedAction:
         return action in ("shed_load", "stop_shedding")
 
     def execute(self, decision: DecisionLike, key: str) -> str:
-        """Apply or clear shedding."""
+        """Apply or clear shedding (a class's stop_shedding while other classes stay shed
+        keeps the gates shedding: `shedding` lists the classes shed after it)."""
+        still = getattr(decision, "shedding", ())
+        if decision.action == "stop_shedding" and still:
+            return f"still shedding {', '.join(still)}: shed fraction {self.current_fraction:g}"
         if decision.action == "shed_load":
             self.current_fraction, self.current_rate = self.fraction, self.rate_per_s
             if self.limiter is not None and self.rate_per_s is not None:
