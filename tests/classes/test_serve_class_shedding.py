@@ -9,7 +9,6 @@ from tailbudget.budget import parse_budget
 from tailbudget.budget.policy import resolve_policy
 from tailbudget.control.class_shedding import ShedOrder, class_policies
 from tailbudget.serve.actions import ActionsConfig
-from tailbudget.serve.classes import class_columns
 from tailbudget.serve.ingest import parse_observations
 from tailbudget.serve.runner import _classes
 from tailbudget.serve.runtime import Runtime, RuntimeConfig
@@ -52,9 +51,7 @@ def second(rt: Runtime, t: float, premium_ms: float) -> list:
     """One second of traffic (10 requests a class; premium at `premium_ms`), evaluated."""
     items = [f'{{"ts": {t}, "total_ms": {premium_ms}, "class": "premium"}}'] * 10
     items += [f'{{"ts": {t}, "total_ms": 200, "class": "{c}"}}' for c in ("standard", "batch")] * 10
-    batch = parse_observations("\n".join(items).encode(), now_s=t)
-    stages = batch.stages | class_columns(batch.labels, batch.total_ms, rt.class_names)
-    rt.ingest(batch.ts, batch.total_ms, batch.error, stages, batch.series)
+    rt.ingest(parse_observations("\n".join(items).encode(), now_s=t))
     return rt.evaluate(t + 0.5)
 
 

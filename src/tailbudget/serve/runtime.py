@@ -412,7 +412,10 @@ class Runtime:
                     del self.stage_observations[name]
 
     def _observe_classes(
-        self, batch: Batch, stages: Mapping[str, StageColumn], classes: Mapping[str, StageColumn]
+        self,
+        batch: LoggedBatch,
+        stages: Mapping[str, StageColumn],
+        classes: Mapping[str, StageColumn],
     ) -> None:
         """Each listed class's rows, with their series and stages, to its controller."""
         for name, col in classes.items():
