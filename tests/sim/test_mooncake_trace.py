@@ -50,7 +50,7 @@ def test_block_hashes_give_prefix_hits_through_an_lru_per_replica() -> None:
 
     from tailbudget.logs import ReadOptions
     from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
-    from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS, run_batching
+    from tailbudget.sim.batch_engine import BLOCK_TOKENS, run_batching
     from tailbudget.sim.fit import ModelOptions
     from tailbudget.sim.fitting import fit_logs
     from tailbudget.sim.policies import FixedPolicy
@@ -62,6 +62,9 @@ def test_block_hashes_give_prefix_hits_through_an_lru_per_replica() -> None:
     assert trace.blocks is not None and len(trace.blocks) == 3993
     assert len(set().union(*trace.blocks)) == 43924  # distinct blocks, as the README counts
     model = fit_logs([str(vllm)], ReadOptions(), ModelOptions()).model
+    assert model.llm is not None
+    size = int(model.llm.prefix_cache_blocks.value)
+    assert size == 2048 and model.llm.prefix_cache_blocks.source == "default"
     arr, _ = make_arrivals(
         ArrivalSpec("trace", trace=trace), pool=model.samples.size, load=1.0, duration_s=60.0,
         max_requests=None, low_share=0.0, rng=np.random.default_rng(0),
@@ -77,8 +80,50 @@ def test_block_hashes_give_prefix_hits_through_an_lru_per_replica() -> None:
         for b in ids:
             lru[b] = None
             lru.move_to_end(b)
-        while len(lru) > CACHE_BLOCKS:
+        while len(lru) > size:
             lru.popitem(last=False)
         hit += min(k * BLOCK_TOKENS, max(n, 1.0) - 1.0)
         total += max(n, 1.0)
     assert got is not None and got == pytest.approx(hit / total) and got > 0.02
+
+
+def test_the_prefix_cache_size_is_a_stated_option_and_a_model_parameter() -> None:
+    # --prefix-cache-blocks / prefix_cache_blocks= sizes each replica's LRU: a smaller cache
+    # evicts more of the trace's shared prefixes, so fewer prompt tokens hit; the model
+    # lists the size with its source, and the note says which size ran
+    import json
+
+    import tailbudget as tb
+
+    vllm = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
+    if not MOONCAKE.is_file() or not vllm.is_file():
+        pytest.skip("real data not found")
+    kw = {"arrivals": str(MOONCAKE), "duration": "60s", "policy": "fixed:1"}
+    default = json.loads(tb.simulate(str(vllm), "ttft.p95=3000", **kw).to_json())
+    small = json.loads(
+        tb.simulate(str(vllm), "ttft.p95=3000", prefix_cache_blocks=64, **kw).to_json()
+    )
+    params = {p["name"]: p for p in small["model"]["parameters"]}
+    assert params["prefix_cache_blocks"]["value"] == 64
+    assert params["prefix_cache_blocks"]["source"] == "stated"
+    stock = {p["name"]: p for p in default["model"]["parameters"]}["prefix_cache_blocks"]
+    assert stock["value"] == 2048 and stock["source"] == "default"
+
+    def share(doc: dict[str, object]) -> float:
+        note = next(n for n in doc["notes"] if "block hashes" in n)  # type: ignore[attr-defined]
+        return float(note.split("): ", 1)[1].split("%", 1)[0])
+
+    assert share(small) < share(default)
+    assert "LRU of 64 blocks per replica, stated" in " ".join(small["notes"])
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, True])
+def test_a_bad_prefix_cache_size_is_one_error_naming_it(bad: object) -> None:
+    import tailbudget as tb
+
+    vllm = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
+    if not vllm.is_file():
+        pytest.skip("real data not found")
+    with pytest.raises(TailbudgetError, match="prefix_cache_blocks is a whole number") as err:
+        tb.simulate(str(vllm), slo="ttft.p95=3000", prefix_cache_blocks=bad)  # type: ignore[arg-type]
+    assert err.value.param == "prefix_cache_blocks"

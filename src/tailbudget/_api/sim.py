@@ -73,6 +73,8 @@ class _ModelKnobs:
     """The logs' latency unit when they do not say it (ms, s or us)."""
     prefix_hit_rate: float | None = None
     """Share of prompt tokens a prefix cache serves (LLM model)."""
+    prefix_cache_blocks: int | None = None
+    """KV-cache blocks (512 tokens) a replica's prefix cache holds (a trace's block hashes)."""
 
 
 def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]:
@@ -133,6 +135,7 @@ def _inputs(
         events_s=read_event_times(Path(knobs.events)) if knobs.events is not None else (),
         logging_overhead_ms=knobs.logging_overhead_ms,
         prefix_hit_rate=hits,
+        prefix_cache_blocks=_cache_blocks(knobs.prefix_cache_blocks),
     )
     read = ReadOptions.from_budget(b, unit=knobs.unit)
     sources = sources_of(data)
@@ -291,6 +294,19 @@ def _hit_rate(stated: float | None, budget: Budget | None) -> float | None:
     return next((h for h in given if h is not None), None)
 
 
+def _cache_blocks(stated: int | None) -> int | None:
+    """The prefix cache's size per replica in 512-token blocks, when stated."""
+    if stated is not None and (
+        isinstance(stated, bool) or not isinstance(stated, int) or stated < 1
+    ):
+        raise TailbudgetError(
+            f"prefix_cache_blocks is a whole number of 512-token KV-cache blocks >= 1 "
+            f"(2048 is about 1M tokens), got {stated!r}",
+            param="prefix_cache_blocks",
+        )
+    return stated
+
+
 def _loads(load: str | float | Sequence[float]) -> list[float]:
     if isinstance(load, str):
         try:
@@ -342,6 +358,7 @@ def simulate(
     replicas: int | None = None,
     concurrency: int | None = None,
     prefix_hit_rate: float | None = None,
+    prefix_cache_blocks: int | None = None,
     policy: str | Sequence[str] = ("budget", "fixed"),
     policies: Sequence[str] | None = None,
     load: float = 1.0,
@@ -403,6 +420,7 @@ def simulate(
         logging_overhead_ms,
         unit,
         prefix_hit_rate,
+        prefix_cache_blocks,
     )
     # Read once: a RecordBatchReader or a relation is spooled here, and the fit and the
     # log's own figures (_beside_log) both read the spooled copy.
@@ -537,6 +555,7 @@ def capacity(
     duration: str | float | None = None,
     concurrency: int | None = None,
     prefix_hit_rate: float | None = None,
+    prefix_cache_blocks: int | None = None,
     events: str | Path | None = None,
     cold_window_min: float | None = None,
     cold_factor: float | None = None,
@@ -566,7 +585,7 @@ def capacity(
     horizon = _horizon(duration)
     knobs = _ModelKnobs(
         events, cold_window_min, cold_factor, provision_delay, concurrency, unit=unit,
-        prefix_hit_rate=prefix_hit_rate,
+        prefix_hit_rate=prefix_hit_rate, prefix_cache_blocks=prefix_cache_blocks,
     )  # fmt: skip
     given_classes = _ClassArgs(class_by, class_mix)
     inputs = _inputs(sources_of(data), budget, slo, knobs, bound, given_classes)

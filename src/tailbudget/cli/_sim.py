@@ -62,6 +62,12 @@ HITS = typer.Option(
     "--prefix-hit-rate",
     help="Share of prompt tokens served from the prefix cache (LLM model; default: fitted).",
 )
+CACHE_BLOCKS = typer.Option(
+    None,
+    "--prefix-cache-blocks",
+    help="KV-cache blocks (512 tokens) per replica's prefix cache, for a trace's block "
+    "hashes (default 2048, or more if the logs held more at once).",
+)
 SEED = typer.Option(0, "--seed", help="Random seed (same seed, same result).")
 SAVE_MODEL = typer.Option(
     None, "--save-model", help="Also write the fitted model here (for serve --model)."

@@ -22,6 +22,7 @@ def capacity_command(
     duration: str | None = typer.Option(None, "--duration", help="Simulated time per run."),
     concurrency: int | None = _sim.CONC,
     prefix_hit_rate: float | None = _sim.HITS,
+    prefix_cache_blocks: int | None = _sim.CACHE_BLOCKS,
     events: Path | None = _sim.EVENTS,
     cold_window_min: float | None = _sim.COLD_MIN,
     cold_factor: float | None = _sim.COLD,
@@ -44,7 +45,8 @@ def capacity_command(
     with _sim.in_cli_words():
         rep = capacity(
             logs, slo, budget=budget, load=load, arrivals=arrivals, duration=duration,
-            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate, events=events,
+            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
+            prefix_cache_blocks=prefix_cache_blocks, events=events,
             cold_window_min=cold_window_min,
             cold_factor=cold_factor, provision_delay=provision_delay, seed=seed,
             save_model=save_model, max_events=max_events, unit=unit,

@@ -22,6 +22,7 @@ def simulate_command(
     replicas: int | None = typer.Option(None, "--replicas", help="Starting replicas."),
     concurrency: int | None = _sim.CONC,
     prefix_hit_rate: float | None = _sim.HITS,
+    prefix_cache_blocks: int | None = _sim.CACHE_BLOCKS,
     policy: list[str] = typer.Option(
         [], "--policy", help="budget, model, fixed, fixed:N, hpa:concurrency=X, hpa:utilization=U."
     ),
@@ -49,7 +50,8 @@ def simulate_command(
     with _sim.in_cli_words():
         rep = simulate(
             logs, slo, budget=budget, arrivals=arrivals, duration=duration, replicas=replicas,
-            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate, policy=policy, load=load,
+            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
+            prefix_cache_blocks=prefix_cache_blocks, policy=policy, load=load,
             requests=requests,
             events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
             provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,

@@ -28,9 +28,6 @@ __all__ = ["run_batching"]
 _INF = float("inf")
 BLOCK_TOKENS = 512
 """Tokens per KV-cache block in a Mooncake trace's `hash_ids`."""
-CACHE_BLOCKS = 2048
-"""Blocks one replica's prefix cache holds (about 1M tokens: a 70B model's KV cache on
-eight 80 GB GPUs); the oldest block is evicted first."""
 
 
 class _Replica:
@@ -86,6 +83,7 @@ class _BatchSim:
         self.tout = np.maximum(np.round(tout), 1).astype(int).tolist()
         self.prompt = np.maximum(np.asarray(tin, dtype=np.float64), 1.0).tolist()
         self.blocks, self.hit_tokens = arrivals.blocks, 0.0
+        self.cache_blocks = max(1, int(p.prefix_cache_blocks.value))  # per replica, LRU
         self.tin = self.tin if self.blocks is None else list(self.prompt)  # the trace's hits
         fixed = np.maximum(0.0, p.fixed_ms.value + p.fixed_per_token_ms.value * np.asarray(tin))
         self.fixed = (fixed / 1000.0).tolist()
@@ -169,7 +167,7 @@ class _BatchSim:
         for b in ids:
             lru[b] = None
             lru.move_to_end(b)
-        while len(lru) > CACHE_BLOCKS:
+        while len(lru) > self.cache_blocks:
             lru.popitem(last=False)
         prompt: float = self.prompt[i]
         cached = min(hit * BLOCK_TOKENS, prompt - 1.0)

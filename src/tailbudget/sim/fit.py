@@ -57,6 +57,8 @@ class ModelOptions:
     token_budget: int | None = None
     prefix_hit_rate: float | None = None
     """Share of prompt tokens served from a prefix cache (LLM model), when stated."""
+    prefix_cache_blocks: int | None = None
+    """KV-cache blocks (512 tokens) a replica's prefix cache holds, when stated."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,13 @@ from tailbudget.sim.fit import (
     pooled_samples,
 )
 from tailbudget.sim.inputs import LLMExtras
-from tailbudget.sim.model import LLMParams, Param, ServiceModel
+from tailbudget.sim.model import (
+    DEFAULT_CACHE_BLOCKS,
+    DEFAULT_CACHE_NOTE,
+    LLMParams,
+    Param,
+    ServiceModel,
+)
 from tailbudget.sim.own_runs import own_runs
 from tailbudget.sim.refine import refine
 
@@ -101,6 +107,63 @@ def _step_line(points: list[tuple[float, float]]) -> tuple[Param, Param, dict[st
         Param("step_base_ms", max(0.0, float(a)), "ms", "fitted", note),
         Param("step_per_seq_ms", max(0.0, float(b)), "ms", "fitted", note),
         quality,
+    )
+
+
+_BLOCK_TOKENS = 512
+_PROBES = 200
+
+
+def held_tokens(lg: LoggedRequests) -> float:
+    """The most KV-cache tokens the log's requests held at once (prompt plus the tokens
+    decoded so far, of each request between its first token and its end; decoding taken
+    as even), at 200 instants over the run; 0 when the log's arrivals are not known
+    (a paced run without times: Little's law gives its mean instead)."""
+    if lg.ttft_ms is None or lg.input_tokens is None or lg.output_tokens is None:
+        return 0.0
+    if lg.ts_s is not None and lg.ts_s.size > 1:
+        start = lg.ts_s - lg.ts_s[0]
+    elif lg.rate_per_s is not None and not np.isfinite(lg.rate_per_s):
+        start = np.zeros(lg.total_ms.size)
+    elif lg.rate_per_s is not None:  # Little's law: mean tokens held at the stated rate
+        dec_s = np.maximum(lg.total_ms - lg.ttft_ms, 0.0) / 1000.0
+        return float(lg.rate_per_s * np.mean(dec_s * (lg.input_tokens + lg.output_tokens / 2)))
+    else:
+        return 0.0
+    first = start + lg.ttft_ms / 1000.0
+    end = np.maximum(start + lg.total_ms / 1000.0, first)
+    ok = np.isfinite(first) & np.isfinite(end) & ~lg.error
+    first, end = first[ok], end[ok]
+    prompt, answer = lg.input_tokens[ok], lg.output_tokens[ok]
+    if not first.size:
+        return 0.0
+    span = np.maximum(end - first, 1e-9)
+    most = 0.0
+    for t in np.linspace(float(first.min()), float(end.max()), _PROBES):
+        on = (first <= t) & (t < end)
+        done = np.clip((t - first[on]) / span[on], 0.0, 1.0)
+        most = max(most, float((prompt[on] + answer[on] * done).sum()))
+    return most
+
+
+def _cache_blocks(logs: Sequence[LoggedRequests], stated: int | None) -> Param:
+    """The prefix cache's size per replica: stated, else the default unless the runs held
+    more KV at once (the server's cache holds at least what it held)."""
+    if stated is not None:
+        return Param("prefix_cache_blocks", float(stated), "blocks", "stated")
+    held = max((held_tokens(lg) for lg in logs), default=0.0)
+    blocks = int(np.ceil(held / _BLOCK_TOKENS))
+    if blocks <= DEFAULT_CACHE_BLOCKS:
+        note = f"{DEFAULT_CACHE_NOTE}; the fitted runs held at most {blocks:,} blocks at once"
+        return Param("prefix_cache_blocks", float(DEFAULT_CACHE_BLOCKS), "blocks", "default", note)
+    return Param(
+        "prefix_cache_blocks",
+        float(blocks),
+        "blocks",
+        "measured",
+        f"the most KV-cache tokens the fitted runs held at once ({held:,.0f}), in 512-token "
+        "blocks: the server's cache holds at least that (a lower bound; state "
+        "prefix_cache_blocks)",
     )
 
 
@@ -173,6 +236,7 @@ def _initial(
             "fitted",
             f"front-end time per request, one at a time (seen when many arrive at once); {why}",
         ),
+        prefix_cache_blocks=_cache_blocks(logs, opts.prefix_cache_blocks),
     )
     return llm, quality
 

@@ -23,6 +23,17 @@ __all__ = ["LLMParams", "Param", "ServiceModel", "WorkSamples"]
 
 Source = Literal["fitted", "measured", "default", "stated"]
 
+DEFAULT_CACHE_BLOCKS = 2048
+"""A replica's prefix cache when neither stated nor shown larger by the runs: 2,048 blocks
+of 512 tokens (about 1M tokens), the KV cache of a 70B model (80 layers x 8 KV heads x 128
+x 2 x 2 bytes = 320 KiB a token) on eight 80 GB GPUs (640 GB less 140 GB of weights, 90%
+used: about 1.4M tokens), rounded down."""
+DEFAULT_CACHE_NOTE = (
+    "KV-cache blocks of 512 tokens per replica (LRU, used with a trace's block hashes): "
+    "2,048 (about 1M tokens, a 70B model's KV cache on eight 80 GB GPUs); the logs do not "
+    "show the cache's size (state prefix_cache_blocks)"
+)
+
 
 @dataclass(frozen=True)
 class Param:
@@ -113,6 +124,17 @@ class LLMParams:
     )
     """Step time per 1,000 tokens of context the decoding sequences hold (attention reads
     their KV cache: prompt, cached part included, and the tokens decoded so far)."""
+    prefix_cache_blocks: Param = field(
+        default_factory=lambda: Param(
+            "prefix_cache_blocks",
+            float(DEFAULT_CACHE_BLOCKS),
+            "blocks",
+            "default",
+            DEFAULT_CACHE_NOTE,
+        )
+    )
+    """KV-cache blocks of 512 tokens one replica's prefix cache holds (an LRU), used when
+    the arrivals carry block hashes (a Mooncake trace)."""
 
     def params(self) -> list[Param]:
         """Every parameter, in a stable order."""
@@ -128,6 +150,7 @@ class LLMParams:
             self.prefix_hit_rate,
             self.ingest_ms,
             self.step_per_kv_ms,
+            self.prefix_cache_blocks,
         ]
 
 

@@ -13,7 +13,7 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
-from tailbudget.sim.batch_engine import BLOCK_TOKENS, CACHE_BLOCKS, run_batching
+from tailbudget.sim.batch_engine import BLOCK_TOKENS, run_batching
 from tailbudget.sim.classes import (
     ClassResult,
     SimClasses,
@@ -411,9 +411,12 @@ def run_policies(
     if model.kind == "llm":
         notes.append("trim_logging has no modelled effect on LLM steps")
     if hits is not None:
+        assert model.llm is not None
+        size = model.llm.prefix_cache_blocks
         notes.append(
             f"prefix cache from the trace's block hashes ({BLOCK_TOKENS} tokens a block, an "
-            f"LRU of {CACHE_BLOCKS:,} blocks per replica): {hits:.1%} of prompt tokens hit "
+            f"LRU of {size.value:,.0f} blocks per replica, {size.source}): {hits:.1%} of "
+            f"prompt tokens hit "
             f"({runs[0].policy}'s run), instead of the model's prefix_hit_rate"
         )
     base = None
