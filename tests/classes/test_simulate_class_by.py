@@ -168,3 +168,63 @@ def test_real_vllm_terciles_through_simulate_class_by(tmp_path) -> None:
     for name, c in _classes(doc).items():
         (o,) = c["objectives"]
         assert abs(o["measured_ms"] / want[name] - 1) < 0.03, (name, o, want)
+
+
+def _table_with(page, header: str) -> list[list[str]]:
+    return next(t for t in page.tables if t and header in t[0] and "gated" in t[0])
+
+
+def test_the_simulate_html_has_a_class_table(log) -> None:
+    from tests.report.html_probe import parse
+
+    rep = tb.simulate(log, SLO, class_by="tier", policy=["fixed:40"])
+    page = parse(rep.to_html())
+    assert "classes" in page.sections
+    rows = _table_with(page, "policy")
+    head = rows[0]
+    premium = next(r for r in rows[1:] if r[1] == "premium")
+    got = dict(zip(head, premium, strict=True))
+    want = next(c for c in rep.runs[0].classes or [] if c.name == "premium").objectives[0]
+    assert got["verdict"] == "breach" and got["objective"] == "e2e.p95"
+    assert got["minutes in breach"] == str(want.minutes_in_breach) and want.minutes_in_breach > 0
+    assert got["attainment"].endswith("%")
+    assert "class premium breaches e2e.p95" in rep.to_html()
+
+
+def test_the_capacity_html_names_the_class_that_sets_the_count(log) -> None:
+    from tests.report.html_probe import parse
+
+    html = tb.capacity(log, SLO, class_by="tier", load="1").to_html()
+    page = parse(html)
+    assert "classes" in page.sections
+    rows = _table_with(page, "load")
+    assert {r[2] for r in rows[1:] if r[2]} == {"premium", "standard", "batch"}
+    assert "1x: class premium is furthest over target" in html
+
+
+def test_without_classes_the_pages_have_no_class_section(tmp_path) -> None:
+    from tests.report.html_probe import parse
+
+    path = tmp_path / "plain.parquet"
+    tiered(n=2000, seed=5).drop(columns=["tier"]).to_parquet(path, index=False)
+    rep = tb.simulate(path, "p99=1500", policy=["fixed:40"])
+    assert "classes" not in parse(rep.to_html()).sections
+
+
+def test_scale_before_breach_reads_the_classes(log) -> None:
+    # standard's p99 is tightened to just over what it measures: the service-wide p99
+    # (3,000 ms) is far from its target, so the class's objective is the one that
+    # reaches 90% of its target first, and names the load.
+    standard = tiered(n=3000, seed=5).query("tier == 'standard'").total_ms
+    tight = round(float(np.percentile(standard, 99)) * 1.2)
+    slo = f"p99=3000,premium:p95=3000,standard:p99={tight},batch:p99=6000"
+    cap = json.loads(tb.capacity(log, slo, class_by="tier", load="1").to_json())
+    sbb = cap["scale_before_breach"]
+    assert sbb["objective"] == "standard:e2e.p99", sbb
+    # At that load, on that many replicas, standard's own p99 is at 90% of its target.
+    n, load = sbb["replicas"], sbb["load"]
+    rep = tb.simulate(log, slo, class_by="tier", policy=[f"fixed:{n}"], load=load)
+    got = next(c for c in rep.runs[0].classes or [] if c.name == "standard").objectives[0]
+    assert got.measured_ms is not None and 0.85 < got.measured_ms / tight < 1.0
+    plain = json.loads(tb.capacity(log, "p99=3000", load="1").to_json())["scale_before_breach"]
+    assert plain["objective"] == "e2e.p99"

@@ -9,6 +9,7 @@ from tailbudget import _fmt as fmt
 from tailbudget.report import sim_verdict
 from tailbudget.report.html import page
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
+from tailbudget.report.html.sim_classes import capacity_classes_html, simulate_classes_html
 from tailbudget.report.html.svg import INK, SERIES, new_figure, style, to_svg
 from tailbudget.report.html.ticks import integer_axis
 from tailbudget.report.simulate_md import LOG_ROW
@@ -242,6 +243,7 @@ def render_simulate_html(rep: SimReport) -> str:
             "Timeline",
             figure("timeline", take, timeline_chart(rep), "simulation timeline"),
         ),
+        *([("classes", "Classes", per_class)] if (per_class := simulate_classes_html(rep)) else []),
         ("decisions", "Decisions", _decisions(rep.runs)),
         *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
@@ -272,6 +274,7 @@ def render_capacity_html(rep: CapacityReport) -> str:
         ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
          + table(["load", "replicas", *names], rows)),
+        *([("classes", "Classes", per_class)] if (per_class := capacity_classes_html(rep)) else []),
         *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
     ]  # fmt: skip
