@@ -324,12 +324,12 @@ def _loads(load: str | float | Sequence[float]) -> list[float]:
     return [_check_load(x, load) for x in out]
 
 
-def _save(fitted: Fitted, path: str | Path | None) -> None:
-    """`save_model`: the fitted model written for `serve --model`."""
+def _save(inputs: _Inputs, path: str | Path | None) -> None:
+    """`save_model`: the fitted model written for `serve --model` (with its classes)."""
     if path is not None:
         from tailbudget.sim.model_file import save_model
 
-        save_model(fitted.model, path)
+        save_model(inputs.fitted.model, path, inputs.classes)
 
 
 def _horizon(duration: str | float | None) -> float | None:
@@ -438,7 +438,7 @@ def simulate(
         inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
         given=given, max_events=bound,
     )  # fmt: skip
-    _save(inputs.fitted, save_model)
+    _save(inputs, save_model)
     report = run(
         inputs.fitted.model,
         inputs.objectives,
@@ -600,7 +600,7 @@ def capacity(
         inputs.fitted, inputs.policy, spec, multiples, duration_s=horizon, given=given,
         max_events=bound,
     )  # fmt: skip
-    _save(inputs.fitted, save_model)
+    _save(inputs, save_model)
     curve = capacity_curve(
         inputs.fitted.model,
         inputs.objectives,

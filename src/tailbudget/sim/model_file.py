@@ -15,9 +15,9 @@ import struct
 import time
 import zipfile
 import zlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,10 @@ import numpy.typing as npt
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.limits import check_params
 from tailbudget.sim.model import LLMParams, Param, ServiceModel, WorkSamples
+from tailbudget.sim.model_classes import CODE, read_classes, written_classes
+
+if TYPE_CHECKING:
+    from tailbudget.budget.classes import ClassSet
 
 __all__ = ["MAX_SAMPLES", "SavedModel", "load_model", "save_model"]
 
@@ -41,6 +45,8 @@ class SavedModel:
     fitted_at: str
     """ISO-8601 UTC time of the fit."""
     path: str
+    classes: ClassSet | None = None
+    """The classes the model was fitted with (each request's class is in its samples)."""
 
 
 def _param(d: dict[str, Any]) -> Param:
@@ -62,13 +68,16 @@ def _subsample(s: WorkSamples) -> tuple[WorkSamples, str | None]:
         input_tokens=cut(s.input_tokens),
         output_tokens=cut(s.output_tokens),
         load_rps=cut(s.load_rps),
+        classes=cut(s.classes),
     )
     return out, f"the saved model keeps a random {MAX_SAMPLES:,} of the log's {s.size:,} requests"
 
 
-def save_model(model: ServiceModel, path: str | Path) -> Path:
-    """Write `model` to `path` (an `.npz` archive); returns the path written."""
+def save_model(model: ServiceModel, path: str | Path, classes: ClassSet | None = None) -> Path:
+    """Write `model` to `path` (an `.npz` archive); returns the path written. With
+    `classes` (and each sample's class), the file keeps the class mix and objectives."""
     samples, note = _subsample(model.samples)
+    kept = written_classes(samples.classes, classes)
     meta = {
         "format": FORMAT,
         "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -84,6 +93,7 @@ def save_model(model: ServiceModel, path: str | Path) -> Path:
         "fit_quality": model.fit_quality,
         "notes": [*model.notes, *([note] if note else [])],
         "stages": sorted(samples.stages),
+        **({"classes": kept[0]} if kept is not None else {}),
     }
     arrays: dict[str, npt.NDArray[Any]] = {
         "work_ms": samples.work_ms,
@@ -96,6 +106,8 @@ def save_model(model: ServiceModel, path: str | Path) -> Path:
         value = getattr(samples, name)
         if value is not None:
             arrays[name] = value
+    if kept is not None:
+        arrays[CODE] = kept[1]
     out = Path(path)
     try:
         with out.open("wb") as fh:
@@ -189,7 +201,12 @@ def load_model(path: str | Path) -> SavedModel:
             with np.load(fh, allow_pickle=False) as z:
                 meta = _meta(p, bytes(z["meta"]))
                 arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
-        return SavedModel(_build(p, meta, arrays), str(meta["fitted_at"]), str(p))
+        model = _build(p, meta, arrays)
+        read = read_classes(str(p), meta.get("classes"), arrays.get(CODE), model.samples.size)
+        if read is None:
+            return SavedModel(model, str(meta["fitted_at"]), str(p))
+        model = replace(model, samples=replace(model.samples, classes=read.labels))
+        return SavedModel(model, str(meta["fitted_at"]), str(p), read.classes)
     except OSError as exc:
         raise TailbudgetError(f"{p}: cannot read the model ({exc})", param="model") from None
     except (KeyError, ValueError, TypeError, EOFError, AttributeError, IndexError,
