@@ -13,6 +13,7 @@ from tailbudget.budgeting.proposal import Rebudget
 from tailbudget.report import plan as plan_md
 from tailbudget.report import rebudget as rebudget_md
 from tailbudget.report.html import page
+from tailbudget.report.html.class_sections import plan_classes_html, rebudget_classes_html
 from tailbudget.report.html.page import Cell, cell, esc, kv, table
 
 __all__ = ["render_plan_html", "render_rebudget_html"]
@@ -97,6 +98,9 @@ def render_plan_html(p: Plan) -> str:
         ("slices", "Slices against the SLO", _plan_stages(p)),
         ("objectives", "Objectives", _plan_objectives(p)),
     ]
+    per_class = plan_classes_html(p)
+    if per_class is not None:
+        sections.append(("classes", "Classes", per_class))
     if p.llm:
         sections.append(("llm", "LLM stages", _plan_llm(p)))
     sections.append(
@@ -212,6 +216,9 @@ def render_rebudget_html(r: Rebudget) -> str:
         ("changes", "Changes", _rebudget_changes(r)),
         ("options", "Options (measured on the log)", _rebudget_options(r)),
         ("budget", "Composed end to end, and the proposed budget", _rebudget_budget(r)),
-        ("notes", "Notes", _list(list(r.notes), "<p>None.</p>")),
     ]
+    per_class = rebudget_classes_html(r)
+    if per_class is not None:
+        sections.append(("classes", "Classes", per_class))
+    sections.append(("notes", "Notes", _list(list(r.notes), "<p>None.</p>")))
     return page.document(f"Re-budget: {r.service}", r.source, sections)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tailbudget import _fmt as fmt
 from tailbudget.control.replay_record import ReplayPolicy, ReplayReport
 from tailbudget.report.html import page, takeaways
+from tailbudget.report.html.class_sections import replay_classes_html
 from tailbudget.report.html.page import Cell, cell, esc, figure, kv, not_available, table
 from tailbudget.report.html.timelines import replay_chart
 from tailbudget.report.replay_text import verdict_line
@@ -147,6 +148,10 @@ def _decisions(rep: ReplayReport) -> str:
     )
 
 
+def _classes(replay: ReplayReport) -> str:
+    return replay_classes_html(replay) or ""
+
+
 def render_replay_html(replay: ReplayReport) -> str:
     """Render a replay as one self-contained HTML page."""
     sections = page.render_sections(
@@ -156,6 +161,7 @@ def render_replay_html(replay: ReplayReport) -> str:
             ("summary", "Replay", _summary),
             ("timeline", "Timeline", _timeline),
             ("decisions", "Decisions", _decisions),
+            *((("classes", "Classes", _classes),) if replay.classes is not None else ()),
             ("policy", "Policy", _policy),
         ),
     )
