@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 from tailbudget._units import min_rows
-from tailbudget._verdict import judge
+from tailbudget._verdict import VERDICT_CODES, judge, verdicts
+from tailbudget.budget.objectives import parse_objectives
+from tailbudget.sim.judge import met
+from tailbudget.sim.objectives import measure
+from tailbudget.sim.trace import SimTrace
 
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 
@@ -85,3 +90,35 @@ def test_goodputs_breach_side_is_the_same_exact_test():
     assert judge_share(9, 10, 0.9) == "pass"
     p = binomtest(85, 100, 0.9, alternative="less").pvalue
     assert (judge_share(85, 100, 0.9) == "breach") is bool(p <= 0.05)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 3000),
+    share=st.floats(0.0, 1.0),
+    figure=st.floats(50.0, 150.0),
+    percentile=st.sampled_from(PERCENTILES),
+)
+def test_the_many_minutes_form_is_the_same_rule(n, share, figure, percentile):
+    # simulate judges each minute with `verdicts`; it must say what `judge` says.
+    over = round(n * share)
+    got = verdicts(percentile, 100.0, np.asarray([figure]), np.asarray([n]), np.asarray([over]))
+    assert VERDICT_CODES[int(got[0])] == judge(percentile, 100.0, figure, n, over).verdict
+
+
+def test_a_simulated_minute_is_in_breach_only_when_its_requests_prove_it():
+    # Three minutes of a p99 objective at 100 ms: 3 of 20 over (proved), 1 of 20 over
+    # (over the target, not proved: inconclusive), 0 of 20 (too few to pass: inconclusive).
+    per = [np.r_[np.full(17, 50.0), np.full(3, 500.0)], np.r_[np.full(19, 50.0), 500.0]]
+    per.append(np.full(20, 50.0))
+    arrival = np.concatenate([m * 60.0 + np.linspace(0, 59, v.size) for m, v in enumerate(per)])
+    e2e = np.concatenate(per)
+    trace = SimTrace(
+        arrival_s=arrival, done_s=arrival + e2e / 1000.0, ttft_s=None,
+        src=np.arange(arrival.size), shed=np.zeros(arrival.size, dtype=bool),
+        error=np.zeros(arrival.size, dtype=bool), output_tokens=None,
+    )  # fmt: skip
+    (res,) = measure(trace, parse_objectives("p99=100"))
+    assert (res.minutes_in_breach, res.minutes_inconclusive) == (1, 2)
+    assert res.attainment == pytest.approx(2 / 3)
+    assert not met([res])  # the floor's and the model policy's judgement: the same minutes

@@ -26,6 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from tailbudget._units import min_rows, quantile_of
 
 LEVEL = 0.95
@@ -76,7 +79,47 @@ def _cdf(k: int, n: int, p: float) -> float:
 
 def proves_breach(over: int, n: int, q: float, level: float = LEVEL) -> bool:
     """True when k = `over` of `n` rejects "share over <= 1 - q" at `level` (exact test)."""
-    return n > 0 and over > n * (1.0 - q) and _sf(over, n, 1.0 - q) <= 1.0 - level + 1e-12
+    return bool(_proved(np.asarray([over]), np.asarray([n]), q, level)[0])
+
+
+def _proved(
+    over: npt.NDArray[np.int64], n: npt.NDArray[np.int64], q: float, level: float
+) -> npt.NDArray[np.bool_]:
+    """The breach side of the rule, element-wise: k over of n rejects "share over <= 1 - q"
+    at `level` (exact one-sided binomial test)."""
+    from scipy.special import bdtrc
+
+    over, n = np.asarray(over, dtype=np.int64), np.asarray(n, dtype=np.int64)
+    k = np.clip(over, 1, np.maximum(n, 1))
+    sf = np.asarray(bdtrc(k - 1, np.maximum(n, 1), 1.0 - q), dtype=np.float64)
+    return (n > 0) & (over > n * (1.0 - q)) & (sf <= 1.0 - level + 1e-12)
+
+
+VERDICT_CODES: tuple[VerdictName, ...] = ("pass", "breach", "inconclusive", "no_data")
+"""What `verdicts` codes 0..3 mean."""
+
+
+def verdicts(
+    percentile: str,
+    target_ms: float,
+    measured_ms: npt.NDArray[np.float64],
+    n: npt.NDArray[np.int64],
+    over: npt.NDArray[np.int64],
+    *,
+    level: float = LEVEL,
+) -> npt.NDArray[np.int8]:
+    """`judge`'s verdict on many figures of one objective at once (the simulator's
+    minutes), as codes into VERDICT_CODES: the same rule, without the reasons and without
+    counting the requests that would settle an inconclusive one (too dear per minute)."""
+    q, need = quantile_of(percentile), min_rows(percentile)
+    fig = np.asarray(measured_ms, dtype=np.float64)
+    n = np.asarray(n, dtype=np.int64)
+    over = np.clip(np.asarray(over, dtype=np.int64), 0, np.maximum(n, 0))
+    out = np.full(fig.shape, 2, dtype=np.int8)
+    out[(fig <= target_ms) & (n >= need)] = 0
+    out[_proved(over, n, q, level)] = 1
+    out[~np.isfinite(fig) | (n <= 0)] = 3
+    return out
 
 
 def breach_confidence(over: int, n: int, q: float) -> float:

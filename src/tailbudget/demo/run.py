@@ -26,7 +26,7 @@ from tailbudget.report.simulate_md import simulate_markdown
 from tailbudget.sim.fit import ModelOptions, read_event_times
 from tailbudget.sim.fitting import fit_logs
 from tailbudget.sim.policies import parse_policy_spec
-from tailbudget.sim.run import simulate
+from tailbudget.sim.run import RunResult, simulate
 
 
 @dataclass
@@ -157,25 +157,34 @@ def step_simulate(state: DemoState) -> None:
     path.write_text(simulate_markdown(rep), encoding="utf-8")
     state.files.append(path)
     state.extra["simulate"] = rep
+    unmet = 0 if rep.floor is None else rep.floor.unmet_minutes
+    # a ratio to a floor that no count meets in some minutes is no yardstick: say so, and
+    # quote replica-hours and minutes in breach instead
     runs = "; ".join(
-        f"{r.policy} {r.replica_hours:.1f} ({r.replica_hours_vs_floor or 0:.2f}x, "
-        f"{max((o.minutes_in_breach for o in r.objectives), default=0)} min in breach)"
+        f"{r.policy} {r.replica_hours:.1f} replica-hours"
+        + ("" if unmet else f" ({sim_verdict.vs_floor(rep, r)} the floor)")
+        + f", {_minutes(r)}"
         for r in rep.runs
     )
     floor = 0.0 if rep.floor is None else rep.floor.replica_hours
-    unmet = 0 if rep.floor is None else rep.floor.unmet_minutes
     minutes = 0 if rep.floor is None else len(rep.floor.per_minute)
-    met = (
-        f"; no replica count meets the objectives in {unmet} of {fmt.counted(minutes, 'minute')}"
+    head = (
+        f"the hindsight floor is not met: no replica count meets the objectives in {unmet} of "
+        f"{fmt.counted(minutes, 'minute')}, so no ratio to its {floor:.1f} replica-hours"
         if unmet
-        else ""
+        else f"the hindsight floor {floor:.1f} replica-hours"
     )
     every = all(any(o.verdict == "breach" for o in r.objectives) for r in rep.runs)
     why = f"; no policy meets every objective: {sim_verdict.why_none(rep)}" if every else ""
-    state.summary.append(
-        f"simulate (the log's first hour, replica-hours vs the hindsight floor {floor:.1f}"
-        f"{met}): {runs}{why}"
-    )
+    state.summary.append(f"simulate (the log's first hour; {head}): {runs}{why}")
+
+
+def _minutes(r: RunResult) -> str:
+    """'48 min in breach, 5 inconclusive' (the gated objectives' most)."""
+    gated = [o for o in r.objectives if o.objective.gated] or r.objectives
+    breach = max((o.minutes_in_breach for o in gated), default=0)
+    unsure = max((o.minutes_inconclusive for o in gated), default=0)
+    return f"{breach} min in breach" + (f", {unsure} inconclusive" if unsure else "")
 
 
 def step_html(state: DemoState) -> None:

@@ -9,14 +9,18 @@ from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.run import RunResult, SimReport
 
 __all__ = [
+    "MINUTES_RULE",
     "best_run",
     "best_take",
     "capacity_headline",
     "capacity_take",
     "fit_summary",
     "floor_ratio",
+    "floor_unmet_note",
+    "minutes_cell",
     "refused",
     "simulate_headline",
+    "vs_floor",
     "why_none",
 ]
 
@@ -59,6 +63,46 @@ def fit_summary(model: ServiceModel) -> str:
         f"The model {head}: {good} of {len(fit.rows)} figures within bounds (medians 10%, "
         f"tails 20%; each run on its own arrivals): {runs}."
     )
+
+
+def minutes_cell(r: RunResult) -> str:
+    """A run's minutes in breach (the most of any gated objective), with the minutes the
+    one verdict rule leaves inconclusive beside them: '48', '48 (+5 inconclusive)'."""
+    gated = [o for o in r.objectives if o.objective.gated] or r.objectives
+    breach = max((o.minutes_in_breach for o in gated), default=0)
+    unsure = max((o.minutes_inconclusive for o in gated), default=0)
+    return fmt.count(breach) + (f" (+{fmt.count(unsure)} inconclusive)" if unsure else "")
+
+
+def vs_floor(rep: SimReport, r: RunResult) -> str:
+    """A run's replica-hours over the floor's, '1.20x'; 'n/a' when the floor does not meet
+    every minute (a ratio to an unmet floor is no yardstick of cost)."""
+    x = r.replica_hours_vs_floor
+    if x is None or (rep.floor is not None and rep.floor.unmet_minutes):
+        return "n/a"
+    return f"{x:.2f}x"
+
+
+def floor_unmet_note(rep: SimReport) -> str:
+    """'' when the floor meets every minute, else why no run is quoted against it."""
+    f = rep.floor
+    if f is None or not f.unmet_minutes:
+        return ""
+    return (
+        f"No ratio to the floor is given: no replica count meets "
+        f"{_minutes(f.unmet_minutes)} of {fmt.count(len(f.per_minute))}, so the floor's "
+        "replica-hours are not the cost of meeting the objectives; compare replica-hours "
+        "and minutes in breach"
+    )
+
+
+MINUTES_RULE = (
+    "A minute is in breach when its own simulated requests prove it (the one verdict rule: "
+    "an exact one-sided binomial test at 95%, however few they are); a minute with too few "
+    "requests to pass, or over the target by less than its requests prove, is inconclusive: "
+    "not in breach, counted apart"
+)
+"""How simulate counts minutes, said under every table of minutes."""
 
 
 def floor_ratio(rep: SimReport) -> str:

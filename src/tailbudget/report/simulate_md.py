@@ -81,10 +81,6 @@ LOG_ROW = "the log as recorded (audit)"
 """The policies table's row of each objective measured on the log itself."""
 
 
-def _ratio(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}x"
-
-
 @safe_markdown_renderer
 def simulate_markdown(rep: SimReport) -> str:
     """Policies side by side, the objectives per policy, decisions, the model."""
@@ -114,10 +110,9 @@ def simulate_markdown(rep: SimReport) -> str:
     rows = []
     for r in rep.runs:
         objs = [f"{fmt.ms(o.measured_ms)} ({o.verdict})" for o in r.objectives]
-        breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
         rows.append(
-            [r.policy, *objs, fmt.share(r.goodput), fmt.count(breach),
-             fmt.number(r.replica_hours), _ratio(r.replica_hours_vs_floor),
+            [r.policy, *objs, fmt.share(r.goodput), sim_verdict.minutes_cell(r),
+             fmt.number(r.replica_hours), sim_verdict.vs_floor(rep, r),
              fmt.count(r.peak_replicas), fmt.count(r.shed), fmt.count(len(r.decisions))]
         )  # fmt: skip
     if rep.floor is not None:
@@ -136,10 +131,13 @@ def simulate_markdown(rep: SimReport) -> str:
         lines += ["", f"Floor: {METHOD}."]
         said = rep.floor.note()
         lines += [f"{said[0].upper()}{said[1:]}."] if said else []
+        unmet = sim_verdict.floor_unmet_note(rep)
+        lines += [f"{unmet}."] if unmet else []
     lines += _classes(rep)
     thin = {f"{o.objective.key}: {o.note}" for r in rep.runs for o in r.objectives if o.note}
     lines += ["", *(f"- {n}" for n in sorted(thin))] if thin else []
-    lines += ["", "Attainment: share of 1-minute windows meeting each objective.", ""]
+    lines += ["", f"{sim_verdict.MINUTES_RULE}.", ""]
+    lines += ["Attainment: share of 1-minute windows not in breach of each objective.", ""]
     lines += _table(
         ["policy", *names],
         [[r.policy, *(fmt.share(o.attainment) for o in r.objectives)] for r in rep.runs],

@@ -2,9 +2,9 @@
 
 With the whole arrival sequence known, each minute's own arrivals (their times
 and sizes) run on N replicas held fixed, warm and empty at the minute's start;
-the floor is the fewest N whose minute meets every gated objective (no
-headroom) as a run's minute is judged (`minutes_in_breach`: the minute's own
-requests, order statistic), by `capacity`'s search: `sim.judge`, the judgement the
+the floor is the fewest N whose minute breaches no gated objective (no
+headroom) as a run's minute is judged (`minutes_in_breach`: the one verdict rule
+on the minute's own requests), by `capacity`'s search: `sim.judge`, the judgement the
 model policy makes of the minutes it forecasts. A replica takes `provision_delay` to become
 ready and is paid from when it is asked for, so the floor's fleet at time t is
 the largest count needed between t and t + the delay. Work carried over from
@@ -28,8 +28,9 @@ from tailbudget.sim.trace import Arrivals
 __all__ = ["METHOD", "Floor", "hindsight_floor"]
 
 METHOD = (
-    "fewest replicas meeting every gated objective on each minute's own arrivals "
-    "(no headroom), asked for one provisioning delay ahead"
+    "fewest replicas with no gated objective in breach on each minute's own arrivals "
+    "(the one verdict rule on the minute's requests; no headroom), asked for one "
+    "provisioning delay ahead"
 )
 
 

@@ -1,9 +1,15 @@
 """The one judgement of acting and judging: do N replicas meet a minute's arrivals?
 
 A minute's arrivals (their times and sizes) run on N replicas held fixed, warm
-and empty at the minute's start; the minute is met when every gated objective
-holds on the minute's own requests (order statistic) as a run's minute is judged
-(`minutes_in_breach`). The hindsight floor asks it of each minute it knows; the
+and empty at the minute's start; the minute is met when no gated objective is in
+breach on the minute's own requests, as a run's minute is judged
+(`minutes_in_breach`, the one verdict rule `tailbudget._verdict`: a breach the
+minute's requests prove, however few). A minute the rule leaves inconclusive (too
+few requests to pass, or over the target by less than they prove) is met: nothing
+proves it in breach, and demanding a pass would leave every thin minute unmet at
+any count; runs count such minutes apart (`minutes_inconclusive`).
+
+The hindsight floor asks it of each minute it knows; the
 model policy asks it of the minutes it forecasts, and its margin is a stated
 probability: the share of the forecast minutes the count must meet, not a
 tighter target (a tighter target multiplies replicas where an objective sits
@@ -67,8 +73,9 @@ def _gated(results: list[ObjectiveResult]) -> list[ObjectiveResult]:
 
 
 def met(results: list[ObjectiveResult]) -> bool:
-    """The minute meets every gated objective as a run's minute is judged (its own
-    requests' order statistic, `minutes_in_breach`), so the floor and the runs agree."""
+    """No gated objective is in breach in the minute, as a run's minute is judged (the one
+    verdict rule on its own requests, `minutes_in_breach`), so the floor and the runs
+    agree; a minute with no served request is not met."""
     return all(r.measured_ms is not None and r.minutes_in_breach == 0 for r in _gated(results))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget._units import min_rows
-from tailbudget._verdict import Verdict, judge
+from tailbudget._verdict import Verdict, judge, verdicts
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
@@ -46,12 +46,16 @@ class ObjectiveResult:
     objective: Objective
     measured_ms: float | None
     attainment: float | None
-    """Share of the policy's 1-minute windows (with requests) meeting the objective."""
+    """Share of the 1-minute windows (with served requests) not in breach."""
     minutes_in_breach: int
+    """Minutes whose own requests prove a breach (the one verdict rule, `judge`)."""
     n: int | None = None
     """Simulated requests the figure rests on (None: not counted)."""
     over: int | None = None
     """How many of them are over the target (the verdict rule's k)."""
+    minutes_inconclusive: int = 0
+    """Minutes the rule leaves inconclusive: too few requests to pass, or over the target
+    by less than they prove. Neither met nor in breach; counted apart, never hidden."""
 
     @property
     def judged(self) -> Verdict:
@@ -95,6 +99,7 @@ class ObjectiveResult:
             gated=o.gated,
             attainment=None if self.attainment is None else round(self.attainment, 4),
             minutes_in_breach=self.minutes_in_breach,
+            minutes_inconclusive=self.minutes_inconclusive,
             n=self.n,
             over=self.over,
             confidence=self.judged.confidence,
@@ -194,8 +199,17 @@ def measure(
         order = np.argsort(minute, kind="stable")
         minute, vals = minute[order], vals[order]
         cuts = np.flatnonzero(np.diff(minute)) + 1
-        per = [order_stat(g, o.q) for g in np.split(vals, cuts) if g.size]
-        breach = sum(1 for p in per if p > o.target_ms)
+        groups = [g for g in np.split(vals, cuts) if g.size]
+        # each minute by the one verdict rule on its own requests: a breach the minute's
+        # requests prove, however few; too few to pass is inconclusive, not a breach
+        got = verdicts(
+            o.percentile,
+            o.target_ms,
+            np.asarray([order_stat(g, o.q) for g in groups]),
+            np.asarray([g.size for g in groups]),
+            np.asarray([int((g > o.target_ms).sum()) for g in groups]),
+        )
+        breach, unsure = int((got == 1).sum()), int((got == 2).sum())
         n, over = int(ok.sum()), int((vals > o.target_ms).sum())
-        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(per), breach, n, over))
+        out.append(ObjectiveResult(o, overall, 1.0 - breach / len(groups), breach, n, over, unsure))
     return out

@@ -99,7 +99,12 @@ class ObjectiveRecord(_Record):
     verdict: Verdict
     gated: bool
     attainment: float | None
+    """Share of the minutes with served requests not in breach."""
     minutes_in_breach: int
+    """Minutes whose own requests prove a breach (the one verdict rule)."""
+    minutes_inconclusive: int = 0
+    """Minutes the rule leaves inconclusive (too few requests to pass, or over the target
+    by less than they prove): neither met nor in breach."""
     n: int | None
     over: int | None = None
     """Simulated requests over the target (the verdict rule's k)."""

@@ -16,6 +16,7 @@ from tailbudget.report.simulate_md import LOG_ROW
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.fit_table import bound_of
 from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import ObjectiveResult
 from tailbudget.sim.run import RunResult, SimReport
 
 __all__ = ["render_capacity_html", "render_simulate_html"]
@@ -128,25 +129,39 @@ def _runs_table(rep: SimReport) -> str:
     rows = []
     for r in runs:
         breach = max((o.minutes_in_breach for o in r.objectives if o.objective.gated), default=0)
+        ratio = sim_verdict.vs_floor(rep, r)
         rows.append(
-            [cell(r.policy), *(cell(o.measured_ms, "ms") for o in r.objectives),
-             cell(r.goodput, "pct"), cell(breach, "int"), cell(r.replica_hours, "num"),
-             cell(r.replica_hours_vs_floor, "num"), cell(r.shed, "int"),
-             cell(len(r.decisions), "int")]
+            [cell(r.policy), *(_objective(o) for o in r.objectives),
+             cell(r.goodput, "pct"), Cell(sim_verdict.minutes_cell(r), breach, "num"),
+             cell(r.replica_hours, "num"),
+             Cell(ratio, r.replica_hours_vs_floor if ratio != "n/a" else None, "num"),
+             cell(r.shed, "int"), cell(len(r.decisions), "int")]
         )  # fmt: skip
     if rep.floor is not None:
         rows.append(
             [cell("floor (hindsight)"), *(cell(None) for _ in names), cell(None),
              cell(rep.floor.unmet_minutes, "int"), cell(rep.floor.replica_hours, "num"),
-             cell(1.0, "num") if not rep.floor.unmet_minutes else cell("not met"), cell(None),
+             Cell(sim_verdict.floor_ratio(rep), None if rep.floor.unmet_minutes else 1.0, "num"),
+             cell(None),
              cell(None)]
         )  # fmt: skip
     if rep.log_measured:
         rows.append(
-            [cell(LOG_ROW), *(cell(f.measured_ms, "ms") for f in rep.log_measured)]
+            [
+                cell(LOG_ROW),
+                *(
+                    Cell(f"{fmt.ms(f.measured_ms)} ({f.verdict})", f.measured_ms, "num")
+                    for f in rep.log_measured
+                ),
+            ]
             + [cell(None) for _ in head[len(names) + 1 :]]
         )
     return table(head, rows, numeric=list(range(1, len(head))))
+
+
+def _objective(o: ObjectiveResult) -> Cell:
+    """'1,234 ms (breach)': the figure with its verdict, as the markdown gives it."""
+    return Cell(f"{fmt.ms(o.measured_ms)} ({o.verdict})", o.measured_ms, "num")
 
 
 def _model(model: ServiceModel) -> str:
@@ -211,22 +226,47 @@ def _decisions(runs: list[RunResult]) -> str:
 def _run_verdict(r: RunResult) -> str:
     gated = [o for o in r.objectives if o.objective.gated]
     parts = [
-        f"{o.objective.key} {fmt.ms(o.measured_ms)} ms "
-        f"({'over' if o.verdict == 'breach' else 'within'} {fmt.ms(o.objective.target_ms)} ms, "
-        f"{fmt.counted(o.minutes_in_breach, 'minute')} in breach)"
+        f"{o.objective.key} {o.verdict}: {fmt.ms(o.measured_ms)} ms "
+        f"({_side(o)} {fmt.ms(o.objective.target_ms)} ms, "
+        f"{fmt.counted(o.minutes_in_breach, 'minute')} in breach"
+        + (f", {fmt.count(o.minutes_inconclusive)} inconclusive)" if o.minutes_inconclusive
+           else ")")
         for o in gated
-    ]
-    head = "breach" if any(o.verdict == "breach" for o in gated) else "meets every objective"
+    ]  # fmt: skip
+    verdicts = {o.verdict for o in gated}
+    head = (
+        "breach"
+        if "breach" in verdicts
+        else "inconclusive"
+        if "inconclusive" in verdicts
+        else "meets every objective"
+    )
     return (
         f"{r.policy}: {head}: {'; '.join(parts) or 'no gated objective'}; "
         f"{fmt.number(r.replica_hours)} replica-hours"
     )
 
 
+def _side(o: ObjectiveResult) -> str:
+    if o.measured_ms is None:
+        return "no figure against"
+    return "over" if o.measured_ms > o.objective.target_ms else "within"
+
+
 def _verdict_block(headline: str, lines: list[str], bad: bool) -> str:
     items = "".join(f"<li>{esc(line)}</li>" for line in lines)
     cls = "bad" if bad else "ok"
     return f'<p class="verdict {cls}"><strong>{esc(headline)}</strong></p><ul>{items}</ul>'
+
+
+def _floor_notes(rep: SimReport) -> str:
+    """How minutes are counted, and why no ratio to an unmet floor is given."""
+    said = [sim_verdict.MINUTES_RULE]
+    if rep.floor is not None and rep.floor.note():
+        note = rep.floor.note() or ""
+        said.append(note[0].upper() + note[1:])
+    said.append(sim_verdict.floor_unmet_note(rep))
+    return "".join(f"<p>{esc(s)}.</p>" for s in said if s)
 
 
 def render_simulate_html(rep: SimReport) -> str:
@@ -237,7 +277,11 @@ def render_simulate_html(rep: SimReport) -> str:
     verdict = _verdict_block(headline, [_run_verdict(r) for r in rep.runs], breached)
     sections = [
         ("verdict", "Verdict", verdict),
-        ("runs", "Policies side by side", _runs_table(rep) + f"<ul>{notes}</ul>"),
+        (
+            "runs",
+            "Policies side by side",
+            _runs_table(rep) + _floor_notes(rep) + f"<ul>{notes}</ul>",
+        ),
         (
             "timeline",
             "Timeline",
