@@ -228,3 +228,30 @@ def test_scale_before_breach_reads_the_classes(log) -> None:
     assert got.measured_ms is not None and 0.85 < got.measured_ms / tight < 1.0
     plain = json.loads(tb.capacity(log, "p99=3000", load="1").to_json())["scale_before_breach"]
     assert plain["objective"] == "e2e.p99"
+
+
+def test_audit_and_simulate_give_each_class_one_verdict_on_a_real_run() -> None:
+    # The qps-4 run split into prompt-length terciles: their medians are far apart (about
+    # 1.4, 10 and 12.7 s: short prompts carry long answers here). With replicas to spare
+    # the model reproduces each tercile (each drawn request keeps its class), so the
+    # simulated verdict of each class's own p50 objective is the audit's on the log.
+    path = DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_04.json"
+    df = tb.read(path).to_pandas()
+    df["length"] = pd.qcut(df.input_tokens, 3, labels=["short", "medium", "long"]).astype(str)
+    slo = "p95=100000," + ",".join(f"{n}:p50=5000" for n in ("short", "medium", "long"))
+    audit = {
+        c["name"]: c for c in json.loads(tb.audit(df, slo, class_by="length").to_json())["classes"]
+    }
+    rep = tb.simulate(
+        df, slo, class_by="length", policy=["fixed:200"], arrivals="poisson:2", duration="2h"
+    )
+    verdicts = {}
+    for c in json.loads(rep.to_json())["classes"]:
+        (sim,) = c["objectives"]
+        (log,) = audit[c["name"]]["objectives"]
+        assert sim["verdict"] == log["verdict"], (c["name"], sim, log)
+        # Within 10%: a tercile's median lies between two of its 67 logged requests, and
+        # its neighbours stand a few hundred ms apart.
+        assert abs(sim["measured_ms"] / log["measured_ms"] - 1) < 0.1, (c["name"], sim, log)
+        verdicts[c["name"]] = sim["verdict"]
+    assert verdicts == {"short": "breach", "medium": "breach", "long": "pass"}
