@@ -5,10 +5,12 @@ All durations are in seconds, as Prometheus conventions ask.
 """
 
 STAGE_DURATION = "tailbudget_stage_duration_seconds"
-"""Histogram, labels: service, stage. One observation per stage per request."""
+"""Histogram, labels: service, stage (and class, with a budget listing classes). One
+observation per stage per request."""
 
 REQUEST_DURATION = "tailbudget_request_duration_seconds"
-"""Histogram, labels: service, route. End-to-end time of each request."""
+"""Histogram, labels: service, route (and class, with a budget listing classes).
+End-to-end time of each request."""
 
 REQUESTS_TOTAL = "tailbudget_requests_total"
 """Counter, labels: service, route, outcome ("ok" | "error")."""

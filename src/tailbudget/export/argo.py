@@ -221,7 +221,7 @@ def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     w = promql_duration(policy.window_s)
     return [
         {
-            "name": k8s_name(f"class-{c.name}-{c.objective.percentile}"),
+            "name": k8s_name(f"class-{c.name}-{c.slug}"),
             "interval": promql_duration(policy.evaluate_every_s),
             "failureLimit": 0,
             "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
@@ -229,7 +229,7 @@ def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
             "provider": {
                 "prometheus": {
                     "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
-                    "query": quantile_query(budget, c.name, c.objective.percentile, w, hash_sel),
+                    "query": quantile_query(budget, c.name, c.objective.percentile, w, hash_sel, c),
                 }
             },
         }

@@ -1,8 +1,11 @@
 """Objectives per class in every export: the `class` label on tailbudget's series.
 
-`tailbudget serve` labels its request histogram with each observation's class (bounded
-by the budget's class list; anything else is `other`). Every target reads each listed
-class's gated end-to-end objectives from those series:
+tailbudget's `PrometheusSink` labels its request and stage histograms with each
+request's class (bounded by the budget's class list; anything else is `other`). Every
+target reads each listed class's gated objectives from those series: end to end from the
+request histogram, TTFT (the stage `ttft`) and stage objectives from the stage
+histogram (`stage="..."`); TPOT, ITL and goodput have no class series and are named in
+the notes:
 
 - prometheus-rules: per-class percentile and count recording rules (`by (service,
   class)`), an alert per gated class objective, and multi-window burn-rate alerts on
@@ -33,6 +36,7 @@ from tailbudget.export.common import (
     quantile,
     seconds,
     service_selector,
+    sli_name,
     template_text,
     window_tag,
 )
@@ -51,23 +55,69 @@ CLASS_LABEL = "class"
 
 @dataclass(frozen=True)
 class ClassObjective:
-    """A listed class's gated end-to-end objective."""
+    """A listed class's gated objective: end to end, TTFT or a stage's."""
 
     name: str
     objective: Objective
 
+    @property
+    def e2e(self) -> bool:
+        """End to end (the request histogram), else a stage series (the stage histogram)."""
+        return self.objective.metric == "e2e"
+
+    @property
+    def histogram(self) -> str:
+        """The histogram the objective is read from."""
+        return names.REQUEST_DURATION if self.e2e else names.STAGE_DURATION
+
+    @property
+    def slug(self) -> str:
+        """`p95` end to end, `ttft-p95` otherwise (names of checks and triggers)."""
+        o = self.objective
+        return o.percentile if self.e2e else f"{o.metric}-{o.percentile}"
+
+    def selector(self, budget: Budget) -> str:
+        """The class's series of this objective: `service=.., class=..[, stage=..]`."""
+        sel = class_selector(budget, self.name)
+        return sel if self.e2e else f'{sel}, stage="{label_value(self.objective.metric)}"'
+
+
+def _exported(o: Objective, stages: set[str]) -> bool:
+    """A class objective with a class series: e2e, ttft or a stage of the pipeline."""
+    if not o.gated:
+        return False
+    if o.metric == "e2e":
+        return o.output_tokens is None
+    return o.metric == "ttft" or o.metric in stages
+
 
 def class_objectives(budget: Budget) -> list[ClassObjective]:
-    """Every gated e2e objective of every class that states its own objectives."""
+    """Every gated objective with a class series (e2e, ttft, a stage's) of every class
+    that states its own objectives; per class, end to end first."""
     cs = budget.class_set
     if cs is None:
         return []
+    stages = {s.name for _, s in budget.stages()}
+    out = []
+    for c in cs.classes:
+        if c.objectives is None:
+            continue
+        found = [o for o in c.objectives if _exported(o, stages)]
+        found.sort(key=lambda o: o.metric != "e2e")
+        out += [ClassObjective(c.name, o) for o in found]
+    return out
+
+
+def unexported(budget: Budget) -> list[str]:
+    """`class premium tpot.p99`: gated class objectives no class series carries."""
+    cs = budget.class_set
+    stages = {s.name for _, s in budget.stages()}
     return [
-        ClassObjective(c.name, o)
-        for c in cs.classes
+        f"class {c.name} {o.key}"
+        for c in (cs.classes if cs is not None else ())
         if c.objectives is not None
-        for o in c.objectives.of("e2e")
-        if o.gated and o.output_tokens is None
+        for o in c.objectives
+        if o.gated and not _exported(o, stages)
     ]
 
 
@@ -76,71 +126,98 @@ def class_selector(budget: Budget, name: str) -> str:
     return f'{service_selector(budget)}, {CLASS_LABEL}="{label_value(name)}"'
 
 
-def class_quantile_rule(p: str, window_s: float) -> str:
-    """A class's end-to-end percentile: labels service and class."""
-    return f"service_class:{names.REQUEST_DURATION}:{p}_rate{window_tag(window_s)}"
+def _prefix(histogram: str) -> str:
+    """Record names' level: `service_class` (e2e) or `service_class_stage` (by stage)."""
+    return "service_class" if histogram == names.REQUEST_DURATION else "service_class_stage"
 
 
-def class_count_rule(window_s: float) -> str:
-    """A class's requests over the window (the min_samples guard)."""
-    return f"service_class:{names.REQUEST_DURATION}:count_increase{window_tag(window_s)}"
+def class_quantile_rule(p: str, window_s: float, histogram: str = names.REQUEST_DURATION) -> str:
+    """A class's percentile: labels service and class (and stage, on the stage histogram)."""
+    return f"{_prefix(histogram)}:{histogram}:{p}_rate{window_tag(window_s)}"
 
 
-def class_slow_rule(p: str, window_s: float) -> str:
-    """A class's share of requests slower than its target at p (its latency SLI's bad share)."""
-    return f"service_class:{names.REQUEST_DURATION}:slow_ratio_{p}_rate{window_tag(window_s)}"
+def class_count_rule(window_s: float, histogram: str = names.REQUEST_DURATION) -> str:
+    """A class's requests (or stage times) over the window (the min_samples guard)."""
+    return f"{_prefix(histogram)}:{histogram}:count_increase{window_tag(window_s)}"
 
 
-def quantile_query(budget: Budget, name: str, p: str, window: str, extra: str = "") -> str:
-    """The class's percentile (s) over `window`, straight from the histogram."""
-    sel = class_selector(budget, name) + (f", {extra}" if extra else "")
+def class_slow_rule(c: ClassObjective, window_s: float) -> str:
+    """A class's share of requests slower than its target at p (its latency SLI's bad
+    share): `slow_ratio_p95` end to end, `slow_ratio_ttft_p95` on a stage series."""
+    sli = sli_name(c.objective)
+    return f"{_prefix(c.histogram)}:{c.histogram}:slow_ratio_{sli}_rate{window_tag(window_s)}"
+
+
+def quantile_query(
+    budget: Budget,
+    name: str,
+    p: str,
+    window: str,
+    extra: str = "",
+    c: ClassObjective | None = None,
+) -> str:
+    """The class's percentile (s) over `window`, straight from the histogram (the request
+    histogram, or `c`'s series when given)."""
+    base = class_selector(budget, name) if c is None else c.selector(budget)
+    sel = base + (f", {extra}" if extra else "")
+    histogram = names.REQUEST_DURATION if c is None else c.histogram
     return (
         f"histogram_quantile({num(quantile(p))}, sum by (le) "
-        f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{window}])))"
+        f"(rate({histogram}_bucket{{{sel}}}[{window}])))"
     )
 
 
-def _records(budget: Budget, window_s: float, percentiles: list[str]) -> Iterator[dict[str, Any]]:
+def _records(
+    budget: Budget, window_s: float, found: list[ClassObjective]
+) -> Iterator[dict[str, Any]]:
     sel = f'{service_selector(budget)}, {CLASS_LABEL}!=""'
     w = promql_duration(window_s)
-    by = f"sum by (service, {CLASS_LABEL}, le)"
-    for p in percentiles:
+    for histogram, by_stage in ((names.REQUEST_DURATION, ""), (names.STAGE_DURATION, "stage, ")):
+        mine = [c for c in found if c.histogram == histogram]
+        if not mine:
+            continue
+        by = f"sum by (service, {CLASS_LABEL}, {by_stage}le)"
+        for p in sorted({c.objective.percentile for c in mine}, key=quantile):
+            yield {
+                "record": class_quantile_rule(p, window_s, histogram),
+                "expr": f"histogram_quantile({num(quantile(p))}, {by} "
+                f"(rate({histogram}_bucket{{{sel}}}[{w}])))",
+            }
         yield {
-            "record": class_quantile_rule(p, window_s),
-            "expr": f"histogram_quantile({num(quantile(p))}, {by} "
-            f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{w}])))",
+            "record": class_count_rule(window_s, histogram),
+            "expr": f"sum by (service, {CLASS_LABEL}{', stage' if by_stage else ''}) "
+            f"(increase({histogram}_count{{{sel}}}[{w}]))",
         }
-    yield {
-        "record": class_count_rule(window_s),
-        "expr": f"sum by (service, {CLASS_LABEL}) "
-        f"(increase({names.REQUEST_DURATION}_count{{{sel}}}[{w}]))",
-    }
 
 
 def _objective_alert(
     budget: Budget, c: ClassObjective, window_s: float, min_samples: int
 ) -> dict[str, Any]:
     o = c.objective
-    sel = class_selector(budget, c.name)
-    on = f"on (service, {CLASS_LABEL})"
+    sel = c.selector(budget)
+    on = f"on (service, {CLASS_LABEL})" if c.e2e else f"on (service, {CLASS_LABEL}, stage)"
+    series = class_quantile_rule(o.percentile, window_s, c.histogram)
     expr = (
-        f"{class_quantile_rule(o.percentile, window_s)}{{{sel}}} > {num(seconds(o.target_ms))}\n"
-        f"and {on}\n{class_count_rule(window_s)}{{{sel}}} >= {min_samples}"
+        f"{series}{{{sel}}} > {num(seconds(o.target_ms))}\n"
+        f"and {on}\n{class_count_rule(window_s, c.histogram)}{{{sel}}} >= {min_samples}"
     )
+    kind = "" if c.e2e else camel(o.metric)
+    labels = {
+        "severity": "critical",
+        "service": template_text(budget.service),
+        CLASS_LABEL: template_text(c.name),
+        **({} if c.e2e else {"metric": template_text(o.metric)}),
+        "percentile": o.percentile,
+        "slo_seconds": num(seconds(o.target_ms)),
+    }
     return {
-        "alert": f"TailbudgetClassObjective{o.percentile.upper().replace('.', '_')}",
+        "alert": f"TailbudgetClassObjective{kind}{o.percentile.upper().replace('.', '_')}",
         "expr": expr,
         "for": promql_duration(window_s),
-        "labels": {
-            "severity": "critical",
-            "service": template_text(budget.service),
-            CLASS_LABEL: template_text(c.name),
-            "percentile": o.percentile,
-            "slo_seconds": num(seconds(o.target_ms)),
-        },
+        "labels": labels,
         "annotations": {
             "summary": f"{template_text(budget.service)}: class {template_text(c.name)} "
-            f"e2e {o.percentile} over its {num(o.target_ms)} ms objective",
+            f"{template_text(o.metric)} {o.percentile} over its {num(o.target_ms)} ms objective",
         },
     }
 
@@ -153,11 +230,11 @@ def _burn(
     bound = bucket_at_or_below(seconds(o.target_ms), options.buckets_s or latency_buckets(budget))
     if bound is None:
         notes.append(
-            f"class {c.name} {o.percentile} = {num(o.target_ms)} ms is below every histogram "
+            f"class {c.name} {o.key} = {num(o.target_ms)} ms is below every histogram "
             "bucket: no burn-rate alert for it."
         )
         return []
-    sel = class_selector(budget, c.name)
+    sel = c.selector(budget)
     allowed = round(1.0 - o.q, 9)
     rules: list[dict[str, Any]] = []
     windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
@@ -165,13 +242,13 @@ def _burn(
     for w_s in windows:
         w = promql_duration(w_s)
         le = f'le="{le_label(bound)}"'
-        good = f"{by} (rate({names.REQUEST_DURATION}_bucket{{{sel}, {le}}}[{w}]))"
-        total = f"{by} (rate({names.REQUEST_DURATION}_count{{{sel}}}[{w}]))"
+        good = f"{by} (rate({c.histogram}_bucket{{{sel}, {le}}}[{w}]))"
+        total = f"{by} (rate({c.histogram}_count{{{sel}}}[{w}]))"
         # One record name for every class at this percentile: the class label (the
         # series' own) tells them apart, also to promtool's duplicate check.
         rules.append(
             {
-                "record": class_slow_rule(o.percentile, w_s),
+                "record": class_slow_rule(c, w_s),
                 "expr": f"1 - {good} / {total}",
                 "labels": {CLASS_LABEL: c.name},
             }
@@ -181,17 +258,22 @@ def _burn(
         if limit >= 1.0:
             continue
         long_w, short_w = promql_duration(b.long_s), promql_duration(b.short_s)
+        kind = "" if c.e2e else camel(o.metric)
+        what = o.percentile if c.e2e else template_text(o.key)
+        # The record keeps the class label only (`sum by (service, class)`).
+        mine = class_selector(budget, c.name)
         rules.append(
             {
-                "alert": f"TailbudgetClassLatencyBurn{o.percentile.upper().replace('.', '_')}"
-                f"{camel(long_w)}",
-                "expr": f"{class_slow_rule(o.percentile, b.long_s)}{{{sel}}} > {num(limit)}\n"
+                "alert": f"TailbudgetClassLatencyBurn{kind}"
+                f"{o.percentile.upper().replace('.', '_')}{camel(long_w)}",
+                "expr": f"{class_slow_rule(c, b.long_s)}{{{mine}}} > {num(limit)}\n"
                 f"and on (service, {CLASS_LABEL})\n"
-                f"{class_slow_rule(o.percentile, b.short_s)}{{{sel}}} > {num(limit)}",
+                f"{class_slow_rule(c, b.short_s)}{{{mine}}} > {num(limit)}",
                 "labels": {
                     "severity": b.severity,
                     "service": template_text(budget.service),
                     CLASS_LABEL: template_text(c.name),
+                    **({} if c.e2e else {"metric": template_text(o.metric)}),
                     "percentile": o.percentile,
                     "long_window": long_w,
                     "short_window": short_w,
@@ -199,7 +281,7 @@ def _burn(
                 },
                 "annotations": {
                     "summary": f"{template_text(budget.service)}: class "
-                    f"{template_text(c.name)} burns its {o.percentile} latency budget at "
+                    f"{template_text(c.name)} burns its {what} latency budget at "
                     f"{num(b.factor)}x over {long_w} and {short_w}",
                 },
             }
@@ -214,15 +296,18 @@ def classes_group(
     found = class_objectives(budget)
     if not found:
         return None
-    percentiles = sorted({c.objective.percentile for c in found}, key=quantile)
-    rules = list(_records(budget, window_s, percentiles))
+    rules = list(_records(budget, window_s, found))
     rules += [_objective_alert(budget, c, window_s, min_samples) for c in found]
     for c in found:
         rules += _burn(budget, c, options, notes)
     notes.append(
-        "classes: the class rules read the request histogram's `class` label, which "
-        "`tailbudget serve` sets from each observation's class (others fold into `other`)."
+        "classes: the class rules read the request and stage histograms' `class` label, "
+        "which tailbudget's PrometheusSink sets from each request's class (others fold "
+        "into `other`)."
     )
+    missing = unexported(budget)
+    if missing:
+        notes.append(f"no class series for {', '.join(missing)}: not exported.")
     return {
         "name": f"tailbudget-{budget.service}-classes",
         "interval": promql_duration(options.rule_interval_s or 60.0),

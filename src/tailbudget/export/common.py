@@ -20,6 +20,7 @@ from tailbudget import _metric_names as names
 from tailbudget._names import go_template_text, promql_string
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.model import Budget
+from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy, resolve_policy
 from tailbudget.budget.policy_model import Rule
 from tailbudget.errors import BudgetError
@@ -182,6 +183,12 @@ def k8s_metadata(
     if options.namespace:
         metadata["namespace"] = options.namespace
     return metadata
+
+
+def sli_name(o: Objective) -> str:
+    """The SLI's name in rule names: `p95` end to end, `ttft_p95`, `queue_p99_9`."""
+    base = o.percentile if o.metric == "e2e" else f"{o.metric}_{o.percentile}"
+    return re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
 def camel(text: str) -> str:

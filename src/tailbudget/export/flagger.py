@@ -30,7 +30,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
-from tailbudget.export.classes import class_objectives, class_selector
+from tailbudget.export.classes import class_objectives
 from tailbudget.export.classes import quantile_query as class_quantile
 from tailbudget.export.common import (
     ExportOptions,
@@ -229,15 +229,15 @@ def class_parts(
     templates, checks = [], []
     for c in class_objectives(budget):
         p = c.objective.percentile
-        query = class_quantile(budget, c.name, p, "{{ interval }}", CANARY_PODS)
-        count = f"{names.REQUEST_DURATION}_count"
-        sel = f'namespace="{{{{ namespace }}}}", {CANARY_PODS}, {class_selector(budget, c.name)}'
+        query = class_quantile(budget, c.name, p, "{{ interval }}", CANARY_PODS, c)
+        count = f"{c.histogram}_count"
+        sel = f'namespace="{{{{ namespace }}}}", {CANARY_PODS}, {c.selector(budget)}'
         guard = f"sum(increase({count}{{{sel}}}[{{{{ interval }}}}])) >= {policy.min_samples}"
-        t = template(budget, options, f"class-{c.name}-{p}", unknown_passes(query, [guard]))
+        t = template(budget, options, f"class-{c.name}-{c.slug}", unknown_passes(query, [guard]))
         templates.append(t)
         checks.append(
             check(
-                k8s_name(f"class-{c.name}-{p}"),
+                k8s_name(f"class-{c.name}-{c.slug}"),
                 t["metadata"]["name"],
                 seconds(c.objective.target_ms),
                 policy,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget import _metric_names as names
 from tailbudget._fleet import preset
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
@@ -30,6 +31,7 @@ from tailbudget.export.common import (
     header,
     k8s_metadata,
     k8s_name,
+    label_value,
     num,
     policy_of,
     request_count_rule,
@@ -180,9 +182,16 @@ def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> li
     out: list[dict[str, Any]] = []
     for name in dict.fromkeys(c.name for c in class_objectives(budget)):
         rule = scale_rule(resolve_policy(class_budget(budget, name)))
-        sel = class_selector(budget, name)
-        series = f"{class_quantile_rule(rule.metric, policy.window_s)}{{{sel}}}"
-        guard = f"{class_count_rule(policy.window_s)}{{{sel}}} >= {policy.min_samples}"
+        metric, _, p = rule.metric.rpartition(".")
+        sel, histogram, on = class_selector(budget, name), names.REQUEST_DURATION, ""
+        if metric not in ("", "e2e"):  # a TTFT or stage rule: the class's stage series
+            if metric != "ttft" and metric not in {s.name for _, s in budget.stages()}:
+                continue  # no class series (tpot, itl)
+            sel += f', stage="{label_value(metric)}"'
+            histogram, on = names.STAGE_DURATION, ", stage"
+        series = f"{class_quantile_rule(p, policy.window_s, histogram)}{{{sel}}}"
+        count = class_count_rule(policy.window_s, histogram)
+        guard = f"{count}{{{sel}}} >= {policy.min_samples}"
         out.append(
             {
                 "type": "prometheus",
@@ -190,7 +199,7 @@ def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> li
                 "metricType": "Value",
                 "metadata": {
                     "serverAddress": options.prometheus_url,
-                    "query": f"max({series} and on (service, class) ({guard}))",
+                    "query": f"max({series} and on (service, class{on}) ({guard}))",
                     "threshold": num(seconds(rule.threshold)),
                     "ignoreNullValues": "false",
                 },

@@ -19,7 +19,6 @@ Three rule groups:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -28,7 +27,6 @@ from tailbudget import _metric_names as names
 from tailbudget._fleet import FleetPreset, check_target, preset
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
-from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
@@ -57,6 +55,7 @@ from tailbudget.export.common import (
     rule_words,
     seconds,
     service_selector,
+    sli_name,
     slow_ratio_rule,
     stage_quantile_rule,
     template_text,
@@ -506,12 +505,6 @@ def _fleet_share_alert(
     }
     expr = f"({check.value}) {rule.op} {num(check.threshold)}{guards}"
     return _fleet_alert_record(budget, rule, expr, annotations)
-
-
-def sli_name(o: Objective) -> str:
-    """The SLI's name in rule names: `p95` end to end, `ttft_p95`, `queue_p99_9`."""
-    base = o.percentile if o.metric == "e2e" else f"{o.metric}_{o.percentile}"
-    return re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
 def _fleet_sli_rules(

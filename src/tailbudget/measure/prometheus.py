@@ -88,7 +88,8 @@ def request_metrics(
     registry: Any = None, buckets: list[float] | None = None, *, by_class: bool = False
 ) -> dict[str, Any]:
     """Stage/request histograms and the request counter of a registry (created once);
-    `by_class`: the request histogram is labelled with each request's class too."""
+    `by_class`: the request and stage histograms are labelled with each request's class
+    too (a class's TTFT, the stage `ttft`, and its stage objectives read them)."""
     from prometheus_client import Counter, Histogram
 
     reg = _registry(registry)
@@ -100,7 +101,7 @@ def request_metrics(
                 Histogram,
                 names.STAGE_DURATION,
                 "Time per stage per request.",
-                ["service", "stage"],
+                ["service", "stage", "class"] if by_class else ["service", "stage"],
                 buckets=b,
                 registry=reg,
             )
@@ -194,8 +195,8 @@ class PrometheusSink(Sink):
                 d = t1 - t0
                 sums[name] = sums.get(name, 0.0) + (d if d > 0 else 0)
             for stage, ns in sums.items():
-                self._child("stage", svc, stage).observe(ns / 1e9)
+                self._child("stage", svc, stage, *label).observe(ns / 1e9)
             for col, stage in (("ttft_ms", "ttft"), ("decode_ms", "decode")):
                 value = row.get(col)
                 if value is not None and r.extra is not None and r.extra.streams:
-                    self._child("stage", svc, stage).observe(value / 1000.0)
+                    self._child("stage", svc, stage, *label).observe(value / 1000.0)

@@ -1,0 +1,120 @@
+"""Every class objective kind with a class series in the exports: a class's TTFT (the stage
+`ttft`) and stage objectives read the stage histogram, which the PrometheusSink labels
+with the class; promtool accepts the rules and fires premium's TTFT alert alone; KEDA,
+Argo Rollouts and Flagger check them; TPOT (no class series) is named, not exported."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tailbudget.budget import parse_budget
+from tailbudget.demo.tiers import BUDGET as TIERS
+from tailbudget.export import export, prometheus_rules
+from tests.export.export_helpers import PROMTOOL, needs_promtool
+
+BUDGET = TIERS.replace(
+    "premium:  {slo: {p95: 800}, priority: 0}",
+    "premium:  {slo: {p95: 800, tpot: {p99: 50}, stages: {rerank: {p95: 250}}}, "
+    "ttft: {p95: 300}, priority: 0}",
+)
+OBJ = parse_budget(BUDGET)
+GROUP = "tailbudget-tiered-rag-classes"
+
+
+def _rules() -> list[dict]:
+    doc = yaml.safe_load(prometheus_rules.render(OBJ))
+    return next(g for g in doc["groups"] if g["name"] == GROUP)["rules"]
+
+
+def test_ttft_and_stage_class_objectives_are_alerted_on_the_stage_histogram() -> None:
+    assert "premium:" in BUDGET and "ttft: {p95: 300}" in BUDGET
+    alerts = {r["alert"]: r for r in _rules() if "alert" in r and r["labels"]["class"] == "premium"}
+    ttft = alerts["TailbudgetClassObjectiveTtftP95"]
+    assert ttft["labels"]["metric"] == "ttft" and ttft["labels"]["slo_seconds"] == "0.3"
+    assert 'class="premium", stage="ttft"' in ttft["expr"] and "> 0.3" in ttft["expr"]
+    assert "service_class_stage:tailbudget_stage_duration_seconds:p95_rate" in ttft["expr"]
+    assert 'stage="rerank"' in alerts["TailbudgetClassObjectiveRerankP95"]["expr"]
+    assert any(a.startswith("TailbudgetClassLatencyBurnTtftP95") for a in alerts)
+    assert "TailbudgetClassObjectiveP95" in alerts  # the e2e objective as before
+    text = prometheus_rules.render(OBJ)
+    assert "no class series for class premium tpot.p99: not exported." in text
+
+
+def test_the_sink_labels_stage_times_with_the_class() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tailbudget.measure import PrometheusSink, Recorder
+
+    registry = CollectorRegistry()
+    rec = Recorder(sink=PrometheusSink(registry), budget=OBJ, registry=registry)
+    for tier in ("premium", "gold"):
+        with rec.request(tier=tier) as r, r.stage("rerank"):
+            pass
+    rec.close()
+    text = generate_latest(registry).decode()
+    count = "tailbudget_stage_duration_seconds_count"
+    assert f'{count}{{class="premium",service="tiered-rag",stage="rerank"}} 1.0' in text
+    assert f'{count}{{class="other",service="tiered-rag",stage="rerank"}} 1.0' in text
+
+
+def _series(h: str, cls: str, under: dict[str, float], extra: str) -> list[dict]:
+    out = []
+    for le in ("0.1", "0.3", "0.5", "+Inf"):
+        labels = f'service="tiered-rag", class="{cls}", {extra}le="{le}"'
+        out.append(
+            {"series": f"{h}_bucket{{{labels}}}", "values": f"0+{10 * under.get(le, 1)}x300"}
+        )
+    labels = f'service="tiered-rag", class="{cls}"' + (f", {extra[:-2]}" if extra else "")
+    out.append({"series": f"{h}_count{{{labels}}}", "values": "0+10x300"})
+    return out
+
+
+@needs_promtool
+def test_promtool_checks_and_fires_premiums_ttft_alert(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(prometheus_rules.render(OBJ))
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # Premium's TTFT: every first token between 0.3 s and 0.5 s (over its 300 ms p95);
+    # standard's all under 0.1 s. Only premium's TTFT objective alert fires.
+    stage = "tailbudget_stage_duration_seconds"
+    series = _series(stage, "premium", {"0.1": 0, "0.3": 0}, 'stage="ttft", ')
+    series += _series(stage, "standard", {}, 'stage="ttft", ')
+    alert = "TailbudgetClassObjectiveTtftP95"
+    rule = next(r for r in _rules() if r.get("alert") == alert)
+    labels = {"alertname": alert, **rule["labels"], "stage": "ttft"}  # the series' own
+    firing = {"exp_labels": labels, "exp_annotations": rule["annotations"]}
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1s",
+        "tests": [
+            {
+                "interval": "1s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "30s", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_keda_argo_and_flagger_check_the_class_ttft() -> None:
+    keda = yaml.safe_load(export(OBJ, "keda"))
+    assert "tailbudget-class-premium-p95" in [t["name"] for t in keda["spec"]["triggers"]]
+    argo = yaml.safe_load(export(OBJ, "argo-rollouts"))
+    metrics = {m["name"]: m for m in argo["spec"]["metrics"]}
+    ttft = metrics["class-premium-ttft-p95"]
+    assert "result[0] <= 0.3" in ttft["successCondition"]
+    assert 'class="premium", stage="ttft"' in ttft["provider"]["prometheus"]["query"]
+    assert "tailbudget_stage_duration_seconds_bucket" in ttft["provider"]["prometheus"]["query"]
+    flagger = export(OBJ, "flagger")
+    assert "class-premium-ttft-p95" in flagger and 'stage="ttft"' in flagger
