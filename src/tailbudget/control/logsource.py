@@ -17,6 +17,8 @@ from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.llm_log import RawSeries, order_series, read_series
 from tailbudget.errors import LogError
+from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.units import check_log_unit
 
 if TYPE_CHECKING:
     from tailbudget.logs.table import LogTable
@@ -138,8 +140,8 @@ def _via_read_log(
     unit: str | None,
     class_by: str | None = None,
 ) -> ReplayLog:
-    from tailbudget.logs import ReadOptions, read_log
-    from tailbudget.logs.units import check_log_unit
+    # A start-up guard: the readers load Ibis and DuckDB, which `serve` never needs.
+    from tailbudget.logs.read import read_log
 
     opts: dict[str, Any] = {}
     for key, value in (

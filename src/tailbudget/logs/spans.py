@@ -33,6 +33,7 @@ from tailbudget.logs.columns import engine_columns
 from tailbudget.logs.critical_path import critical_times
 from tailbudget.logs.engine import arrow_result, capped_memory
 from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.span_model import ROOT_PARENTS
 from tailbudget.logs.span_profile import span_profile
 from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
@@ -49,8 +50,6 @@ SPAN_MEMORY_LIMIT = "256MB"
 """DuckDB's memory while spans become requests (the joins of self time and critical path)."""
 
 _ATTR = "_tb_attr_"
-ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
-"""Parent ids that mark a root span (lower case), as well as none."""
 _POD_SUFFIX = r"(-[a-z0-9]{6,10}-[a-z0-9]{5}|-[a-z0-9]{5}|-[0-9]+)$"
 _ROLES: dict[str, tuple[str, ...]] = {
     "trace": ("traceid",),

@@ -1,4 +1,4 @@
-"""OTLP JSON and Jaeger JSON traces -> a span table -> requests (see spans.py).
+"""OTLP JSON and Jaeger JSON traces -> the span model's rows -> requests (see spans.py).
 
 OTLP JSON: `{"resourceSpans": [{"resource": {...}, "scopeSpans": [{"spans":
 [...]}]}]}` as the OTLP/HTTP JSON encoding, protobuf's json_format (camelCase
@@ -19,10 +19,18 @@ from tailbudget.errors import LogError
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.otlp_stream import stream_otlp_spans
 from tailbudget.logs.span_file import SpanFile
+from tailbudget.logs.span_model import SPAN_SCHEMA
 from tailbudget.logs.spans import SpanColumns, read_span_table
 from tailbudget.logs.table import LogTable
 
-__all__ = ["SPAN_COLUMNS", "SPAN_SCHEMA", "jaeger_spans", "otlp_spans", "read_trace_json"]
+__all__ = [
+    "FILE_SCHEMA",
+    "SPAN_COLUMNS",
+    "SPAN_SCHEMA",
+    "jaeger_spans",
+    "otlp_spans",
+    "read_trace_json",
+]
 
 SPAN_COLUMNS = SpanColumns(
     trace="trace_id",
@@ -37,21 +45,12 @@ SPAN_COLUMNS = SpanColumns(
     kind="kind",
     ref_type="ref_type",
 )
-SPAN_SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("span_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("name", pa.string()),
-        ("service", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("error", pa.bool_()),
-        ("kind", pa.string()),
-        ("ref_type", pa.string()),
-    ]
+"""The roles of the span model's fields (and a Jaeger file's `ref_type`) in a file's table."""
+FILE_SCHEMA = pa.schema(
+    [*(f for f in SPAN_SCHEMA if f.name != "label"), pa.field("ref_type", pa.string())]
 )
-"""The span table's Arrow schema (SPAN_COLUMNS' names): files and live batches alike."""
+"""A trace file's span table: the span model's row (but `label`: a file's classes are its
+spans' attributes, beside these columns) and how a Jaeger span refers to its parent."""
 
 
 CHUNK_ROWS = 10_000
@@ -73,7 +72,7 @@ def read_trace_json(
     size. A Jaeger document is parsed whole.
     """
     keys = (*options.shape, *options.cohorts)
-    schema = SPAN_SCHEMA
+    schema = FILE_SCHEMA
     for key in options.shape:
         schema = schema.append(pa.field(key, pa.float64()))
     for key in options.cohorts:
@@ -90,7 +89,7 @@ def read_trace_json(
 
 
 def otlp_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """Flat span rows from one OTLP JSON TracesData object."""
+    """Span rows (the span model's fields by name) from one OTLP JSON TracesData object."""
     if not isinstance(doc, dict):
         raise LogError(f"{path}: OTLP JSON must be an object with 'resourceSpans'")
     for resource_spans in _list(doc, "resourceSpans", "resource_spans"):
@@ -172,7 +171,7 @@ def _jaeger_file(path: str, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
 
 
 def jaeger_spans(doc: Any, path: str, keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """Flat span rows from one Jaeger JSON document ({"data": [trace, ...]})."""
+    """Span rows (the span model's fields by name) from one Jaeger JSON document."""
     traces = doc.get("data") if isinstance(doc, dict) else doc
     if isinstance(doc, dict) and traces is None and "spans" in doc:
         traces = [doc]

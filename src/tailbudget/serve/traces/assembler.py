@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from tailbudget.serve.traces.otlp_body import SpanRow
+from tailbudget.logs.span_model import SpanRow
 
 __all__ = ["Assembler", "Limits", "OpenTrace"]
 

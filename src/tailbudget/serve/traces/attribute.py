@@ -1,7 +1,7 @@
 """Completed traces -> one observation each: root duration, and each stage's ms on the
 critical path, computed by the audit's own attribution (`logs.critical_path.path_times`)
-on the batch's spans as Arrow columns, the stages chosen as the audit chooses them
-(`logs.span_stages.choose_stages`, on an embedded DuckDB)."""
+on the batch's spans normalised by the span model (`logs.span_model`), the stages chosen
+as the audit chooses them (`logs.stage_choice`, on the batch's Arrow columns)."""
 
 from __future__ import annotations
 
@@ -16,27 +16,13 @@ import pyarrow.compute as pc
 
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.stage_windows import MAX_STAGES
+from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.span_model import normalise
+from tailbudget.logs.stage_choice import choose_on_arrow
 from tailbudget.serve.batch import Batch
 from tailbudget.serve.traces.assembler import OpenTrace
 
 __all__ = ["Attributed", "Attributor"]
-
-_BATCH_VIEW = "_tb_live_paths"
-_ROW_TYPE = pa.struct(
-    [
-        ("trace", pa.string()),
-        ("span", pa.string()),
-        ("parent", pa.string()),
-        ("name", pa.string()),
-        ("service", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("error", pa.bool_()),
-        ("kind", pa.string()),
-        ("label", pa.string()),
-    ]
-)
-"""A SpanRow as Arrow (its fields, in order)."""
 
 
 @dataclass(frozen=True)
@@ -50,18 +36,16 @@ class Attributed:
 
 
 class Attributor:
-    """Owns one DuckDB connection (used from one thread: the receiver's flusher)."""
+    """Used from one thread: the receiver's (or the span processor's) flusher."""
 
     def __init__(self, span_stage: Literal["operation", "service"]) -> None:
-        from tailbudget.logs.engine import connect
-        from tailbudget.logs.options import ReadOptions
-
-        self.backend = connect(None)
         self.options = ReadOptions(span_stage=span_stage)
         self.named: tuple[str, ...] = ()
         """Stages named so far (sticky); the rest are `other`, as the audit folds them."""
 
     def attribute(self, traces: Sequence[OpenTrace]) -> Attributed:
+        # A start-up guard: the critical path's module loads the engine (Ibis, DuckDB),
+        # which an app's BudgetSpanProcessor and `serve` without traces never need.
         from tailbudget.logs.critical_path import path_times
 
         traces = [t for t in traces if t.root is not None]
@@ -91,18 +75,9 @@ class Attributor:
     def _choose(self, paths: pa.Table) -> tuple[str, ...]:
         """The stages named so far, and the ones this batch adds (at most MAX_STAGES - 1,
         `other` being the last): a stage once named stays named, so a window keeps it."""
-        from tailbudget.logs.span_stages import choose_stages
-
         if not paths.num_rows:
             return self.named
-        con = self.backend.con
-        # Registered by name and unregistered after (an ibis memtable stays registered
-        # on the connection, holding every batch's spans).
-        con.register(_BATCH_VIEW, paths)
-        try:
-            choice = choose_stages(self.backend.table(_BATCH_VIEW), self.backend, self.options)
-        finally:
-            con.unregister(_BATCH_VIEW)
+        choice = choose_on_arrow(paths, self.options)
         keep = list(self.named)
         for name in choice.keep:
             if name not in keep and len(keep) < MAX_STAGES - 1:
@@ -111,42 +86,12 @@ class Attributor:
 
 
 def _span_table(
-    traces: Sequence[OpenTrace], span_stage: str
+    traces: Sequence[OpenTrace], span_stage: Literal["operation", "service"]
 ) -> tuple[pa.Table, npt.NDArray[np.int64]]:
-    """The batch's spans normalised as the span reader normalises OTLP (ms from the first
-    start, a root's parent none or a root marker), and each span's trace number."""
-
-    from tailbudget.logs.spans import ROOT_PARENTS
-
+    """The batch's spans normalised as the span model does, and each span's trace number."""
     rows = [row for trace in traces for row in trace.spans.values()]
     owner = np.repeat(np.arange(len(traces), dtype=np.int64), [len(t.spans) for t in traces])
-    # One conversion of the row tuples (as a struct) rather than one per column.
-    trace, span, parent, name, service, start, end, _, kind, _ = pa.array(
-        rows, type=_ROW_TYPE
-    ).flatten()
-    start_ns = start.to_numpy(zero_copy_only=False).astype(np.int64)
-    end_ns = end.to_numpy(zero_copy_only=False).astype(np.int64)
-    base = int(start_ns[0]) if len(start_ns) else 0
-    # As the reader does: integer ns relative to an epoch near the data, then ms.
-    start_ms = (start_ns - base).astype(np.float64) * 1e-6
-    end_ms = (end_ns - base).astype(np.float64) * 1e-6
-    is_root = pc.or_(pc.equal(parent, ""), pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
-    table = pa.table(
-        {
-            "trace": trace,
-            "span": span,
-            "parent": pc.if_else(is_root, pa.scalar(None, pa.string()), parent),
-            "stage_raw": service if span_stage == "service" else name,
-            "service": service,
-            "kind": kind,
-            "follows": pa.nulls(len(rows), pa.bool_()),  # OTLP has no FOLLOWS_FROM
-            "start_ms": start_ms,
-            "end_ms": end_ms,
-            "dur_ms": np.maximum(end_ms - start_ms, 0.0),
-            "is_root": is_root,
-        }
-    )
-    return table, owner
+    return normalise(rows, span_stage), owner
 
 
 def _stage_columns(

@@ -2,7 +2,8 @@
 send them: `application/x-protobuf` or `application/json`, gzip or not.
 
 JSON goes through the file reader's own span parser (`logs.traces.otlp_spans`), protobuf
-through opentelemetry-proto's generated classes; both give the same `SpanRow`. A span
+through opentelemetry-proto's generated classes; both give the span model's `SpanRow`
+(`logs.span_model`). A span
 without a trace id, a span id or a start time, or (unless it is a root) an end, is
 rejected and counted: the response says so as OTLP's partial success. So is a span whose
 times do not fit int64 (protobuf's fixed64 allows them; attribution could not take
@@ -18,13 +19,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from sys import intern
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from tailbudget.errors import TailbudgetError
+from tailbudget.logs.span_model import SpanRow
 from tailbudget.serve.batch import MAX_FUTURE_S, stage_name_problem
 from tailbudget.serve.limits import BodyLimits, TooLarge, decompress
+from tailbudget.serve.traces.otlp_json import WrongType, json_spans
 
 __all__ = [
     "BadTraces",
@@ -41,23 +44,6 @@ INT64_MAX = 2**63 - 1
 """A span time past this cannot be an Arrow int64 (nor a time before the year 2262)."""
 FOLDED = "other"
 """What a span name that cannot be a stage name becomes (the audit's fold)."""
-
-
-class SpanRow(NamedTuple):
-    """One span as the assembler holds it (ids as lower-case hex; times in ns)."""
-
-    trace: str
-    span: str
-    parent: str
-    name: str
-    service: str
-    start_ns: int
-    end_ns: int
-    error: bool
-    kind: str
-    label: str = ""
-    """A root span's class: its attribute named by the budget's `classes.by` ("" when the
-    span has none, is not a root, or no class attribute is asked for)."""
 
 
 class BadTraces(TailbudgetError):
@@ -328,8 +314,6 @@ _KINDS = ("0", "1", "2", "3", "4", "5")
 
 
 def _json_rows(data: bytes, out: Decoded, class_key: str | None = None) -> None:
-    from tailbudget.serve.traces.otlp_json import WrongType, json_spans
-
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tailbudget.serve.traces.otlp_body import SpanRow
+from tailbudget.logs.span_model import SpanRow
 
 __all__ = ["WrongType", "json_spans"]
 

@@ -35,6 +35,7 @@ from tailbudget.serve.batch import BadBatch
 from tailbudget.serve.limits import BodyLimits
 from tailbudget.serve.traces import carried
 from tailbudget.serve.traces.assembler import Assembler, Limits
+from tailbudget.serve.traces.attribute import Attributor
 from tailbudget.serve.traces.live_culprits import TraceRow, TraceWindow, culprits
 from tailbudget.serve.traces.otlp_body import BadTraces, decode_traces, export_response
 from tailbudget.serve.traces.span_log import SpanLog
@@ -83,8 +84,6 @@ class TraceReceiver:
     """Span log + assembler + attribution + the culprits window, for one runtime."""
 
     def __init__(self, runtime: Runtime, options: TraceOptions) -> None:
-        from tailbudget.serve.traces.attribute import Attributor
-
         self.runtime = runtime
         self.options = options
         self.root: Path = runtime.state.root

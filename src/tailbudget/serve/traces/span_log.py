@@ -35,7 +35,8 @@ from typing import Any
 
 import orjson
 
-from tailbudget.serve.traces.otlp_body import SpanRow, protobuf_spans
+from tailbudget.logs.span_model import SpanRow
+from tailbudget.serve.traces.otlp_body import protobuf_spans
 
 __all__ = ["SpanLog"]
 

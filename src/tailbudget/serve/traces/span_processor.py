@@ -17,9 +17,10 @@ import threading
 import time
 from typing import Any, Literal
 
+from tailbudget.logs.span_model import SpanRow
 from tailbudget.measure.recorder import Recorder
 from tailbudget.serve.traces.assembler import Assembler, Limits
-from tailbudget.serve.traces.otlp_body import SpanRow
+from tailbudget.serve.traces.attribute import Attributor
 
 __all__ = ["BudgetSpanProcessor"]
 
@@ -42,8 +43,6 @@ class BudgetSpanProcessor:
         max_traces: int = 20_000,
         max_spans: int = 5_000,
     ) -> None:
-        from tailbudget.serve.traces.attribute import Attributor
-
         self.recorder = recorder
         self.attributor = Attributor(span_stage)
         self.assembler = Assembler(
