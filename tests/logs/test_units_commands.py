@@ -173,3 +173,28 @@ def test_a_gate_never_passes_on_latencies_that_look_like_seconds(tmp_path):
     # Without a gate the report is written, with the warning.
     plain = runner.invoke(app, gate[:-1])
     assert plain.exit_code == 0 and "warning: latencies look like seconds" in plain.output
+
+
+def test_every_gate_asks_for_the_unit_on_latencies_that_look_like_seconds(tmp_path):
+    # rebudget --fail-on-gap and capacity --fail-on-breach, as audit --fail-on-breach:
+    # a total_ms column holding seconds never passes a gate unless the unit is stated.
+    log = _seconds_in_ms_column(tmp_path)
+    budget = tmp_path / "b.yaml"
+    text = "service: s\nslo: {p99: 900}\npipeline:\n  - stage: app\n    budget: {p99: 800}\n"
+    budget.write_text(text)
+    gates = {
+        "--fail-on-gap": ["rebudget", str(budget), str(log), "--fail-on-gap"],
+        "--fail-on-breach": ["capacity", str(log), "--slo", "p99=900", "--load", "1",
+                             "--duration", "2m", "--fail-on-breach"],
+    }  # fmt: skip
+    for flag, argv in gates.items():
+        refused = runner.invoke(app, argv)
+        assert refused.exit_code == 2, (flag, refused.output)
+        assert "--unit: latencies look like seconds" in refused.output
+        assert f"{flag} does not pass on a guessed unit" in refused.output
+        assert "Traceback" not in refused.output
+        assert runner.invoke(app, [*argv, "--unit", "ms"]).exit_code in (0, 1)
+    stated = tmp_path / "stated.yaml"
+    stated.write_text(text.replace("pipeline:", "log: {unit: ms}\npipeline:"))
+    ok = runner.invoke(app, ["rebudget", str(stated), str(log), "--fail-on-gap"])
+    assert ok.exit_code in (0, 1), ok.output

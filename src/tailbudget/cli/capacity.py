@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tailbudget.cli import _sim
-from tailbudget.cli._common import EXIT_GATE, clean_errors
+from tailbudget.cli._common import clean_errors, gate_failed
 
 
 @clean_errors
@@ -41,7 +41,10 @@ def capacity_command(
 ) -> None:
     """Fewest replicas meeting every gated objective, per load multiple, with a chart."""
     from tailbudget._api.sim import capacity
+    from tailbudget.cli._unit_gate import unit_for_gate
 
+    if fail_on_breach:
+        unit_for_gate("--fail-on-breach", logs, unit, budget)
     with _sim.in_cli_words():
         rep = capacity(
             logs, slo, budget=budget, load=load, arrivals=arrivals, duration=duration,
@@ -53,5 +56,9 @@ def capacity_command(
             class_by=class_by, class_mix=class_mix,
         )  # fmt: skip
     _sim.emit_report(rep, format, output)
-    if fail_on_breach and any(p.replicas is None for p in rep.curve):
-        raise typer.Exit(EXIT_GATE)
+    unmet = [f"{p.load:g}x" for p in rep.curve if p.replicas is None]
+    if fail_on_breach and unmet:
+        raise gate_failed(
+            f"--fail-on-breach: no replica count meets the objectives at {', '.join(unmet)} "
+            "the log's load"
+        )

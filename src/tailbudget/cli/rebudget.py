@@ -25,7 +25,10 @@ def rebudget_command(
 ) -> None:
     """Compare each slice with the log; propose slices that fit, and price the speed-ups."""
     from tailbudget._api.budgets import rebudget
+    from tailbudget.cli._unit_gate import unit_for_gate
 
+    if fail_on_gap and engine is None:
+        unit_for_gate("--fail-on-gap", [log], unit, budget)
     result = rebudget(budget, log, engine=engine, unit=unit)
     render = {
         "text": result.to_text,

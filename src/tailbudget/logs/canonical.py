@@ -21,12 +21,7 @@ from tailbudget.logs.columns import ColumnMap, engine_columns, resolve_columns
 from tailbudget.logs.engine import arrow_result, count_true
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
-from tailbudget.logs.units import unit_stated
-
-OWN_UNITS = frozenset(
-    {"spans", "otlp", "jaeger", "vllm", "llmperf", "aiperf", "guidellm", "sglang"}
-)
-"""Formats that define their latency units (a span's duration, a benchmark's seconds)."""
+from tailbudget.logs.units import OWN_UNITS, unit_stated
 
 __all__ = ["REASONS", "SPAN_REASONS", "canonicalize", "epoch_to_timestamp"]
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tailbudget.logs.table import LogTable
 
 __all__ = [
+    "OWN_UNITS",
     "SECONDS_MAX",
     "SECONDS_P99",
     "check_log_unit",
@@ -32,6 +33,11 @@ SECONDS_MAX = 120.0
 """...and so may a slowest request under this many (two minutes when in seconds)."""
 
 _MS_SUFFIXES = ("_ms", "_msec", "_millis")
+
+OWN_UNITS = frozenset(
+    {"spans", "otlp", "jaeger", "vllm", "llmperf", "aiperf", "guidellm", "sglang"}
+)
+"""Formats that define their latency units (a span's duration, a benchmark's seconds)."""
 
 
 def names_unit(column: str) -> bool:
