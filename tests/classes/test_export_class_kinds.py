@@ -118,3 +118,39 @@ def test_keda_argo_and_flagger_check_the_class_ttft() -> None:
     assert "tailbudget_stage_duration_seconds_bucket" in ttft["provider"]["prometheus"]["query"]
     flagger = export(OBJ, "flagger")
     assert "class-premium-ttft-p95" in flagger and 'stage="ttft"' in flagger
+
+
+def test_openslo_carries_a_slo_per_gated_class_objective_and_imports_the_service() -> None:
+    from tailbudget.export.openslo import read_slos
+
+    text = export(OBJ, "openslo")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    by_name = {d["metadata"]["name"]: d for d in docs}
+    ttft = by_name["tiered-rag-class-premium-latency-ttft-p95"]
+    assert ttft["metadata"]["labels"] == {"gated": "true", "class": "premium"}
+    assert ttft["spec"]["objectives"][0]["target"] == 0.95
+    good = ttft["spec"]["indicator"]["spec"]["ratioMetric"]["good"]["metricSource"]["spec"]
+    assert 'class="premium", stage="ttft", le="0.3"' in good["query"]
+    assert "tiered-rag-class-batch-latency-p99" in by_name
+    assert "no class series for class premium tpot.p99" in text
+    # The import reads the service's own objectives; the class documents do not mix in.
+    assert read_slos(text)["slo"] == {"p99": 1500.0}
+
+
+def test_grafana_has_a_panel_per_class_on_the_grid() -> None:
+    import json
+
+    dash = json.loads(export(OBJ, "grafana"))
+    panels = {p["title"]: p for p in dash["panels"]}
+    premium = panels["class premium"]
+    exprs = [t["expr"] for t in premium["targets"]]
+    assert any('class="premium", stage="ttft"' in e for e in exprs)
+    steps = premium["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert {s["value"] for s in steps} >= {0.3, 0.8, 0.25}
+    assert {"class standard", "class batch"} <= set(panels)
+    cells: set[tuple[int, int]] = set()
+    for p in dash["panels"]:  # no two panels overlap
+        g = p["gridPos"]
+        mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + 8)}
+        assert not mine & cells, p["title"]
+        cells |= mine

@@ -20,6 +20,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.budget.policy import Policy
 from tailbudget.export import histograms
+from tailbudget.export.classes import ClassObjective, class_objectives, class_quantile_rule
 from tailbudget.export.common import (
     ExportOptions,
     error_ratio_rule,
@@ -205,7 +206,43 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     )
     panels.append(actions_panel(policy, len(panels) + 1, y))
     panels.extend(_burn_panels(budget, options or ExportOptions(), y + 8, len(panels) + 1))
+    panels.extend(class_panels(budget, policy, y + 16, len(panels) + 1))
     return dashboard(budget, policy, panels)
+
+
+def class_panels(budget: Budget, policy: Policy, y: int, first_id: int) -> list[dict[str, Any]]:
+    """A panel per class with gated objectives: each objective's percentile of the class's
+    series (the prometheus-rules target's class records), its targets drawn as lines."""
+    by_class: dict[str, list[ClassObjective]] = {}
+    for c in class_objectives(budget):
+        by_class.setdefault(c.name, []).append(c)
+    panels = []
+    for i, (name, found) in enumerate(by_class.items()):
+        targets = [
+            (
+                f"{class_quantile_rule(c.objective.percentile, policy.window_s, c.histogram)}"
+                f"{{{c.selector(budget)}}}",
+                f"{c.objective.metric} {c.objective.percentile}",
+            )
+            for c in found
+        ]
+        panels.append(
+            timeseries(
+                first_id + i,
+                f"class {name}",
+                targets,
+                [seconds(c.objective.target_ms) for c in found],
+                "s",
+                y + (i // 2) * 8,
+                f"Class {name}'s gated objectives ("
+                + ", ".join(f"{c.objective.key} {num(c.objective.target_ms)} ms" for c in found)
+                + ") over the rolling "
+                + promql_duration(policy.window_s)
+                + "; lines: the targets.",
+                x=(i % 2) * 12,
+            )
+        )
+    return panels
 
 
 def actions_panel(policy: Policy, panel_id: int, y: int, x: int = 12) -> dict[str, Any]:

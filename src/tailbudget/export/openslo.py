@@ -28,6 +28,7 @@ from tailbudget.budget.model import GATES, Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.errors import BudgetError
 from tailbudget.export import histograms
+from tailbudget.export.classes import ClassObjective, class_objectives, unexported
 from tailbudget.export.common import (
     LABEL_PREFIX,
     ExportOptions,
@@ -48,7 +49,9 @@ A_KIND = f"{LABEL_PREFIX}/objective"
 A_THRESHOLD_MS = f"{LABEL_PREFIX}/threshold-ms"
 A_ERROR_RATE = f"{LABEL_PREFIX}/error-rate"
 A_ENVIRONMENT = f"{LABEL_PREFIX}/environment"
+A_CLASS = f"{LABEL_PREFIX}/class"
 L_GATED = "gated"
+L_CLASS = "class"
 
 
 def _source(query: str) -> dict[str, Any]:
@@ -141,11 +144,39 @@ def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
     return ratio_slo(meta, budget.service, indicator, (good, total), goal)
 
 
+def class_slo(budget: Budget, c: ClassObjective) -> dict[str, Any]:
+    """A class's gated objective as a ratio SLO on its class series (`class` label; the
+    stage histogram's `stage="ttft"` for TTFT)."""
+    o = c.objective
+    sel = c.selector(budget)
+    bound = le_label(seconds(o.target_ms))
+    good = f'sum(rate({c.histogram}_bucket{{{sel}, le="{bound}"}}[5m]))'
+    total = f"sum(rate({c.histogram}_count{{{sel}}}[5m]))"
+    what = "end to end" if c.e2e else o.metric
+    meta = metadata(
+        budget,
+        f"class-{c.name}-latency-{c.slug}",
+        f"{budget.service} class {c.name} {o.metric} {o.percentile} <= {num(o.target_ms)} ms",
+        {A_KIND: o.key, A_THRESHOLD_MS: num(o.target_ms), A_CLASS: c.name},
+    )
+    meta["labels"] = {L_GATED: "true", L_CLASS: k8s_name(c.name)}
+    goal = {
+        "description": f"{quantile(o.percentile) * 100:g}% of class {c.name}'s requests "
+        f"within {num(o.target_ms)} ms ({what}, {c.histogram} bucket le={bound}).",
+        "displayName": f"{c.name} {o.metric} {o.percentile} <= {num(o.target_ms)} ms",
+        "target": quantile(o.percentile),
+    }
+    indicator = k8s_name(budget.service, f"class-{c.name}-{c.slug}-le-{bound}")
+    return ratio_slo(meta, budget.service, indicator, (good, total), goal)
+
+
 def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str, Any]]:
-    """One SLO document per SLO percentile, plus the error rate when set."""
+    """One SLO document per SLO percentile, plus the error rate when set, plus one per
+    gated class objective with a class series."""
     docs = [latency_slo(budget, p, ms) for p, ms in budget.objectives.e2e().items()]
     if budget.objectives.error_rate is not None and budget.objectives.error_rate > 0:
         docs.append(error_slo(budget, budget.objectives.error_rate))
+    docs += [class_slo(budget, c) for c in class_objectives(budget)]
     return docs
 
 
@@ -164,6 +195,14 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
         f"{', '.join(budget.gated)} "
         f"(label {L_GATED}=true)."
     ]
+    if class_objectives(budget):
+        notes.append(
+            f"one SLO per gated class objective (label {L_CLASS}, annotation {A_CLASS}), on "
+            "the class label PrometheusSink sets; `import openslo` reads the service's SLOs."
+        )
+    missing = unexported(budget)
+    if missing:
+        notes.append(f"no class series for {', '.join(missing)}: not exported.")
     return dump_yaml(build(budget, options), header(budget, "openslo", notes))
 
 
@@ -297,6 +336,8 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     for i, doc in enumerate(slos):
         where = f"{source}: SLO #{i + 1}"
         ann = _annotations(doc, where)
+        if A_CLASS in ann:
+            continue  # a class's SLO: the starter budget holds the service's objectives
         name = _service_name(doc, ann, where, service)
         service = service or name
         environment = environment or ann.get(A_ENVIRONMENT)
