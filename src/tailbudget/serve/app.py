@@ -49,6 +49,7 @@ from tailbudget.serve.batch import BadBatch
 from tailbudget.serve.ingest import parse_observations
 from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
+from tailbudget.serve.own_time import own_times
 from tailbudget.serve.runtime import Runtime
 from tailbudget.serve.traces.metrics import TracesCollector
 from tailbudget.serve.traces.receiver import TraceOptions, TraceReceiver
@@ -164,7 +165,8 @@ def _ingest(runtime: Runtime, body: bytes, content_type: str | None, limits: Bod
     # Parsing and the write-ahead-log fsync run off the event loop; the 200 is
     # sent only after the fsync, so an acknowledged batch survives kill -9.
     batch = parse_observations(body, now_s=time.time(), content_type=content_type, limits=limits)
-    return runtime.ingest(batch)
+    # a caller's reported time holds its calls; its slice is its own time (`calls:`)
+    return runtime.ingest(own_times(batch, dict(runtime.config.calls)))
 
 
 async def observations(request: Request) -> Response:

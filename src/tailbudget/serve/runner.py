@@ -171,6 +171,10 @@ def build_runtime(options: ServeOptions) -> Runtime:
         class_policies=tuple(class_policies(budget, dry_run=policy.dry_run)),
         objectives=budget.objectives if budget is not None else None,
         slices=tuple(stage_slices(budget)),
+        calls=tuple(
+            (caller, tuple(tuple(t) for t in terms))
+            for caller, terms in (budget.callers() if budget is not None else {}).items()
+        ),
     )
     return Runtime(policy, config, model=_live_model(options, budget, policy))
 

@@ -103,6 +103,9 @@ class RuntimeConfig:
     """The budget's objectives: /v1/status judges the gated ones on the windows."""
     slices: tuple[tuple[str, str, float], ...] = ()
     """The budget's stage slices (stage, percentile, ms): each stage's burn in status."""
+    calls: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
+    """The budget's callers and their calls (`calls:`): an observed caller's stage time
+    is judged as its own time, its calls' taken out (serve/own_time.py)."""
 
 
 class Runtime:
