@@ -105,3 +105,31 @@ def test_goodput_interval_is_newcombes() -> None:
     assert g.change == pytest.approx(0.2)
     assert g.ci_low == pytest.approx(0.0524, abs=1e-4)
     assert g.ci_high == pytest.approx(0.3339, abs=1e-4)
+
+
+def test_a_regression_small_logs_prove_is_a_regression(tmp_path: Path) -> None:
+    # 300 requests a side are under the 1,000 a pass needs, but TTFT 2.5x slower is proved
+    # (the one verdict rule against the baseline's upper bound): never "inconclusive".
+    import json
+
+    base = _log(tmp_path / "base.parquet", 300, 1)
+    canary = _log(tmp_path / "canary.parquet", 300, 2, ttft_scale=2.5)
+    res = _run(canary, base, "--format", "json", "--fail-on-regression")
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.stdout)
+    rows = {(c["metric"], c["percentile"]): c for c in data["canary"]["objectives"]}
+    assert rows[("ttft", "p95")]["verdict"] == "regression"
+    assert rows[("tpot", "p99")]["verdict"] == "inconclusive"  # unchanged, too few to pass
+    assert data["canary"]["verdict"] == "regression"
+
+
+def test_a_proved_regression_is_rare_on_the_same_service() -> None:
+    # Two samples of one distribution: the proof's error rate stays under its 5%.
+    from tailbudget.audit.canary import proves_regression
+
+    rng = np.random.default_rng(5)
+    hits = sum(
+        proves_regression(rng.lognormal(0, 0.5, 200), rng.lognormal(0, 0.5, 400), "p95")
+        for _ in range(400)
+    )
+    assert hits / 400 <= 0.05

@@ -6,7 +6,14 @@ Kayenta uses). Goodput: the difference of the two shares with Newcombe's interva
 the two Wilson score intervals). A gated objective regresses when the change is above
 zero beyond noise: its interval lies above 0 and p < ALPHA. A percentile needs enough
 points on both sides: below MIN_REQUESTS (requests; gaps for ITL) the verdict is
-`inconclusive`, never a pass.
+`inconclusive`, never a pass, unless the points prove a regression.
+
+A regression the points prove is one however few they are (the one verdict rule,
+`tailbudget._verdict`, as every objective is judged): the baseline's percentile has a
+distribution-free upper bound at 97.5% (an order statistic of its points), and the
+canary regresses when its count over that bound rejects "at most 1 - q over it" by the
+exact one-sided binomial test at 97.5%; the two together hold at 95%. A minimum sample
+makes the pass side careful; it never blinds the regression side.
 
 Point estimates are exact percentiles on the engine (the objectives pass); intervals and
 p-values come from a random sample of at most SAMPLE values of each log.
@@ -19,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from tailbudget._verdict import judge as verdict_of
 from tailbudget.audit import objectives as ob
 from tailbudget.audit import quantiles
 from tailbudget.audit.context import Ctx, fnum, to_arrow
@@ -32,11 +40,14 @@ from tailbudget.audit.report import (
 from tailbudget.budget.objectives import parse_percentile
 from tailbudget.logs.table import LogTable
 
-__all__ = ["ALPHA", "MIN_REQUESTS", "goodput_change", "judge"]
+__all__ = ["ALPHA", "MIN_REQUESTS", "goodput_change", "judge", "proves_regression"]
 
 MIN_REQUESTS = 1000
 """Fewer points than this on either side: the verdict is inconclusive."""
 ALPHA = 0.05
+SIDE_LEVEL = 0.975
+"""Each of the two steps of a proved regression (the baseline's bound, the canary's
+count over it) holds at this level, so the two together hold at 95%."""
 SAMPLE = 20_000
 BOOTSTRAP = 400
 _Z = 1.959963984540054
@@ -90,9 +101,43 @@ def _p_value(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(mannwhitneyu(a, b, alternative="greater").pvalue)
 
 
+def _upper_bound(b: np.ndarray, q: float, level: float) -> float | None:
+    """A distribution-free upper confidence bound (at `level`) on the q-quantile of what
+    `b` samples: its j-th smallest value with P[Binomial(m, q) < j] >= level; None when
+    `b` is too short to bound it."""
+    from scipy.stats import binom
+
+    m = b.size
+    if not m:
+        return None
+    j = int(binom.ppf(level, m, q)) + 1
+    return float(np.partition(b, j - 1)[j - 1]) if j <= m else None
+
+
+def proves_regression(a: np.ndarray, b: np.ndarray, percentile: str) -> bool:
+    """True when the canary's points `a` prove its `percentile` above the baseline's `b`
+    (see the module): the one verdict rule against the baseline's upper bound."""
+    q = parse_percentile(percentile)[1]
+    bound = _upper_bound(b, q, SIDE_LEVEL)
+    if bound is None or not a.size:
+        return False
+    over = int((a > bound).sum())
+    figure = float(np.quantile(a, q))
+    got = verdict_of(percentile, bound, figure, a.size, over, level=SIDE_LEVEL)
+    return got.verdict == "breach"
+
+
 def _verdict(
-    n_a: int, n_b: int, change: float | None, lo: float | None, hi: float | None, p: float | None
+    n_a: int,
+    n_b: int,
+    change: float | None,
+    lo: float | None,
+    hi: float | None,
+    p: float | None,
+    proved: bool = False,
 ) -> CanaryVerdict:
+    if proved:
+        return "regression"
     if min(n_a, n_b) < MIN_REQUESTS or change is None or lo is None or hi is None:
         return "inconclusive"
     if lo > 0 and p is not None and p < ALPHA:
@@ -174,7 +219,9 @@ def judge(ctx: Ctx, rows: list[ObjectiveRow], good: int, baseline: LogTable) -> 
                 p_value=p,
                 n_before=n_b,
                 n_after=n_a,
-                verdict=_verdict(n_a, n_b, change, lo, hi, p),
+                verdict=_verdict(
+                    n_a, n_b, change, lo, hi, p, proves_regression(a, b, obj.percentile)
+                ),
             )
         )
     n_after = int(fnum(ctx.run_row("count", {"n": ctx.t.count()})["n"])) + ctx.log.rows.failed
@@ -198,7 +245,8 @@ def _summary(changes: list[ObjectiveChange], gp: GoodputChange | None) -> Canary
         verdict = "inconclusive"
         text = (
             f"fewer than {MIN_REQUESTS:,} points on a side for "
-            f"{', '.join(unsure)}; percentiles from so few points are too noisy to pass a gate"
+            f"{', '.join(unsure)}, and they prove no regression; percentiles from so few "
+            "points are too noisy to pass a gate"
         )
     else:
         verdict, text = "pass", "no gated objective regresses beyond noise"
