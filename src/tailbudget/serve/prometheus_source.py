@@ -61,8 +61,10 @@ class PrometheusSource:
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         metrics: str = "tailbudget",
         series: Mapping[str, Iterable[float]] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
-        """`metrics` names the fleet preset; `series` the quantiles each rule series needs.
+        """`metrics` names the fleet preset; `series` the quantiles each rule series needs;
+        `labels` further matchers every query carries (a class: `class="premium"`).
 
         `timeout_s` bounds each read from the socket, `deadline_s` the whole read of
         every query; `max_answer_bytes` each answer's decoded size."""
@@ -83,6 +85,8 @@ class PrometheusSource:
         self.preset: FleetPreset = preset(metrics)
         self.series = {k: sorted(set(v)) for k, v in (series or {}).items() if k != "e2e"}
         self.e2e_qs = sorted({0.5, 0.95, 0.99} | set((series or {}).get("e2e", ())))
+        self.labels = dict(labels or {})
+        self._matchers = ",".join(f'{k}="{_label(v)}"' for k, v in self.labels.items())
 
     def _histogram(self, name: str) -> tuple[str, str] | None:
         """(histogram name, extra label matchers) of a series, or None when unmapped."""
@@ -94,7 +98,8 @@ class PrometheusSource:
         return None
 
     def _sel(self, extra: str = "") -> str:
-        return ",".join(x for x in (self.preset.selector(self.service), extra) if x)
+        parts = (self.preset.selector(self.service), self._matchers, extra)
+        return ",".join(x for x in parts if x)
 
     def queries(self) -> dict[str, str]:
         """The PromQL this source runs, by field (shown in status, handy for dashboards)."""
@@ -106,12 +111,13 @@ class PrometheusSource:
         buckets = f"sum by (le) (rate({name}_bucket{{{sel}}}{rng}))"
         for q in self.e2e_qs:
             out[percentile_name(q)] = f"histogram_quantile({q:g}, {buckets})"
-        counter = self.preset.requests
+        # A class's requests: its histogram's count (the request counters carry no class).
+        counter = self.preset.requests if not self.labels else None
         if counter is None:
             out["count"] = f"sum(increase({name}_count{{{sel}}}{rng}))"
         else:
             out["count"] = f"sum(increase({_with(counter, sel)}{rng}))"
-        if self.preset.errors is not None:
+        if self.preset.errors is not None and not self.labels:
             out["errors"] = f"sum(increase({_with(self.preset.errors, sel)}{rng}))"
         for series, qs in sorted(self.series.items()):
             found = self._histogram(series)

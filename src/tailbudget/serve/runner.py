@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tailbudget.budget import load_budget
 from tailbudget.budget.policy import resolve_policy
-from tailbudget.control.class_shedding import class_policies
+from tailbudget.control.class_shedding import ClassPolicy, class_policies
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.actions import load_actions_config
 from tailbudget.serve.limits import DECODED_FACTOR, MAX_BODY, BodyLimits
@@ -162,13 +162,15 @@ def build_runtime(options: ServeOptions) -> Runtime:
             "give prometheus (its URL) too",
             param="metrics",
         )
+    classes = tuple(class_policies(budget, dry_run=policy.dry_run))
     config = RuntimeConfig(
         state_dir=options.state_dir,
         service=service,
         actions=load_actions_config(options.actions),
         prometheus=source,
         classes=_classes(budget),
-        class_policies=tuple(class_policies(budget, dry_run=policy.dry_run)),
+        class_policies=classes,
+        class_prometheus=_class_sources(source, budget, classes),
         objectives=budget.objectives if budget is not None else None,
         slices=tuple(stage_slices(budget)),
         calls=tuple(
@@ -177,6 +179,29 @@ def build_runtime(options: ServeOptions) -> Runtime:
         ),
     )
     return Runtime(policy, config, model=_live_model(options, budget, policy))
+
+
+def _class_sources(
+    source: PrometheusSource | None, budget: Budget | None, classes: tuple[ClassPolicy, ...]
+) -> tuple[tuple[str, PrometheusSource], ...]:
+    """Per class, a source reading its series: the label `class` on tailbudget's own
+    metrics (PrometheusSink sets it), the budget's `classes.by` on a serving stack's (a
+    label the scrape or relabel config gives, e.g. per deployment)."""
+    cs = budget.class_set if budget is not None else None
+    if source is None or cs is None:
+        return ()
+    label = "class" if source.preset.name == "tailbudget" else cs.by
+    return tuple(
+        (
+            c.name,
+            PrometheusSource(
+                source.url, source.service, source.window_s, min_samples=c.policy.min_samples,
+                confidence=c.policy.confidence, metrics=source.preset.name,
+                series=c.policy.series, labels={label: c.name}, deadline_s=source.deadline_s,
+            ),
+        )
+        for c in classes
+    )  # fmt: skip
 
 
 def _classes(budget: Budget | None) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:

@@ -99,6 +99,9 @@ class RuntimeConfig:
     class_policies: tuple[ClassPolicy, ...] = ()
     """Each listed class's policy (its objectives' rules): its shed_load rules run on the
     class's observations, and every shed_load sheds the lowest-priority class first."""
+    class_prometheus: tuple[tuple[str, PrometheusSource], ...] = ()
+    """With `prometheus`: per class, the source reading its series (its class label), which
+    the class's rules judge instead of the posted observations."""
     objectives: Objectives | None = None
     """The budget's objectives: /v1/status judges the gated ones on the windows."""
     slices: tuple[tuple[str, str, float], ...] = ()
@@ -434,14 +437,35 @@ class Runtime:
                 class_rows(stages, rows),
             )
 
-    def _class_decisions(self, now: float, service: list[Decision]) -> list[Decision]:
+    def _class_reads(self, now: float) -> dict[str, tuple[WindowStats, dict[str, WindowStats]]]:
+        """Each class's window from its Prometheus source (outside the lock; a failed or
+        unusable read is an unknown window: the class's rules do not act on it)."""
+        found = self.config.class_prometheus
+        if not found:
+            return {}
+        # At once: each read has the evaluation's deadline, not one after another.
+        with concurrent.futures.ThreadPoolExecutor(len(found), "tailbudget-class-read") as pool:
+            reads = list(pool.map(lambda named: named[1].read(now), found))
+        return {
+            name: (UNKNOWN, {}) if unusable(*read) is not None else read
+            for (name, _), read in zip(found, reads, strict=True)
+        }
+
+    def _class_decisions(
+        self,
+        now: float,
+        service: list[Decision],
+        reads: Mapping[str, tuple[WindowStats, dict[str, WindowStats]]],
+    ) -> list[Decision]:
         """The service's decisions and each class's, every shed_load given the class it
         sheds (the highest priority number not yet shed). Caller holds the lock."""
         if not self.class_controllers:
             return service
         out: list[Decision] = [tagged(d, SERVICE, self.shed_order) for d in service]
         for name, controller in self.class_controllers.items():
-            out += [tagged(d, name, self.shed_order) for d in controller.evaluate(now)]
+            made = controller.evaluate(now, *reads[name]) if name in reads else None
+            made = controller.evaluate(now) if made is None else made
+            out += [tagged(d, name, self.shed_order) for d in made]
         return out
 
     # --- evaluation --------------------------------------------------------------
@@ -478,11 +502,12 @@ class Runtime:
             if bad is not None:  # never a decision or a stored number from it
                 stats, series = UNKNOWN, {}
                 failure = ("bad_figure", f"prometheus: {bad}")
+        reads = self._class_reads(now)
         with self.lock:
             if self.model is not None:  # the rules step from the count the model set
                 self.controller.desired_replicas = self.replicas.desired
             decisions = list(self.controller.evaluate(now, stats, series))
-            decisions = self._class_decisions(now, decisions)
+            decisions = self._class_decisions(now, decisions, reads)
             self.last_stats = stats
             self.last_evaluated_s = now
         if self.model is not None:  # sizing simulates: outside the lock, ingest goes on

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailbudget._verdict import judge
 from tailbudget.control.stage_windows import stage_summary
-from tailbudget.control.windows import RollingWindow, WindowStats
+from tailbudget.control.windows import UNKNOWN, RollingWindow, WindowStats
 from tailbudget.serve.classes import class_view
 from tailbudget.serve.view_records import (
     PolicyView,
@@ -148,6 +148,8 @@ def _class_stats(rt: Runtime, now_s: float) -> dict[str, Any]:
         return {}
     p = rt.policy
     stats = rt.class_windows.stats(now_s, min_samples=p.min_samples, confidence=p.confidence)
+    for name in rt.class_controllers:  # a listed class with no observation posted yet
+        stats.setdefault(name, UNKNOWN)
     return {
         "classes": stats,
         "class_observations": dict(rt.class_observations),
