@@ -16,9 +16,9 @@ from dataclasses import replace
 from tailbudget.audit import e2e_drivers, objectives, passes, weak
 from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.context import Ctx
-from tailbudget.audit.report import ClassGoodput, ClassRow, ObjectiveRow, Recommendation
+from tailbudget.audit.report import ClassGoodput, ClassRow, Recommendation
 from tailbudget.budget.classes import ClassSet
-from tailbudget.budget.objectives import Objective, Objectives
+from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import LogError
 from tailbudget.logs.table import RowCounts
 
@@ -81,7 +81,7 @@ def _row(
         return ClassRow(
             **head,
             requests=0,
-            objectives=[_no_data(o, n=0) for o in objs],
+            objectives=[objectives.without_figure(o, 0, "no_data") for o in objs],
             driver=None,
             goodput=ClassGoodput(share=0.0, min=_minimum(objs)),
             note=f"no request of class {name} in the log",
@@ -126,19 +126,6 @@ def _class_ctx(ctx: Ctx, by: str, name: str, objs: Objectives, n: int) -> Ctx:
 
 def _minimum(objs: Objectives) -> float | None:
     return objs.goodput.min if objs.goodput is not None else None
-
-
-def _no_data(o: Objective, n: int) -> ObjectiveRow:
-    return ObjectiveRow(
-        metric=o.metric,
-        percentile=o.percentile,
-        target_ms=o.target_ms,
-        measured_ms=None,
-        verdict="no_data",
-        gated=o.gated,
-        n=n,
-        output_tokens=o.output_tokens,
-    )
 
 
 _LLM = ("ttft", "tpot", "itl")

@@ -17,7 +17,7 @@ that failed without a latency count in the denominator, never as good.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import ibis
 
@@ -284,22 +284,33 @@ def _row(o: Objective, value: float | None, n: int, over: int) -> ObjectiveRow:
     )
 
 
-def _unmeasured(o: Objective, n: int) -> ObjectiveRow:
-    """A stage no request spent time in (its column empty or missing): no figure and
-    no verdict, rather than a pass at 0 ms."""
+def without_figure(
+    o: Objective, n: int, verdict: Literal["inconclusive", "no_data"], note: str = ""
+) -> ObjectiveRow:
+    """The row of an objective with no measured figure: a stage no request spent time
+    in (inconclusive), or a class with no request in the log (no_data)."""
     return ObjectiveRow(
         metric=o.metric,
         percentile=o.percentile,
         target_ms=o.target_ms,
         measured_ms=None,
-        verdict="inconclusive",
+        verdict=verdict,
         gated=o.gated,
         n=n,
         output_tokens=o.output_tokens,
-        note=(
-            f"no time recorded for {o.metric}: its column is empty or missing in all "
-            f"{n:,} requests, so there is nothing to judge"
-        ),
+        note=note,
+    )
+
+
+def _unmeasured(o: Objective, n: int) -> ObjectiveRow:
+    """A stage no request spent time in (its column empty or missing): no figure and
+    no verdict, rather than a pass at 0 ms."""
+    return without_figure(
+        o,
+        n,
+        "inconclusive",
+        f"no time recorded for {o.metric}: its column is empty or missing in all "
+        f"{n:,} requests, so there is nothing to judge",
     )
 
 

@@ -25,7 +25,6 @@ import math
 from typing import Any
 
 from tailbudget import _metric_names as names
-from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
@@ -263,9 +262,7 @@ def build_fleet(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The AnalysisTemplate on the preset's series, and notes."""
-    options = options or ExportOptions()
-    fleet = preset(options.metrics)
-    policy = policy_of(budget)
+    options, fleet, policy = histograms.fleet_parts(budget, options)
     pods = (
         histograms.selector(fleet, budget, f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'),
         histograms.selector(fleet, budget, f'{HASH_LABEL}="{{{{args.{STABLE_HASH_ARG}}}}}"'),

@@ -25,7 +25,6 @@ from typing import Any
 import yaml
 
 from tailbudget import _metric_names as names
-from tailbudget._fleet import preset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
@@ -295,9 +294,7 @@ def build_fleet(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
     """(MetricTemplates, the Canary `analysis` block, notes) on the preset's series."""
-    options = options or ExportOptions()
-    fleet = preset(options.metrics)
-    policy = policy_of(budget)
+    options, fleet, policy = histograms.fleet_parts(budget, options)
     pods = (
         histograms.selector(fleet, budget, NAMESPACE, CANARY_PODS),
         histograms.selector(fleet, budget, NAMESPACE, PRIMARY_PODS),

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from tailbudget import _metric_names as names
-from tailbudget._fleet import FleetPreset, FleetSeries, preset
+from tailbudget._fleet import FleetPreset, FleetSeries
 from tailbudget._json import dumps
 from tailbudget._names import grafana_text
 from tailbudget._units import PERCENTILES, percentile_name
@@ -432,9 +432,7 @@ def build_fleet(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The dashboard model on the preset's series, and notes about what it cannot show."""
-    options = options or ExportOptions()
-    fleet = preset(options.metrics)
-    policy = policy_of(budget)
+    options, fleet, policy = histograms.fleet_parts(budget, options)
     mapped, notes = histograms.objectives_of(budget, fleet)
     by_metric: dict[str, list[Objective]] = {}
     for o, _ in mapped:

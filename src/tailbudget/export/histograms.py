@@ -22,6 +22,7 @@ from tailbudget.export.common import (
     ExportOptions,
     le_label,
     num,
+    policy_of,
     promql_duration,
     wilson_lower_expr,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "canary_check",
     "count_expr",
     "counter_expr",
+    "fleet_parts",
     "goodput_series",
     "objectives_of",
     "quantile_expr",
@@ -44,6 +46,15 @@ __all__ = [
     "server_preset",
     "share_expr",
 ]
+
+
+def fleet_parts(
+    budget: Budget, options: ExportOptions | None
+) -> tuple[ExportOptions, FleetPreset, Policy]:
+    """What every target's `build_fleet` starts from: the options (the defaults for None),
+    the preset they name and the budget's policy."""
+    options = options or ExportOptions()
+    return options, preset(options.metrics), policy_of(budget)
 
 
 def server_preset(options: ExportOptions | None) -> FleetPreset | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from tailbudget import _metric_names as names
-from tailbudget._fleet import preset
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.plan_classes import class_budget
@@ -222,9 +221,7 @@ def build_fleet(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The ScaledObject whose trigger is the scale_up rule's alert expression."""
-    options = options or ExportOptions()
-    fleet = preset(options.metrics)
-    policy = policy_of(budget)
+    options, fleet, policy = histograms.fleet_parts(budget, options)
     rule = next(
         (
             r

@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from tailbudget import _metric_names as names
-from tailbudget._fleet import FleetPreset, check_target, preset
+from tailbudget._fleet import FleetPreset, check_target
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
@@ -556,9 +556,7 @@ def build_fleet(
     budget: Budget, options: ExportOptions | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The rule file (policy alerts on the server's own series, SLI burn alerts) and notes."""
-    options = options or ExportOptions()
-    fleet = preset(options.metrics)
-    policy = policy_of(budget)
+    options, fleet, policy = histograms.fleet_parts(budget, options)
     notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
     alerts = []
     for rule in policy.rules:

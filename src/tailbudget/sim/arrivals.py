@@ -11,6 +11,8 @@ import csv
 import json
 import math
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,6 +216,27 @@ def _mooncake_row(line: str, where: str, class_by: str | None = None) -> _MoonRo
     )
 
 
+@contextmanager
+def _read_errors(path: str, not_text: str = "") -> Iterator[None]:
+    """The arrival readers' one-line errors for a file that cannot be read (`not_text`:
+    what to give instead, after the not-UTF-8 error)."""
+    try:
+        yield
+    except OSError as exc:
+        raise TailbudgetError(
+            f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise TailbudgetError(
+            f"{path}: the arrival trace is not UTF-8 text (byte {exc.start}){not_text}",
+            param="arrivals",
+        ) from None
+    except csv.Error as exc:
+        raise TailbudgetError(
+            f"{path}: not a readable CSV arrival trace ({exc})", param="arrivals"
+        ) from None
+
+
 def read_mooncake(
     path: str, max_rows: int = MAX_TRACE_ROWS, class_by: str | None = None
 ) -> TraceTimes:
@@ -223,26 +246,17 @@ def read_mooncake(
     `class_by`, each line's field of that name is its arrival's class (a line without
     it: the empty class, judged as an unlisted class is)."""
     rows: list[_MoonRow] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                if len(rows) >= max_rows:
-                    raise TailbudgetError(
-                        f"{path}: the arrival trace holds more than {max_rows:,} arrivals, "
-                        "over the simulator's bound; cut it to the span to simulate",
-                        param="arrivals",
-                    )
-                rows.append(_mooncake_row(line, f"{path}, line {i}: ", class_by))
-    except OSError as exc:
-        raise TailbudgetError(
-            f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise TailbudgetError(
-            f"{path}: the arrival trace is not UTF-8 text (byte {exc.start})", param="arrivals"
-        ) from None
+    with _read_errors(path), open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if len(rows) >= max_rows:
+                raise TailbudgetError(
+                    f"{path}: the arrival trace holds more than {max_rows:,} arrivals, "
+                    "over the simulator's bound; cut it to the span to simulate",
+                    param="arrivals",
+                )
+            rows.append(_mooncake_row(line, f"{path}, line {i}: ", class_by))
     if not rows:
         raise TailbudgetError(f"{path}: the arrival trace has no rows", param="arrivals")
     got = np.asarray([r[:3] for r in rows])
@@ -279,23 +293,9 @@ def read_trace(
     arrivals are refused at the bound. A `.jsonl` file is read as a Mooncake trace."""
     if path.lower().endswith(".jsonl"):
         return read_mooncake(path, max_rows, class_by)
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            t, tin, tout = _read_rows(path, fh, min(max_rows, MAX_TRACE_ROWS))
-    except OSError as exc:
-        raise TailbudgetError(
-            f"{path}: cannot read arrival trace ({exc.strerror})", param="arrivals"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise TailbudgetError(
-            f"{path}: the arrival trace is not UTF-8 text (byte {exc.start}); give a CSV "
-            "with a time column",
-            param="arrivals",
-        ) from None
-    except csv.Error as exc:
-        raise TailbudgetError(
-            f"{path}: not a readable CSV arrival trace ({exc})", param="arrivals"
-        ) from None
+    hint = "; give a CSV with a time column"
+    with _read_errors(path, hint), open(path, encoding="utf-8", newline="") as fh:
+        t, tin, tout = _read_rows(path, fh, min(max_rows, MAX_TRACE_ROWS))
     times = np.frombuffer(t, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     times = times[order]
