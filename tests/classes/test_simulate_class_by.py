@@ -83,6 +83,7 @@ def test_a_planted_arrival_file_through_simulate_and_capacity(log, tmp_path) -> 
     _csv_trace(trace)
     base = ["--slo", SLO, "--class-by", "tier", "--arrivals", str(trace), "-f", "json"]
     doc = _json(runner.invoke(app, ["simulate", str(log), *base, "--policy", "fixed:40"]))
+    assert "each arrival's class is the arrival trace's tier value" in " ".join(doc["notes"])
     assert {n: c["requests"] for n, c in _classes(doc).items()} == {
         "premium": 240,
         "standard": 0,
@@ -122,6 +123,10 @@ def test_a_stated_share_per_class(log) -> None:
     n = doc["requests"]["arrived"]
     got = {c["name"]: c["requests"] / n for c in doc["classes"]}
     assert abs(got["premium"] - 0.5) < 0.03 and abs(got["batch"] - 0.25) < 0.03
+    assert any(
+        n.startswith("each arrival's class is drawn at the stated shares (premium 50")
+        for n in doc["notes"]
+    )
     # Half the arrivals premium: the shed share is still the lowest-priority class's.
     assert _classes(doc)["premium"]["objectives"][0]["verdict"] == "breach"
 

@@ -458,6 +458,7 @@ def simulate(
     if len(sources) == 1:
         report = _beside_log(report, sources[0], inputs, unit, own=arrivals is None)
     rate = _offered(spec, load, report.requests, report.duration_s) / start
+    report = _class_noted(report, inputs, spec)
     return _ranged(_noted(report, inputs.budget), [(rate, "the simulated load")])
 
 
@@ -620,7 +621,25 @@ def capacity(
         for p in curve.curve
         if p.replicas
     ]
+    curve = _class_noted(curve, inputs, spec)
     return _ranged(_noted(curve, inputs.budget), rates)
+
+
+def _class_noted(report: _R, inputs: _Inputs, spec: ArrivalSpec) -> _R:
+    """The report, saying where each arrival's class came from (with classes)."""
+    if inputs.classes is None:
+        return report
+    by = inputs.classes.by
+    if spec.trace is not None and spec.trace.classes is not None:
+        note = f"each arrival's class is the arrival trace's {by} value"
+    elif inputs.mix:
+        shares = ", ".join(f"{n} {fmt.share(v)}" for n, v in inputs.mix)
+        note = f"each arrival's class is drawn at the stated shares ({shares})"
+    else:
+        note = f"each arrival copies a logged request and keeps its {by} (the log's class mix)"
+    if not note.startswith("each arrival copies"):
+        note += "; it copies a logged request of that class"
+    return replace(report, notes=[*report.notes, note])
 
 
 def _span(fitted: Fitted) -> float:
