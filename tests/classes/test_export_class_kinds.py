@@ -154,3 +154,52 @@ def test_grafana_has_a_panel_per_class_on_the_grid() -> None:
         mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + 8)}
         assert not mine & cells, p["title"]
         cells |= mine
+
+
+@needs_promtool
+def test_on_vllm_series_the_class_label_is_classes_by_and_promtool_fires_tpot(
+    tmp_path: Path,
+) -> None:
+    from tailbudget.export import ExportOptions
+
+    text = prometheus_rules.render(OBJ, ExportOptions(metrics="vllm"))
+    assert "class premium rerank.p95: vllm exports no rerank histogram" in text
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(text)
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    group = next(g for g in yaml.safe_load(text)["groups"] if g["name"].endswith("classes-vllm"))
+    alert = "TailbudgetClassObjectiveTpotP99"
+    rule = next(r for r in group["rules"] if r["alert"] == alert)
+    assert 'tier="premium"' in rule["expr"]
+    # Premium's decode steps at 0.06-0.075 s (over its 50 ms p99); batch's under 0.025 s.
+    h = "vllm:request_time_per_output_token_seconds"
+    series = []
+    cumulative = {"premium": (0, 0, 1, 1), "batch": (1, 1, 1, 1)}  # share at or under le
+    for tier, shares in cumulative.items():
+        for le, share in zip(("0.025", "0.05", "0.075", "+Inf"), shares, strict=True):
+            labels = f'model_name="tiered-rag", tier="{tier}", le="{le}"'
+            series.append({"series": f"{h}_bucket{{{labels}}}", "values": f"0+{10 * share}x300"})
+        count = f'{h}_count{{model_name="tiered-rag", tier="{tier}"}}'
+        series.append({"series": count, "values": "0+10x300"})
+    firing = {
+        "exp_labels": {"alertname": alert, **rule["labels"]},
+        "exp_annotations": rule["annotations"],
+    }
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1s",
+        "tests": [
+            {
+                "interval": "1s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailbudget import _metric_names as names
+from tailbudget._fleet import FleetPreset
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
+from tailbudget.export import histograms
 from tailbudget.export.common import (
     ExportOptions,
     bucket_at_or_below,
@@ -47,6 +49,7 @@ __all__ = [
     "class_quantile_rule",
     "class_selector",
     "classes_group",
+    "fleet_classes_group",
     "quantile_query",
 ]
 
@@ -313,3 +316,59 @@ def classes_group(
         "interval": promql_duration(options.rule_interval_s or 60.0),
         "rules": rules,
     }
+
+
+def fleet_classes_group(
+    budget: Budget, fleet: FleetPreset, window_s: float, min_samples: int, notes: list[str]
+) -> dict[str, Any] | None:
+    """On a serving stack's histograms (`--metrics vllm|sglang|tgi`): an alert per gated
+    class objective the preset has a histogram for, each class's series selected by the
+    label named `classes.by` (which the scrape or relabel config gives the server's
+    series, e.g. per deployment of a tier). None for a budget without class objectives."""
+    cs = budget.class_set
+    if cs is None:
+        return None
+    rules = []
+    w = promql_duration(window_s)
+    for c in cs.classes:
+        for o in c.objectives.gated() if c.objectives is not None else ():
+            series = fleet.of(o.metric)
+            if series is None or o.output_tokens is not None:
+                notes.append(
+                    f"class {c.name} {o.key}: {fleet.name} exports no {o.metric} histogram"
+                )
+                continue
+            sel = histograms.selector(fleet, budget, f'{cs.by}="{label_value(c.name)}"')
+            expr = (
+                f"{histograms.quantile_expr(series, o.q, sel, w)} > {num(seconds(o.target_ms))}\n"
+                f"and on ()\n{histograms.count_expr(series, sel, w)} >= {min_samples}"
+            )
+            kind = "" if o.metric == "e2e" else camel(o.metric)
+            pct = o.percentile.upper().replace(".", "_")
+            rules.append(
+                {
+                    "alert": f"TailbudgetClassObjective{kind}{pct}",
+                    "expr": expr,
+                    "for": w,
+                    "labels": {
+                        "severity": "critical",
+                        "service": template_text(budget.service),
+                        CLASS_LABEL: template_text(c.name),
+                        "metric": o.metric,
+                        "percentile": o.percentile,
+                        "slo_seconds": num(seconds(o.target_ms)),
+                    },
+                    "annotations": {
+                        "summary": f"{template_text(budget.service)}: class "
+                        f"{template_text(c.name)} {o.metric} {o.percentile} over its "
+                        f"{num(o.target_ms)} ms objective ({series.histogram})",
+                    },
+                }
+            )
+    if not rules:
+        return None
+    notes.append(
+        f"classes: each class's series on {fleet.name}'s histograms are selected by the "
+        f"label {cs.by} (classes.by), which the scrape or relabel config must give them."
+    )
+    return {"name": f"{budget.service}-classes-{fleet.name}", "rules": rules}

@@ -30,7 +30,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
-from tailbudget.export.classes import classes_group
+from tailbudget.export.classes import classes_group, fleet_classes_group
 from tailbudget.export.common import (
     BurnWindow,
     ExportOptions,
@@ -577,6 +577,9 @@ def build_fleet(
     sli = _fleet_sli_rules(budget, fleet, options, notes)
     if sli:
         groups.append({"name": f"{budget.service}-slo-{fleet.name}", "rules": sli})
+    per_class = fleet_classes_group(budget, fleet, policy.window_s, policy.min_samples, notes)
+    if per_class is not None:
+        groups.append(per_class)
     for g in groups:
         g["interval"] = promql_duration(options.rule_interval_s or policy.evaluate_every_s)
     return {"groups": groups}, notes
