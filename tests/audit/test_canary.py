@@ -133,3 +133,11 @@ def test_a_proved_regression_is_rare_on_the_same_service() -> None:
         for _ in range(400)
     )
     assert hits / 400 <= 0.05
+
+
+def test_a_goodput_drop_small_counts_prove_is_a_regression() -> None:
+    # The Nezha fault minute against its day's baseline: 98.4% -> 84.5% on 62 / 58
+    # requests, Newcombe's interval wholly below 0: a regression, not "inconclusive".
+    g = goodput_change((49, 58), (61, 62))
+    assert g.ci_high < 0 and g.verdict == "regression"
+    assert goodput_change((57, 58), (61, 62)).verdict == "inconclusive"  # no proof either way

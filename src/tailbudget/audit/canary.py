@@ -167,10 +167,12 @@ def goodput_change(after: tuple[int, int], before: tuple[int, int]) -> GoodputCh
     lo = d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
     hi = d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
     verdict: CanaryVerdict
-    if min(na, nb) < MIN_REQUESTS:
-        verdict = "inconclusive"
-    elif hi < 0:
+    if hi < 0 and na and nb:
+        # proved however few the requests (Newcombe's interval keeps its coverage on
+        # small counts); the minimum guards the pass side only
         verdict = "regression"
+    elif min(na, nb) < MIN_REQUESTS:
+        verdict = "inconclusive"
     elif lo > 0:
         verdict = "improvement"
     else:
