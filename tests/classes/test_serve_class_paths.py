@@ -162,3 +162,44 @@ def test_span_rows_logged_before_classes_read_back_without_one() -> None:
     old = orjson.dumps([["t", "s", "", "root", "api", 1, 2, False, "2"]])  # nine fields
     (row,) = _rows(_SPANS, old)
     assert row.label == "" and row.kind == "2"
+
+
+def test_the_in_process_span_processor_records_the_root_span_class() -> None:
+    from opentelemetry import trace as otel
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tailbudget.budget import parse_budget
+    from tailbudget.demo.tiers import BUDGET
+    from tailbudget.measure import PrometheusSink, Recorder
+    from tailbudget.otel import BudgetSpanProcessor
+
+    registry = CollectorRegistry()
+    rec = Recorder(sink=PrometheusSink(registry), budget=parse_budget(BUDGET), registry=registry)
+    provider = TracerProvider(resource=Resource.create({"service.name": "api"}))
+    processor = BudgetSpanProcessor(rec, grace_s=0.0, flush_every_s=0.05)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    t0 = time.time_ns()
+    for k, tier in enumerate(["premium", "premium", "gold", None]):
+        base = t0 + k * 1000 * MS
+        attrs = {"tier": tier} if tier else {}
+        root = tracer.start_span("handle", start_time=base, attributes=attrs)
+        child = tracer.start_span(
+            "llm",
+            otel.set_span_in_context(root),
+            start_time=base + MS,
+            attributes={"tier": "batch"},
+        )
+        child.end(end_time=base + 50 * MS)
+        root.end(end_time=base + 60 * MS)
+    assert processor.force_flush()
+    provider.shutdown()
+    rec.close()
+    text = generate_latest(registry).decode()
+    count = "tailbudget_request_duration_seconds_count"
+    assert f'{count}{{class="premium",route="",service="tiered-rag"}} 2.0' in text
+    assert f'{count}{{class="other",route="",service="tiered-rag"}} 1.0' in text  # gold
+    assert f'{count}{{class="",route="",service="tiered-rag"}} 1.0' in text  # no class
+    assert 'class="batch"' not in text  # a child's attribute is not the request's class

@@ -44,6 +44,10 @@ class BudgetSpanProcessor:
         max_spans: int = 5_000,
     ) -> None:
         self.recorder = recorder
+        classes = recorder.budget.class_set if recorder.budget is not None else None
+        self.class_key = classes.by if classes is not None else None
+        """The root span attribute holding a request's class (the budget's `classes.by`):
+        recorded as the request's field of that name, which PrometheusSink labels by."""
         self.attributor = Attributor(span_stage)
         self.assembler = Assembler(
             Limits(
@@ -76,6 +80,9 @@ class BudgetSpanProcessor:
         parent = span.parent
         status = span.status
         resource = span.resource
+        root = parent is None or parent.is_remote
+        key, attrs = self.class_key, span.attributes
+        label = attrs.get(key) if key and root and attrs else None
         row = SpanRow(
             format(ctx.trace_id, "032x"),
             format(ctx.span_id, "016x"),
@@ -86,6 +93,7 @@ class BudgetSpanProcessor:
             span.end_time or 0,
             status is not None and status.status_code.value == 2,
             str(span.kind.value + 1),  # the SDK's SpanKind counts from 0, OTLP's from 1
+            "" if label is None else str(label),
         )
         with self.lock:
             self.assembler.add([row], time.monotonic())
@@ -129,5 +137,7 @@ class BudgetSpanProcessor:
                 for name, ms in stages[i]:
                     flat += [name, start, min(start + int(ms * 1e6), end)]
                 error = "SpanError" if bool(batch.error[i]) else None
-                if self.recorder.put(trace, start, end, tuple(flat), error):
+                label = batch.labels[i] if batch.labels is not None else None
+                fields = {self.class_key: label} if self.class_key and label else None
+                if self.recorder.put(trace, start, end, tuple(flat), error, fields):
                     self.traces_recorded += 1
