@@ -63,6 +63,7 @@ def _sf(k: int, n: int, p: float) -> float:
         return 1.0
     if k > n:
         return 0.0
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.special import bdtrc  # scipy.special is light; scipy.stats is not
 
     return float(bdtrc(k - 1, n, p))
@@ -72,6 +73,7 @@ def _cdf(k: int, n: int, p: float) -> float:
     """P[K <= k] for K ~ Binomial(n, p)."""
     if k >= n:
         return 1.0
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.special import bdtr
 
     return float(bdtr(k, n, p))
@@ -87,6 +89,7 @@ def _proved(
 ) -> npt.NDArray[np.bool_]:
     """The breach side of the rule, element-wise: k over of n rejects "share over <= 1 - q"
     at `level` (exact one-sided binomial test)."""
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.special import bdtrc
 
     over, n = np.asarray(over, dtype=np.int64), np.asarray(n, dtype=np.int64)

@@ -96,6 +96,7 @@ def _change(
 def _p_value(a: np.ndarray, b: np.ndarray) -> float | None:
     if not a.size or not b.size:
         return None
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.stats import mannwhitneyu
 
     return float(mannwhitneyu(a, b, alternative="greater").pvalue)
@@ -105,6 +106,7 @@ def _upper_bound(b: np.ndarray, q: float, level: float) -> float | None:
     """A distribution-free upper confidence bound (at `level`) on the q-quantile of what
     `b` samples: its j-th smallest value with P[Binomial(m, q) < j] >= level; None when
     `b` is too short to bound it."""
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.stats import binom
 
     m = b.size

@@ -161,6 +161,7 @@ def _via_read_log(
 def replay_log_of(table: LogTable, *, class_by: str | None = None) -> ReplayLog:
     """A canonical log reduced to what the controller sees (with each row's class from
     column `class_by`, when given); LogError without timestamps."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     source = table.source

@@ -71,6 +71,7 @@ def step_budget(state: DemoState) -> None:
 def step_plan(state: DemoState) -> None:
     """Check the slices fit the SLO."""
     assert state.budget is not None
+    # A start-up guard: rich loads on first use, not with this module.
     from tailbudget.report.plan import plan_markdown
 
     state.plan = make_plan(state.budget, seed=state.seed)
@@ -190,6 +191,7 @@ def _minutes(r: RunResult) -> str:
 def step_html(state: DemoState) -> None:
     """Write report.html (and replay.html after a replay step): self-contained pages with charts."""
     assert state.report is not None
+    # A start-up guard: matplotlib loads on first use, not with this module.
     from tailbudget.report.html import render_audit_html, render_replay_html
 
     path = state.out_dir / "report.html"
@@ -204,6 +206,7 @@ def step_html(state: DemoState) -> None:
         state.extra["replay_html"] = rpath
     sim = state.extra.get("simulate")
     if sim is not None:
+        # A start-up guard: matplotlib loads on first use, not with this module.
         from tailbudget.report.html.simulate import render_simulate_html
 
         spath = state.out_dir / "simulate.html"

@@ -204,6 +204,7 @@ def _arrow_mapper() -> Any:
         @classmethod
         def convert_column(cls, column: Any, dtype: Any) -> Any:
             if dtype.is_null():
+                # A start-up guard: pyarrow loads on first use, not with this module.
                 import pyarrow as pa
 
                 return pa.nulls(len(column))
@@ -245,6 +246,7 @@ def spark_session() -> Any:
     with _SPARK_LOCK:
         if "session" not in _SPARK:
             try:
+                # A start-up guard: pyspark loads on first use, not with this module.
                 from pyspark.sql import SparkSession
             except ImportError as exc:
                 raise LogError(

@@ -69,6 +69,7 @@ def _reader_of(source: Any, label: str) -> Any:
 
 def spool(source: Any) -> Spooled:
     """`source` streamed to a scratch Parquet file, one batch in memory at a time."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow.parquet as pq
 
     label = "DuckDB relation" if label_of(source) == "DuckDB relation" else "RecordBatchReader"

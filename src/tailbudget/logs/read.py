@@ -94,10 +94,12 @@ def _read(
     if fmt == "aggregate":
         refuse_aggregate(files[0])
     if fmt in ("vllm", "llmperf", "aiperf", "guidellm", "sglang"):
+        # A start-up guard: numpy, pyarrow load on first use, not with this module.
         from tailbudget.logs.llm_bench import read_llm_bench
 
         return read_llm_bench(files, fmt, options, backend, text)
     if fmt in ("otlp", "jaeger"):
+        # A start-up guard: ijson, numpy, orjson load on first use, not with this module.
         from tailbudget.logs.traces import read_trace_json
 
         return read_trace_json(files, fmt, options, backend, text)
@@ -126,6 +128,7 @@ def _sql_table(backend: Any, query: str) -> Any:
 def _tabular(
     raw: Any, options: ReadOptions, backend: Any, label: str, fmt: str, *, cache: bool
 ) -> LogTable:
+    # A start-up guard: numpy, pyarrow load on first use, not with this module.
     from tailbudget.logs.spans import read_span_table, span_columns
 
     found = span_columns(list(raw.columns))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from tailbudget.errors import LogError
+from tailbudget.logs.bench_arrays import per_request_arrays
 from tailbudget.logs.bench_rows import BenchRows, text_lines
 
 __all__ = ["sglang_rows"]
@@ -19,8 +20,6 @@ __all__ = ["sglang_rows"]
 
 def sglang_rows(path: str) -> BenchRows:
     """Per-request rows from every detailed line of an SGLang bench_serving output."""
-    from tailbudget.logs.llm_bench import per_request_arrays
-
     runs = []
     summaries = 0
     for number, line in text_lines(path):

@@ -123,6 +123,7 @@ class Block:
 
     def arrow(self) -> Any:
         """The block as a `pyarrow.Table` (ts as timestamp[us, UTC])."""
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -149,6 +150,7 @@ class Block:
 
 def arrow_array(values: Sequence[Any]) -> Any:
     """An Arrow array of a covariate column; mixed types are kept as text."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     try:

@@ -29,6 +29,7 @@ _PRIMITIVE = (str, bool, int, float)
 
 def _otel() -> Any:
     try:
+        # A start-up guard: opentelemetry loads on first use, not with this module.
         from opentelemetry import trace
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise TailbudgetError(
@@ -99,6 +100,7 @@ class OTelSink(Sink):
     ) -> list[tuple[Any, int]]:
         """Each LLM stream's GenAI attributes on its stage's span, or on a client span of its
         own (returned with its end time, to end after the stages' spans are complete)."""
+        # A start-up guard: opentelemetry loads on first use, not with this module.
         from opentelemetry.trace import SpanKind
 
         extra, out = r.extra, []
@@ -127,6 +129,7 @@ class OTelSink(Sink):
 
     def _request(self, r: Record, clock: Clock, prefix: str) -> None:
         trace = self._trace
+        # A start-up guard: opentelemetry loads on first use, not with this module.
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         name, attrs = self._root_of(r, prefix)

@@ -48,6 +48,7 @@ def budget_buckets(
 
 def _registry(registry: Any) -> Any:
     if registry is None:
+        # A start-up guard: prometheus_client loads on first use, not with this module.
         from prometheus_client import REGISTRY
 
         return REGISTRY
@@ -68,6 +69,7 @@ def _create(factory: Any, name: str, *args: Any, registry: Any, **kwargs: Any) -
 
 def dropped_counter(registry: Any = None) -> Any:
     """The `tailbudget_dropped_records_total{sink}` counter of a registry (created once)."""
+    # A start-up guard: prometheus_client loads on first use, not with this module.
     from prometheus_client import Counter
 
     reg = _registry(registry)
@@ -90,6 +92,7 @@ def request_metrics(
     """Stage/request histograms and the request counter of a registry (created once);
     `by_class`: the request and stage histograms are labelled with each request's class
     too (a class's TTFT, the stage `ttft`, and its stage objectives read them)."""
+    # A start-up guard: prometheus_client loads on first use, not with this module.
     from prometheus_client import Counter, Histogram
 
     reg = _registry(registry)

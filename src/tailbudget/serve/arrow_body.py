@@ -70,6 +70,7 @@ _SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 def _declared(body: bytes, limits: BodyLimits) -> None:
     """Refuse a stream on the sizes it declares, before pyarrow decodes (and
     decompresses) any of it."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     try:
@@ -90,6 +91,7 @@ def _declared(body: bytes, limits: BodyLimits) -> None:
 
 
 def _table(body: bytes, limits: BodyLimits) -> pa.Table:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     _declared(body, limits)
@@ -112,6 +114,7 @@ def _table(body: bytes, limits: BodyLimits) -> pa.Table:
 
 
 def _kind(arr: pa.Array) -> str:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     t = arr.type
@@ -178,6 +181,7 @@ def _scalar_of(cols: Columns, n: int) -> Scalar:
 
 
 def _itl_of(cols: Columns) -> dict[str, StageColumn]:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -206,6 +210,7 @@ def _itl_of(cols: Columns) -> dict[str, StageColumn]:
 
 
 def _stamps(cols: Columns, n: int, now_s: float) -> npt.NDArray[np.float64]:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -234,6 +239,7 @@ def _stamps(cols: Columns, n: int, now_s: float) -> npt.NDArray[np.float64]:
 
 
 def _errors(cols: Columns, n: int) -> npt.NDArray[np.bool_]:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     arr = cols.get("error")
@@ -259,6 +265,7 @@ def _errors(cols: Columns, n: int) -> npt.NDArray[np.bool_]:
 
 
 def _stages(cols: Columns) -> dict[str, StageColumn]:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     arr = cols.get("stages")
@@ -292,6 +299,7 @@ def _stage(name: str, child: pa.Array) -> StageColumn | None:
 def parse_arrow(body: bytes, *, now_s: float, limits: BodyLimits = DEFAULT_LIMITS) -> ParsedBatch:
     """Validate an Arrow IPC stream body, or raise BadBatch with a one-line reason
     (TooLarge, a 413, when it declares more than `limits` allow)."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     table = _table(body, limits)
@@ -334,6 +342,7 @@ def _batch(table: pa.Table, now_s: float) -> ParsedBatch:
 
 def _labels(cols: Columns) -> list[str | None] | None:
     """The `class` column as text per observation (None where null); None when absent."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     arr = cols.get("class")

@@ -81,6 +81,7 @@ def _batch(header: _Table, body: bytes) -> tuple[int, int, int]:
 
 def ipc_size(data: bytes) -> IpcSize:
     """What the stream in `data` declares; ValueError when a message cannot be read."""
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(data))

@@ -102,6 +102,7 @@ def _inflate(data: bytes, name: str, limits: BodyLimits) -> bytes:
 
 def _zstd(data: bytes, limits: BodyLimits) -> bytes:
 
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     cap = limits.max_decoded_bytes

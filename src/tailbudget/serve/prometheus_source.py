@@ -164,6 +164,7 @@ class PrometheusSource:
         return figure(bytes(raw), name)
 
     async def _read_all(self, now_s: float | None) -> dict[str, float | None]:
+        # A start-up guard: httpx loads on first use, not with this module.
         import httpx
 
         queries = self.queries()
@@ -241,6 +242,7 @@ def _run(work: Coroutine[Any, Any, dict[str, float | None]]) -> dict[str, float 
 
 def _describe(exc: BaseException, deadline_s: float) -> tuple[str, str]:
     """(kind, one line) of a failed read, for the status and the error counts."""
+    # A start-up guard: httpx loads on first use, not with this module.
     import httpx
 
     if isinstance(exc, TimeoutError):

@@ -236,6 +236,7 @@ def _live_model(options: ServeOptions, budget: Budget | None, policy: Policy) ->
             "the model policy sizes replicas for the budget's objectives: give a budget",
             param="budget",
         )
+    # A start-up guard: ibis loads on first use, not with this module.
     from tailbudget.sim.live import LiveModel, ModelSource
 
     source = ModelSource(None if options.model is None else str(options.model), options.fit)
@@ -267,6 +268,8 @@ def require_extras(traces: bool) -> None:
 def serve(options: ServeOptions) -> None:
     """Run the service in the foreground; returns after a graceful shutdown."""
     require_extras(options.traces)
+    # A start-up guard: uvicorn, starlette and prometheus_client load on first use, not
+    # with this module.
     import uvicorn
 
     from tailbudget.serve.app import create_app

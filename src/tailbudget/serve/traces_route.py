@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 async def traces(request: Request) -> Response:
     """POST /v1/traces: the body limits and timeout of observations; 2xx once durable."""
+    # A start-up guard: prometheus_client, pydantic, yaml load on first use, not with this module.
     from tailbudget.serve.app import _error, _not_durable, _read_batch
 
     receiver: TraceReceiver | None = request.app.state.traces

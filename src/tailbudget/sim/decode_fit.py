@@ -52,6 +52,7 @@ def decode_line(
 ) -> tuple[float, float, float]:
     """(base ms, ms per sequence, ms per 1,000 context tokens) through every run's points
     (one group per run, each group weighing the same)."""
+    # A start-up guard: scipy loads on first use, not with this module.
     from scipy.optimize import nnls
 
     rows, ys, ws = [], [], []

@@ -23,6 +23,7 @@ log = logging.getLogger("tailbudget.measure")
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     keys: dict[str, None] = {}
@@ -47,6 +48,7 @@ class ParquetSink(Sink):
     def __init__(
         self, path: str | Path, *, row_group_rows: int = 20_000, compression: str = "zstd"
     ) -> None:
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow.parquet  # noqa: F401
 
         self.path = Path(path)
@@ -85,6 +87,7 @@ class ParquetSink(Sink):
             self._write_pending()
 
     def _open(self, schema: Any) -> None:
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow.parquet as pq
 
         self._writer = pq.ParquetWriter(self.partial, schema, compression=self.compression)
@@ -93,6 +96,7 @@ class ParquetSink(Sink):
     def _write_pending(self) -> None:
         if not self._pending:
             return
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
 
         tables, self._pending, self._pending_rows = self._pending, [], 0
@@ -104,6 +108,7 @@ class ParquetSink(Sink):
             self._write_table(table)
 
     def _write_table(self, table: Any) -> None:
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -131,6 +136,7 @@ class ParquetSink(Sink):
         self._write_pending()
 
     def close(self) -> None:
+        # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
 
         self._write_pending()
@@ -144,6 +150,7 @@ def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
     """One table in batch order from per-shape parts (as given if their types clash)."""
     if len(parts) < 2:
         return parts
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     try:
@@ -154,6 +161,7 @@ def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
 
 
 def _conform(table: Any, schema: Any) -> Any:
+    # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
     cols = []

@@ -63,6 +63,7 @@ class WebhookAction:
 
     def execute(self, decision: DecisionLike, key: str) -> str:
         """POST; return the final status, raise after the last failed attempt."""
+        # A start-up guard: httpx loads on first use, not with this module.
         import httpx
 
         body = decision_record(decision)

@@ -61,6 +61,7 @@ def _matrix(rows: list[TraceRow], names: list[str]) -> npt.NDArray[np.float64]:
 
 def culprits(rows: list[TraceRow], baseline: list[TraceRow]) -> list[dict[str, Any]]:
     """[{stage, score, evidence, figures, weak}] for the window, most likely first."""
+    # A start-up guard: ibis, pyarrow, pydantic load on first use, not with this module.
     from tailbudget.audit import culprits as ranking
     from tailbudget.audit.growth import Growth
     from tailbudget.audit.report import Delta, Tail

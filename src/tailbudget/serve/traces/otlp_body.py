@@ -181,6 +181,7 @@ def stage_name(name: str, out: Decoded, spans: int = 1) -> str:
 def _proto_rows(
     data: bytes, out: Decoded, *, rows: bool = True, class_key: str | None = None
 ) -> None:
+    # A start-up guard: google, opentelemetry load on first use, not with this module.
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -343,6 +344,7 @@ def export_response(content_type: str | None, decoded: Decoded) -> tuple[bytes, 
         if decoded.rejected:
             body["partialSuccess"] = {"rejectedSpans": decoded.rejected, "errorMessage": message}
         return orjson.dumps(body), _JSON
+    # A start-up guard: opentelemetry loads on first use, not with this module.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceResponse,
     )
