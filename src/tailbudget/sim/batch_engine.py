@@ -20,6 +20,7 @@ import numpy as np
 
 from tailbudget.control.decision import Decision
 from tailbudget.sim.fleet import Fleet, Knobs, TickView
+from tailbudget.sim.hit_levels import share_for
 from tailbudget.sim.model import LLMParams, ServiceModel
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace, TickRecord
 
@@ -78,8 +79,10 @@ class _BatchSim:
             if arrivals.output_tokens is not None
             else _tok(s.output_tokens, arrivals)
         )
-        # a prefix-cache hit is not computed again: the step charges the uncached tokens only
-        self.tin = np.maximum(np.asarray(tin) * (1.0 - p.prefix_hit_rate.value), 1.0).tolist()
+        # the fitted runs' hit share at this load: a step charges the uncached tokens only
+        self.tin = np.maximum(
+            np.asarray(tin) * (1.0 - share_for(p, arrivals.t_s, replicas)), 1.0
+        ).tolist()
         self.tout = np.maximum(np.round(tout), 1).astype(int).tolist()
         self.prompt = np.maximum(np.asarray(tin, dtype=np.float64), 1.0).tolist()
         self.blocks, self.hit_tokens = arrivals.blocks, 0.0

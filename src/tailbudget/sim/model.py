@@ -135,6 +135,9 @@ class LLMParams:
     )
     """KV-cache blocks of 512 tokens one replica's prefix cache holds (an LRU), used when
     the arrivals carry block hashes (a Mooncake trace)."""
+    hit_levels: tuple[tuple[float, float, bool], ...] = field(default=(), kw_only=True)
+    """Each fitted run's (requests/s a replica, hit share, burst): a simulation takes the
+    share at its own offered rate between them (sim/hit_levels.py)."""
 
     def params(self) -> list[Param]:
         """Every parameter, in a stable order."""

@@ -88,6 +88,7 @@ def save_model(model: ServiceModel, path: str | Path, classes: ClassSet | None =
             if isinstance(getattr(model, f.name), Param)
         },
         "llm": None if model.llm is None else [p.to_dict() for p in model.llm.params()],
+        "hit_levels": [] if model.llm is None else [list(lv) for lv in model.llm.hit_levels],
         "sources": list(model.sources),
         "load_levels": list(model.load_levels),
         "fit_quality": model.fit_quality,
@@ -251,7 +252,8 @@ def _build(p: Path, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]) -> Ser
     params = {k: _param(v) for k, v in meta["params"].items()}
     llm = None
     if meta.get("llm") is not None:
-        llm = LLMParams(*(_param(d) for d in meta["llm"]))
+        levels = tuple((float(r), float(h), bool(b)) for r, h, b in meta.get("hit_levels", []))
+        llm = replace(LLMParams(*(_param(d) for d in meta["llm"])), hit_levels=levels)
     given = [*params.values(), *(llm.params() if llm is not None else [])]
     check_params(((q.name, q.value) for q in given), f"{p}", "model")
     if meta["kind"] not in ("queue", "llm") or (meta["kind"] == "llm") != (llm is not None):

@@ -10,6 +10,7 @@ one, else the first log's fitted share (the log whose arrivals simulate replays)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,10 +19,11 @@ import numpy as np
 from tailbudget.sim.calibrate import Theta, calibrate, cold_slope
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fit_table import FitRow, FitTable
+from tailbudget.sim.hit_levels import HitLevel, offered_rate
 from tailbudget.sim.model import Param, ServiceModel
 from tailbudget.sim.own_runs import OwnRun, predict
 
-__all__ = ["fit_table", "refine", "warm_cache_notes"]
+__all__ = ["fit_table", "hit_levels", "refine", "warm_cache_notes"]
 
 _MORE = 80
 """Replays on the table's seeds when the one-seed search leaves a figure outside."""
@@ -123,7 +125,8 @@ def _hit_param(opts: ModelOptions, runs: Sequence[OwnRun], hits: Sequence[float]
         "share",
         "fitted",
         f"the first log's fitted share of prompt tokens cached (per run: {shares}); the "
-        "coldest run anchors the cold cost",
+        "coldest run anchors the cold cost; a simulation takes the share at its own offered "
+        "rate per replica, linear in log(rate) between the runs' (a burst: the burst's)",
     )
 
 
@@ -152,6 +155,8 @@ def refine(
     tuned = theta.model(model)
     assert tuned.llm is not None
     llm = replace(tuned.llm, prefix_hit_rate=_hit_param(opts, runs, theta.hits))
+    if opts.prefix_hit_rate is None and len(runs) >= 2:
+        llm = replace(llm, hit_levels=hit_levels(runs, theta.hits))
     if burst and opts.token_budget is None:
         llm = replace(
             llm,
@@ -182,6 +187,24 @@ def refine(
     quality = {**tuned.fit_quality, "misfit": round(loss, 4), "replays": tries}
     notes = (*tuned.notes, *warm_cache_notes(tuned, runs, theta.hits))
     return replace(tuned, fit=table, load_levels=levels, fit_quality=quality, notes=notes)
+
+
+def hit_levels(runs: Sequence[OwnRun], hits: Sequence[float]) -> tuple[HitLevel, ...]:
+    """Each run's (requests/s, fitted share, burst): a paced run at its rate (stated, else
+    its times'), a burst at the rate the server took it in (its requests over its last
+    first token)."""
+    out = []
+    for run, hit in zip(runs, hits, strict=True):
+        if run.is_burst:
+            last = float(np.nanmax(run.ttft_ms)) / 1000.0 if run.ttft_ms is not None else 0.0
+            rate = run.size / last if last > 0 else math.inf
+        elif run.rate is not None:
+            rate = float(run.rate)
+        else:
+            assert run.t_s is not None
+            rate = offered_rate(run.t_s, 1)
+        out.append((round(rate, 4), round(float(hit), 4), run.is_burst))
+    return tuple(out)
 
 
 def _per_source(

@@ -21,6 +21,7 @@ from tailbudget.sim.classes import (
     draw_by_class,
     shed_by_class,
 )
+from tailbudget.sim.hit_levels import offered_rate, share_for
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import (
     Objective,
@@ -371,6 +372,27 @@ def simulate(
     return run_policies(ctx, arr, horizon, policies, replicas=replicas, load=load, floor=floor)
 
 
+def _llm_notes(model: ServiceModel, arr: Arrivals, replicas: int) -> list[str]:
+    """What an LLM run adds: trim_logging does nothing, and the prefix-cache share taken at
+    this load between the fitted runs' (when the model has several)."""
+    if model.llm is None:
+        return []
+    out = ["trim_logging has no modelled effect on LLM steps"]
+    p = model.llm
+    if p.hit_levels and p.prefix_hit_rate.source != "stated" and arr.blocks is None:
+        rate = offered_rate(arr.t_s, replicas)
+        where = "a burst" if rate == float("inf") else f"{rate:.3g} requests/s a replica"
+        runs = ", ".join(
+            f"{f'a burst ({r:,.0f}/s taken in)' if b else f'{r:g}/s'} {h:.0%}"
+            for r, h, b in p.hit_levels
+        )
+        out.append(
+            f"prefix-cache hit share {share_for(p, arr.t_s, replicas):.0%} of prompt tokens at "
+            f"{where} (the starting fleet), between the fitted runs' ({runs})"
+        )
+    return out
+
+
 def run_policies(
     ctx: Context,
     arr: Arrivals,
@@ -408,8 +430,7 @@ def run_policies(
         )
     if any(d.action == "rollback" for r in runs for d in r.decisions):
         notes.append("rollback decisions are recorded, not simulated (no previous version)")
-    if model.kind == "llm":
-        notes.append("trim_logging has no modelled effect on LLM steps")
+    notes += _llm_notes(model, arr, replicas)
     if hits is not None:
         assert model.llm is not None
         size = model.llm.prefix_cache_blocks
