@@ -22,6 +22,7 @@ from tailbudget.audit import (
     llm_causes,
     objectives,
     passes,
+    prefill,
     ranking,
     recommendation,
     suspects,
@@ -149,7 +150,7 @@ def _audit(ctx: Ctx) -> AuditReport:
     if config.baseline is not None and dist.objectives:
         judged = canary.judge(ctx, rows, dist.goodput.good or 0, config.baseline)
     class_rows, class_notes = classes.measure(ctx)
-    ctx.notes.extend(class_notes)
+    ctx.notes.extend([*class_notes, *prefill.warm_notes(ctx)])
     report = AuditReport(
         provenance=_provenance(ctx),
         rows=log.rows if log.rows.total else RowCounts(snap.count, snap.count, 0),
