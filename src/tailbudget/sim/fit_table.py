@@ -116,6 +116,18 @@ def fitted_range(levels: tuple[dict[str, object], ...]) -> tuple[float, float] |
     return (min(rates), max(rates)) if rates else None
 
 
+def outside_words(levels: tuple[dict[str, object], ...], rate: float) -> str:
+    """'; 9.5/s a replica is outside the fitted range (1/s to 4/s)' for a decision's reason,
+    or '' within the range (or without a fitted rate)."""
+    span = fitted_range(levels)
+    if span is None or span[0] <= rate <= span[1]:
+        return ""
+    lo, hi = span
+    top = "all at once" if hi == float("inf") else f"{hi:g}/s"
+    fitted = "all at once only" if lo == float("inf") else f"{lo:g}/s to {top}"
+    return f"; {rate:.3g}/s a replica is outside the fitted range ({fitted})"
+
+
 def outside_note(levels: tuple[dict[str, object], ...], rate: float, what: str) -> str:
     """'outside the fitted range: ...' when `rate` (requests/s a replica is offered) lies
     outside the fitted runs' rates, else ''."""

@@ -39,6 +39,7 @@ import numpy as np
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import ModelMode
 from tailbudget.control.decision import Decision
+from tailbudget.sim.fit_table import outside_words
 from tailbudget.sim.fleet import Knobs, TickView
 from tailbudget.sim.judge import MINUTE_S, Draw, Judge, Minute, minute_of
 from tailbudget.sim.model import ServiceModel
@@ -505,6 +506,8 @@ class ModelPolicy:
                 f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
             )
             why += self._binding(new)
+        fitted = self.model.fit is not None and bool(self.model.fit.rows)  # an LLM fit's runs
+        why += outside_words(self.model.load_levels, ahead / max(new, 1)) if fitted else ""
         # value: the count the model asks for; threshold: the count it had. (Load now
         # against the forecast read as a scale-up below its own threshold.)
         return Decision(

@@ -314,10 +314,11 @@ def render_capacity_html(rep: CapacityReport) -> str:
         for p in rep.curve
     ]
     headline, short = sim_verdict.capacity_headline(rep)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rep.notes)  # the fitted-range flags too
     sections = [
         ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
-         + table(["load", "replicas", *names], rows)),
+         + table(["load", "replicas", *names], rows) + (f"<ul>{notes}</ul>" if notes else "")),
         *([("classes", "Classes", per_class)] if (per_class := capacity_classes_html(rep)) else []),
         *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
