@@ -227,3 +227,23 @@ def test_prefill_cost_per_token_shows_in_the_slow_runs_gaps() -> None:
     # all 42,659 burst prompt tokens at half that (both pipeline stages busy) > 2x its last TTFT
     burst = json.loads((GRID / NAME.format("inf")).read_text())
     assert per_token / 2 * float(lens.sum()) / 1000.0 > 2 * max(burst["ttfts"])
+
+
+def test_fitted_on_the_grid_a_burst_is_simulated_as_the_fitted_burst() -> None:
+    # simulate on the grid's three runs with --arrivals burst:200 takes the fitted burst's
+    # prefix-cache share (its own load), not the 1/s run's: TTFT p95 7,263 ms and TPOT p99
+    # 712 ms before, against the burst's 1,228 and 167 measured
+    import tailbudget as tb
+
+    if not GRID.is_dir():
+        pytest.skip("shared data not present")
+    paths = [str(GRID / NAME.format(q)) for q in ("01", "04", "inf")]
+    rep = tb.simulate(paths, "ttft.p95=1500,tpot.p99=120", arrivals="burst:200", policy="fixed:1")
+    got = {
+        f"{o['metric']}.{o['percentile']}": o["measured_ms"] for o in rep.json_data()["objectives"]
+    }
+    burst = json.loads((GRID / NAME.format("inf")).read_text())
+    ttft = np.asarray(burst["ttfts"]) * 1000
+    assert got["ttft.p95"] == pytest.approx(np.percentile(ttft, 95), rel=0.2)
+    assert got["tpot.p99"] == pytest.approx(burst["p99_tpot_ms"], rel=0.2)
+    assert any("between the fitted runs'" in n for n in rep.json_data()["notes"])
