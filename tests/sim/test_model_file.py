@@ -52,6 +52,8 @@ def test_round_trip_llm_model(tmp_path: Path) -> None:
         [p.value for p in model.llm.params()], rel=1e-6, abs=1e-6
     )
     assert back.samples.output_tokens is not None
+    # the runs' hit-share levels a simulation interpolates between come back too
+    assert back.llm.hit_levels == model.llm.hit_levels and len(model.llm.hit_levels) == len(VLLM)
 
 
 @pytest.mark.parametrize("body", [b"", b"not a zip", b"PK\x03\x04garbage"])
