@@ -104,3 +104,36 @@ def test_the_shed_order_is_replays() -> None:
     again = ShedOrder(order.order)
     again.load_state(order.to_state())
     assert again.shed == ["standard"]
+
+
+def test_status_judges_a_class_ttft_and_stage_objective_on_its_own_windows(tmp_path) -> None:
+    from tailbudget.serve.runner import _class_series_objectives
+
+    text = BUDGET.replace(
+        "premium: {slo: {p99: 800}, priority: 0}",
+        "premium: {slo: {p99: 800, stages: {model: {p95: 100}}}, ttft: {p95: 300}, priority: 0}",
+    )
+    budget = parse_budget(text)
+    config = RuntimeConfig(
+        state_dir=tmp_path / "state",
+        actions=ActionsConfig(log=False),
+        classes=_classes(budget),
+        class_policies=tuple(class_policies(budget)),
+        class_series_objectives=_class_series_objectives(budget),
+    )
+    rt = Runtime(resolve_policy(budget), config)
+    items = [
+        f'{{"ts": {T0}, "total_ms": 500, "ttft_ms": 450, "stages": {{"model": 50}}, '
+        f'"class": "premium"}}'
+    ] * 10
+    items += [f'{{"ts": {T0}, "total_ms": 500, "ttft_ms": 50, "class": "batch"}}'] * 10
+    rt.ingest(parse_observations("\n".join(items).encode(), now_s=T0))
+    judged = {
+        (o["metric"], o["percentile"]): o
+        for o in rt.status(T0 + 1)["classes"]["premium"]["objectives"]
+    }
+    assert judged[("e2e", "p99")]["verdict"] == "pass"
+    assert judged[("ttft", "p95")]["verdict"] == "breach"  # batch's fast TTFT never mixes in
+    assert judged[("ttft", "p95")]["value_ms"] == 450.0
+    assert judged[("model", "p95")]["verdict"] == "pass"
+    rt.close()

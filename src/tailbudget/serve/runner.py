@@ -170,6 +170,7 @@ def build_runtime(options: ServeOptions) -> Runtime:
         prometheus=source,
         classes=_classes(budget),
         class_policies=classes,
+        class_series_objectives=_class_series_objectives(budget),
         class_prometheus=_class_sources(source, budget, classes),
         objectives=budget.objectives if budget is not None else None,
         slices=tuple(stage_slices(budget)),
@@ -202,6 +203,26 @@ def _class_sources(
         )
         for c in classes
     )  # fmt: skip
+
+
+def _class_series_objectives(
+    budget: Budget | None,
+) -> tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...]:
+    """Per class stating its own objectives, its gated objectives other than end to end
+    (TTFT, TPOT, ITL, a stage's) as (metric, percentile, ms)."""
+    cs = budget.class_set if budget is not None else None
+    if cs is None:
+        return ()
+    out = []
+    for c in cs.classes:
+        found = tuple(
+            (o.metric, o.percentile, o.target_ms)
+            for o in (c.objectives.gated() if c.objectives is not None else ())
+            if o.metric != "e2e"
+        )
+        if found:
+            out.append((c.name, found))
+    return tuple(out)
 
 
 def _classes(budget: Budget | None) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:

@@ -99,6 +99,9 @@ class RuntimeConfig:
     class_policies: tuple[ClassPolicy, ...] = ()
     """Each listed class's policy (its objectives' rules): its shed_load rules run on the
     class's observations, and every shed_load sheds the lowest-priority class first."""
+    class_series_objectives: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = ()
+    """Per class, its gated TTFT/TPOT/ITL and stage objectives ((metric, percentile, ms),
+    ...): /v1/status judges them on the class rules' windows of those series."""
     class_prometheus: tuple[tuple[str, PrometheusSource], ...] = ()
     """With `prometheus`: per class, the source reading its series (its class label), which
     the class's rules judge instead of the posted observations."""

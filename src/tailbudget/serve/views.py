@@ -6,8 +6,10 @@ batch half applied (counted but not yet in the window, or the reverse).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tailbudget._units import Percentile
 from tailbudget._verdict import judge
 from tailbudget.control.stage_windows import stage_summary
 from tailbudget.control.windows import UNKNOWN, RollingWindow, WindowStats
@@ -27,6 +29,7 @@ from tailbudget.serve.view_records import (
 
 if TYPE_CHECKING:
     from tailbudget.budget.objectives import Objective
+    from tailbudget.control.engine import Controller
     from tailbudget.serve.runtime import Runtime
 
 __all__ = ["metrics_view", "status", "verdict"]
@@ -165,12 +168,34 @@ def _classes(rt: Runtime, now_s: float) -> dict[str, Any] | None:
     found = _class_stats(rt, now_s)
     out = class_view(found["classes"], {name: list(objs) for name, objs in rt.config.classes})
     shed = found["classes_shed"]
+    extra = dict(rt.config.class_series_objectives)
     for name, view in out.items():
         view["observations_total"] = found["class_observations"].get(name, 0)
         controller = rt.class_controllers.get(name)
         if controller is not None:  # a listed class: its shed rules and whether it is shed
             view["shed"] = name in shed
             view["rules"] = controller.rule_states()
+            view["objectives"] += _series_judged(controller, extra.get(name, ()), now_s)
+    return out
+
+
+def _series_judged(
+    controller: Controller, objectives: Sequence[tuple[str, str, float]], now_s: float
+) -> list[dict[str, Any]]:
+    """A class's TTFT/TPOT/ITL and stage objectives judged on its rules' windows of those
+    series (`unknown` with too few), as its e2e objectives are on its window."""
+    if not objectives:
+        return []
+    series = controller.series_stats(now_s)
+    out = []
+    for metric, p, target in objectives:
+        s = series.get(metric)
+        value = s.q(Percentile.parse(p).q) if s is not None and s.known else None
+        verdict = "unknown" if value is None else "breach" if value > target else "pass"
+        out.append(
+            {"metric": metric, "percentile": p, "target_ms": target, "value_ms": value,
+             "verdict": verdict}
+        )  # fmt: skip
     return out
 
 
