@@ -66,6 +66,7 @@ RANGES: dict[str, Range] = {
     "prefix_hit_rate": Range(0, 0.999, "share"),
     "ingest_ms": Range(0, 60_000, "ms"),
     "step_per_kv_ms": Range(0, 60_000, "ms per 1,000 tokens"),
+    "prefix_cache_blocks": Range(1, 1_000_000_000, "blocks", whole=True),
 }
 """Every parameter a model holds, by the name its file and JSON give it. The bounds are
 far outside any service measured (a day's provisioning, a minute's decode step) and
