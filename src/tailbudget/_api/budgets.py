@@ -209,8 +209,8 @@ def rebudget(
     from dataclasses import replace
 
     from tailbudget.audit.fixes import catalog
-    from tailbudget.audit.gap import objective_fixes
     from tailbudget.audit.profile import profile_of
+    from tailbudget.audit.run import objective_fixes
     from tailbudget.budgeting.proposal import rebudget as propose
     from tailbudget.logs import ReadOptions, read_log
     from tailbudget.logs.units import check_log_unit

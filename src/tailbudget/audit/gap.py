@@ -19,13 +19,10 @@ import numpy as np
 from tailbudget import _fmt as fmt
 from tailbudget._units import MetricKey, quantile_of
 from tailbudget.audit import metrics
-from tailbudget.audit.config import AuditConfig
 from tailbudget.audit.profile import FloatArray, Profile
 
 if TYPE_CHECKING:
-    from tailbudget.audit.report import RankedFix
-    from tailbudget.budget.model import Budget
-    from tailbudget.logs.table import LogTable
+    pass
 
 LONG = 1.25
 """Answers count as long (tokens as slow) at this multiple of the log's median or more:
@@ -183,17 +180,3 @@ def _times(tail: float, whole: float) -> str:
 def _median(values: FloatArray) -> float | None:
     finite = values[np.isfinite(values)]
     return float(np.quantile(finite, quantile_of("p50"))) if finite.size else None
-
-
-def objective_fixes(
-    table: LogTable, budget: Budget, breached: Sequence[str]
-) -> tuple[RankedFix, ...]:
-    """The audit's ranked fixes of the breached LLM objectives (`tpot.p99` ->
-    limit_decode_batch, 76 -> 39 ms on the vLLM file): the audit run on the same log and
-    budget, its ranking kept for those objectives, so both commands give one figure."""
-    if not any(key.split(".", 1)[0] in LLM_METRICS for key in breached):
-        return ()
-    from tailbudget.audit.run import run_audit
-
-    report = run_audit(table, AuditConfig.from_budget(budget))
-    return tuple(f for f in report.ranking if f.objective in breached)

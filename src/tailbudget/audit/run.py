@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -34,6 +35,7 @@ from tailbudget.audit.context import TOTAL, Ctx, cohort_label
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.audit.evidence import Evidence
 from tailbudget.audit.fixes import catalog
+from tailbudget.audit.gap import LLM_METRICS
 from tailbudget.audit.report import (
     AuditReport,
     Culprit,
@@ -46,6 +48,7 @@ from tailbudget.audit.report import (
     Recommendation,
     Snapshot,
 )
+from tailbudget.budget.model import Budget
 from tailbudget.logs.bench_rows import DECODE_BATCH
 from tailbudget.logs.engine import engine_name
 from tailbudget.logs.scratch import scratch_copy
@@ -264,3 +267,15 @@ def _provenance(ctx: Ctx) -> Provenance:
         version=__version__,
         notes=[re.sub(r"\s+", " ", n) for n in notes],
     )
+
+
+def objective_fixes(
+    table: LogTable, budget: Budget, breached: Sequence[str]
+) -> tuple[RankedFix, ...]:
+    """The audit's ranked fixes of the breached LLM objectives (`tpot.p99` ->
+    limit_decode_batch, 76 -> 39 ms on the vLLM file): the audit run on the same log and
+    budget, its ranking kept for those objectives, so both commands give one figure."""
+    if not any(key.split(".", 1)[0] in LLM_METRICS for key in breached):
+        return ()
+    report = run_audit(table, AuditConfig.from_budget(budget))
+    return tuple(f for f in report.ranking if f.objective in breached)

@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tailbudget.measure.request import Request
+from tailbudget.measure.request import (
+    DEADLINE_HEADER,
+    REQUEST_ID_HEADER,
+    Request,
+    current_request,
+)
+
+__all__ = [
+    "DEADLINE_HEADER",
+    "REQUEST_ID_HEADER",
+    "outgoing_headers",
+    "parse_deadline",
+    "propagate_deadline",
+    "propagate_deadline_async",
+]
 
 log = logging.getLogger("tailbudget.measure")
-
-DEADLINE_HEADER = "x-tailbudget-deadline-ms"
-"""Remaining budget of the request, in milliseconds."""
-REQUEST_ID_HEADER = "x-request-id"
 
 
 def parse_deadline(value: str | bytes | None) -> float | None:
@@ -41,16 +50,10 @@ def parse_deadline(value: str | bytes | None) -> float | None:
 def outgoing_headers(req: Request | None = None) -> dict[str, str]:
     """Headers for a downstream call: the remaining deadline and the request id."""
     if req is None:
-        from tailbudget.measure.request import current_request
-
         req = current_request()
         if req is None:
             return {}
-    out = {REQUEST_ID_HEADER: req.id}
-    remaining = req.remaining_ms
-    if remaining is not None:
-        out[DEADLINE_HEADER] = f"{max(remaining, 0.0):.0f}"
-    return out
+    return req.headers()
 
 
 def propagate_deadline(request: Any) -> None:

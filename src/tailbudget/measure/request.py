@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from tailbudget.measure.recorder import Recorder
 
 log = logging.getLogger("tailbudget.measure")
+
+DEADLINE_HEADER = "x-tailbudget-deadline-ms"
+"""Remaining budget of the request, in milliseconds (propagated by `headers()`)."""
+REQUEST_ID_HEADER = "x-request-id"
 T = TypeVar("T")
 
 _STAGE: ContextVar[StageTimer | None] = ContextVar("tailbudget_stage", default=None)
@@ -321,9 +325,11 @@ class Request:
 
     def headers(self) -> dict[str, str]:
         """Headers that carry this request's deadline (and id) to a downstream call."""
-        from tailbudget.measure.deadline import outgoing_headers
-
-        return outgoing_headers(self)
+        out = {REQUEST_ID_HEADER: self.id}
+        remaining = self.remaining_ms
+        if remaining is not None:
+            out[DEADLINE_HEADER] = f"{max(remaining, 0.0):.0f}"
+        return out
 
     # streams -----------------------------------------------------------------
     def stream(

@@ -21,6 +21,7 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.classes import ClassResult, SimClasses, class_results, draw_by_class
+from tailbudget.sim.engines import run_once
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
@@ -30,7 +31,6 @@ from tailbudget.sim.records import (
     ScaleAt,
     ScaleNever,
 )
-from tailbudget.sim.run import run_once
 
 __all__ = [
     "CapacityPoint",

@@ -26,10 +26,10 @@ import numpy as np
 
 from tailbudget.budget.objectives import Objectives
 from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.engines import run_once
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
-from tailbudget.sim.run import run_once
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["MINUTE_S", "Draw", "Judge", "Minute", "met", "minute_of", "worst"]

@@ -13,7 +13,7 @@ from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
-from tailbudget.sim.batch_engine import BLOCK_TOKENS, run_batching
+from tailbudget.sim.batch_engine import BLOCK_TOKENS
 from tailbudget.sim.classes import (
     ClassResult,
     SimClasses,
@@ -21,8 +21,11 @@ from tailbudget.sim.classes import (
     draw_by_class,
     shed_by_class,
 )
+from tailbudget.sim.engines import run_once
+from tailbudget.sim.floor import hindsight_floor
 from tailbudget.sim.hit_levels import offered_rate, share_for
 from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.model_policy import ModelPolicy, model_headroom
 from tailbudget.sim.objectives import (
     Objective,
     ObjectiveResult,
@@ -31,7 +34,6 @@ from tailbudget.sim.objectives import (
     order_stat,
 )
 from tailbudget.sim.policies import BudgetPolicy, PolicySpec, make_policy
-from tailbudget.sim.queue_engine import run_queue
 from tailbudget.sim.records import (
     ArrivalsRecord,
     GoodputRecord,
@@ -234,14 +236,6 @@ def _timeline(
     return out
 
 
-def run_once(
-    model: ServiceModel, arrivals: Arrivals, policy: RunPolicy, *, replicas: int, end_s: float
-) -> SimTrace:
-    """One run of the right engine for the model."""
-    engine = run_batching if model.kind == "llm" else run_queue
-    return engine(model, arrivals, policy, replicas=replicas, end_s=end_s)
-
-
 def _result(
     spec: PolicySpec,
     start: int,
@@ -290,8 +284,6 @@ def _runnable(
     model_mode = spec.kind == "budget" and ctx.budget_policy.mode == "model"
     if spec.kind != "model" and not model_mode:
         return make_policy(spec, ctx.budget_policy, replicas, ctx.signal)
-    from tailbudget.sim.model_policy import ModelPolicy, model_headroom
-
     guard, start = make_policy(PolicySpec("budget"), ctx.budget_policy, replicas, ctx.signal)
     assert isinstance(guard, BudgetPolicy)
     opts = ctx.model_options or ctx.budget_policy.model
@@ -442,8 +434,6 @@ def run_policies(
         )
     base = None
     if floor:
-        from tailbudget.sim.floor import hindsight_floor
-
         base = hindsight_floor(model, objectives, arr, horizon, minimum=replicas)
         if base.replica_hours > 0:
             runs = [

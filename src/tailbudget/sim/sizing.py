@@ -24,10 +24,10 @@ import numpy.typing as npt
 
 from tailbudget.budget.objectives import Objectives
 from tailbudget.sim.capacity import fewest_replicas
+from tailbudget.sim.engines import run_once
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
-from tailbudget.sim.run import run_once
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["Burst", "Mix", "Sizer", "Sizing", "mix_columns", "worst_ratio"]

@@ -21,11 +21,12 @@ import numpy as np
 from tailbudget.budget.objectives import Objectives, parse_objectives
 from tailbudget.budget.policy import Policy, policy_for
 from tailbudget.budget.policy_model import ModelMode
+from tailbudget.sim.engines import run_once
 from tailbudget.sim.floor import Floor, hindsight_floor
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import measure
 from tailbudget.sim.policies import FixedPolicy, parse_policy_spec
-from tailbudget.sim.run import Context, RunResult, run_once, run_policies
+from tailbudget.sim.run import Context, RunResult, run_policies
 from tailbudget.sim.trace import Arrivals
 
 __all__ = ["DEFAULTS", "SETS", "Outcome", "Row", "as_arrivals", "objective_sets", "run_row"]
