@@ -57,7 +57,13 @@ def test_in_function_imports_only_guard_start_up(measured) -> None:
     package; the rest belong at the top of the module. The count may only fall."""
     counts, lists = measured
     assert counts["in_function_needless"] <= NEEDLESS_AT_MOST, "\n".join(lists["needless"])
+    # A cycle inside a package is broken by moving what both sides need below them
+    # (sim/engines.py, logs/bench_arrays.py), not by an import inside a function.
+    assert counts["in_function_cycle"] <= CYCLE_BREAKERS_AT_MOST, "\n".join(lists["cycle"])
 
 
 NEEDLESS_AT_MOST = 0
 """Ratchet: lower it as needless in-function imports move to the top of their module."""
+CYCLE_BREAKERS_AT_MOST = 0
+"""Ratchet: in-function imports that only break an import cycle (6 before issue 38's last
+moves)."""
