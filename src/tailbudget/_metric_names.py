@@ -13,7 +13,8 @@ REQUEST_DURATION = "tailbudget_request_duration_seconds"
 End-to-end time of each request."""
 
 REQUESTS_TOTAL = "tailbudget_requests_total"
-"""Counter, labels: service, route, outcome ("ok" | "error")."""
+"""Counter, labels: service, route, outcome ("ok" | "error") (and class, with a budget
+listing classes)."""
 
 DROPPED_RECORDS = "tailbudget_dropped_records_total"
 """Counter, labels: sink. Records a full sink queue could not take."""

@@ -58,6 +58,8 @@ def test_the_sink_labels_stage_times_with_the_class() -> None:
     count = "tailbudget_stage_duration_seconds_count"
     assert f'{count}{{class="premium",service="tiered-rag",stage="rerank"}} 1.0' in text
     assert f'{count}{{class="other",service="tiered-rag",stage="rerank"}} 1.0' in text
+    total = 'tailbudget_requests_total{class="premium",outcome="ok",route="",service="tiered-rag"}'
+    assert f"{total} 1.0" in text  # the counter a class's error rate reads
 
 
 def _series(h: str, cls: str, under: dict[str, float], extra: str) -> list[dict]:
@@ -195,6 +197,61 @@ def test_on_vllm_series_the_class_label_is_classes_by_and_promtool_fires_tpot(
                 "input_series": series,
                 "alert_rule_test": [
                     {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@needs_promtool
+def test_a_class_error_rate_is_alerted_and_promtool_fires_it_alone(tmp_path: Path) -> None:
+    text = TIERS.replace(
+        "premium:  {slo: {p95: 800}, priority: 0}",
+        "premium:  {slo: {p95: 800, error_rate: 0.01}, priority: 0}",
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(prometheus_rules.render(parse_budget(text)))
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    group = next(g for g in yaml.safe_load(rules.read_text())["groups"] if g["name"] == GROUP)
+    rule = next(r for r in group["rules"] if r.get("alert") == "TailbudgetClassErrorRate")
+    # Premium fails 1 request in 10 (over its 1%); standard never fails.
+    c = "tailbudget_requests_total"
+    series = [
+        {
+            "series": f'{c}{{service="tiered-rag", class="premium", outcome="ok"}}',
+            "values": "0+9x300",
+        },
+        {
+            "series": f'{c}{{service="tiered-rag", class="premium", outcome="error"}}',
+            "values": "0+1x300",
+        },
+        {
+            "series": f'{c}{{service="tiered-rag", class="standard", outcome="ok"}}',
+            "values": "0+10x300",
+        },
+    ]
+    firing = {
+        "exp_labels": {"alertname": "TailbudgetClassErrorRate", **rule["labels"]},
+        "exp_annotations": rule["annotations"],
+    }
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1s",
+        "tests": [
+            {
+                "interval": "1s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {
+                        "eval_time": "4m",
+                        "alertname": "TailbudgetClassErrorRate",
+                        "exp_alerts": [firing],
+                    }
                 ],
             }
         ],

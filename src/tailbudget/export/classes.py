@@ -292,15 +292,58 @@ def _burn(
     return rules
 
 
+def _error_rates(budget: Budget) -> list[tuple[str, float]]:
+    """(class, error_rate) of every class stating a positive error rate."""
+    cs = budget.class_set
+    return [
+        (c.name, c.objectives.error_rate)
+        for c in (cs.classes if cs is not None else ())
+        if c.objectives is not None and c.objectives.error_rate
+    ]
+
+
+def _error_alerts(budget: Budget, window_s: float, min_samples: int) -> list[dict[str, Any]]:
+    """An alert per class error rate: the class's share of `outcome="error"` requests
+    (tailbudget_requests_total, which PrometheusSink labels with the class) over it."""
+    out = []
+    w = promql_duration(window_s)
+    for name, rate in _error_rates(budget):
+        sel = class_selector(budget, name)
+        by = f"sum by (service, {CLASS_LABEL})"
+        total = f"{by} (increase({names.REQUESTS_TOTAL}{{{sel}}}[{w}]))"
+        errors = f'{by} (increase({names.REQUESTS_TOTAL}{{{sel}, outcome="error"}}[{w}]))'
+        out.append(
+            {
+                "alert": "TailbudgetClassErrorRate",
+                # Without any error yet the error series does not exist: `or total * 0`.
+                "expr": f"({errors} or {total} * 0) / {total} > {num(rate)}\n"
+                f"and on (service, {CLASS_LABEL})\n{total} >= {min_samples}",
+                "for": w,
+                "labels": {
+                    "severity": "critical",
+                    "service": template_text(budget.service),
+                    CLASS_LABEL: template_text(name),
+                    "error_rate": num(rate),
+                },
+                "annotations": {
+                    "summary": f"{template_text(budget.service)}: class {template_text(name)} "
+                    f"error rate over its {num(rate)} objective",
+                },
+            }
+        )
+    return out
+
+
 def classes_group(
     budget: Budget, options: ExportOptions, window_s: float, min_samples: int, notes: list[str]
 ) -> dict[str, Any] | None:
     """The `<service>-classes` rule group, or None for a budget without class objectives."""
     found = class_objectives(budget)
-    if not found:
+    if not found and not _error_rates(budget):
         return None
     rules = list(_records(budget, window_s, found))
     rules += [_objective_alert(budget, c, window_s, min_samples) for c in found]
+    rules += _error_alerts(budget, window_s, min_samples)
     for c in found:
         rules += _burn(budget, c, options, notes)
     notes.append(

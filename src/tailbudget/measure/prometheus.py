@@ -90,8 +90,9 @@ def request_metrics(
     registry: Any = None, buckets: list[float] | None = None, *, by_class: bool = False
 ) -> dict[str, Any]:
     """Stage/request histograms and the request counter of a registry (created once);
-    `by_class`: the request and stage histograms are labelled with each request's class
-    too (a class's TTFT, the stage `ttft`, and its stage objectives read them)."""
+    `by_class`: the request and stage histograms and the request counter are labelled
+    with each request's class too (a class's TTFT, the stage `ttft`, its stage objectives
+    and its error rate read them)."""
     # A start-up guard: prometheus_client loads on first use, not with this module.
     from prometheus_client import Counter, Histogram
 
@@ -120,7 +121,9 @@ def request_metrics(
                 Counter,
                 names.REQUESTS_TOTAL.removesuffix("_total"),
                 "Requests recorded, by outcome.",
-                ["service", "route", "outcome"],
+                ["service", "route", "outcome", "class"]
+                if by_class
+                else ["service", "route", "outcome"],
                 registry=reg,
             )
             slot["shed"] = _create(
@@ -192,7 +195,7 @@ class PrometheusSink(Sink):
             label = self._class_of(r.fields)
             self._child("request", svc, route, *label).observe(row["total_ms"] / 1000.0)
             outcome = "error" if row["error"] else "ok"
-            self._child("requests", svc, route, outcome).inc()
+            self._child("requests", svc, route, outcome, *label).inc()
             sums: dict[str, float] = {}
             for name, t0, t1 in valid_stages(r) if r.stages else ():
                 d = t1 - t0
