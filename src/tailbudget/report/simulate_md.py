@@ -211,7 +211,8 @@ def capacity_markdown(rep: CapacityReport) -> str:
         ["load", "replicas", "utilization", *names],
         [
             [f"{p.load:g}x", "not met" if p.replicas is None else fmt.count(p.replicas),
-             fmt.share(p.utilization, 0), *(fmt.ms(o.measured_ms) for o in p.objectives)]
+             fmt.share(p.utilization, 0),
+             *(f"{fmt.ms(o.measured_ms)} ({o.verdict})" for o in p.objectives)]
             for p in rep.curve
         ],
     )  # fmt: skip

@@ -303,8 +303,9 @@ def render_capacity_html(rep: CapacityReport) -> str:
     """The capacity curve and where to scale before breach."""
     take = sim_verdict.capacity_take(rep)
     rows = [
-        [cell(f"{p.load:g}x"), cell(p.replicas if p.replicas is not None else "not met"),
-         *(cell(o.measured_ms, "ms") for o in p.objectives)]
+        [cell(f"{p.load:g}x"),
+         cell(p.replicas, "int") if p.replicas is not None else Cell("not met", None, "num"),
+         cell(p.utilization, "pct"), *(_objective(o) for o in p.objectives)]
         for p in rep.curve
     ]  # fmt: skip
     names = [o.objective.key for o in rep.curve[0].objectives] if rep.curve else []
@@ -318,7 +319,9 @@ def render_capacity_html(rep: CapacityReport) -> str:
     sections = [
         ("verdict", "Verdict", _verdict_block(headline, needs, short)),
         ("curve", "Replicas per load", figure("capacity", take, capacity_chart(rep), "capacity")
-         + table(["load", "replicas", *names], rows) + (f"<ul>{notes}</ul>" if notes else "")),
+         + table(["load", "replicas", "utilization", *names], rows,
+                 numeric=list(range(1, len(names) + 3)))
+         + (f"<ul>{notes}</ul>" if notes else "")),
         *([("classes", "Classes", per_class)] if (per_class := capacity_classes_html(rep)) else []),
         *([("fit", "Fit: the model on its own runs", _fit(rep.model))] if rep.model.fit else []),
         ("model", "Model", _model(rep.model)),
