@@ -129,19 +129,33 @@ def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
     sel = service_selector(budget)
     good = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="ok"}}[5m]))'
     total = f"sum(rate({names.REQUESTS_TOTAL}{{{sel}}}[5m]))"
+    return availability_slo(budget, rate, (good, total))
+
+
+def availability_slo(
+    budget: Budget,
+    rate: float,
+    queries: tuple[str, str],
+    extra: dict[str, str] | None = None,
+    counted: str = "",
+) -> dict[str, Any]:
+    """The ratio SLO 'ok requests over all >= 1 - rate' of the (good, total) `queries`;
+    `extra` annotations and `counted` (the failed-request counter, for the description)
+    name a serving stack's series."""
     meta = metadata(
         budget,
         "availability",
         f"{budget.service} error rate <= {num(rate)}",
-        {A_KIND: "error_rate", A_ERROR_RATE: num(rate)},
+        {A_KIND: "error_rate", A_ERROR_RATE: num(rate), **(extra or {})},
     )
     goal = {
-        "description": f"At most {num(rate * 100)}% of requests fail.",
+        "description": f"At most {num(rate * 100)}% of requests fail"
+        + (f" ({counted})." if counted else "."),
         "displayName": "ok requests",
         "target": round(1.0 - rate, 12),
     }
     indicator = k8s_name(budget.service, "ok-requests")
-    return ratio_slo(meta, budget.service, indicator, (good, total), goal)
+    return ratio_slo(meta, budget.service, indicator, queries, goal)
 
 
 def class_slo(budget: Budget, c: ClassObjective) -> dict[str, Any]:
@@ -460,15 +474,9 @@ def _error_slo(budget: Budget, fleet: FleetPreset, rate: float) -> dict[str, Any
     sel = histograms.selector(fleet, budget)
     total = histograms.requests_expr(fleet, sel, RANGE)
     good = f"{total}\n-\n({histograms.counter_expr(fleet.errors, sel, RANGE)} or vector(0))"
-    extra = {A_KIND: "error_rate", A_ERROR_RATE: num(rate), A_METRICS: fleet.name}
-    meta = metadata(budget, "availability", f"{budget.service} error rate <= {num(rate)}", extra)
-    goal = {
-        "description": f"At most {num(rate * 100)}% of requests fail ({fleet.errors}).",
-        "displayName": "ok requests",
-        "target": round(1.0 - rate, 12),
-    }
-    indicator = k8s_name(budget.service, "ok-requests")
-    return ratio_slo(meta, budget.service, indicator, (good, total), goal)
+    return availability_slo(
+        budget, rate, (good, total), {A_METRICS: fleet.name}, counted=fleet.errors
+    )
 
 
 def build_fleet(
