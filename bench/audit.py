@@ -103,11 +103,12 @@ def child_audit(path: str, events: str, objectives: str | None = None) -> None:
     t0 = time.perf_counter()
     options = ReadOptions(timestamp="ts", shape=SHAPE, cohorts=COHORTS, error="error")
     log = read_log(path, options)
+    from tailbudget.audit.config import e2e_objectives
     from tailbudget.budget.objectives import parse_objectives
 
     slo = {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}
     objs = parse_objectives(objectives) if objectives else None
-    config = AuditConfig(slo=slo, events=read_events(Path(events)), objectives=objs)
+    config = AuditConfig(objs or e2e_objectives(slo), events=read_events(Path(events)))
     report = run_audit(log, config)
     audit_markdown(report)
     info = {

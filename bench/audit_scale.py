@@ -62,8 +62,8 @@ def child_audit(path: str, events: str) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     options = ReadOptions(timestamp="ts", shape=single.SHAPE, cohorts=single.COHORTS, error="error")
     log = read_log(path, options)
-    config = AuditConfig(
-        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(Path(events))
+    config = AuditConfig.of_e2e(
+        {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(Path(events))
     )
     report = run_audit(log, config)
     audit_markdown(report)

@@ -44,14 +44,14 @@ def test_parse_slo_rejects(text: str) -> None:
 
 def test_config_needs_an_slo_and_valid_slow() -> None:
     with pytest.raises(TailbudgetError, match=r"^slo") as err:
-        AuditConfig(slo={})
+        AuditConfig.of_e2e({})
     assert err.value.param == "slo"
     with pytest.raises(TailbudgetError, match=r"^slow") as err:
-        AuditConfig(slo={"p99": 1.0}, slow="p80")
+        AuditConfig.of_e2e({"p99": 1.0}, slow="p80")
     assert err.value.param == "slow"
     with pytest.raises(TailbudgetError, match=r"^slow"):
-        AuditConfig(slo={"p99": 1.0}, slow=-3.0)
-    assert AuditConfig(slo={"p99": 1.0}, slow=250.0).slow == 250.0
+        AuditConfig.of_e2e({"p99": 1.0}, slow=-3.0)
+    assert AuditConfig.of_e2e({"p99": 1.0}, slow=250.0).slow == 250.0
 
 
 def test_config_from_budget() -> None:

@@ -52,7 +52,7 @@ def _audit_minute(minute: str, baseline: Path = BASELINE):
     options = ReadOptions(span_stage="service", span_profile=True)
     log = read_log(str(FAULTS / f"{minute}_trace.csv"), options)
     base = read_log(str(baseline), options.with_(span_keep=log.stages))
-    return run_audit(log, AuditConfig(slo={"p99": 500.0}, baseline=base))
+    return run_audit(log, AuditConfig.of_e2e({"p99": 500.0}, baseline=base))
 
 
 @needs_data
@@ -119,7 +119,7 @@ def test_delag_innermost_rpc_is_the_first_culprit():
     assert shift("ProductsControllerFindproductrandom") == pytest.approx(101.0)
     assert shift("GatewayGet") == pytest.approx(104.5)
     log = read_log(str(DELAG), ReadOptions(total="Latency", stages_glob="*Controller*,Gateway*"))
-    report = run_audit(log, AuditConfig(slo={"p99": 450.0}))
+    report = run_audit(log, AuditConfig.of_e2e({"p99": 450.0}))
     first = report.culprits[0]
     assert first.stage == "ProductsControllerFindproductrandom"
     assert first.inside == "GatewayGet"
@@ -165,7 +165,7 @@ def _planted(tmp_path: Path) -> Path:
 def test_a_window_straddling_an_event_is_split(tmp_path):
     log = read_log(str(_planted(tmp_path)))
     deploy = datetime(2026, 3, 1, 0, 30, tzinfo=UTC)
-    report = run_audit(log, AuditConfig(slo={"p99": 60.0}, events=((deploy, "deploy"),)))
+    report = run_audit(log, AuditConfig.of_e2e({"p99": 60.0}, events=((deploy, "deploy"),)))
     top = report.culprits[0]
     assert top.stage == "db"
     assert top.figures["growth_ms"] == pytest.approx(40.0, abs=0.5)

@@ -46,7 +46,7 @@ def test_the_qps_inf_tpot_breach_is_decode_batching_with_a_fix():
     log = read_log(str(QPS_INF))
     assert any("sent at once" in n for n in log.notes)
     slo = parse_objectives("ttft.p95=500,tpot.p99=60,e2e.p99=20000")
-    report = run_audit(log, AuditConfig(slo=dict(slo.e2e()), objectives=slo))
+    report = run_audit(log, AuditConfig(slo))
     cause = next(h for h in report.hypotheses if h.objective == "tpot.p99")
     assert cause.kind == "llm_decode_contention", cause.evidence
     assert "decode batch" in cause.evidence

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data
 
 def _audit(path, slo: str):
     objs = parse_objectives(slo)
-    return run_audit(read_log(str(path)), AuditConfig(slo=dict(objs.e2e()), objectives=objs))
+    return run_audit(read_log(str(path)), AuditConfig(objs))
 
 
 def test_a_thin_log_far_over_its_target_is_not_none():

@@ -48,7 +48,7 @@ def _audit(path: Path, slo: str = SLO, baseline: Path | None = None):
     log = read_log(str(path), ReadOptions())
     base = read_log(str(baseline), ReadOptions()) if baseline is not None else None
     objs = parse_objectives(slo)
-    cfg = AuditConfig(slo={p: ms for p, ms in objs.e2e().items()}, objectives=objs, baseline=base)
+    cfg = AuditConfig(objs, baseline=base)
     return run_audit(log, cfg)
 
 

@@ -47,8 +47,8 @@ def _same(a: object, b: object, where: str) -> None:
 )
 def test_bounded_method_gives_the_same_report(make, extra) -> None:
     slo = {"p50": 900.0, "p95": 1100.0, "p99": 1500.0}
-    whole = run_audit(make(), AuditConfig(slo=slo, **extra))
-    bounded = run_audit(make(), AuditConfig(slo=slo, in_memory_rows=0, **extra))
+    whole = run_audit(make(), AuditConfig.of_e2e(slo, **extra))
+    bounded = run_audit(make(), AuditConfig.of_e2e(slo, in_memory_rows=0, **extra))
     _same(_figures(bounded), _figures(whole), "report")
     assert any("bounded memory" in n for n in bounded.provenance.notes)
     assert any("every value" in n for n in whole.provenance.notes)
@@ -62,7 +62,7 @@ def big_log(tmp_path_factory):
 def test_audit_fits_a_memory_limit_its_quantiles_would_not(big_log, monkeypatch) -> None:
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "32MB")
     events = read_events(big_log.events)
-    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events))
+    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig.of_e2e(SLO, events=events))
     assert {"cold_start", "cache_miss", "external_dependency"} <= {
         h.kind for h in report.hypotheses
     }
@@ -71,7 +71,7 @@ def test_audit_fits_a_memory_limit_its_quantiles_would_not(big_log, monkeypatch)
     with pytest.raises(Exception, match=r"(?i)out of memory"):
         run_audit(
             read_log(str(big_log.log), OPTIONS),
-            AuditConfig(slo=SLO, events=events, in_memory_rows=10**9),
+            AuditConfig.of_e2e(SLO, events=events, in_memory_rows=10**9),
         )
 
 
@@ -81,7 +81,7 @@ def test_scratch_copy_is_gone_after_the_audit(big_log, tmp_path, monkeypatch) ->
     # A private temp folder: other runs sharing /tmp cannot leave their scratch files here.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     log = read_log(str(big_log.log), OPTIONS)
-    run_audit(log, AuditConfig(slo=SLO))
+    run_audit(log, AuditConfig.of_e2e(SLO))
     names = log.backend.raw_sql("SELECT database_name FROM duckdb_databases()").fetchall()
     assert not any("scratch" in n for (n,) in names)
     assert not [f for f in os.listdir(tmp_path) if f.startswith("tailbudget-scratch")]
@@ -108,7 +108,7 @@ def test_cohorts_and_their_p99s_in_one_pass_for_all_dimensions(big_log, monkeypa
     options = OPTIONS.with_(cohorts=("route", "model_variant", "region"))
     labels: list[str] = []
     bounded = run_audit(
-        read_log(str(big_log.log), options), AuditConfig(slo=SLO, progress=labels.append)
+        read_log(str(big_log.log), options), AuditConfig.of_e2e(SLO, progress=labels.append)
     )
     assert "cohorts" in labels and "cohort route" not in labels, labels
     assert "cohort p99: bracket counts" in labels, labels
@@ -117,7 +117,7 @@ def test_cohorts_and_their_p99s_in_one_pass_for_all_dimensions(big_log, monkeypa
     labels.clear()
     whole = run_audit(
         read_log(str(big_log.log), options),
-        AuditConfig(slo=SLO, in_memory_rows=10**9, progress=labels.append),
+        AuditConfig.of_e2e(SLO, in_memory_rows=10**9, progress=labels.append),
     )
     assert "cohort route" in labels, labels
     assert {c.dim for c in bounded.cohorts} == {"route", "model_variant", "region"}
@@ -131,7 +131,7 @@ def test_two_audits_of_one_log_give_one_report(big_log) -> None:
     reports = [
         json.loads(
             run_audit(
-                read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events)
+                read_log(str(big_log.log), OPTIONS), AuditConfig.of_e2e(SLO, events=events)
             ).to_json()
         )
         for _ in range(2)
@@ -148,7 +148,7 @@ def test_the_per_minute_p99_is_within_one_percent(big_log) -> None:
     from tailbudget.audit.cold_start import TIMELINE_ACCURACY
 
     events = read_events(big_log.events)
-    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events))
+    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig.of_e2e(SLO, events=events))
     assert report.cold_start is not None
     raw = pq.read_table(big_log.log, columns=["ts", "total_ms"])
     ts = raw.column("ts").cast("int64").to_numpy() // 1_000_000  # microseconds
@@ -176,7 +176,7 @@ def test_growth_after_the_last_event_is_the_change_of_the_stage_means(big_log) -
     import pyarrow.parquet as pq
 
     events = read_events(big_log.events)
-    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig(slo=SLO, events=events))
+    report = run_audit(read_log(str(big_log.log), OPTIONS), AuditConfig.of_e2e(SLO, events=events))
     raw = pq.read_table(big_log.log)
     ts_s = raw.column("ts").cast("int64").to_numpy() / 1e6
     span = (np.floor(ts_s.min() / 60) * 60, (np.floor(ts_s.max() / 60) + 1) * 60)
@@ -201,7 +201,7 @@ def test_the_per_minute_stage_means_are_numpys(big_log) -> None:
     from tailbudget.audit.context import Ctx
 
     log = read_log(str(big_log.log), OPTIONS)
-    rows = cold_start.timeline(Ctx(log, AuditConfig(slo=SLO)), ["llm", "total_ms"])
+    rows = cold_start.timeline(Ctx(log, AuditConfig.of_e2e(SLO)), ["llm", "total_ms"])
     raw = pq.read_table(big_log.log, columns=["ts", "llm_ms", "total_ms"])
     minute = raw.column("ts").cast("int64").to_numpy() // 60_000_000
     llm, total = raw.column("llm_ms").to_numpy(), raw.column("total_ms").to_numpy()
@@ -228,7 +228,7 @@ def test_the_audit_reads_its_results_without_pandas(tmp_path) -> None:
         "o = ReadOptions(timestamp='ts', shape=('output_tokens',), cohorts=('route',))\n"
         f"log = read_log({str(log.log)!r}, o)\n"
         f"ev = read_events(__import__('pathlib').Path({str(log.events)!r}))\n"
-        "run_audit(log, AuditConfig(slo={'p99': 4000.0}, events=ev, in_memory_rows=0))\n"
+        "run_audit(log, AuditConfig.of_e2e({'p99': 4000.0}, events=ev, in_memory_rows=0))\n"
         "assert 'pandas' not in sys.modules, 'pandas imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -238,6 +238,6 @@ def test_a_large_log_without_cohort_dimensions(big_log) -> None:
     # The cohort step asks for no grouped percentile: no pass, no cohort rows (this
     # crashed when a log too large for the engine's quantile named no cohort column).
     options = OPTIONS.with_(cohorts=())
-    report = run_audit(read_log(str(big_log.log), options), AuditConfig(slo=SLO))
+    report = run_audit(read_log(str(big_log.log), options), AuditConfig.of_e2e(SLO))
     assert report.cohorts == []
     assert report.snapshot.p99 > 0

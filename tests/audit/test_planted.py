@@ -15,7 +15,7 @@ SLO = {"p50": 900.0, "p95": 1100.0, "p99": 1500.0}
 
 
 def audit(log, **kw) -> AuditReport:
-    return run_audit(log, AuditConfig(slo=kw.pop("slo", SLO), **kw))
+    return run_audit(log, AuditConfig.of_e2e(kw.pop("slo", SLO), **kw))
 
 
 @pytest.fixture(scope="module")

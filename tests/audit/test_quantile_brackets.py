@@ -29,7 +29,7 @@ def ctx_for(columns: dict[str, object], labels: list[str]) -> Ctx:
     table = backend.table("t")
     n = table.count().execute()
     log = LogTable(table=table, stages=(), rows=RowCounts(n, n, 0), backend=backend)
-    config = AuditConfig(slo={"p99": 1.0}, in_memory_rows=0, progress=labels.append)
+    config = AuditConfig.of_e2e({"p99": 1.0}, in_memory_rows=0, progress=labels.append)
     return Ctx(log, config)
 
 

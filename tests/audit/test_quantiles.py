@@ -37,7 +37,7 @@ def ctx_for(columns: dict[str, object], in_memory_rows: int = 0) -> Ctx:
     table = backend.table("t")
     n = table.count().execute()
     log = LogTable(table=table, stages=(), rows=RowCounts(n, n, 0), backend=backend)
-    return Ctx(log, AuditConfig(slo={"p99": 1.0}, in_memory_rows=in_memory_rows))
+    return Ctx(log, AuditConfig.of_e2e({"p99": 1.0}, in_memory_rows=in_memory_rows))
 
 
 @pytest.fixture(params=[500_000, 200], ids=["buckets read whole", "buckets split first"])

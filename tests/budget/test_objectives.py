@@ -216,13 +216,33 @@ def test_environment_without_a_gated_objective_is_refused() -> None:
 
 
 def test_a_full_slo_block_as_a_mapping_reads_as_the_budget_file_does() -> None:
-    from tailbudget.budget.load import read_slo_block
-
     block = {"e2e": {"p95": 900, "p99": 2000}, "ttft": {"p95": 500}, "goodput": {"min": 0.95}}
     budget = parse_budget("slo: " + str(block).replace("'", "") + "\n" + PIPE)
-    assert read_slo_block(block) == budget.objectives
+    assert Objectives.coerce(block) == budget.objectives
     with pytest.raises(BudgetError, match=r"^slo\.ttft: p99 \(100 ms\) is below p95") as err:
-        read_slo_block({"ttft": {"p95": 900, "p99": 100}})
+        Objectives.coerce({"ttft": {"p95": 900, "p99": 100}})
     assert err.value.param == "slo"
     with pytest.raises(BudgetError, match=r"^slo: unknown key 'ttfb'"):
-        read_slo_block({"ttfb": {"p95": 900}})
+        Objectives.coerce({"ttfb": {"p95": 900}})
+
+
+def test_coerce_is_the_one_conversion_of_every_shape_an_slo_takes() -> None:
+    from tailbudget.budget.slo import SLO
+
+    text = parse_objectives("p95=900,p99=2000,ttft.p95=500")
+    flat = {"p95": 900, "p99": 2000, "ttft.p95": 500}
+    block = SLO.model_validate({"e2e": {"p95": 900, "p99": 2000}, "ttft": {"p95": 500}})
+    for shape in ("p95=900,p99=2000,ttft.p95=500", flat, block, dict(block.model_dump()), text):
+        assert Objectives.coerce(shape) == text
+    regated = Objectives.coerce(text, environment="prd")
+    assert [(o.key, o.gated) for o in regated] == [
+        ("e2e.p95", False),
+        ("e2e.p99", True),
+        ("ttft.p95", False),
+    ]
+    with pytest.raises(TailbudgetError, match="slo must be a string") as err:
+        Objectives.coerce(900)  # type: ignore[arg-type]
+    assert err.value.param == "slo"
+    with pytest.raises(TailbudgetError, match=r"^slo: 'p99=' is not NAME=VALUE") as err:
+        Objectives.coerce({"p99": ""})
+    assert err.value.param == "slo"

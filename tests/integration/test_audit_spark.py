@@ -21,8 +21,8 @@ OPTIONS = ReadOptions(
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     data = generate(tmp_path_factory.mktemp("spark"), rows=20_000, seed=11)
-    config = AuditConfig(
-        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(data.events)
+    config = AuditConfig.of_e2e(
+        {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0}, events=read_events(data.events)
     )
     duck = run_audit(read_log(str(data.log), OPTIONS), config)
     spark = run_audit(read_log(str(data.log), OPTIONS, engine="pyspark"), config)
@@ -61,8 +61,8 @@ def test_bounded_percentiles_on_spark_match_duckdb(reports, tmp_path) -> None:
     """The histogram-and-select percentiles are plain Ibis: on Spark they equal DuckDB's."""
     duck, _ = reports
     data = generate(tmp_path, rows=20_000, seed=11)
-    config = AuditConfig(
-        slo={"p50": 1300.0, "p95": 2800.0, "p99": 4000.0},
+    config = AuditConfig.of_e2e(
+        {"p50": 1300.0, "p95": 2800.0, "p99": 4000.0},
         events=read_events(data.events),
         in_memory_rows=0,
     )

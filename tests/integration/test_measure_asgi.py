@@ -238,5 +238,5 @@ def test_audit_names_the_planted_stage(served):
         str(path),
         ReadOptions(stages=tuple(f"{s}_ms" for s in STAGES), cohorts=("route",)),
     )
-    report = run_audit(log, AuditConfig(slo={"p95": 50.0, "p99": 100.0}))
+    report = run_audit(log, AuditConfig.of_e2e({"p95": 50.0, "p99": 100.0}))
     assert report.tail.driver == "retrieval"

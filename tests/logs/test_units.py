@@ -42,7 +42,7 @@ def test_stating_the_unit_lets_the_log_through(tmp_path):
 
 
 def test_the_library_refuses_and_names_the_parameter(tmp_path):
-    config = AuditConfig(slo={"p99": 900.0})
+    config = AuditConfig.of_e2e({"p99": 900.0})
     log = _seconds_log(tmp_path / "secs.csv")
     with pytest.raises(LogError, match=r"^unit: "):
         run_audit(read_log(str(log)), config)

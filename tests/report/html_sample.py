@@ -115,8 +115,8 @@ def make_audit(
         options = ReadOptions(total="total_ms") if only_total else OPTIONS
         path = write_parquet(log, Path(tmp) / "requests.parquet", only_total=only_total)
         before = write_parquet(make_log(seed=11), Path(tmp) / "before.parquet")
-        config = AuditConfig(
-            slo=dict(SLO),
+        config = AuditConfig.of_e2e(
+            dict(SLO),
             gated=("p95", "p99"),
             events=() if only_total else ((START + timedelta(minutes=DEPLOY_MIN), "deploy"),),
             cold_window_min=COLD_MIN,

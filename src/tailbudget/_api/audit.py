@@ -8,7 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tailbudget._api.inputs import Columns, Data, budget_of, classes_of, objectives_of, source_of
+from tailbudget._api.inputs import (
+    Columns,
+    Data,
+    Slo,
+    budget_of,
+    classes_of,
+    objectives_of,
+    source_of,
+)
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -99,6 +107,20 @@ def _with_class_column(options: ReadOptions, classes: ClassSet | None) -> ReadOp
     return options.with_(cohorts=(*options.cohorts, classes.by))
 
 
+def _baseline(
+    baseline: Data, options: ReadOptions, table: LogTable, classes: ClassSet | None, engine: Any
+) -> LogTable | None:
+    """The baseline log, read as the log was: it keeps every stage of the log, so each has
+    a before to compare with, and not the class column, which a baseline need not hold."""
+    from tailbudget.logs import read_log
+
+    if baseline is None:
+        return None
+    cohorts = tuple(c for c in options.cohorts if classes is None or c != classes.by)
+    same = options.with_(query=None, span_keep=table.stages, cohorts=cohorts)
+    return read_log(source_of(baseline), same, engine=engine)
+
+
 def _column(cohorts: Sequence[str], by: str) -> str:
     """The reader's name of the class column (a log may spell it in another case)."""
     return next((c for c in cohorts if c.lower() == by.lower()), by)
@@ -106,7 +128,7 @@ def _column(cohorts: Sequence[str], by: str) -> str:
 
 def audit(
     data: Data,
-    slo: Any = None,
+    slo: Slo = None,
     *,
     budget: Any = None,
     total: str | None = None,
@@ -135,7 +157,6 @@ def audit(
     `classes:`, `CLASS:OBJECTIVE` parts of `slo`) is measured on its own requests."""
     from tailbudget.audit import AuditConfig, run_audit
     from tailbudget.audit.events import read_events
-    from tailbudget.logs import read_log
     from tailbudget.logs.deadline import query_deadline
     from tailbudget.logs.engine import connect
 
@@ -154,17 +175,13 @@ def audit(
         span_stage=span_stage, shape=shape, cohorts=cohorts, query=query,
     )  # fmt: skip
     options = _with_class_column(columns.options(b), classes)
-    extra: dict[str, Any] = {
-        "slow": slow_group(slow),
-        "cold_window_min": cold_window_min,
-        "classes": classes,
-    }
-    objectives = objectives_of(slo, environment=b.environment if b is not None else None)
-    if objectives is not None:
-        extra["objectives"] = objectives
-    if events is not None:
-        extra["events"] = read_events(Path(events))
-    extra["progress"] = progress
+    environment = b.environment if b is not None else None
+    objectives = objectives_of(slo, environment=environment)
+    if objectives is None:  # no slo: the budget's (an slo or a budget is given)
+        assert b is not None
+        objectives = b.objectives
+    slow_at = slow_group(slow)
+    read = read_events(Path(events)) if events is not None else ()
     source = None if data is None else source_of(data)
     if baseline is not None:  # per-operation samples, for contention against the baseline
         options = options.with_(span_profile=True)
@@ -172,14 +189,13 @@ def audit(
     if query is not None:
         engine = connect(engine)  # the same connection, so the deadline can interrupt it
     with query_deadline(engine, limit) if query is not None else nullcontext():
-        table, extra["classes"] = _read(source, options, engine, classes)
-        if baseline is not None:
-            # The baseline keeps every stage of the log, so each has a before to compare
-            # with, and not the class column, which a baseline need not hold.
-            cohorts = tuple(c for c in options.cohorts if classes is None or c != classes.by)
-            same = options.with_(query=None, span_keep=table.stages, cohorts=cohorts)
-            extra["baseline"] = read_log(source_of(baseline), same, engine=engine)
-        config = AuditConfig.from_budget(b, **extra) if b is not None else AuditConfig(**extra)
+        table, classes = _read(source, options, engine, classes)
+        before = _baseline(baseline, options, table, classes, engine)
+        config = AuditConfig.from_budget(b) if b is not None else AuditConfig(objectives)
+        config = replace(
+            config, objectives=objectives, slow=slow_at, events=read,
+            cold_window_min=cold_window_min, baseline=before, progress=progress, classes=classes,
+        )  # fmt: skip
         report = run_audit(table, config)
     if (
         source is not None

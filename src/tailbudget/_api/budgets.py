@@ -8,11 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, objectives_of, source_of
+from tailbudget._api.inputs import (
+    BudgetLike,
+    Columns,
+    Data,
+    Slo,
+    budget_of,
+    objectives_of,
+    source_of,
+)
 from tailbudget.errors import BudgetError, TailbudgetError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
+    from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.plan import Plan
     from tailbudget.budgeting.proposal import Rebudget
     from tailbudget.logs.table import LogTable
@@ -81,7 +90,7 @@ class MeasuredBudget:
 
 def measure_budget(
     data: Data,
-    slo: Any = None,
+    slo: Slo = None,
     *,
     service: str | None = None,
     total: str | None = None,
@@ -170,7 +179,7 @@ def measure_budget(
     return MeasuredBudget(text, fits, tuple(notes), said)
 
 
-def _class_parts(slo: Any, class_by: str | None) -> tuple[Any, dict[str, Any]]:
+def _class_parts(slo: Slo, class_by: str | None) -> tuple[Slo, dict[str, Objectives]]:
     """The service-wide `slo` and the objectives stated per class (`premium:p95=800`)."""
     from tailbudget.budget.classes import split_class_slo
 

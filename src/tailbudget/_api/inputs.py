@@ -13,54 +13,24 @@ from tailbudget.errors import TailbudgetError
 if TYPE_CHECKING:
     from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
-    from tailbudget.budget.objectives import Objectives
+    from tailbudget.budget.objectives import Objectives, SloLike
     from tailbudget.logs import ReadOptions
 
 Data: TypeAlias = Any
 """A path (str or PathLike), a pandas or polars DataFrame, a pyarrow Table or
 RecordBatchReader, an Ibis table, a DuckDB relation, or what `tailbudget.read` returned."""
-Slo: TypeAlias = "str | Mapping[str, float] | Objectives | None"
+Slo: TypeAlias = "SloLike | None"
+"""An SLO as the API takes it: the string grammar (`p99=900,ttft.p95=500`), a {key: value}
+mapping of it, a budget file's `slo:` block, Objectives, or None (the budget's)."""
 BudgetLike: TypeAlias = Any
 """A path, YAML text, a mapping, a `Budget`, or a `MeasuredBudget`."""
 
 
-def objectives_of(slo: Any, *, environment: str | None = None) -> Objectives | None:
-    """`slo` as Objectives: the SLO string grammar, a {key: value} mapping of it, a budget
-    file's `slo:` block in its full form ({"ttft": {"p95": 500}}), or Objectives."""
-    from tailbudget.budget.objectives import Objectives, parse_objectives
-
-    if slo is None:
-        return None
-    if isinstance(slo, Objectives):
-        return slo if environment is None else slo.with_environment(environment)
-    if isinstance(slo, Mapping) and any(isinstance(v, Mapping) for v in slo.values()):
-        from tailbudget.budget.load import read_slo_block
-
-        return read_slo_block(slo, environment=environment)  # a budget file's full form
-    if isinstance(slo, Mapping):
-        slo = ",".join(f"{key}={value}" for key, value in slo.items())
-    if not isinstance(slo, str):
-        raise TailbudgetError(
-            f"slo must be a string such as 'p99=900', a mapping or Objectives, "
-            f"got a {type(slo).__name__}"
-        )
-    return parse_objectives(slo, environment=environment)
-
-
-def slo_text(slo: Any) -> str | None:
-    """`slo` in the `--slo` grammar (the form some library steps still take)."""
+def objectives_of(slo: Slo, *, environment: str | None = None) -> Objectives | None:
+    """`slo` as Objectives (`Objectives.coerce`, the one conversion), None when not given."""
     from tailbudget.budget.objectives import Objectives
 
-    if slo is None or isinstance(slo, str):
-        return slo
-    if isinstance(slo, Mapping):
-        return ",".join(f"{key}={value}" for key, value in slo.items())
-    if isinstance(slo, Objectives):
-        parts = [f"{o.key}={o.target_ms:g}" for o in slo]
-        if slo.goodput is not None and slo.goodput.min is not None:
-            parts.append(f"goodput={slo.goodput.min:g}")
-        return ",".join(parts)
-    raise TailbudgetError(f"slo must be a string, a mapping or Objectives, got {slo!r}")
+    return None if slo is None else Objectives.coerce(slo, environment=environment)
 
 
 def budget_of(budget: BudgetLike) -> Budget | None:
@@ -156,8 +126,8 @@ def sources_of(data: Data | Sequence[Data]) -> list[Any]:
 
 
 def classes_of(
-    slo: Any, budget: Budget | None, class_by: str | None
-) -> tuple[Any, ClassSet | None]:
+    slo: Slo, budget: Budget | None, class_by: str | None
+) -> tuple[Slo, ClassSet | None]:
     """The service-wide `slo` (class parts taken out) and the classes to measure.
 
     Classes come from the budget's `classes:` block; `class_by` names (or renames) the

@@ -12,6 +12,7 @@ from tailbudget import _fmt as fmt
 from tailbudget._api.inputs import (
     BudgetLike,
     Data,
+    Slo,
     budget_of,
     classes_of,
     objectives_of,
@@ -92,7 +93,7 @@ def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]
 def _inputs(
     data: Data | Sequence[Data],
     budget: BudgetLike,
-    slo: Any,
+    slo: Slo,
     knobs: _ModelKnobs,
     max_events: int | None = None,
     given: _ClassArgs = _ClassArgs(),
@@ -210,7 +211,7 @@ def _class_share(
     return shed / total, note
 
 
-def _class_by(budget: BudgetLike, slo: Any, class_by: str | None) -> str | None:
+def _class_by(budget: BudgetLike, slo: Slo, class_by: str | None) -> str | None:
     """The class column an arrival trace may carry (`class_by`, else `classes.by`)."""
     return None if (cs := classes_of(slo, budget_of(budget), class_by)[1]) is None else cs.by
 
@@ -350,7 +351,7 @@ def _horizon(duration: str | float | None) -> float | None:
 
 def simulate(
     data: Data | Sequence[Data],
-    slo: Any = None,
+    slo: Slo = None,
     *,
     budget: BudgetLike = None,
     arrivals: str | None = None,
@@ -547,7 +548,7 @@ def _beside_log(
 
 def capacity(
     data: Data | Sequence[Data],
-    slo: Any = None,
+    slo: Slo = None,
     *,
     budget: BudgetLike = None,
     load: str | Sequence[float] = (1, 2, 4),

@@ -118,7 +118,7 @@ def _class_ctx(ctx: Ctx, by: str, name: str, objs: Objectives, n: int) -> Ctx:
     events: those compare the whole service)."""
     table = ctx.t.filter(ctx.cohort(by) == name)
     config: AuditConfig = replace(
-        ctx.config, objectives=objs, baseline=None, events=(), classes=None, slo={}, gated=()
+        ctx.config, objectives=objs, baseline=None, events=(), classes=None
     )
     log = replace(ctx.log, table=table, rows=RowCounts(n, n, 0))
     return Ctx(log, config, parent=ctx, labelled=ctx.labelled)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,14 +17,12 @@ from tailbudget.logs.table import LogTable
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """Settings of one audit; `AuditConfig.from_budget` fills them from a budget file."""
+    """Settings of one audit; `AuditConfig.from_budget` fills them from a budget file,
+    `AuditConfig.of_e2e` from end-to-end targets alone."""
 
-    slo: dict[str, float] = field(default_factory=dict)
-    """End-to-end p50/p95/p99 targets in ms, e.g. {"p95": 2800, "p99": 5200}: shorthand for
-    `objectives` when those are not given, else read from them (the report's `slo`)."""
-    gated: tuple[str, ...] = ("p99",)
-    """End-to-end percentiles whose breach fails a CI gate (`--fail-on-breach`): shorthand
-    with `slo`, else read from the gated objectives."""
+    objectives: Objectives
+    """Every objective (e2e, ttft, tpot, itl, stages, goodput): the audit's one SLO;
+    `slo` and `gated` are views of it."""
     slow: str | float = "p95"
     """Slow group: "p95" = [p95, p99] of total, "p99" = [p99, max], a number = [ms, max]."""
     events: tuple[tuple[datetime, str], ...] = ()
@@ -44,39 +42,41 @@ class AuditConfig:
     holds every value in memory); larger ones from a histogram and a select (quantiles.py)."""
     progress: Callable[[str], None] | None = None
     """Called with a short label before each pass over the log (for a progress bar)."""
-    objectives: Objectives | None = None
-    """Every objective (e2e, ttft, tpot, itl, stages, goodput): the audit's one SLO, which
-    `slo` and `gated` are views of. None: built from `slo` and `gated`."""
     classes: ClassSet | None = None
     """Objectives per class (budget `classes:`, `--class-by`): each class is measured on
     its own requests besides the whole service."""
 
+    @classmethod
+    def of_e2e(
+        cls,
+        slo: Mapping[str, float],
+        gated: Iterable[str] = ("p99",),
+        **settings: Any,
+    ) -> AuditConfig:
+        """End-to-end p50/p95/p99 targets in ms (e.g. {"p95": 2800, "p99": 5200}), those in
+        `gated` failing a CI gate (`--fail-on-breach`), as the audit's objectives."""
+        return cls(objectives=e2e_objectives(slo, gated), **settings)
+
+    @property
+    def slo(self) -> dict[str, float]:
+        """End-to-end p50/p95/p99 targets in ms (the report's `slo`)."""
+        e2e = self.objectives.e2e()
+        return {p: e2e[p] for p in PERCENTILES if p in e2e}
+
+    @property
+    def gated(self) -> tuple[str, ...]:
+        """End-to-end percentiles whose breach fails a CI gate (`--fail-on-breach`)."""
+        return self.objectives.gated_percentiles("e2e")
+
     def __post_init__(self) -> None:
-        if self.objectives is None:
-            gated = set(self.gated)
-            items = tuple(
-                Objective("e2e", p, float(ms), gated=p in gated) for p, ms in self.slo.items()
-            )
-            object.__setattr__(self, "objectives", Objectives(items))
-        else:
-            e2e = self.objectives.e2e()
-            object.__setattr__(self, "slo", {p: e2e[p] for p in PERCENTILES if p in e2e})
-            object.__setattr__(self, "gated", self.objectives.gated_percentiles("e2e"))
-        if not self.slo and not len(self.objectives or ()):
+        if not isinstance(self.objectives, Objectives):
             raise TailbudgetError(
-                "slo: none to audit against; give slo as p99=MS (e.g. p95=2800,p99=5200) "
-                "or a budget file with an slo: block",
-                param="slo",
+                f"objectives must be Objectives (Objectives.coerce reads an SLO), "
+                f"got {self.objectives!r}",
+                param="objectives",
             )
-        for name, value in self.slo.items():
-            if name not in PERCENTILES:
-                raise TailbudgetError(
-                    f"slo: a percentile must be one of p50, p95, p99, got {name!r}", param="slo"
-                )
-            if not value > 0:
-                raise TailbudgetError(
-                    f"slo {name} must be a positive number of ms, got {value!r}", param="slo"
-                )
+        if not len(self.objectives):
+            raise TailbudgetError(NONE_TO_AUDIT, param="slo")
         if isinstance(self.slow, str):
             if self.slow not in ("p95", "p99"):
                 raise TailbudgetError(
@@ -117,6 +117,31 @@ class AuditConfig:
         }
         values.update(overrides)
         return cls(**values)
+
+
+NONE_TO_AUDIT = (
+    "slo: none to audit against; give slo as p99=MS (e.g. p95=2800,p99=5200) "
+    "or a budget file with an slo: block"
+)
+
+
+def e2e_objectives(slo: Mapping[str, float], gated: Iterable[str] = ("p99",)) -> Objectives:
+    """Objectives of end-to-end p50/p95/p99 targets in ms, those in `gated` gating."""
+    if not slo:
+        raise TailbudgetError(NONE_TO_AUDIT, param="slo")
+    for name, value in slo.items():
+        if name not in PERCENTILES:
+            raise TailbudgetError(
+                f"slo: a percentile must be one of p50, p95, p99, got {name!r}", param="slo"
+            )
+        if not value > 0:
+            raise TailbudgetError(
+                f"slo {name} must be a positive number of ms, got {value!r}", param="slo"
+            )
+    gates = set(gated)
+    return Objectives(
+        tuple(Objective("e2e", p, float(ms), gated=p in gates) for p, ms in slo.items())
+    )
 
 
 def parse_slo(text: str) -> dict[str, float]:

@@ -188,7 +188,7 @@ def class_set(spec: ClassesSpec, environment: str | None) -> ClassSet:
     classes = tuple(
         ServiceClass(
             name,
-            None if s.slo is None else s.slo.objectives(environment),
+            None if s.slo is None else Objectives.coerce(s.slo, environment=environment),
             s.priority,
             tuple(s.skip),
         )

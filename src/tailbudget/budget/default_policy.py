@@ -10,7 +10,6 @@ from tailbudget.budget.metric import parse_metric
 from tailbudget.budget.model import SLO
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy_model import Action, Rule
-from tailbudget.budget.slo import as_objectives
 from tailbudget.budget.thresholds import TargetTable
 from tailbudget.errors import PolicyError
 
@@ -59,7 +58,7 @@ def default_rules(
     watched at the percentile it states (its highest), at the same shares of that target,
     never at a p95 threshold the budget never set. The seed rules stand only without
     any end-to-end objective."""
-    objectives = as_objectives(slo)
+    objectives = None if slo is None else Objectives.coerce(slo)
     watched = watched_objective(objectives)
     metric, target = watched if watched is not None else ("p95", SEED_SLO_P95_MS)
     scale = target / SEED_SLO_P95_MS

@@ -314,7 +314,7 @@ class Budget(_Frozen):
     @property
     def objectives(self) -> Objectives:
         """Every objective of the `slo:` block, gated by this budget's environment."""
-        return self.slo.objectives(self.environment)
+        return Objectives.coerce(self.slo, environment=self.environment)
 
     @property
     def gated(self) -> tuple[str, ...]:

@@ -6,17 +6,21 @@ percentile (`p95`, `p99.9`: `p` and a number in (0, 100)) and a target in ms;
 `gated` says whether a breach fails a release gate. Goodput is the share of
 requests that are not errors and meet every per-request threshold.
 
-`parse_objectives` reads the SLO string grammar (`p99=900,ttft.p95=500,goodput=0.95`).
+`parse_objectives` reads the SLO string grammar (`p99=900,ttft.p95=500,goodput=0.95`);
+`Objectives.coerce` is the one conversion of every shape an SLO is given in (the string,
+a mapping of it, a budget file's `slo:` block, Objectives).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeAlias
 
 from tailbudget._units import MetricKey, order_problem, parse_percentile
+from tailbudget.budget.slo import SLO
 from tailbudget.errors import TailbudgetError
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "Goodput",
     "Objective",
     "Objectives",
+    "SloLike",
     "describe_all",
     "from_targets",
     "parse_objectives",
@@ -46,6 +51,10 @@ METRICS: tuple[str, ...] = ("e2e", *LLM_METRICS)
 """Metrics with a fixed meaning; any other name is a stage."""
 
 _STAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
+SloLike: TypeAlias = "str | Mapping[str, object] | SLO | Objectives"
+"""What an SLO may be given as (`Objectives.coerce`): the string grammar (`p99=900,ttft.p95=
+500`), a {key: value} mapping of it, a budget file's `slo:` block (`{"ttft": {"p95": 500}}`,
+or its model `SLO`), or Objectives."""
 _GRAMMAR = (
     "write objectives as p99=900, e2e.p99.9=20000, ttft.p95=500, tpot.p99=60, itl.p99=150, "
     "STAGE.p99=800, goodput=0.95, goodput.ttft=1200 or error_rate=0.01"
@@ -188,6 +197,29 @@ class Objectives:
                 f"environment must be one of {', '.join(GATES)}, got {self.environment!r}"
             )
 
+    @classmethod
+    def coerce(cls, slo: SloLike, *, environment: str | None = None) -> Objectives:
+        """`slo` as Objectives, the one conversion: the SLO string grammar, a {key: value}
+        mapping of it, a budget file's `slo:` block (a mapping in its full form or `SLO`),
+        or Objectives (regated when `environment` is given). A one-line error (param `slo`)
+        when it is none of them or is invalid."""
+        if isinstance(slo, Objectives):
+            return slo if environment is None else slo.with_environment(environment)
+        if isinstance(slo, Mapping) and any(isinstance(v, Mapping) for v in slo.values()):
+            slo = SLO.read(slo)  # a budget file's full form
+        if isinstance(slo, SLO):
+            return _of_block(slo, environment)
+        if isinstance(slo, Mapping):
+            pairs = ((str(k).strip(), str(v).strip()) for k, v in slo.items())
+            return _parsed(lambda: _objectives_of(pairs), environment)
+        if not isinstance(slo, str):
+            raise TailbudgetError(
+                f"slo must be a string such as 'p99=900', a mapping or Objectives, "
+                f"got a {type(slo).__name__}",
+                param="slo",
+            )
+        return parse_objectives(slo, environment=environment)
+
     def __iter__(self) -> Iterator[Objective]:
         return iter(self.items)
 
@@ -291,26 +323,50 @@ def parse_objectives(text: str, *, environment: str | None = None) -> Objectives
     `p99=900` is end-to-end; `METRIC.pNN=ms` for e2e, ttft, tpot, itl or a stage;
     `e2e.output_tokens=N`; `goodput=SHARE`, `goodput.METRIC=ms`; `error_rate=SHARE`.
     """
+    return _parsed(lambda: _objectives_of(_pairs(text)), environment)
+
+
+def _parsed(read: Callable[[], Objectives], environment: str | None) -> Objectives:
     try:
-        out = _parse_objectives(text)
+        out = read()
     except TailbudgetError as exc:
         raise TailbudgetError(str(exc), param="slo") from None
     return out.with_environment(environment)
 
 
-def _parse_objectives(text: str) -> Objectives:
+def _pairs(text: str) -> Iterator[tuple[str, str]]:
+    for raw in text.split(","):
+        part = raw.strip()
+        if part:
+            key, sep, value = (s.strip() for s in part.partition("="))
+            if not sep or not key or not value:
+                raise TailbudgetError(f"slo: {part!r} is not NAME=VALUE; {_GRAMMAR}")
+            yield key, value
+
+
+def _of_block(block: SLO, environment: str | None) -> Objectives:
+    goodput = None
+    if block.goodput is not None:
+        goodput = Goodput(block.goodput.min, block.goodput.thresholds())
+    return from_targets(
+        block.targets(),
+        goodput=goodput,
+        error_rate=block.error_rate,
+        output_tokens=block.e2e.output_tokens if block.e2e is not None else None,
+        environment=environment,
+    )
+
+
+def _objectives_of(pairs: Iterable[tuple[str, str]]) -> Objectives:
+    """The grammar's NAME=VALUE pairs (from the string, or a mapping's items) read."""
     items: list[Objective] = []
     share: float | None = None
     thresholds: dict[str, float] = {}
     error_rate: float | None = None
     tokens: int | None = None
-    for raw in text.split(","):
-        part = raw.strip()
-        if not part:
-            continue
-        key, sep, value = (s.strip() for s in part.partition("="))
-        if not sep or not key or not value:
-            raise TailbudgetError(f"slo: {part!r} is not NAME=VALUE; {_GRAMMAR}")
+    for key, value in pairs:
+        if not key or not value:
+            raise TailbudgetError(f"slo: {f'{key}={value}'!r} is not NAME=VALUE; {_GRAMMAR}")
         if key == "error_rate":
             error_rate = _number(key, value, " in [0, 1)")
         elif key == "goodput":

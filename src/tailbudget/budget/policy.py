@@ -55,7 +55,6 @@ from tailbudget.budget.policy_model import (
     Replicas,
     Rule,
 )
-from tailbudget.budget.slo import as_objectives
 from tailbudget.budget.thresholds import TargetTable, resolve_threshold, slo_targets
 from tailbudget.errors import PolicyError, TailbudgetError
 
@@ -315,7 +314,7 @@ def parse_policy(
     SLO's; a ttft objective makes the default the LLM default. `goodput` holds the
     per-request thresholds (ms by series) a good request meets.
     """
-    objectives = as_objectives(slo)
+    objectives = None if slo is None else Objectives.coerce(slo)
     table = {**slo_targets(objectives), **dict(targets or {})}
     good = {k: float(v) for k, v in (goodput or {}).items()}
     if spec is None or spec in ("default", "model"):

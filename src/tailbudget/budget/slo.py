@@ -1,19 +1,20 @@
 """The budget file's `slo:` block: targets per metric at any percentile, goodput and
-error rate; the flat p50/p95/p99 form means end-to-end. `SLO.objectives()` gives the
-typed objectives (tailbudget.budget.objectives)."""
+error rate; the flat p50/p95/p99 form means end-to-end. `Objectives.coerce(slo)` gives
+the typed objectives (tailbudget.budget.objectives), as it does of every other shape."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tailbudget._units import Percentile, order_problem
-from tailbudget.budget.objectives import Goodput, Objectives, from_targets, parse_percentile
-from tailbudget.errors import TailbudgetError
+from tailbudget._units import Percentile, order_problem, parse_percentile
+from tailbudget.budget.validation import describe
+from tailbudget.errors import BudgetError, TailbudgetError
 
-__all__ = ["SLO", "E2ETargets", "GoodputSpec", "Targets", "as_objectives"]
+__all__ = ["SLO", "E2ETargets", "GoodputSpec", "Targets"]
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
@@ -162,23 +163,17 @@ class SLO(BaseModel):
         """End-to-end p99 target (ms), if stated."""
         return self.given().get("p99")
 
-    def objectives(self, environment: str | None = None) -> Objectives:
-        """The typed objectives, gated by `environment` (None: every objective gates)."""
-        goodput = None
-        if self.goodput is not None:
-            goodput = Goodput(self.goodput.min, self.goodput.thresholds())
-        return from_targets(
-            self.targets(),
-            goodput=goodput,
-            error_rate=self.error_rate,
-            output_tokens=self.e2e.output_tokens if self.e2e is not None else None,
-            environment=environment,
-        )
-
-
-def as_objectives(slo: SLO | Objectives | None) -> Objectives | None:
-    """The objectives of an `slo:` block (the file's form, read once here), or `slo` itself."""
-    return slo.objectives() if isinstance(slo, SLO) else slo
+    @classmethod
+    def read(cls, data: Mapping[str, object]) -> SLO:
+        """A budget file's `slo:` block given as a mapping (flat `{p99: 900}` or full
+        `{ttft: {p95: 500}, goodput: {min: 0.95}}`), validated as a budget file's is; a
+        one-line BudgetError naming the block's path (param `slo`) when it is invalid."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            what = describe(exc)
+            where = "slo" if what.startswith("(top level)") else "slo."
+            raise BudgetError(where + what.removeprefix("(top level)"), param="slo") from None
 
 
 def _percentile_key(key: Any) -> None:

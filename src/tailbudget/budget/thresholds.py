@@ -11,7 +11,6 @@ from tailbudget._units import PERCENTILES, parse_duration_s
 from tailbudget.budget.metric import MetricRef, parse_metric
 from tailbudget.budget.model import SLO
 from tailbudget.budget.objectives import Objectives
-from tailbudget.budget.slo import as_objectives
 from tailbudget.errors import PolicyError, TailbudgetError
 
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -24,7 +23,7 @@ TargetTable = Mapping[str, float]
 
 def slo_targets(slo: SLO | Objectives | None) -> dict[str, float]:
     """The end-to-end p50/p95/p99 and error-rate targets by metric name."""
-    objectives = as_objectives(slo)
+    objectives = None if slo is None else Objectives.coerce(slo)
     if objectives is None:
         return {}
     e2e = objectives.e2e()
