@@ -53,6 +53,31 @@ def test_the_param_survives_a_process_boundary() -> None:
     assert LogError("plain").param is None
 
 
+def test_mentions_survive_a_process_boundary_and_read_as_flags_on_the_command_line() -> None:
+    from tailbudget.cli._common import in_flags
+    from tailbudget.errors import said
+
+    message = (
+        f"{said('duration', '10000h')} {said('replicas', 5)} {said('policy', 'fixed:9')}: "
+        f"one run would hold 9 replica slots (9 policy evaluations); lower it, or raise "
+        f"{said('max_events')}"
+    )
+    names = ("duration", "replicas", "policy", "max_events")
+    exc = pickle.loads(pickle.dumps(TailbudgetError(message, mentions=names)))
+    assert exc.mentions == names and str(exc) == message
+    assert message.startswith("duration='10000h' replicas=5 policy='fixed:9': ")
+    assert in_flags(exc) == (
+        "--duration 10000h --replicas 5 --policy fixed:9: one run would hold 9 replica "
+        "slots (9 policy evaluations); lower it, or raise --max-events"
+    )
+    stopped = TailbudgetError(
+        f"query: stopped; or raise {said('query_timeout')}",
+        param="query",
+        mentions=("query_timeout",),
+    )
+    assert in_flags(stopped) == "--query: stopped; or raise --query-timeout"
+
+
 def _flags() -> set[str]:
     root = typer.main.get_command(app)
     return {

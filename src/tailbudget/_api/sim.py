@@ -18,7 +18,6 @@ from tailbudget._api.inputs import (
     objectives_of,
     sources_of,
 )
-from tailbudget._api.spelling import as_flags
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -433,7 +432,6 @@ def simulate(
     given = Given(
         arrivals, None if duration is None else str(duration),
         None if load == 1 else f"{load:g}", replicas, concurrency, tuple(names), requests,
-        flags=as_flags(),
     )  # fmt: skip
     check_simulate(
         inputs.fitted, inputs.policy, spec, specs, start=start, load=load, duration_s=horizon,
@@ -596,7 +594,6 @@ def capacity(
     stated = load if isinstance(load, str) and load != "1,2,4" and loads is None else None
     given = Given(
         arrivals, None if duration is None else str(duration), stated, None, concurrency,
-        flags=as_flags(),
     )  # fmt: skip
     check_capacity(
         inputs.fitted, inputs.policy, spec, multiples, duration_s=horizon, given=given,

@@ -8,8 +8,10 @@ that fails (a budget that does not fit, `--fail-on-breach`) is exit 1 and never 
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -77,18 +79,40 @@ def flag_of(param: str) -> str:
 
 
 def in_flags(exc: TailbudgetError) -> str:
-    """The error in the CLI's words: the parameter it is about spelled as its flag.
+    """The error in the CLI's words: the parameter it is about spelled as its flag, and
+    every argument it mentions (`errors.said`) too.
 
     The library says `total: column 'X' not found ...`; the CLI says `--total: ...`.
-    A message that does not start with its parameter gets the flag in front.
+    A message that does not start with its parameter gets the flag in front. A mention
+    `duration='10000h'` reads `--duration 10000h`, a bare `max_events` `--max-events`.
     """
     message = str(exc)
+    for name in exc.mentions:
+        message = _mention_in_flags(message, name)
     if exc.param is None:
         return message
     flag, n = flag_of(exc.param), len(exc.param)
     if message.startswith(exc.param) and message[n : n + 1] in (":", " ", ""):
         return flag + message[n:]
     return f"{flag}: {message}"
+
+
+def _mention_in_flags(message: str, name: str) -> str:
+    flag = flag_of(name)
+    valued = re.compile(
+        rf"(?<![\w.-]){re.escape(name)}=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s:,;]+)"
+    )
+    if valued.search(message):
+        return valued.sub(lambda m: f"{flag} {_value(m.group(1))}", message)
+    return re.sub(rf"(?<![\w.=-]){re.escape(name)}(?![\w=-])", flag, message)
+
+
+def _value(written: str) -> str:
+    """A value as `repr` wrote it, as the command line gave it ('10000h' -> 10000h)."""
+    try:
+        return str(ast.literal_eval(written))
+    except (ValueError, SyntaxError):
+        return written
 
 
 def writable_folder(folder: Path, flag: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,20 +28,6 @@ def emit_report(rep: SimReport | CapacityReport, format: SimFormat, output: Path
     """Write a simulation or capacity report in `format` (renderers imported on demand)."""
     render = {SimFormat.json: rep.to_json, SimFormat.html: rep.to_html}
     emit(render.get(format, rep.to_markdown)(), output)
-
-
-@contextmanager
-def in_cli_words() -> Iterator[None]:
-    """The API's refusals (a run too large, a log spanning centuries) name the arguments
-    as flags: `--duration 10000h`, `raise --max-events`."""
-    from tailbudget._api.spelling import flags
-    from tailbudget.sim.bounds import SpanError
-
-    try:
-        with flags():
-            yield
-    except SpanError as exc:
-        raise exc.in_words("--max-events") from None
 
 
 LOGS = typer.Argument(

@@ -71,20 +71,6 @@ def render(report: AuditReport, fmt: str) -> str:
     return report.to_markdown()
 
 
-@contextmanager
-def _limit_in_flags() -> Iterator[None]:
-    """The stopped query's error names the limit as its flag, not its parameter."""
-    try:
-        yield
-    except TailbudgetError as exc:
-        text = str(exc)
-        if exc.param == "query" and text.endswith("raise query_timeout"):
-            raise TailbudgetError(
-                text[: -len("query_timeout")] + "--query-timeout", param="query"
-            ) from None
-        raise
-
-
 @clean_errors
 def audit_command(
     log: str | None = typer.Argument(
@@ -152,7 +138,7 @@ def audit_command(
     # Imported here, not at the top: `tailbudget --help` must not load the engines.
     from tailbudget._api.audit import SECONDS_HINT, audit
 
-    with _progress() as progress, _limit_in_flags():
+    with _progress() as progress:
         report = audit(
             log, slo, budget=budget, total=total, stage=stage, stages=stages,
             timestamp=timestamp, unit=unit.value if unit is not None else None,

@@ -45,16 +45,15 @@ def capacity_command(
 
     if fail_on_breach:
         unit_for_gate("--fail-on-breach", logs, unit, budget)
-    with _sim.in_cli_words():
-        rep = capacity(
-            logs, slo, budget=budget, load=load, arrivals=arrivals, duration=duration,
-            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
-            prefix_cache_blocks=prefix_cache_blocks, events=events,
-            cold_window_min=cold_window_min,
-            cold_factor=cold_factor, provision_delay=provision_delay, seed=seed,
-            save_model=save_model, max_events=max_events, unit=unit,
-            class_by=class_by, class_mix=class_mix,
-        )  # fmt: skip
+    rep = capacity(
+        logs, slo, budget=budget, load=load, arrivals=arrivals, duration=duration,
+        concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
+        prefix_cache_blocks=prefix_cache_blocks, events=events,
+        cold_window_min=cold_window_min,
+        cold_factor=cold_factor, provision_delay=provision_delay, seed=seed,
+        save_model=save_model, max_events=max_events, unit=unit,
+        class_by=class_by, class_mix=class_mix,
+    )  # fmt: skip
     _sim.emit_report(rep, format, output)
     unmet = [f"{p.load:g}x" for p in rep.curve if p.replicas is None]
     if fail_on_breach and unmet:

@@ -47,15 +47,14 @@ def simulate_command(
     """Fit a service model from LOG and run each policy on the same arrivals."""
     from tailbudget._api.sim import simulate
 
-    with _sim.in_cli_words():
-        rep = simulate(
-            logs, slo, budget=budget, arrivals=arrivals, duration=duration, replicas=replicas,
-            concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
-            prefix_cache_blocks=prefix_cache_blocks, policy=policy, load=load,
-            requests=requests,
-            events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
-            provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,
-            seed=seed, save_model=save_model, max_events=max_events, unit=unit,
-            class_by=class_by, class_mix=class_mix,
-        )  # fmt: skip
+    rep = simulate(
+        logs, slo, budget=budget, arrivals=arrivals, duration=duration, replicas=replicas,
+        concurrency=concurrency, prefix_hit_rate=prefix_hit_rate,
+        prefix_cache_blocks=prefix_cache_blocks, policy=policy, load=load,
+        requests=requests,
+        events=events, cold_window_min=cold_window_min, cold_factor=cold_factor,
+        provision_delay=provision_delay, logging_overhead_ms=logging_overhead_ms,
+        seed=seed, save_model=save_model, max_events=max_events, unit=unit,
+        class_by=class_by, class_mix=class_mix,
+    )  # fmt: skip
     _sim.emit_report(rep, format, output)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tailbudget.errors import TailbudgetError
+from tailbudget.errors import TailbudgetError, said
 
 __all__ = ["DEFAULT_QUERY_TIMEOUT_S", "query_deadline"]
 
@@ -49,8 +49,9 @@ def query_deadline(
         raise TailbudgetError(
             f"query: still running after its time limit of {seconds:g} s and was stopped; "
             "make it finish (a recursive CTE needs a stop condition, a large scan a filter) "
-            f"or raise {limit_name}",
+            f"or raise {said(limit_name)}",
             param="query",
+            mentions=(limit_name,),
         ) from exc
     finally:
         timer.cancel()

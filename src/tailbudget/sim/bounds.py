@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tailbudget.errors import TailbudgetError
+from tailbudget.errors import TailbudgetError, said
 from tailbudget.sim.arrivals import ArrivalSpec, replay_horizon
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "TOTAL_FACTOR",
     "Estimate",
     "RunShape",
-    "SpanError",
     "arrivals_per_run",
     "check_estimate",
     "check_span",
@@ -74,7 +73,9 @@ class Estimate:
     """The largest single run."""
     total: float
     blame: dict[str, str]
-    """arrivals | ticks | slots -> the option (as written) that sets it."""
+    """arrivals | ticks | slots -> the option (as written, `errors.said`) that sets it."""
+    named: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The arguments each `blame` names (the refusal's `mentions`)."""
 
 
 def parse_max_events(value: int | None) -> int:
@@ -135,38 +136,29 @@ def check_estimate(est: Estimate, max_events: int, command: str) -> None:
         raise TailbudgetError(
             f"{est.blame[worst]}: one {command} run would hold about "
             f"{_count(est.shape.events)} simulated events ({what}), above the bound of "
-            f"{max_events:,}; lower it, or raise {est.blame['raise']}"
+            f"{max_events:,}; lower it, or raise {est.blame['raise']}",
+            mentions=(*est.named.get(worst, ()), *est.named.get("raise", ())),
         )
     if not est.total <= TOTAL_FACTOR * max_events:
         raise TailbudgetError(
             f"{est.blame[worst]}: {command} would run about {_count(est.total)} simulated "
             f"events in {est.runs:,} runs (up to {what} a run), above the bound of "
             f"{TOTAL_FACTOR * max_events:,} ({TOTAL_FACTOR} x {est.blame['raise']}); lower "
-            f"it, or raise {est.blame['raise']}"
+            f"it, or raise {est.blame['raise']}",
+            mentions=(*est.named.get(worst, ()), *est.named.get("raise", ())),
         )
-
-
-class SpanError(TailbudgetError):
-    """A log's times span more minutes than the bound; `in_words` spells the bound's
-    argument as the caller does (`--max-events` on the command line)."""
-
-    def __init__(self, head: str, bound: str = "max_events") -> None:
-        super().__init__(f"{head}, or raise {bound}")
-        self.head = head
-
-    def in_words(self, bound: str) -> SpanError:
-        """The same error naming the bound as `bound`."""
-        return SpanError(self.head, bound)
 
 
 def check_span(source: str, first_s: float, last_s: float, max_events: int) -> None:
     """Refuse a log or trace whose times span more minutes than the bound."""
     span = last_s - first_s
     if not math.isfinite(span) or span / 60.0 > max_events:
-        raise SpanError(
+        raise TailbudgetError(
             f"{source}: its times span {_span(span)} ({_date(first_s)} to {_date(last_s)}), "
             f"about {_count(span / 60.0)} minutes to fit over, above the bound of "
-            f"{max_events:,}; check its timestamps (epoch seconds, ms or ISO-8601)"
+            f"{max_events:,}; check its timestamps (epoch seconds, ms or ISO-8601), "
+            f"or raise {said('max_events')}",
+            mentions=("max_events",),
         )
 
 

@@ -1,7 +1,8 @@
 """The events a `simulate` or `capacity` call implies, checked before any run.
 
-The arguments are named as the caller wrote them (flags on the command line,
-parameters in Python), so the refusal says which one to lower.
+The arguments are named as Python writes them (`duration='10000h'`, `errors.said`) and
+listed in the refusal's `mentions`, so the command line spells them as its flags
+(`--duration 10000h`): the refusal says which one to lower.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tailbudget.errors import said
 from tailbudget.sim.bounds import (
     CAPACITY_BREACH_RUNS,
     CAPACITY_MAX_REPLICAS,
@@ -39,32 +41,35 @@ class Given:
     concurrency: int | None = None
     policies: tuple[str, ...] = ()
     requests: int | None = None
-    flags: bool = True
-    """True: `--duration 10000h` (the CLI); False: `duration='10000h'` (the Python API)."""
-
-    def say(self, name: str, value: object) -> str:
-        """An argument as the caller wrote it."""
-        if self.flags:
-            return f"--{name.replace('_', '-')} {value}"
-        return f"{name}={value!r}"
 
 
-def _blame(given: Given, spec: ArrivalSpec) -> dict[str, str]:
-    say = given.say
-    flow = [say("arrivals", given.arrivals)] if given.arrivals is not None else []
-    flow += [say("duration", given.duration)] if given.duration is not None else []
-    flow += [say("load", given.load)] if given.load is not None else []
+def _said(pairs: list[tuple[str, object]]) -> tuple[str, tuple[str, ...]]:
+    """Arguments as Python writes them, space-separated, and their names."""
+    return " ".join(said(n, v) for n, v in pairs), tuple(dict.fromkeys(n for n, _ in pairs))
+
+
+def _blame(given: Given, spec: ArrivalSpec) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """What sets each part of a run, as written, and the arguments each names."""
+    given_flow = [("arrivals", given.arrivals), ("duration", given.duration), ("load", given.load)]
+    flow, flow_names = _said([(n, v) for n, v in given_flow if v is not None])
     where = "the trace's" if spec.kind == "trace" else "the log's"
-    slots = [say("replicas", given.replicas)] if given.replicas is not None else []
-    slots += [say("concurrency", given.concurrency)] if given.concurrency is not None else []
-    slots += [say("policy", p) for p in given.policies if p.startswith("fixed:")]
-    return {
-        "steps": f"{where} output tokens" + (f" at {' '.join(flow)}" if flow else ""),
-        "arrivals": " ".join(flow) or f"{where} own arrivals",
-        "ticks": say("duration", given.duration) if given.duration else f"{where} time span",
-        "slots": " ".join(slots) or "the budget policy's replicas.max",
-        "raise": say("max_events", "N").rpartition(" ")[0] if given.flags else "max_events",
+    held: list[tuple[str, object]] = [
+        ("replicas", given.replicas),
+        ("concurrency", given.concurrency),
+    ]
+    held += [("policy", p) for p in given.policies if p.startswith("fixed:")]
+    slots, slot_names = _said([(n, v) for n, v in held if v is not None])
+    ticks, tick_names = _said([("duration", given.duration)] if given.duration else [])
+    text = {
+        "steps": f"{where} output tokens" + (f" at {flow}" if flow else ""),
+        "arrivals": flow or f"{where} own arrivals",
+        "ticks": ticks or f"{where} time span",
+        "slots": slots or "the budget policy's replicas.max",
+        "raise": said("max_events"),
     }
+    names = {"steps": flow_names, "arrivals": flow_names, "ticks": tick_names,
+             "slots": slot_names, "raise": ("max_events",)}  # fmt: skip
+    return text, names
 
 
 def _recorded(spec: ArrivalSpec, fitted: Fitted) -> tuple[int, float]:
@@ -132,7 +137,7 @@ def check_simulate(
                    replicas=peak)
         )  # fmt: skip
     worst = max(shapes, key=lambda s: s.events)
-    est = Estimate(len(shapes), worst, run_total(shapes), _blame(given, spec))
+    est = Estimate(len(shapes), worst, run_total(shapes), *_blame(given, spec))
     check_estimate(est, max_events, "simulate")
 
 
@@ -156,5 +161,5 @@ def check_capacity(
                  replicas=CAPACITY_MAX_REPLICAS)  # fmt: skip
     shapes += [top] * CAPACITY_BREACH_RUNS
     worst = max(shapes, key=lambda s: s.events)
-    est = Estimate(len(shapes), worst, run_total(shapes), _blame(given, spec))
+    est = Estimate(len(shapes), worst, run_total(shapes), *_blame(given, spec))
     check_estimate(est, max_events, "capacity")
