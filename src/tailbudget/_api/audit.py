@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailbudget._api.inputs import (
+    BudgetLike,
     Columns,
     Data,
     Slo,
@@ -130,7 +131,7 @@ def audit(
     data: Data,
     slo: Slo = None,
     *,
-    budget: Any = None,
+    budget: BudgetLike = None,
     total: str | None = None,
     stage: Sequence[str] = (),
     stages: str | Sequence[str] | None = None,

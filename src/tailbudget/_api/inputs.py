@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
+    from tailbudget._api.budgets import MeasuredBudget
     from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives, SloLike
@@ -22,8 +23,10 @@ RecordBatchReader, an Ibis table, a DuckDB relation, or what `tailbudget.read` r
 Slo: TypeAlias = "SloLike | None"
 """An SLO as the API takes it: the string grammar (`p99=900,ttft.p95=500`), a {key: value}
 mapping of it, a budget file's `slo:` block, Objectives, or None (the budget's)."""
-BudgetLike: TypeAlias = Any
-"""A path, YAML text, a mapping, a `Budget`, or a `MeasuredBudget`."""
+BudgetLike: TypeAlias = (
+    "str | os.PathLike[str] | Mapping[str, object] | Budget | MeasuredBudget | None"
+)
+"""A path, YAML text, a mapping, a `Budget`, a `MeasuredBudget`, or None (no budget)."""
 
 
 def objectives_of(slo: Slo, *, environment: str | None = None) -> Objectives | None:

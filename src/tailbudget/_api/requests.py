@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tailbudget._api.inputs import Columns, Data, budget_of, source_of
+from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, source_of
 
 if TYPE_CHECKING:
     from tailbudget.logs import LogTable, RowCounts
@@ -81,7 +81,7 @@ class Requests:
 def read(
     data: Data,
     *,
-    budget: Any = None,
+    budget: BudgetLike = None,
     total: str | None = None,
     stage: Sequence[str] = (),
     stages: str | Sequence[str] | None = None,

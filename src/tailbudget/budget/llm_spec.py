@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tailbudget._units import order_problem, quantile_of
+from tailbudget._units import quantile_of
+from tailbudget.budget.blocks import PercentileBlock
 from tailbudget.budget.distributions import fit_stage
 
 Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
@@ -28,11 +29,12 @@ SPREAD_POINTS: tuple[str, ...] = ("p1", "p5", "p10", "p25", "p50", "p75", "p90",
 threshold below the median (a request's longest gap) reads the lower tail too."""
 
 
-class Spread(BaseModel):
+class Spread(PercentileBlock):
     """A metric's percentiles (any of SPREAD_POINTS; at least one, non-decreasing, >= 0),
     and optionally the count `n` they were measured on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    NONE_GIVEN = f"give at least one of {', '.join(SPREAD_POINTS)}"
+    UNIT = ""
 
     n: Annotated[int, Field(ge=1, strict=True)] | None = None
     """How many values the percentiles were measured on (`init --from` writes it): a
@@ -47,25 +49,6 @@ class Spread(BaseModel):
     p90: NonNeg | None = None
     p95: NonNeg | None = None
     p99: NonNeg | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Spread:
-        given = self.given()
-        if not given:
-            raise ValueError(f"give at least one of {', '.join(SPREAD_POINTS)}")
-        problem = order_problem(given.items(), unit="")
-        if problem is not None:
-            raise ValueError(problem)
-        return self
-
-    def given(self) -> dict[str, float]:
-        """The percentiles present, in order, as {name: value}."""
-        out: dict[str, float] = {}
-        for name in SPREAD_POINTS:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = float(value)
-        return out
 
     def at(self, percentile: str) -> float:
         """The value at `percentile`: as stated, else from a spliced lognormal through the

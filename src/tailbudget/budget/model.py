@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from tailbudget._names import name_problem
-from tailbudget._units import PERCENTILES, order_problem
+from tailbudget.budget.blocks import PercentileBlock
 from tailbudget.budget.classes import ClassesSpec, ClassSet, class_set
 from tailbudget.budget.llm_spec import LLMSpec as LLMSpec
 from tailbudget.budget.llm_spec import Spread as Spread
@@ -56,31 +56,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Percentiles(_Frozen):
+class Percentiles(PercentileBlock):
     """Milliseconds at p50/p95/p99; at least one, and non-decreasing."""
+
+    NONE_GIVEN = "give at least one of p50, p95, p99 (milliseconds)"
 
     p50: Ms | None = None
     p95: Ms | None = None
     p99: Ms | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Percentiles:
-        given = self.given()
-        if not given and type(self) is Percentiles:
-            raise ValueError("give at least one of p50, p95, p99 (milliseconds)")
-        problem = order_problem(given.items())
-        if problem is not None:
-            raise ValueError(problem)
-        return self
-
-    def given(self) -> dict[str, float]:
-        """The percentiles present, in order, as {name: ms}."""
-        out: dict[str, float] = {}
-        for name in PERCENTILES:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = float(value)
-        return out
 
 
 class Stage(_Frozen):

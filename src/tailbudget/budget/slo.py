@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tailbudget._units import Percentile, order_problem, parse_percentile
+from tailbudget.budget.blocks import PercentileBlock
 from tailbudget.budget.validation import describe
 from tailbudget.errors import BudgetError, TailbudgetError
 
@@ -20,11 +21,12 @@ Ms = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*\Z")
 
 
-class Targets(BaseModel):
+class Targets(PercentileBlock):
     """Targets of one metric: {percentile: ms} for any percentile (`p90`, `p99.9`)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
     __pydantic_extra__: dict[str, Ms] = Field(init=False)
+    NONE_GIVEN = "give at least one percentile target, e.g. p95: 1200 (milliseconds)"
 
     @model_validator(mode="before")
     @classmethod
@@ -35,17 +37,6 @@ class Targets(BaseModel):
                 if key not in fields:
                     _percentile_key(key)
         return data
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Targets:
-        if not self.given():
-            raise ValueError("give at least one percentile target, e.g. p95: 1200 (milliseconds)")
-        _check_order(self.given())
-        return self
-
-    def given(self) -> dict[str, float]:
-        """{percentile: ms}, lowest percentile first, names canonical ('p99.9')."""
-        return _given(self.__pydantic_extra__ or {})
 
 
 class E2ETargets(Targets):
