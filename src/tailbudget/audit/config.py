@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -107,16 +107,15 @@ class AuditConfig:
                 stage_budgets[stage.name] = stage.budget.given()
             if stage.llm is not None:
                 llm[stage.name] = stage.llm
-        values: dict[str, Any] = {
-            "objectives": budget.objectives,
-            "stage_budgets": stage_budgets,
-            "llm": llm,
-            "fixes": dict(budget.fixes),
-            "service": budget.service,
-            "classes": budget.class_set,
-        }
-        values.update(overrides)
-        return cls(**values)
+        config = cls(
+            overrides.pop("objectives", budget.objectives),
+            stage_budgets=stage_budgets,
+            llm=llm,
+            fixes=dict(budget.fixes),
+            service=budget.service,
+            classes=budget.class_set,
+        )
+        return replace(config, **overrides) if overrides else config
 
 
 NONE_TO_AUDIT = (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -65,7 +65,7 @@ class ClassSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _fold_objectives(cls, data: Any) -> Any:
+    def _fold_objectives(cls, data: object) -> object:
         # `ttft: {p95: 300}` beside `slo:` is one more objective of the class's SLO.
         if not isinstance(data, dict):
             return data
@@ -82,7 +82,7 @@ class ClassSpec(BaseModel):
         return {**rest, "slo": {**slo, **beside}}
 
 
-def _is_pct(key: Any) -> bool:
+def _is_pct(key: object) -> bool:
     return Percentile.shaped(key)
 
 
@@ -97,7 +97,7 @@ class ClassesSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _names(cls, data: Any) -> Any:
+    def _names(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         names = [k for k in data if k != "by"]

@@ -86,7 +86,7 @@ class LLMSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _medians(cls, data: Any) -> Any:
+    def _medians(cls, data: object) -> object:
         # The distribution form states medians too: the scalar fields follow from them.
         if not isinstance(data, dict):
             return data

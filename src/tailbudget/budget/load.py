@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,7 +30,7 @@ def load_budget(path: str | Path) -> Budget:
     return parse_budget(text, source=str(p))
 
 
-def parse_budget(text: str | dict[str, Any], *, source: str = "<budget>") -> Budget:
+def parse_budget(text: str | dict[str, object], *, source: str = "<budget>") -> Budget:
     """Validate YAML text (or an already-parsed mapping) as a budget."""
     if isinstance(text, str):
         try:

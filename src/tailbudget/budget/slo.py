@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,7 +30,7 @@ class Targets(PercentileBlock):
 
     @model_validator(mode="before")
     @classmethod
-    def _percentile_keys(cls, data: Any) -> Any:
+    def _percentile_keys(cls, data: object) -> object:
         if isinstance(data, dict):
             fields = set(cls.model_fields)
             for key in data:
@@ -55,7 +55,7 @@ class GoodputSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _metric_keys(cls, data: Any) -> Any:
+    def _metric_keys(cls, data: object) -> object:
         if isinstance(data, dict):
             for key in data:
                 if key != "min" and not (isinstance(key, str) and _NAME.match(key)):
@@ -89,7 +89,7 @@ class SLO(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:
+    def _known_keys(cls, data: object) -> object:
         if isinstance(data, dict):
             for key in data:
                 if key not in _SLO_KEYS and not Percentile.shaped(key):
@@ -167,7 +167,7 @@ class SLO(BaseModel):
             raise BudgetError(where + what.removeprefix("(top level)"), param="slo") from None
 
 
-def _percentile_key(key: Any) -> None:
+def _percentile_key(key: object) -> None:
     try:
         parse_percentile(str(key))
     except TailbudgetError:
