@@ -67,3 +67,13 @@ NEEDLESS_AT_MOST = 0
 CYCLE_BREAKERS_AT_MOST = 0
 """Ratchet: in-function imports that only break an import cycle (6 before issue 38's last
 moves)."""
+
+
+def test_one_percentile_reader_and_one_writer(measured) -> None:
+    """`_units.Percentile` / `MetricKey` read and write every `p99.9` and `ttft.p95`: no
+    other module holds a percentile regex or a q -> "pNN" formatter."""
+    counts, lists = measured
+    assert counts["percentile_regexes"] <= 1, "\n".join(lists["pct_regex"])
+    assert counts["percentile_formatters"] <= 1, "\n".join(lists["pct_format"])
+    assert all(item.startswith("src/tailbudget/_units.py:") for item in lists["pct_regex"])
+    assert all(item.startswith("src/tailbudget/_units.py:") for item in lists["pct_format"])
