@@ -260,3 +260,17 @@ def test_a_class_error_rate_is_alerted_and_promtool_fires_it_alone(tmp_path: Pat
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_argo_and_flagger_on_a_serving_stack_check_each_class_by_classes_by() -> None:
+    from tailbudget.export import ExportOptions
+
+    argo = yaml.safe_load(export(OBJ, "argo-rollouts", ExportOptions(metrics="vllm")))
+    metrics = {m["name"]: m for m in argo["spec"]["metrics"]}
+    ttft = metrics["class-premium-ttft-p95"]
+    query = ttft["provider"]["prometheus"]["query"]
+    assert "vllm:time_to_first_token_seconds_bucket" in query and 'tier="premium"' in query
+    assert "result[0] <= 0.3" in ttft["successCondition"]
+    assert "class-batch-p99" in metrics
+    flagger = export(OBJ, "flagger", ExportOptions(metrics="sglang"))
+    assert "tiered-rag-class-premium-ttft-p95" in flagger and 'tier="premium"' in flagger

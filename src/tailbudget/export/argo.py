@@ -29,7 +29,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
-from tailbudget.export.classes import class_objectives, quantile_query
+from tailbudget.export.classes import class_objectives, fleet_class_checks, quantile_query
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -279,6 +279,22 @@ def build_fleet(
         guarded = f"({check.value})" + "".join(f"\nand on ()\n{g}" for g in check.guards)
         query = held_for(guarded, rule, policy, on="")
         metrics.append(prometheus_metric(rule.name, rule, policy, query, check.threshold))
+    for c in fleet_class_checks(budget, fleet, pods[0], rng, policy.min_samples, notes):
+        metrics.append(
+            {
+                "name": k8s_name(f"class-{c.name}-{c.slug}"),
+                "interval": promql_duration(policy.evaluate_every_s),
+                "failureLimit": 0,
+                "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
+                f"{num(seconds(c.objective.target_ms))}",
+                "provider": {
+                    "prometheus": {
+                        "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
+                        "query": f"({c.value})\nand on ()\n{c.guard}",
+                    }
+                },
+            }
+        )
     stable = {"name": STABLE_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Stable"}}
     doc = template(budget, options, metrics, notes, (stable,))
     return doc, notes

@@ -49,6 +49,7 @@ __all__ = [
     "class_quantile_rule",
     "class_selector",
     "classes_group",
+    "fleet_class_checks",
     "fleet_classes_group",
     "quantile_query",
 ]
@@ -415,3 +416,43 @@ def fleet_classes_group(
         f"label {cs.by} (classes.by), which the scrape or relabel config must give them."
     )
     return {"name": f"{budget.service}-classes-{fleet.name}", "rules": rules}
+
+
+@dataclass(frozen=True)
+class FleetClassCheck:
+    """A gated class objective on a serving stack's histogram, for a canary check."""
+
+    name: str
+    objective: Objective
+    value: str
+    """The class's percentile (s) on the canary's pods."""
+    guard: str
+    """Its min-samples guard."""
+
+    @property
+    def slug(self) -> str:
+        """`p95` end to end, `ttft-p95` otherwise."""
+        o = self.objective
+        return o.percentile if o.metric == "e2e" else f"{o.metric}-{o.percentile}"
+
+
+def fleet_class_checks(
+    budget: Budget, fleet: FleetPreset, canary: str, rng: str, min_samples: int, notes: list[str]
+) -> list[FleetClassCheck]:
+    """Each gated class objective the preset has a histogram for, on the canary's pods
+    (`canary`: their matchers) and the class's label `classes.by`."""
+    cs = budget.class_set
+    out: list[FleetClassCheck] = []
+    for c in cs.classes if cs is not None else ():
+        for o in c.objectives.gated() if c.objectives is not None else ():
+            series = fleet.of(o.metric)
+            if series is None or o.output_tokens is not None:
+                notes.append(
+                    f"class {c.name} {o.key}: {fleet.name} exports no {o.metric} histogram"
+                )
+                continue
+            sel = f'{canary}, {cs.by}="{label_value(c.name)}"' if cs else canary
+            value = histograms.quantile_expr(series, o.q, sel, rng)
+            guard = f"{histograms.count_expr(series, sel, rng)} >= {min_samples}"
+            out.append(FleetClassCheck(c.name, o, value, guard))
+    return out

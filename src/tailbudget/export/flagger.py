@@ -29,7 +29,7 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
-from tailbudget.export.classes import class_objectives
+from tailbudget.export.classes import class_objectives, fleet_class_checks
 from tailbudget.export.classes import quantile_query as class_quantile
 from tailbudget.export.common import (
     ExportOptions,
@@ -319,4 +319,14 @@ def build_fleet(
         bound = "max" if rule.rising else "min"
         name = t["metadata"]["name"]
         checks.append(check(k8s_name(rule.name), name, found.threshold, policy, bound))
+    canary = pods[0]
+    for c in fleet_class_checks(budget, fleet, canary, "{{ interval }}", policy.min_samples, notes):
+        t = template(
+            budget, options, f"class-{c.name}-{c.slug}", unknown_passes(c.value, [c.guard])
+        )
+        templates.append(t)
+        target = seconds(c.objective.target_ms)
+        checks.append(
+            check(k8s_name(f"class-{c.name}-{c.slug}"), t["metadata"]["name"], target, policy)
+        )
     return templates, analysis_block(policy, options, checks, notes), notes
