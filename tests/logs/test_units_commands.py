@@ -198,3 +198,16 @@ def test_every_gate_asks_for_the_unit_on_latencies_that_look_like_seconds(tmp_pa
     stated.write_text(text.replace("pipeline:", "log: {unit: ms}\npipeline:"))
     ok = runner.invoke(app, ["rebudget", str(stated), str(log), "--fail-on-gap"])
     assert ok.exit_code in (0, 1), ok.output
+
+
+def test_init_from_warns_on_latencies_that_look_like_seconds(tmp_path):
+    # init has no gate, but plan gates the budget it writes: a 1 ms budget from a log in
+    # seconds would pass; init --from says so unless the unit is given.
+    log = _seconds_in_ms_column(tmp_path)
+    frame = pd.read_csv(log)
+    frame["app_ms"] = frame["total_ms"]
+    frame.to_csv(log, index=False)
+    res = runner.invoke(app, ["init", "--from", str(log), "-o", str(tmp_path / "b.yaml")])
+    assert res.exit_code == 0 and "warning: latencies look like seconds" in res.output
+    again = ["init", "--from", str(log), "-o", str(tmp_path / "c.yaml"), "--unit", "ms"]
+    assert "look like seconds" not in runner.invoke(app, again).output

@@ -88,6 +88,15 @@ class MeasuredBudget:
         return f"{fence}yaml\n{self.text}{fence}\n"
 
 
+def _seconds_warning(log: Any, unit: str | None) -> list[str]:
+    """A warning when the unit was not given and the figures look like seconds: a plan of
+    the budget would gate a log in seconds as a 1 ms service."""
+    from tailbudget.logs.units import seconds_hint
+
+    hint = seconds_hint(log) if unit is None else None
+    return [] if hint is None else [f"warning: {hint}; if so, read it again with unit s"]
+
+
 def measure_budget(
     data: Data,
     slo: Slo = None,
@@ -157,6 +166,7 @@ def measure_budget(
         stated=stated,
     )
     text, notes, breaches = result.text, list(result.notes()), list(result.breaches)
+    notes[:0] = _seconds_warning(log, unit)
     if class_by is not None:
         from tailbudget.budgeting.class_block import class_block
 

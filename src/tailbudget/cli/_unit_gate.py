@@ -15,29 +15,7 @@ from typing import Any
 
 from tailbudget.errors import TailbudgetError
 
-__all__ = ["seconds_hint", "unit_for_gate"]
-
-
-def seconds_hint(log: Any) -> str | None:
-    """'latencies look like seconds, not ms (p50 .., p99 .., max ..)' for a read log whose
-    format does not define its unit and whose figures look like seconds, else None."""
-    from tailbudget.logs.units import OWN_UNITS, looks_like_seconds
-
-    if log.format in OWN_UNITS:
-        return None
-    t = log.table
-    ok = t.filter(~t.error.fill_null(False) & t.total_ms.notnull())
-    col = ok.total_ms
-    row = ok.aggregate(
-        n=col.count(), p50=col.quantile(0.5), p99=col.quantile(0.99), top=col.max()
-    ).to_pyarrow()
-    got = row.to_pylist()[0]
-    if not got["n"]:
-        return None
-    p50, p99, top = float(got["p50"]), float(got["p99"]), float(got["top"])
-    if not looks_like_seconds(p50, p99, top):
-        return None
-    return f"latencies look like seconds, not ms (p50 {p50:.3g}, p99 {p99:.3g}, max {top:.3g})"
+__all__ = ["unit_for_gate"]
 
 
 def _stated_in(budget: str | Path | None) -> bool:
@@ -57,6 +35,7 @@ def unit_for_gate(
         return
     from tailbudget.budget.load import load_budget
     from tailbudget.logs import ReadOptions, read_log
+    from tailbudget.logs.units import seconds_hint
 
     read = ReadOptions.from_budget(load_budget(budget)) if budget is not None else ReadOptions()
     for source in logs:

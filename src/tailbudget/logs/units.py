@@ -25,6 +25,7 @@ __all__ = [
     "check_unit",
     "looks_like_seconds",
     "names_unit",
+    "seconds_hint",
 ]
 
 SECONDS_P99 = 30.0
@@ -101,3 +102,25 @@ def check_log_unit(log: LogTable) -> LogTable:
         return log
     check_unit(False, float(figures["p50"]), float(figures["p99"]), float(figures["top"]))
     return log
+
+
+def seconds_hint(log: LogTable) -> str | None:
+    """'latencies look like seconds, not ms (p50 .., p99 .., max ..)' for a read log whose
+    format does not define its unit and whose figures look like seconds, even where a
+    column's name says ms (a log in seconds has carried `total_ms`); None otherwise. The
+    gates refuse on it (`--fail-on-*`, exit 2 naming --unit); `init --from` warns."""
+    if log.format in OWN_UNITS:
+        return None
+    t = log.table
+    ok = t.filter(~t.error.fill_null(False) & t.total_ms.notnull())
+    col = ok.total_ms
+    row = ok.aggregate(
+        n=col.count(), p50=col.quantile(0.5), p99=col.quantile(0.99), top=col.max()
+    ).to_pyarrow()
+    got = row.to_pylist()[0]
+    if not got["n"]:
+        return None
+    p50, p99, top = float(got["p50"]), float(got["p99"]), float(got["top"])
+    if not looks_like_seconds(p50, p99, top):
+        return None
+    return f"latencies look like seconds, not ms (p50 {p50:.3g}, p99 {p99:.3g}, max {top:.3g})"
