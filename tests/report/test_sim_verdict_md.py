@@ -59,6 +59,10 @@ def test_a_breaching_best_says_none_meets_and_why_and_an_unmet_floor_is_not_1x(
     floor_row = next(ln for ln in md.splitlines() if ln.startswith("| floor (hindsight)"))
     assert "| not met |" in floor_row and "| 1x |" not in floor_row
     assert "not met" in page and "no policy meets every gated objective" in page
+    # no policy is quoted against a floor that is not met: its ratio is no yardstick
+    runs = [ln for ln in md.splitlines() if ln.startswith(("| budget |", "| fixed")) and "(" in ln]
+    assert runs and all("| n/a |" in ln and "x |" not in ln for ln in runs), runs
+    assert "No ratio to the floor is given" in md and "No ratio to the floor is given" in page
 
 
 def test_capacity_md_opens_with_the_html_verdict(log: Path, tmp_path: Path) -> None:
