@@ -217,12 +217,17 @@ def _class_by(budget: BudgetLike, slo: Slo, class_by: str | None) -> str | None:
 
 def _sim_classes(inputs: _Inputs) -> SimClasses | None:
     """The classes with each logged request's class, when the logs hold it."""
+    from tailbudget.control.class_shedding import class_set_policies
     from tailbudget.sim.classes import SimClasses
 
     labels = inputs.fitted.model.samples.classes
     if inputs.classes is None or labels is None:
         return None
-    return replace(SimClasses.of(inputs.classes, labels), mix=inputs.mix)
+    # Each class's rules as replay and serve resolve them: the budget's policy (else the
+    # default) against the class's objectives.
+    spec = "default" if inputs.budget is None else inputs.budget.policy
+    policies = tuple(class_set_policies(inputs.classes, inputs.objectives, spec))
+    return replace(SimClasses.of(inputs.classes, labels), mix=inputs.mix, policies=policies)
 
 
 def _check_knobs(knobs: _ModelKnobs, delay_s: float | None) -> None:

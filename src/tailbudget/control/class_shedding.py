@@ -20,12 +20,14 @@ import numpy as np
 import numpy.typing as npt
 
 from tailbudget.budget.plan_classes import class_budget
-from tailbudget.budget.policy import Policy, resolve_policy
+from tailbudget.budget.policy import Policy, policy_for, resolve_policy
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.decision import Decision
 
 if TYPE_CHECKING:
+    from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
+    from tailbudget.budget.objectives import Objectives
 
 __all__ = [
     "ClassDecision",
@@ -33,6 +35,7 @@ __all__ = [
     "ShedOrder",
     "class_policies",
     "class_rows",
+    "class_set_policies",
     "shed_order",
     "shed_rules_only",
     "tagged",
@@ -62,6 +65,18 @@ def class_policies(budget: Budget | None, *, dry_run: bool = False) -> list[Clas
             policy = policy.model_copy(update={"dry_run": True})
         out.append(ClassPolicy(name, spec.priority, policy))
     return out
+
+
+def class_set_policies(
+    classes: ClassSet, service: Objectives, spec: str | dict[str, Any] | None
+) -> list[ClassPolicy]:
+    """Each listed class with the policy `spec` (the budget's `policy:`) gives its
+    objectives (the service's when it states none): `class_policies`' rules for a class set
+    that may carry `--slo CLASS:...` objectives and need not come from a file (simulate)."""
+    return [
+        ClassPolicy(c.name, c.priority, policy_for(spec, classes.objectives_of(c.name, service)))
+        for c in classes.classes
+    ]
 
 
 def shed_order(classes: Sequence[ClassPolicy]) -> tuple[str, ...]:

@@ -52,6 +52,9 @@ class _Replica:
 
 
 class _BatchSim:
+    comp_i: list[int]
+    """The request of each completion (its class code for the policy's view)."""
+
     def __init__(
         self,
         model: ServiceModel,
@@ -92,7 +95,7 @@ class _BatchSim:
         self.fixed = (fixed / 1000.0).tolist()
         self.cold = float(model.cold_factor.value)
         self.arr = arrivals.t_s.tolist()
-        self.low = arrivals.low_priority.tolist()
+        self.low, self.codes = arrivals.shed_codes().tolist(), arrivals.class_code
         self.err = s.error[arrivals.src].tolist()
         n = len(self.arr)
         self.first = [math.nan] * n
@@ -108,9 +111,9 @@ class _BatchSim:
         self.in_sys = self.seqs_total = 0
         self.area_sys = self.area_busy = 0.0
         self.last_t = 0.0
-        # completions: time, e2e ms, error, ttft ms, tpot ms
+        # completions: time, e2e ms, error, ttft ms, tpot ms; and each one's request
         self.comp: tuple[list[float], list[float], list[bool], list[float], list[float]]
-        self.comp = ([], [], [], [], [])
+        self.comp, self.comp_i = ([], [], [], [], []), []
         self.ticks: list[TickRecord] = []
         self.decisions: list[Decision] = []
         self.cold_starts = 0
@@ -252,13 +255,14 @@ class _BatchSim:
         self.comp[0].append(done)
         self.comp[1].append((done - self.arr[i]) * 1000.0)
         self.comp[2].append(self.err[i])
+        self.comp_i.append(i)
         self.comp[3].append((self.first[i] - self.arr[i]) * 1000.0)
         # tpot as sim/objectives measures it (vLLM's): the gaps after the first token
         steps = self.tout[i] - 1
         self.comp[4].append((done - self.first[i]) * 1000.0 / steps if steps > 0 else 0.0)
 
     def _arrive(self, i: int, t: float) -> None:
-        if self.knobs.shed and self.low[i]:
+        if self.knobs.shed and self.low[i] in self.knobs.shed_codes:
             self.shed[i] = True
             return
         self._advance(t)
@@ -275,6 +279,7 @@ class _BatchSim:
             t, np.asarray(c[0][upto:]), np.asarray(c[1][upto:]), np.asarray(c[2][upto:], bool),
             self.area_sys / span, self.area_busy / span / max(1, ready * self.limit),
             ready, self.fleet.alive(t), np.asarray(c[3][upto:]), np.asarray(c[4][upto:]),
+            None if self.codes is None else self.codes[self.comp_i[upto:]],
         )  # fmt: skip
         self.area_sys = self.area_busy = 0.0
         self.decisions.extend(self.policy.tick(view, self.knobs))

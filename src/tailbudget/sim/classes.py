@@ -4,7 +4,8 @@ class is judged on its own simulated requests by its own objectives (the budget'
 
 The class of a simulated request is the class of the logged request it copies
 (`WorkSamples.classes`), so class shares follow the log. shed_load drops the arrivals of
-the class shed first (the highest priority number), each request by its own class.
+the class shed first (the highest priority number), each request by its own class; the
+budget policy's class rules shed the next classes in order (sim/class_rules.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy.typing as npt
 
 from tailbudget.budget.classes import CLASS_NAME, ClassSet
 from tailbudget.budget.objectives import Objective, Objectives
+from tailbudget.control.class_shedding import ClassPolicy
 from tailbudget.errors import TailbudgetError
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.records import SimClassRecord
@@ -51,6 +53,9 @@ class SimClasses:
     """Values of the class column the budget does not list (most requests first, at most
     MAX_UNLISTED): each shown against the service-wide objectives, ungated, as the audit
     shows them."""
+    policies: tuple[ClassPolicy, ...] = ()
+    """Each listed class's rules (its objectives' policy, as replay and serve resolve it):
+    the budget policy runs their shed_load rules on the class's own simulated requests."""
 
     @classmethod
     def of(cls, classes: ClassSet, labels: npt.NDArray[np.str_]) -> SimClasses:
@@ -98,11 +103,17 @@ class ClassResult:
 
 
 def shed_by_class(arr: Arrivals, sc: SimClasses) -> Arrivals:
-    """The arrivals with shed_load's candidates the requests of the class shed first."""
+    """The arrivals with shed_load's candidates the requests of the class shed first, and
+    each arrival's class code (its class's place in the shedding order, 0 unlisted): the
+    budget policy's class rules shed the next classes by it (`BudgetPolicy`)."""
     if not sc.can_shed():
         return arr
-    first = sc.classes.shed_order()[0]
-    return replace(arr, low_priority=sc.labels[arr.src] == first)
+    order = sc.classes.shed_order()
+    labels = sc.labels[arr.src]
+    code = np.zeros(arr.size, dtype=np.int64)
+    for k, name in enumerate(order, start=1):
+        code[labels == name] = k
+    return replace(arr, low_priority=code == 1, class_code=code)
 
 
 def parse_class_mix(given: str | Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:

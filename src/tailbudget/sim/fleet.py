@@ -27,6 +27,10 @@ class Knobs:
     desired: int
     shed: bool = False
     trim: bool = False
+    shed_codes: frozenset[int] = frozenset({1})
+    """While `shed` is on, the arrivals shed: those whose code (`Arrivals.shed_codes`) is
+    in it. 1 = the low-priority draw, or the class shed first; the budget policy's class
+    rules shed further classes as replay's shedding order does."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class TickView:
     """TTFT of the completed requests (LLM engine only)."""
     done_tpot_ms: npt.NDArray[np.float64] | None = None
     """TPOT of the completed requests (LLM engine only): (e2e - ttft) / (tokens - 1)."""
+    done_class: npt.NDArray[np.int64] | None = None
+    """Each completed request's class code (`Arrivals.class_code`; None without classes):
+    each class's rules run on its own requests."""
 
 
 @dataclass

@@ -6,7 +6,8 @@
   exactly as `serve` runs it;
   scale_up/scale_down set the replicas wanted, shed_load and trim_logging
   switch shedding and logging; rollback is journaled only (the simulation has
-  no previous version to return to).
+  no previous version to return to). With classes, each class's shed_load rules run on
+  its own requests and shedding goes class by class (sim/class_rules.py).
 - `fixed` / `fixed:N`: N replicas throughout (N = the starting count).
 - `hpa:concurrency=X` / `hpa:utilization=U`: Kubernetes HPA target tracking:
   every 15 s desired = ceil(ready x metric / target), skipped within a 10%
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,10 +28,12 @@ import numpy.typing as npt
 from tailbudget.budget.default_policy import default_clear
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy, Replicas, Rule, policy_for
+from tailbudget.control.class_shedding import ClassPolicy
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.decision import Decision
 from tailbudget.control.engine import Controller
 from tailbudget.errors import PolicyError
+from tailbudget.sim.class_rules import ClassRules
 from tailbudget.sim.fleet import Knobs, TickView
 
 __all__ = [
@@ -144,39 +148,56 @@ def llm_default_policy(ttft_target_ms: float | Objectives) -> Policy:
 
 
 class BudgetPolicy:
-    """The live Controller in the loop, watching end-to-end times or (LLM) TTFT."""
+    """The live Controller in the loop, watching end-to-end times or (LLM) TTFT; with
+    classes, each class's shed_load rules on its own requests too (`ClassRules`)."""
 
-    def __init__(self, policy: Policy, signal: str = "e2e") -> None:
+    def __init__(
+        self, policy: Policy, signal: str = "e2e", classes: Sequence[ClassPolicy] = ()
+    ) -> None:
         self.name = "budget"
         self.controller = Controller(policy)
         self.every_s = policy.evaluate_every_s
         self.signal = signal
+        self.classes = ClassRules(classes) if classes else None
 
     def tick(self, view: TickView, knobs: Knobs) -> list[Decision]:
         """Feed the completions, evaluate, apply what is active."""
         c = self.controller
-        values = view.done_ttft_ms if self.signal == "ttft" else view.done_ms
-        if view.done_ts.size and values is not None:
-            # Each request's TTFT also feeds the ttft series, as replay and serve feed it:
-            # the LLM default's rules read ttft.p95 there, beside the end-to-end window.
-            # TPOT feeds the tpot series likewise: the LLM default scales up on a gated tpot
-            # objective too (fewer sequences per replica shorten each decode step).
-            given = {"ttft": view.done_ttft_ms, "tpot": view.done_tpot_ms}
-            series = {
-                k: _known(np.asarray(v, dtype=float)) for k, v in given.items() if v is not None
-            }
-            c.observe_columns(
-                np.asarray(view.done_ts, dtype=float),
-                np.asarray(values, dtype=float),
-                np.asarray(view.done_err, dtype=bool),
-                series=series,
-            )
+        _feed(c, view, self.signal, None)
         decisions = c.evaluate(view.now_s)
         knobs.desired = c.desired_replicas
-        active = c.active
-        knobs.shed = "shed_load" in active
-        knobs.trim = "trim_logging" in active
+        knobs.trim = "trim_logging" in c.active
+        rules = self.classes
+        if rules is None:
+            knobs.shed = "shed_load" in c.active
+            return decisions
+        for name, cc in rules.controllers.items():
+            _feed(cc, view, self.signal, rules.rows(name, view.done_class))
+        decisions = rules.decide(view.now_s, decisions)
+        rules.apply(knobs)
         return decisions
+
+
+def _feed(c: Controller, view: TickView, signal: str, rows: npt.NDArray[np.bool_] | None) -> None:
+    """The view's completions (those of `rows` when given: one class's) into `c`."""
+    values = view.done_ttft_ms if signal == "ttft" else view.done_ms
+    if not view.done_ts.size or values is None or (rows is not None and not rows.any()):
+        return
+    pick = slice(None) if rows is None else rows
+    # Each request's TTFT also feeds the ttft series, as replay and serve feed it:
+    # the LLM default's rules read ttft.p95 there, beside the end-to-end window.
+    # TPOT feeds the tpot series likewise: the LLM default scales up on a gated tpot
+    # objective too (fewer sequences per replica shorten each decode step).
+    given = {"ttft": view.done_ttft_ms, "tpot": view.done_tpot_ms}
+    series = {
+        k: _known(np.asarray(v, dtype=float)[pick]) for k, v in given.items() if v is not None
+    }
+    c.observe_columns(
+        np.asarray(view.done_ts, dtype=float)[pick],
+        np.asarray(values, dtype=float)[pick],
+        np.asarray(view.done_err, dtype=bool)[pick],
+        series=series,
+    )
 
 
 def _known(ms: npt.NDArray[np.float64]) -> StageColumn:
@@ -230,9 +251,14 @@ class HpaPolicy:
 
 
 def make_policy(
-    spec: PolicySpec, budget_policy: Policy, start: int, signal: str = "e2e"
+    spec: PolicySpec,
+    budget_policy: Policy,
+    start: int,
+    signal: str = "e2e",
+    classes: Sequence[ClassPolicy] = (),
 ) -> tuple[FixedPolicy | BudgetPolicy | HpaPolicy, int]:
-    """The runnable policy and the replicas it starts with."""
+    """The runnable policy and the replicas it starts with (`classes`: the budget policy
+    runs each class's shed_load rules too)."""
     if spec.kind == "fixed":
         n = spec.replicas or start
         return FixedPolicy(n), n
@@ -241,4 +267,5 @@ def make_policy(
     )
     if spec.kind == "hpa":
         return HpaPolicy(spec, bounds), start
-    return BudgetPolicy(budget_policy.model_copy(update={"replicas": bounds}), signal), start
+    policy = budget_policy.model_copy(update={"replicas": bounds})
+    return BudgetPolicy(policy, signal, classes), start

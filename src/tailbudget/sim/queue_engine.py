@@ -47,7 +47,8 @@ class _QueueSim:
             self.per_ready = (b * minute_rates(arrivals.t_s)).tolist()
         self.arr_np = arrivals.t_s
         self.arr = arrivals.t_s.tolist()
-        self.low = arrivals.low_priority.tolist()
+        self.low = arrivals.shed_codes().tolist()
+        self.codes = arrivals.class_code
         n = len(self.arr)
         self.start_t = [math.nan] * n
         self.done = [math.nan] * n
@@ -142,6 +143,7 @@ class _QueueSim:
             return self._admit_plain(upto_t, nxt)
         arr, n, q = self.arr, len(self.arr), self.queue
         shed_on, low, shed = self.knobs.shed, self.low, self.shed
+        codes = self.knobs.shed_codes
         slots, retired = self.slots, self.fleet.retired
         warm_at, work, cold = self.fleet.warm_at, self.work, self.cold
         trim, overhead = self.knobs.trim, self.overhead
@@ -153,7 +155,7 @@ class _QueueSim:
             a = arr[nxt]
             if a > upto_t:
                 break
-            if shed_on and low[nxt]:
+            if shed_on and low[nxt] in codes:
                 shed[nxt] = True
             elif q:
                 q.append(nxt)  # someone waits past upto_t, so this one does too
@@ -273,6 +275,7 @@ class _Book:
             mean_busy=float(busy) / span / max(1, ready * sim.k),
             ready=ready,
             alive=sim.fleet.alive(t),
+            done_class=None if sim.codes is None else sim.codes[fidx],
         )
 
 

@@ -283,7 +283,8 @@ def _runnable(
     """The runnable policy: `make_policy`'s, or the model policy with its reactive guard."""
     model_mode = spec.kind == "budget" and ctx.budget_policy.mode == "model"
     if spec.kind != "model" and not model_mode:
-        return make_policy(spec, ctx.budget_policy, replicas, ctx.signal)
+        classes = () if ctx.classes is None else ctx.classes.policies
+        return make_policy(spec, ctx.budget_policy, replicas, ctx.signal, classes)
     guard, start = make_policy(PolicySpec("budget"), ctx.budget_policy, replicas, ctx.signal)
     assert isinstance(guard, BudgetPolicy)
     opts = ctx.model_options or ctx.budget_policy.model

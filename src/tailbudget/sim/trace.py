@@ -41,6 +41,17 @@ class Arrivals:
     blocks: tuple[tuple[int, ...], ...] | None = None
     """Each prompt's KV-cache block hashes (a Mooncake trace): hits come from an LRU of
     blocks per replica, not from the model's prefix_hit_rate."""
+    class_code: npt.NDArray[np.int64] | None = None
+    """With listed classes: each arrival's class as its place in the shedding order (1 =
+    the class shed first; 0 = a class the budget does not list, never shed). What the
+    engines shed by (`Knobs.shed_codes`) and what a policy's view says of each finished
+    request (`TickView.done_class`). None: `low_priority` alone (code 1 when True)."""
+
+    def shed_codes(self) -> npt.NDArray[np.int64]:
+        """The code the engines shed each arrival by (`class_code`, else `low_priority`)."""
+        if self.class_code is not None:
+            return self.class_code
+        return self.low_priority.astype(np.int64)
 
     @property
     def size(self) -> int:
