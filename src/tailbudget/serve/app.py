@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -38,14 +37,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tailbudget._json import dumps
 from tailbudget.errors import TailbudgetError
 from tailbudget.serve.baseline_body import EXAMPLE, BadBaseline, parse_baseline_body
 from tailbudget.serve.batch import BadBatch
+from tailbudget.serve.http_answers import BODY_TIMEOUT_S, JSONResponse
+from tailbudget.serve.http_answers import error as _error
+from tailbudget.serve.http_answers import not_durable as _not_durable
+from tailbudget.serve.http_answers import read_batch as _read_batch
+from tailbudget.serve.http_answers import read_json as _read_json
 from tailbudget.serve.ingest import parse_observations
 from tailbudget.serve.limits import MAX_BODY, BodyLimits, TooLarge
 from tailbudget.serve.metrics import make_registry
@@ -57,8 +59,6 @@ from tailbudget.serve.traces_route import trace_status, traces
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY", "create_app"]
 
-BODY_TIMEOUT_S = 30.0
-"""Longest a client may take to send a body; a slower one gets 408 and its slot back."""
 
 log = logging.getLogger(__name__)
 
@@ -70,70 +70,9 @@ _VERDICT_MODES: dict[str | None, frozenset[str]] = {
 }
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class JSONResponse(_StarletteJSON):
-    """Strict JSON (RFC 8259) where a non-finite figure, should one ever get this far,
-    is `null`: a status or verdict answer is never a 500 for it."""
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content, indent=None).encode()
-
-
-def _error(status: int, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"error": " ".join(message.split())}, status_code=status, headers=headers)
-
-
-def _not_durable(what: str, exc: OSError) -> JSONResponse:
-    log.error("cannot store %s: %s", what, exc)
-    return _error(503, f"cannot store {what} ({exc.strerror or exc}); not accepted, retry later")
-
-
 def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
-
-
-async def _read_body(request: Request, limit: int = MAX_BODY) -> bytes:
-    """The body, refusing it as soon as it passes `limit` bytes (never buffering more)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async with asyncio.timeout(BODY_TIMEOUT_S):
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _TooLarge
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _read_batch(request: Request) -> bytes | Response:
-    """A batch body (observations, spans: MAX_BODY at most), or a ready error response."""
-    try:
-        return await _read_body(request)
-    except _TooLarge:
-        return _error(413, f"body over {MAX_BODY} bytes; send smaller batches")
-    except TimeoutError:
-        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
-
-
-async def _read_json(request: Request, example: str) -> Any:
-    """A small JSON body (64 KiB at most), or a ready error response."""
-    try:
-        raw = await _read_body(request, limit=64 * 1024)
-    except _TooLarge:
-        return _error(413, "body over 64 KiB")
-    except TimeoutError:
-        return _error(408, f"body not received within {BODY_TIMEOUT_S:.0f} s")
-    try:
-        return json.loads(raw or b"null")
-    except (ValueError, RecursionError):
-        return _error(400, f"send JSON like {example}")
 
 
 class _BearerAuth(BaseHTTPMiddleware):

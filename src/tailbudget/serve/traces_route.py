@@ -8,6 +8,9 @@ import logging
 from starlette.requests import Request
 from starlette.responses import Response
 
+from tailbudget.serve.http_answers import error as _error
+from tailbudget.serve.http_answers import not_durable as _not_durable
+from tailbudget.serve.http_answers import read_batch as _read_batch
 from tailbudget.serve.traces.otlp_body import BadTraces
 from tailbudget.serve.traces.receiver import TraceReceiver
 
@@ -18,9 +21,6 @@ log = logging.getLogger(__name__)
 
 async def traces(request: Request) -> Response:
     """POST /v1/traces: the body limits and timeout of observations; 2xx once durable."""
-    # A start-up guard: prometheus_client, pydantic, yaml load on first use, not with this module.
-    from tailbudget.serve.app import _error, _not_durable, _read_batch
-
     receiver: TraceReceiver | None = request.app.state.traces
     if receiver is None:
         return _error(404, "traces are not enabled; start serve with traces on")
