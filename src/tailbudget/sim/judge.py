@@ -128,8 +128,16 @@ class Judge:
         need = math.ceil(probability * len(minutes) - 1e-9)
 
         def ok(n: int) -> bool:
+            # The answer is a count against `need`, so the order the minutes are asked in
+            # cannot change it. The judgements already made go first; a minute is simulated
+            # only when they leave the count undecided, the newest first (a forecast that
+            # moves on by a minute brings new draws last and drops the oldest: what is
+            # judged of the newest is what the next evaluations can still reuse).
+            seen = [isinstance(m, Draw) and (m.key, n) in self._runs for m in minutes]
+            order = [m for m, s in zip(minutes, seen, strict=True) if s]
+            order += [m for m, s in zip(minutes[::-1], seen[::-1], strict=True) if not s]
             hits, left = 0, len(minutes)
-            for m in minutes:
+            for m in order:
                 hits += self.meets(m, n)
                 left -= 1
                 if hits >= need or hits + left < need:
