@@ -31,7 +31,7 @@ use `op: "<"` (a fall is the breach) and clear at or above their clear threshold
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -301,6 +301,12 @@ def _settings(spec: dict[str, Any]) -> tuple[int, float | None, float, bool, dic
     return min_samples, baseline, confidence, dry_run, replicas_raw
 
 
+def _default_sizing(table: TargetTable) -> Literal["step", "breach"]:
+    """The LLM default sizes its scale-ups from the breach (see Policy.sizing); written
+    rules and the end-to-end default keep their stated step."""
+    return "breach" if ttft_objective(table) is not None else "step"
+
+
 def parse_policy(
     spec: str | dict[str, Any] | None,
     slo: SLO | Objectives | None = None,
@@ -320,7 +326,9 @@ def parse_policy(
     if spec is None or spec in ("default", "model"):
         rules, source = _defaults(objectives, table)
         mode = "model" if spec == "model" else "reactive"
-        return Policy(rules=rules, source=source, goodput=good, mode=mode)
+        return Policy(
+            rules=rules, source=source, goodput=good, mode=mode, sizing=_default_sizing(table)
+        )
     if not isinstance(spec, dict):
         raise PolicyError(
             f"policy: must be 'default', 'model' or a mapping of settings, got {spec!r}"
@@ -349,6 +357,7 @@ def parse_policy(
         source = "budget file rules"
     else:
         rules, source = _defaults(objectives, table, rollback_for)
+    sizing = _default_sizing(table) if "rules" not in spec else "step"
     baselines = parse_baselines(spec.get("baselines", {}))
     mode = spec.get("mode", "reactive")
     if mode not in ("reactive", "model"):
@@ -367,6 +376,7 @@ def parse_policy(
             dry_run=dry_run,
             replicas=Replicas(**replicas_raw),
             mode=mode,
+            sizing=sizing,
             model=_model_mode(spec.get("model")),
             source=source,
         )

@@ -203,6 +203,13 @@ class Policy(_Frozen):
     replicas: Replicas = Field(default_factory=Replicas)
     mode: Literal["reactive", "model"] = "reactive"
     """reactive: the rules scale; model: the fitted model scales, the rules guard drift."""
+    sizing: Literal["step", "breach"] = "step"
+    """How a latency scale_up rule moves desired replicas. step: by `replicas.step` per
+    firing, down one step once its clear threshold held. breach (the LLM default): to
+    the count the breach asks for, in proportion to how far the window's percentile is
+    over the threshold, and down only while the part of the percentile above the lowest
+    seen (the floor no count beats), scaled to one replica fewer, stays within the
+    rule's hysteresis share of the threshold (see control/transitions.py)."""
     model: ModelMode = Field(default_factory=ModelMode)
     source: str = "default"
     """How the policy was made, for reports (e.g. 'default, scaled to slo.p95 = 2800 ms')."""

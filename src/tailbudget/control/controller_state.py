@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tailbudget.control.decision import Decision
+from tailbudget.control.sizing import LoadLine
 from tailbudget.errors import PolicyError
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def controller_state(c: Controller) -> dict[str, Any]:
                 "clear_since": st.clear_since,
                 "last_fired": st.last_fired,
                 "engaged": st.engaged,
+                "line": st.line.to_state(),
             }
             for r in c.policy.rules
             for st in (c.rule_state(r.name),)
@@ -51,6 +53,8 @@ def _restore_rules(c: Controller, rules: dict[str, Any]) -> None:
             st.clear_since = _opt_float(raw.get("clear_since"))
             st.last_fired = _opt_float(raw.get("last_fired"))
             st.engaged = bool(raw.get("engaged", False))
+            if "line" in raw:  # absent in state written before breach sizing
+                st.line = LoadLine.from_state(dict(raw["line"]))
             st.status = "engaged" if st.engaged else "idle"
 
 

@@ -39,7 +39,7 @@ from tailbudget.control.rules import Measure, fmt, measure
 from tailbudget.control.series_windows import GOODPUT, SeriesWindows
 from tailbudget.control.stage_windows import StageWindows
 from tailbudget.control.stats import z_of
-from tailbudget.control.transitions import EPS, RuleState, step
+from tailbudget.control.transitions import EPS, RuleState, sized, step, trigger_of
 from tailbudget.control.windows import RollingWindow, WindowStats
 from tailbudget.errors import PolicyError
 
@@ -79,6 +79,17 @@ class Controller:
         """True when the last evaluation judged stats handed in (e.g. from Prometheus)."""
         self._z = z_of(policy.confidence)
         self._rules: dict[str, RuleState] = {r.name: RuleState() for r in policy.rules}
+        self._asked: deque[tuple[float, int]] = deque()
+        """(evaluation time, desired replicas) over the last window (breach sizing)."""
+        self.breached_at: dict[int, float] = {}
+        """Replica count -> when a sized scale-up last fired while it served the window
+        (breach sizing: scale-down does not return to it within SCALE_DOWN_HOLD_S)."""
+
+    def replicas_behind_window(self, now_s: float) -> int:
+        """The fewest replicas asked for over the last window: what served the requests
+        the window holds (a replica asked for serves only once it is ready)."""
+        asked = [n for t, n in self._asked if t >= now_s - self.policy.window_s - EPS]
+        return min([self.desired_replicas, *asked])
 
     def rule_state(self, name: str) -> RuleState:
         """The live state of rule `name` (KeyError for a rule not in the policy)."""
@@ -220,7 +231,10 @@ class Controller:
                 confidence=p.confidence,
             )
             measures[rule.name] = m
-            holds[rule.name] = m.trigger is not None and rule.holds(m.trigger)
+            if m.trigger is not None and sized(self, rule):
+                holds[rule.name] = m.trigger > trigger_of(self, rule)
+            else:
+                holds[rule.name] = m.trigger is not None and rule.holds(m.trigger)
         return measures, holds
 
     def evaluate(
@@ -237,9 +251,14 @@ class Controller:
         """
         judged, by_name = self._inputs(now_s, stats, series)
         measures, holds = self._measure(judged, by_name)
+        self._asked.append((now_s, self.desired_replicas))
+        while self._asked and self._asked[0][0] < now_s - self.policy.window_s - EPS:
+            self._asked.popleft()
         for rule in self.policy.rules:  # every rule's value of this evaluation, before any
             st = self._rules[rule.name]  # steps (a scale-down reads the others')
             st.value = measures[rule.name].value
+            if st.value is not None and measures[rule.name].missing is None and sized(self, rule):
+                self._learn(rule, st, judged, by_name, now_s)
         decisions: list[Decision] = []
         for rule in self.policy.rules:
             d = step(self, rule, measures[rule.name], holds, judged, now_s)
@@ -248,6 +267,22 @@ class Controller:
         for d in decisions:
             self._record(d)
         return decisions
+
+    def _learn(
+        self,
+        rule: Rule,
+        st: RuleState,
+        stats: WindowStats,
+        series: Mapping[str, WindowStats],
+        now_s: float,
+    ) -> None:
+        """Breach sizing: one more window on the rule's load line (control/sizing.py)."""
+        window = self._stats_of(rule, stats, series)
+        span = window.window_s if window is not None and window.window_s else self.policy.window_s
+        if window is None or st.value is None or span <= 0:
+            return
+        served = max(1, self.replicas_behind_window(now_s))
+        st.line.add(now_s, window.count / span / served, st.value, served)
 
     def _record(self, d: Decision) -> None:
         self.recent.append(d)

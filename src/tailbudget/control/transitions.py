@@ -4,25 +4,29 @@ Each evaluation `step`s every rule on its `Measure`: a rule that held at every
 evaluation across its `for` fires (once its cooldown has passed); an engaged
 rule whose value stays at or below its clear threshold for `clear_for`
 recovers. scale_up steps the desired replicas up and, on recovery, down one
-step per stabilization window; toggles (trim_logging, shed_load) turn on once
+step per stabilization window (with `sizing: breach`, the LLM default's, up to
+the count the breach asks for and down only while one replica fewer is predicted
+to hold; see `_breach_target` and `_clears`); toggles (trim_logging, shed_load) turn on once
 whichever rule turns them on and off when no rule holds them; a rollback
 re-arms silently once its clear condition has held.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tailbudget.budget.default_policy import LLM_SCALE_SHARE
 from tailbudget.budget.policy import RECOVERY, Rule
 from tailbudget.control.decision import Decision
 from tailbudget.control.rules import Measure, clear_reason, trigger_reason
+from tailbudget.control.sizing import LoadLine
 from tailbudget.control.windows import WindowStats
 
 if TYPE_CHECKING:
     from tailbudget.control.engine import Controller
 
-__all__ = ["EPS", "RuleState", "step"]
+__all__ = ["EPS", "RuleState", "sized", "step", "trigger_of"]
 
 EPS = 1e-9
 """Slack on time comparisons, so a span of exactly `for` counts as held."""
@@ -39,6 +43,19 @@ class RuleState:
     status: str = "idle"
     value: float | None = None
     bound: float | None = None
+    line: LoadLine = field(default_factory=LoadLine)
+    """Breach sizing: the rule's percentile against load per replica (control/sizing.py)."""
+
+
+SCALE_DOWN_HOLD_S = 300.0
+"""Breach sizing never scales down to a count that breached (a sized scale-up fired while
+it served the window) within this span: the Kubernetes HPA's default scale-down
+stabilization window. The flap it prevents: a percentile whose window noise crosses the
+threshold at n replicas, stepped down to n, up again, down again."""
+
+_SCALE_UP_LIMIT = (2, 4)
+"""Breach sizing asks at most for max(2 x current, current + 4) replicas at once: the
+Kubernetes HPA's default scale-up limit (100% or 4 pods per period, the larger)."""
 
 
 def step(
@@ -70,7 +87,7 @@ def step(
         st.clear_since = None
         return None
     assert m.value is not None
-    if not rule.cleared(m.value):
+    if not _clears(c, rule, m.value):
         st.clear_since = None
         return None
     if st.clear_since is None:
@@ -122,12 +139,18 @@ def _fire(
             st.status = "at_max_replicas"
             return None
         before = c.desired_replicas
-        c.desired_replicas = min(r.max, before + r.step)
+        after = before + r.step
+        if sized(c, rule):
+            after = _breach_target(c, rule, m, now_s)
+            if after <= before:
+                return None  # the window still shows fewer replicas than asked for
+        c.desired_replicas = min(r.max, after)
         st.engaged, st.last_fired = True, now_s
+        at = trigger_of(c, rule)
+        if at != rule.threshold:
+            reason += f" (over {at:.4g}: {LLM_SCALE_SHARE:.0%} of the room above the floor)"
         reason += f"; desired replicas {before} -> {c.desired_replicas}"
-        return _decision(
-            c, rule, "scale_up", m, rule.threshold, reason, stats, now_s, c.desired_replicas
-        )
+        return _decision(c, rule, "scale_up", m, at, reason, stats, now_s, c.desired_replicas)
     if st.engaged:
         return None  # a toggle already on stays on; nothing new to do
     already = rule.action in c.active
@@ -168,7 +191,54 @@ def _above_clear(c: Controller, rule: Rule) -> bool:
     """The rule's metric, as this evaluation measured it, is above its clear threshold
     (unknown is not: it never blocks, as it never triggers)."""
     value = c.rule_state(rule.name).value
-    return value is not None and not rule.cleared(value)
+    return value is not None and not _clears(c, rule, value)
+
+
+def sized(c: Controller, rule: Rule) -> bool:
+    """Breach sizing applies: a scale_up rule on a latency percentile, `sizing: breach`."""
+    return (
+        c.policy.sizing == "breach"
+        and rule.action == "scale_up"
+        and rule.rising
+        and rule.ref.kind == "quantile"
+    )
+
+
+def _breach_target(c: Controller, rule: Rule, m: Measure, now_s: float) -> int:
+    """The replicas the breach asks for: those that served the window, times how far its
+    percentile is over the threshold (target tracking, as the HPA sizes), at least one
+    more than served it and at most the HPA's scale-up limit over the count asked now."""
+    assert m.value is not None
+    served = max(1, c.replicas_behind_window(now_s))
+    want = c.rule_state(rule.name).line.wanted(served, m.value, trigger_of(c, rule))
+    c.breached_at[served] = now_s
+    now = c.desired_replicas
+    return min(want, max(_SCALE_UP_LIMIT[0] * now, now + _SCALE_UP_LIMIT[1]))
+
+
+def trigger_of(c: Controller, rule: Rule) -> float:
+    """The threshold the rule's trigger compares with. Under breach sizing a scale_up rule
+    on tpot, itl or e2e (the LLM default's, at LLM_SCALE_SHARE of its target) fires on
+    that share of the room above its learned floor (control/sizing.py): 90% of a target
+    near the decode step floor sits on the floor, where window noise fires it at any
+    count. The ttft rule keeps its stated threshold (DESIGN.md: ttft.p95 past 90% of
+    its target), as does every rule without breach sizing."""
+    if not sized(c, rule) or rule.ref.series == "ttft":
+        return rule.threshold
+    return c.rule_state(rule.name).line.trigger(rule.threshold, LLM_SCALE_SHARE)
+
+
+def _clears(c: Controller, rule: Rule, value: float) -> bool:
+    """The rule's clear condition. Under breach sizing: one replica fewer is predicted to
+    hold, the part of the percentile above the learned floor scaled to n - 1 of n, within
+    the rule's hysteresis share (clear / trigger threshold) of what the threshold leaves
+    above the floor (control/sizing.py). So the clear threshold cannot sit below the
+    floor, as a share of the target can when the target is near it."""
+    n = c.desired_replicas
+    if not sized(c, rule) or n <= 1:
+        return rule.cleared(value)
+    share = rule.clear_threshold / rule.threshold
+    return c.rule_state(rule.name).line.one_fewer_holds(n, value, trigger_of(c, rule), share)
 
 
 def _scale_down(
@@ -181,6 +251,10 @@ def _scale_down(
     blocked: bool,
 ) -> Decision | None:
     r = c.policy.replicas
+    if sized(c, rule):
+        fewer = max(r.min, c.desired_replicas - r.step)
+        breached = max((t for n, t in c.breached_at.items() if n >= fewer), default=None)
+        blocked = blocked or (breached is not None and now_s - breached < SCALE_DOWN_HOLD_S)
     if blocked or c.desired_replicas <= r.min:
         st.engaged = c.desired_replicas > r.min and st.engaged
         st.clear_since = now_s

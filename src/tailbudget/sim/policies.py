@@ -144,7 +144,9 @@ def llm_default_policy(ttft_target_ms: float | Objectives) -> Policy:
         rule("scale_up_ttft_p95", 0.9 * ttft_target_ms, "90% of ttft.p95", 0.0, "scale_up"),
         rule("shed_load_ttft_p95", ttft_target_ms, "100% of ttft.p95", 120.0, "shed_load"),
     ]
-    return Policy(rules=rules, source=f"LLM default on ttft.p95 = {ttft_target_ms:g} ms")
+    return Policy(
+        rules=rules, sizing="breach", source=f"LLM default on ttft.p95 = {ttft_target_ms:g} ms"
+    )
 
 
 class BudgetPolicy:
