@@ -1,6 +1,7 @@
 """AIPerf (and GenAI-Perf's successor format) `profile_export.jsonl`: one request a line.
 
-Each line: `metadata` (`timestamp_ns` epoch ns, `x_request_id`) and `metrics`,
+Each line: `metadata` (`timestamp_ns` epoch ns, `x_request_id`, `worker_id`, kept as
+the `worker_id` column) and `metrics`,
 each metric `{value, unit}` (`ttft`, `request_latency`, `inter_chunk_latency`
 as a list, `input_sequence_length`, `output_sequence_length`), and `error`
 ({code, type, message}) for a failed request, which has no latency when it
@@ -25,7 +26,11 @@ from tailbudget.logs.bench_rows import (
     with_itls,
 )
 
-__all__ = ["aiperf_rows"]
+__all__ = ["WORKER", "aiperf_rows"]
+
+WORKER = "worker_id"
+"""The column holding each request's AIPerf worker (`metadata.worker_id`): a natural class
+for `--class-by worker_id`."""
 
 _TO_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 
@@ -71,6 +76,9 @@ def _record(rec: dict[str, Any], line_no: int, found: BenchRows) -> None:
     start = number(meta.get("timestamp_ns"))
     if start is not None:
         row["ts"] = epoch_us(start / 1e9)
+    worker = meta.get("worker_id")
+    if isinstance(worker, (str, int)) and not isinstance(worker, bool) and str(worker):
+        row[WORKER] = str(worker)  # the worker that sent it: a natural class (--class-by)
     found.rows.append(with_itls(row, _gaps_ms(metrics.get("inter_chunk_latency"))))
 
 
