@@ -155,7 +155,9 @@ class GoodputRecord(_Record):
     share: float | None
     min: float | None
     thresholds: dict[str, float]
-    verdict: Literal["pass", "breach"] | None
+    verdict: Literal["pass", "breach", "inconclusive"] | None
+    """The audit's goodput rule (`judge_share`): a shortfall the arrivals prove is a
+    breach, one they do not is inconclusive."""
 
 
 class RequestsRecord(_Record):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tailbudget._report_base import ReportBase
+from tailbudget._verdict import judge_share
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
 from tailbudget.control.decision import Decision
@@ -112,7 +113,9 @@ class RunResult:
                 thresholds=self.goodput_thresholds,
                 verdict=None
                 if self.goodput_min is None or self.goodput is None
-                else ("pass" if self.goodput >= self.goodput_min else "breach"),
+                else judge_share(
+                    round(self.goodput * self.arrived), self.arrived, self.goodput_min
+                ),
             ),
             replica_hours=round(self.replica_hours, 4),
             replica_hours_vs_floor=None
