@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from tailbudget.budget import parse_budget
+from tailbudget.control.backpressure import PriorityShedder
+from tests._net import free_port, serve_in_thread
 from tests.classes.test_serve_class_shedding import BUDGET
 from tests.integration.test_serve import TOKEN, Server
 
@@ -109,3 +116,42 @@ def test_premium_breach_sheds_batch_live_and_the_shed_survives_kill_9(tmp_path) 
         assert stops[-1]["sheds"] == "batch"
     finally:
         srv.stop()
+
+
+def _follows(shedder: PriorityShedder, shedding: tuple[str, ...], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while shedder.shedding != shedding and time.monotonic() < deadline:
+        time.sleep(0.1)  # the webhook runs after the decision is journaled
+    assert shedder.shedding == shedding, what
+
+
+def test_an_in_process_shedder_follows_serves_webhook_by_class(tmp_path) -> None:
+    shedder = PriorityShedder(classes=parse_budget(BUDGET))
+
+    async def hook(request: Request) -> JSONResponse:
+        shedder.follow(orjson.loads(await request.body()))
+        return JSONResponse({"ok": True})
+
+    port = free_port()
+    receiver = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    actions = tmp_path / "actions.yaml"
+    actions.write_text(
+        f"webhooks:\n  - {{url: 'http://127.0.0.1:{port}/hook', "
+        "actions: [shed_load, stop_shedding], backoff_s: 0.1}\n"
+    )
+    token, budget = tmp_path / "token", tmp_path / "budget.yaml"
+    token.write_text(TOKEN + "\n")
+    budget.write_text(BUDGET)
+    with serve_in_thread(receiver, port, "webhook receiver"):
+        srv = Server(tmp_path / "state", token_file=token, budget=budget, actions=actions)
+        srv.start()
+        try:
+            _pump(srv, 1000.0, lambda s: _shed(s, "batch"), "premium's breach sheds")
+            _follows(shedder, ("batch",), "the shed_load webhook")
+            assert not shedder.admit("batch").allowed
+            assert shedder.admit("premium").allowed and shedder.admit("x").allowed
+            _pump(srv, 100.0, lambda s: not _shed(s, "batch"), "premium recovers")
+            _follows(shedder, (), "the stop_shedding webhook")
+            assert shedder.admit("batch").allowed
+        finally:
+            srv.stop()

@@ -13,9 +13,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from tailbudget.budget.classes import CLASS_NAME, OTHER
+from tailbudget.control.class_shedding import ShedOrder
 from tailbudget.errors import PolicyError
 from tailbudget.measure.gate import ADMIT, Admission, Gate
 
@@ -87,19 +90,27 @@ class TokenBucket:
 
 
 class PriorityShedder:
-    """Sheds a fraction of traffic, lowest priority first; refusals are 503.
+    """Sheds load, lowest priority first; refusals are 503.
 
-    Traffic shares per priority are counted over the last two epochs; with
-    shed fraction f, whole priority classes from the lowest up are shed while
-    their cumulative share fits in f, and the next class is shed in part. The
-    part is exact and deterministic (an error-diffusion accumulator), not a
-    coin flip.
+    By fraction (`try_acquire(priority)`, `set_fraction`): traffic shares per priority
+    are counted over the last two epochs; with shed fraction f, whole priority classes
+    from the lowest up are shed while their cumulative share fits in f, and the next
+    class is shed in part. The part is exact and deterministic (an error-diffusion
+    accumulator), not a coin flip.
+
+    By class (`classes=` the budget's class list; `admit(name)`, `follow(decision)`):
+    the shedder follows the decisions serve emits (a controller's `ClassDecision` or the
+    JSON body its webhook posts) and refuses every request of the classes they shed (the
+    highest `priority` number first, as `control.class_shedding.ShedOrder` orders them),
+    admitting the others. A name outside the list folds into `other`, counted and
+    admitted: its requests are the service-wide objectives', which never shed a class.
     """
 
     def __init__(
         self,
         fraction: float = 0.0,
         *,
+        classes: object = None,
         epoch_s: float = 5.0,
         retry_after_s: float = 1.0,
         clock: Clock = time.monotonic,
@@ -115,6 +126,15 @@ class PriorityShedder:
         self._acc: dict[int, float] = {}
         self.shed_total = 0
         self.seen_total = 0
+        self.classes: dict[str, int] = _class_priorities(classes)
+        """{class name: budget priority} ({} when no classes are listed: by fraction)."""
+        self._order = _shed_order(self.classes)
+        self.shedding: tuple[str, ...] = ()
+        """The classes refused now, in shedding order."""
+        self.class_seen: dict[str, int] = {}
+        """Requests per class asked through `admit` (names outside the list as `other`)."""
+        self.class_shed: dict[str, int] = {}
+        self.other_total = 0
 
     @staticmethod
     def _check(fraction: float) -> float:
@@ -177,8 +197,120 @@ class PriorityShedder:
             log.exception("load shedder failed; admitting")
             return ADMIT
 
+    def admit(self, klass: str | None) -> Admission:
+        """Admit a request of class `klass`, or refuse it with 503 while its class is shed.
+
+        None (a request without a class) is admitted; a name outside the list counts as
+        `other` and is admitted. Without a class list, the fraction decides (priority 0).
+        Never raises: a fault or a name that is not a string is logged and admitted."""
+        try:
+            if self._order is None:
+                return self.try_acquire(0)
+            if klass is not None and not isinstance(klass, str):
+                log.warning("load shedder: class %r is not a string; admitting", klass)
+                return ADMIT
+            with self._lock:
+                self.seen_total += 1
+                if klass is None:
+                    return ADMIT
+                name = klass if klass in self.classes else OTHER
+                self.class_seen[name] = self.class_seen.get(name, 0) + 1
+                if name == OTHER:
+                    self.other_total += 1
+                if name not in self.shedding:
+                    return ADMIT
+                self.shed_total += 1
+                self.class_shed[name] = self.class_shed.get(name, 0) + 1
+            return Admission(False, 503, self.retry_after_s, f"load shed (class {name})")
+        except Exception:
+            log.exception("load shedder failed; admitting")
+            return ADMIT
+
+    def follow(self, decision: object) -> None:
+        """Take a shed_load / stop_shedding decision as serve emits it: a `ClassDecision`
+        (its `shedding`: every class shed after it) or its webhook's JSON body. A decision
+        without `shedding` (a plain controller's) steps the shed order as serve would.
+        Other actions and dry runs change nothing. Never raises: a malformed decision is
+        logged and the shedding stays as it was."""
+        try:
+            if self._order is None:
+                log.warning("load shedder lists no classes; decision %r not followed", decision)
+                return
+            action, shedding, trigger = _shed_fields(decision)
+            if action not in ("shed_load", "stop_shedding"):
+                return
+            with self._lock:
+                if shedding is None:
+                    self._order.step(action, trigger)
+                    names = set(self._order.shed)
+                else:
+                    names = set(shedding) & self.classes.keys()
+                    if ignored := set(shedding) - names:
+                        log.warning("load shedder: not listed, not shed: %s", sorted(ignored))
+                self.shedding = tuple(n for n in self._order.order if n in names)
+        except Exception:
+            log.exception("load shedder: decision %r not followed", decision)
+
     def release(self, admission: Admission, *, latency_s: float, ok: bool) -> None:
         """Nothing to give back."""
+
+
+def _class_priorities(classes: object) -> dict[str, int]:
+    """{name: priority} from a Budget, its `classes:` block or a mapping (a one-line
+    PolicyError on anything else); {} when there are no classes (shedding by fraction)."""
+    if classes is None:
+        return {}
+    if hasattr(classes, "by") and hasattr(classes, "specs"):
+        return {n: s.priority for n, s in classes.specs().items()}
+    if hasattr(classes, "slo") and hasattr(classes, "classes"):  # a Budget
+        return _class_priorities(classes.classes)
+    if not isinstance(classes, Mapping):
+        raise PolicyError(
+            "classes must be a budget, its classes: block or {name: priority}, "
+            f"got {type(classes).__name__}",
+            param="classes",
+        )
+    out: dict[str, int] = {}
+    for name, prio in classes.items():
+        if not isinstance(name, str) or not CLASS_NAME.match(name) or name == OTHER:
+            raise PolicyError(
+                f"class name {name!r}: use 1 to 63 letters, digits, _ . - ({OTHER!r} is "
+                "reserved for names outside the list)",
+                param="classes",
+            )
+        if isinstance(prio, bool) or not isinstance(prio, int) or not 0 <= prio <= 1000:
+            raise PolicyError(
+                f"class {name}: priority must be a whole number 0 to 1000, got {prio!r}",
+                param="classes",
+            )
+        out[name] = prio
+    return out
+
+
+def _shed_order(classes: Mapping[str, int]) -> ShedOrder | None:
+    """The shed order of the listed classes (serve's and replay's), None without classes."""
+    if not classes:
+        return None
+    return ShedOrder(sorted(classes, key=lambda n: (-classes[n], n)))
+
+
+def _shed_fields(decision: object) -> tuple[str, list[str] | None, str]:
+    """(action, shedding or None, trigger) of a decision or its JSON body; a dry run reads
+    as no action (serve never executes one)."""
+    get: Callable[[str], Any]
+    if isinstance(decision, Mapping):
+        get = decision.get
+    else:
+        get = lambda key: getattr(decision, key, None)  # noqa: E731
+    action, shedding, trigger = get("action"), get("shedding"), get("trigger")
+    if get("dry_run") is True or not isinstance(action, str):
+        return "", None, ""
+    if shedding is not None and (
+        not isinstance(shedding, list | tuple) or not all(isinstance(n, str) for n in shedding)
+    ):
+        raise ValueError(f"shedding must be a list of class names, got {shedding!r}")
+    trig = trigger if isinstance(trigger, str) else "service"
+    return action, None if shedding is None else list(shedding), trig
 
 
 @dataclass

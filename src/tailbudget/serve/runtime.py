@@ -243,7 +243,8 @@ class Runtime:
         shed = snap.get("shed")
         if self.shed is not None and isinstance(shed, dict):
             rate = shed.get("rate_per_s")
-            self.shed.restore(float(shed.get("fraction", 0.0)), rate and float(rate))
+            fraction = float(shed.get("fraction", 0.0))
+            self.shed.restore(fraction, rate and float(rate), tuple(self.shed_order.shed))
         return controller
 
     @property

@@ -103,7 +103,8 @@ class ShedAction:
     """shed_load sets a shed fraction (and an optional rate limit); stop_shedding clears them.
 
     Drives the backpressure gates of `tailbudget.control.backpressure` when
-    given: `PriorityShedder.set_fraction` (lowest priority shed first) and
+    given: `PriorityShedder.set_fraction` (lowest priority shed first; a shedder built
+    with the budget's classes follows the decision instead, refusing the classes shed) and
     `TokenBucket.set_rate` (restored to its original rate on stop_shedding).
     The values are kept here too, for the service's status and metrics.
     """
@@ -130,10 +131,15 @@ class ShedAction:
         self.current_fraction = 0.0
         self.current_rate: float | None = None
 
-    def restore(self, fraction: float, rate_per_s: float | None) -> None:
-        """Resume a shedding state from a snapshot, and push it to the gates."""
+    def restore(
+        self, fraction: float, rate_per_s: float | None, shedding: tuple[str, ...] = ()
+    ) -> None:
+        """Resume a shedding state from a snapshot, and push it to the gates (a class
+        shedder gets the classes shed, `shedding`, instead of the fraction)."""
         self.current_fraction, self.current_rate = fraction, rate_per_s
-        if self.shedder is not None:
+        if self.shedder is not None and self.shedder.classes:
+            self.shedder.follow({"action": "shed_load", "shedding": list(shedding)})
+        elif self.shedder is not None:
             self.shedder.set_fraction(fraction)
         if self.limiter is not None and rate_per_s is not None:
             self.limiter.set_rate(rate_per_s)
@@ -145,6 +151,8 @@ class ShedAction:
     def execute(self, decision: DecisionLike, key: str) -> str:
         """Apply or clear shedding (a class's stop_shedding while other classes stay shed
         keeps the gates shedding: `shedding` lists the classes shed after it)."""
+        if self.shedder is not None and self.shedder.classes:
+            self.shedder.follow(decision)  # a class shedder refuses the classes shed
         still = getattr(decision, "shedding", ())
         if decision.action == "stop_shedding" and still:
             return f"still shedding {', '.join(still)}: shed fraction {self.current_fraction:g}"
@@ -156,7 +164,7 @@ class ShedAction:
             self.current_fraction, self.current_rate = 0.0, None
             if self.limiter is not None and self._normal_rate is not None:
                 self.limiter.set_rate(*self._normal_rate)
-        if self.shedder is not None:
+        if self.shedder is not None and not self.shedder.classes:
             self.shedder.set_fraction(self.current_fraction)
         rate = "unchanged" if self.current_rate is None else f"{self.current_rate:g}/s"
         return f"shed fraction {self.current_fraction:g}, rate limit {rate}"
