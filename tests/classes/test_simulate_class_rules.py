@@ -4,6 +4,8 @@ class of the shedding order (control/class_shedding.py's ShedOrder, one rule for
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 import tailbudget as tb
@@ -47,9 +49,12 @@ def test_replay_and_simulate_shed_the_same_class_first_and_next(tmp_path) -> Non
     assert simulated[:2] == replayed[:2]
     rules = [d.rule for d in sim.runs[0].decisions if d.action == "shed_load"]
     assert rules == ["shed_load_p99", "standard:shed_load_p99"]
-    # Both classes' arrivals are shed from then on; premium's never are.
-    doc = sim.to_json()
-    assert '"shed": 0' not in doc
+    # The JSON lists the shedding steps as replay's does.
+    doc = json.loads(sim.to_json())
+    steps = [(s["action"], s["trigger"], s["sheds"], s["rule"]) for s in doc["runs"][0]["shedding"]]
+    want = [(s.action, s.trigger, s.sheds, s.rule) for s in tb.replay(path, BUDGET).shedding or []]
+    assert steps[:2] == want[:2]
+    assert doc["runs"][0]["requests"]["shed"] > 0
 
 
 def test_a_class_rule_fires_on_its_own_requests(tmp_path) -> None:
@@ -78,6 +83,7 @@ def test_without_classes_the_budget_policy_is_unchanged(tmp_path) -> None:
     df.to_parquet(path, index=False)
     sim = tb.simulate(path, budget=BUDGET, policy=["budget"], replicas=40)
     assert not any(isinstance(d, ClassDecision) for d in sim.runs[0].decisions)
+    assert "shedding" not in json.loads(sim.to_json())["runs"][0]
 
 
 def test_class_rules_are_replays() -> None:

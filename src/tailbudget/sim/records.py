@@ -18,6 +18,8 @@ from pydantic import (
     model_serializer,
 )
 
+from tailbudget.control.replay_record import ShedStep
+
 __all__ = [
     "ArrivalsRecord",
     "CapacityDocument",
@@ -218,10 +220,16 @@ class RunRecord(_Record):
     timeline: TimelineRecord
     classes: list[SimClassRecord] | None = None
     """With a budget listing classes and a log holding the class column."""
+    shedding: list[ShedStep] | None = None
+    """With classes: each shed_load and stop_shedding with the class it sheds or restores
+    and whose rule fired (replay's `shedding[]`); absent without classes."""
 
     @model_serializer(mode="wrap")
     def _without_classes(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _drop_classes(self.classes, handler(self))
+        data = _drop_classes(self.classes, handler(self))
+        if self.shedding is None and isinstance(data, dict):
+            data.pop("shedding", None)
+        return data
 
 
 class ArrivalsRecord(_Record):

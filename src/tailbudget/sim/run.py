@@ -12,7 +12,9 @@ from tailbudget._report_base import ReportBase
 from tailbudget._verdict import judge_share
 from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.policy import Policy
+from tailbudget.control.class_shedding import ClassDecision
 from tailbudget.control.decision import Decision
+from tailbudget.control.replay_record import ShedStep
 from tailbudget.sim.arrivals import ArrivalSpec, make_arrivals
 from tailbudget.sim.batch_engine import BLOCK_TOKENS
 from tailbudget.sim.classes import (
@@ -138,6 +140,7 @@ class RunResult:
                 points=[TimelinePointRecord(**vars(p)) for p in self.timeline],
             ),
             classes=None if self.classes is None else [c.record() for c in self.classes],
+            shedding=None if self.classes is None else _shedding(self.decisions),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,6 +209,23 @@ def _decision(d: Decision) -> SimDecisionRecord:
         rule=d.rule,
         replicas=d.replicas,
     )
+
+
+def _shedding(decisions: Sequence[Decision]) -> list[ShedStep]:
+    """The class decisions that shed or restore, as replay lists them (the rule's own
+    name: `trigger` says whose it is)."""
+    return [
+        ShedStep(
+            t=f"PT{d.t_s:.3f}S",
+            t_offset_s=round(d.t_s, 3),
+            action="shed_load" if d.action == "shed_load" else "stop_shedding",
+            sheds=d.sheds,
+            trigger=d.trigger,
+            rule=None if d.rule is None else d.rule.removeprefix(f"{d.trigger}:"),
+        )
+        for d in decisions
+        if isinstance(d, ClassDecision) and d.action in ("shed_load", "stop_shedding")
+    ]
 
 
 def _goodput(
