@@ -25,6 +25,7 @@ from tailbudget.control.decision import Decision
 from tailbudget.sim.fit import minute_rates
 from tailbudget.sim.fleet import Fleet, Knobs, TickView
 from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace, TickRecord
 
 __all__ = ["run_queue"]
@@ -212,6 +213,31 @@ class _QueueSim:
         nxt = self._admit(math.inf, nxt)
         return self._trace(end_s)
 
+    def run_fixed(self, replicas: int, t0: float, end_s: float) -> SimTrace:
+        """`run` under a fixed count, in one pass: warm replicas ready at `t0`, never
+        shedding nor trimming, so no request is ever cold and the windows between
+        evaluations change nothing (each request still takes the earliest free slot in
+        arrival order, the same heap operations); the evaluations only record the fleet."""
+        self.knobs.desired = replicas
+        self._open(self.fleet.start(replicas, t0))
+        arr, work, per_ready, inv = self.arr, self.work, self.per_ready, 1.0 / replicas
+        slots, start_t, done, last_free = self.slots, self.start_t, self.done, self.last_free
+        replace = heapq.heapreplace
+        for i, a in enumerate(arr):
+            free, r = slots[0]
+            st = free if free > a else a
+            d = st + (work[i] if per_ready is None else work[i] + per_ready[i] * inv)
+            replace(slots, (d, r))
+            start_t[i] = st
+            done[i] = d
+            if d > last_free[r]:
+                last_free[r] = d
+        every, tick = self.policy.every_s, t0 + self.policy.every_s
+        while tick <= end_s:
+            self.ticks.append(TickRecord(tick, replicas, replicas, False, False))
+            tick += every
+        return self._trace(end_s)
+
     def _trace(self, end_s: float) -> SimTrace:
         return SimTrace(
             arrival_s=self.arr_np,
@@ -290,5 +316,7 @@ def run_queue(
     """Simulate `arrivals` on `replicas` starting replicas; the policy acts until `end_s`,
     then queued requests drain (replica-hours count up to `end_s`)."""
     t0 = min(float(arrivals.t_s[0]), 0.0) if arrivals.size else 0.0
-    trace = _QueueSim(model, arrivals, policy).run(replicas, t0, end_s)
+    sim = _QueueSim(model, arrivals, policy)
+    fixed = isinstance(policy, FixedPolicy) and policy.replicas == replicas >= 1
+    trace = sim.run_fixed(replicas, t0, end_s) if fixed else sim.run(replicas, t0, end_s)
     return SimTrace(**{**trace.__dict__, "src": arrivals.src})
