@@ -19,13 +19,20 @@ from tests.conftest import SHARED_DATA
 
 GRID = SHARED_DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_{}.json"
 SPAN_S = 30 * 60.0
-PINNED = {"step": {"budget": 3, "model": 5}, "spike": {"budget": 2, "model": 1}}
+PINNED = {
+    "step": {"budget": 2, "model": 5},
+    "spike": {"budget": 1, "model": 1},
+    "steady": {"budget": 0},
+}
 """Breach minutes measured at landing (bench/policies.py's rows); a change that adds one
 fails here. spike/loose is above the goal (at most 1 where a fixed count spends none): the
 spike's first minute arrives before any replica asked for in it is ready. step was 0 and 0
 until the service model charged each prompt's tokens inside the engine (#34 items 1-3: the
 model reproduces its runs); on that model the step row misses the goal (budget 3, model 5
-breach minutes, fixed:6 none) and bench/policies.py's table is to be re-measured."""
+breach minutes, fixed:6 none) and bench/policies.py's table is to be re-measured.
+The reactive default's breach sizing (#34) measured budget 2 on step (1 before it: the
+step's first minute at x3 is sized from the window that still shows x1), 1 on the spike
+(2 before) and 0 on the steady Poisson row (2/s, fixed:2 clean), on the model as landed."""
 
 
 @pytest.fixture(scope="module")
