@@ -133,3 +133,25 @@ def test_a_ranked_fix_reads_one_objective_across_its_row():
     row = next(line for line in ranking.splitlines() if line.startswith(f"| {fix.fix} |"))
     assert "| 37 (tpot.p99) | 39 (tpot.p99) |" in row
     assert "| ms saved | after (ms) |" in ranking
+
+
+GRID_1 = SHARED_DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_01.json"
+
+
+def test_none_with_llm_objectives_names_the_open_one_and_cites_the_met():
+    # tpot.p99 51 ms against 50 on 186 requests: over, not proved; not "every target met"
+    rec = _audit(GRID_1, "ttft.p95=300,tpot.p99=50").recommendation
+    assert rec.choice == "none"
+    assert "()" not in rec.text and "Every" not in rec.text
+    assert "tpot.p99 inconclusive (51 ms against 50 ms on 186 requests" in rec.text
+    met = _audit(GRID_1, "ttft.p95=300,tpot.p99=80").recommendation
+    assert met.text == (
+        "Every gated objective is met (ttft.p95 201 ms <= 300 ms, tpot.p99 51 ms <= 80 ms); "
+        "nothing to fix."
+    )
+
+
+def test_add_capacity_says_capacity_first():
+    rec = _audit(VLLM, "tpot.p99=60,e2e.p99=20000").recommendation
+    if rec.choice == "add_capacity":
+        assert "Add capacity, or start with" in rec.text or "Start with add_" in rec.text

@@ -68,8 +68,10 @@ def test_shed_order_lowest_priority_first_and_restores() -> None:
     assert [(s.action, s.trigger, s.sheds) for s in steps] == [
         ("shed_load", "service", "batch"),
         ("shed_load", "premium", "standard"),
-        ("shed_load", "standard", "premium"),
-        ("shed_load", "batch", None),  # every class already shed
+        # A class's rule sheds only a class shed before it, never itself or one it
+        # outranks: batch and standard are taken, so standard's and batch's shed nothing.
+        ("shed_load", "standard", None),
+        ("shed_load", "batch", None),
         ("stop_shedding", "service", "batch"),
         ("stop_shedding", "premium", "standard"),
     ]

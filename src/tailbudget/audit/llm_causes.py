@@ -332,12 +332,16 @@ def recommend(rows: list[ObjectiveRow], findings: Findings, rec: Recommendation)
         return Recommendation(choice="fix_tail" if cause else "renegotiate_slo", text=text + ".")
     choice = "add_capacity" if fix.kind in ("llm_queueing", "llm_decode_contention") else "fix_tail"
     goodput = f", {fix.goodput_words()}" if fix.goodput_words() else ""
+    # The choice's title must be what the text starts with: contention is load, so the
+    # first step is capacity, and the ranked fix is the alternative that needs no replica.
+    adds = choice == "add_capacity" and "replica" not in fix.fix
+    start = "Add capacity, or start with" if adds else "Start with"
     return Recommendation(
         choice=choice,
         text=(
             f"{key} is {gap:,.0f} ms over its {first.target_ms:,.0f} ms target "
             f"({_label(cause)}). "
-            f"Start with {fix.fix}: {key} {fix.objective_before_ms:,.0f} -> "
+            f"{start} {fix.fix}: {key} {fix.objective_before_ms:,.0f} -> "
             f"{fix.objective_after_ms:,.0f} ms{goodput}, for {fix.hours:g} engineering hours."
         ),
     )

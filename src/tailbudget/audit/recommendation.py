@@ -18,7 +18,13 @@ from collections.abc import Mapping
 from tailbudget import _fmt as fmt
 from tailbudget._units import quantile_of
 from tailbudget.audit.fixes import CATALOG, action
-from tailbudget.audit.report import Hypothesis, RankedFix, Recommendation, Snapshot
+from tailbudget.audit.report import (
+    Hypothesis,
+    ObjectiveRow,
+    RankedFix,
+    Recommendation,
+    Snapshot,
+)
 
 PARTIAL = 1 / 3
 SURE_P = 0.01
@@ -155,3 +161,44 @@ def _action(fix: RankedFix, hyps: list[Hypothesis]) -> str:
     h = next((h for h in hyps if h.kind == fix.kind and h.stage == fix.stage), None)
     entry = CATALOG.get(fix.fix)
     return action(entry, h.covariate, h.figures) if h is not None and entry is not None else ""
+
+
+def none_from_objectives(rec: Recommendation, rows: list[ObjectiveRow]) -> Recommendation:
+    """A "none" that says what the gated objectives say, not only the e2e percentiles.
+
+    The e2e rule sees only the p50/p95/p99 targets: with TTFT or TPOT objectives alone it
+    had no figure to cite ("Every SLO target is met ()") and called met an objective the
+    data leave inconclusive.
+    """
+    gated = [o for o in rows if o.gated]
+    if rec.choice != "none" or not gated or any(o.verdict == "breach" for o in gated):
+        return rec
+    open_ = [o for o in gated if o.verdict in ("inconclusive", "no_data")]
+    if open_:
+        words = "; ".join(_unsettled(o) for o in open_)
+        return Recommendation(
+            choice="none",
+            text=(
+                f"No gated objective is proved breached, but not every one is met: {words}. "
+                "Collect more requests before acting on it."
+            ),
+        )
+    if "()" not in rec.text:
+        return rec
+    figs = ", ".join(
+        f"{o.metric}.{o.percentile} {fmt.ms(o.measured_ms or 0.0)} ms <= {fmt.ms(o.target_ms)} ms"
+        for o in gated
+    )
+    text = f"Every gated objective is met ({figs}); nothing to fix."
+    return Recommendation(choice="none", text=text)
+
+
+def _unsettled(o: ObjectiveRow) -> str:
+    key = f"{o.metric}.{o.percentile}"
+    if o.verdict == "no_data" or o.measured_ms is None:
+        return f"{key} has no data"
+    more = f", about {fmt.count(o.more)} more requests would settle it" if o.more else ""
+    return (
+        f"{key} inconclusive ({fmt.ms(o.measured_ms)} ms against {fmt.ms(o.target_ms)} ms "
+        f"on {fmt.count(o.n)} requests{more})"
+    )

@@ -4,8 +4,9 @@ Each class of the budget's `classes:` block runs the Controller with the policy 
 objectives give (`class_policies`: its view of the budget, as plan and rebudget read
 it) on its own requests. A `shed_load` from any controller (the service's or a class's)
 sheds the class with the highest priority number not yet shed (batch before standard
-before premium); that controller's `stop_shedding` restores the class it shed
-(`ShedOrder`). A controller holds one shed toggle whichever of its rules turned it on
+before premium), a class's own rule only a class shed before it (never itself); that
+controller's `stop_shedding` restores the class it shed (`ShedOrder`). A controller holds
+one shed toggle whichever of its rules turned it on
 (the engine's `active`), so the toggle is keyed by the controller, not by the rule: the
 rule that stops shedding need not be the one that started it.
 """
@@ -97,10 +98,19 @@ class ShedOrder:
         """The class a shed_load of `trigger` sheds, or its stop_shedding restores."""
         if action == "shed_load":
             taken = {v for v in self.held.values() if v is not None}
-            target = next((n for n in self.order if n not in taken), None)
+            target = next((n for n in self._below(trigger) if n not in taken), None)
             self.held[trigger] = target
             return target
         return self.held.pop(trigger, None)
+
+    def _below(self, trigger: str) -> tuple[str, ...]:
+        """The classes `trigger`'s shed_load may take: a class's own rule sheds only the
+        classes shed before it, never itself or a class it outranks. Shedding itself
+        would hide the very requests its rule reads, so the rule could never clear and the
+        class stayed shed to the end (simulate, where shed requests are never observed)."""
+        if trigger in self.order:
+            return self.order[: self.order.index(trigger)]
+        return self.order
 
     @property
     def shed(self) -> list[str]:
