@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from tailbudget._api.audit import audit
     from tailbudget._api.budgets import MeasuredBudget, export, measure_budget, plan, rebudget
     from tailbudget._api.replay import replay
-    from tailbudget._api.requests import Requests, read
+    from tailbudget._api.request_table import Requests
+    from tailbudget._api.requests import read
     from tailbudget._api.sim import capacity, simulate
     from tailbudget.budget import Budget, Plan, load_budget, make_plan, parse_budget
     from tailbudget.budget.objectives import Objective, Objectives
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 _API = {
     "read": "tailbudget._api.requests",
-    "Requests": "tailbudget._api.requests",
+    "Requests": "tailbudget._api.request_table",
     "audit": "tailbudget._api.audit",
     "plan": "tailbudget._api.budgets",
     "measure_budget": "tailbudget._api.budgets",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from tailbudget._api.request_table import Requests
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
@@ -107,7 +108,6 @@ def _names(value: str | Sequence[str]) -> tuple[str, ...]:
 def source_of(data: Data) -> Any:
     """What `read_log` takes: a path as a string, data in memory made re-readable (a
     RecordBatchReader is read once, in memory)."""
-    from tailbudget._api.requests import Requests
     from tailbudget.logs.frames import is_in_memory, materialize
 
     if isinstance(data, Requests):
