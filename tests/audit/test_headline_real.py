@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tailbudget._verdict import judge
 from tailbudget.audit import AuditConfig, run_audit
-from tailbudget.audit.recommendation import surely_over
 from tailbudget.budget.objectives import parse_objectives
 from tailbudget.logs import read_log
 from tailbudget.report.audit_md import audit_markdown
@@ -34,11 +34,12 @@ def test_a_thin_log_far_over_its_target_is_not_none():
     assert "is a lead, not a finding" in rec.text  # 2 slow requests: the driver is weak
 
 
-def test_surely_over_needs_more_than_chance_and_more_than_one_request():
-    assert surely_over(57, 8, 0.99)
-    assert not surely_over(1, 1, 0.99)  # one slow request proves nothing
-    assert not surely_over(100, 2, 0.99)
-    assert not surely_over(57, 2, 0.99)
+def test_a_thin_miss_is_judged_by_the_one_rule():
+    """The recommendation has no breach test of its own (issue 36): the snapshot's
+    verdict is `judge` on the requests over the target, more than chance allows."""
+    assert judge("p99", 900, 950.0, 57, 8).verdict == "breach"
+    assert judge("p99", 900, 950.0, 100, 2).verdict != "breach"
+    assert judge("p99", 900, 950.0, 57, 2).verdict != "breach"
 
 
 def test_a_weak_breach_names_the_objective_the_action_and_the_data_to_confirm():

@@ -12,11 +12,7 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-
 from tailbudget import _fmt as fmt
-from tailbudget._units import quantile_of
 from tailbudget.audit.fixes import CATALOG, action
 from tailbudget.audit.report import (
     Hypothesis,
@@ -27,10 +23,6 @@ from tailbudget.audit.report import (
 )
 
 PARTIAL = 1 / 3
-SURE_P = 0.01
-"""A thin percentile is surely missed when this many over target would be this unlikely."""
-SURE_MIN_OVER = 3
-"""...and at least this many requests exceed it (one slow request proves nothing)."""
 
 
 def too_few(snap: Snapshot) -> list[str]:
@@ -40,53 +32,19 @@ def too_few(snap: Snapshot) -> list[str]:
     return [p for p, v in snap.verdict.items() if v == "inconclusive"]
 
 
-def surely_over(n: int, k: int, q: float) -> bool:
-    """True when `k` of `n` requests over the target are too many for a pXX within it.
-
-    A pXX within target lets at most a 1 - q share of requests exceed it; seeing `k` or
-    more by chance then has a binomial probability below 1%. Too few requests to measure
-    the percentile can still be plenty to know it is missed (a fault minute at 4x).
-    """
-    if n <= 0 or k < SURE_MIN_OVER:
-        return False
-    p = 1.0 - q
-    below = sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k))
-    return 1.0 - below < SURE_P
-
-
 def recommend(
     snap: Snapshot,
     slo: dict[str, float],
     hyps: list[Hypothesis],
     ranking: list[RankedFix],
-    over: Mapping[str, float] | None = None,
 ) -> Recommendation:
     """The recommendation with a sentence citing the figures.
 
-    `over` is the share of requests over each percentile's target (from goodput).
-    """
+    A thin percentile proved over its target needs no branch here: the snapshot's
+    verdict is `_verdict.judge` (the one rule) on the same requests and the same count
+    over the target, so it is already a breach, and `too_few` is empty."""
     breached = [p for p, v in snap.verdict.items() if v == "breach"]
     thin = too_few(snap)
-    missed = [
-        p
-        for p in thin
-        if p in slo and surely_over(snap.count, round((over or {}).get(p, 0.0) * snap.count),
-                                    quantile_of(p))
-    ]  # fmt: skip
-    if missed:
-        p = missed[-1]
-        k = round((over or {})[p] * snap.count)
-        return Recommendation(
-            choice="fix_tail",
-            weak=True,
-            text=(
-                f"Too few requests ({snap.count}) to measure {p}, but {k} of them "
-                f"({k / snap.count:.0%}) exceed its {slo[p]:,.0f} ms target where {p} allows "
-                f"{1 - quantile_of(p):.0%}: the target is missed however a longer log falls. "
-                "Fix what slows these requests, and confirm with a log of at least "
-                f"{math.ceil(1 / (1 - quantile_of(p))):,} requests for a measured {p}."
-            ),
-        )
     if thin:
         return Recommendation(
             choice="none",

@@ -144,9 +144,8 @@ def _audit(ctx: Ctx) -> AuditReport:
         ranked = sorted([*ranked, *llm.ranking], key=lambda f: -f.score)
     base = compare(ctx, snap, config.baseline) if config.baseline is not None else None
     found, nest = suspects.collect(ctx, split.tail, dist.overlap.nested, split.event_growth)
-    over = _over_targets(dist.goodput.by_target, snap.count, ctx.log.rows.failed)
     rec = _recommend(
-        config, snap, hyps, ranked, failing, rows, llm, found, over, dist.goodput,
+        config, snap, hyps, ranked, failing, rows, llm, found, dist.goodput,
         ctx.log.rows.failed,
     )  # fmt: skip
     judged = None
@@ -197,7 +196,6 @@ def _recommend(
     objective_rows: list[ObjectiveRow],
     llm: llm_causes.Findings,
     found: list[Culprit],
-    over: dict[str, float],
     goodput: Goodput,
     failed_rows: int,
 ) -> Recommendation:
@@ -210,7 +208,7 @@ def _recommend(
                 "tuning latency; their times say how fast they failed, not what to speed up."
             ),
         )
-    rec = recommendation.recommend(snap, config.slo, hyps, ranked, over)
+    rec = recommendation.recommend(snap, config.slo, hyps, ranked)
     rec = llm_causes.recommend(objective_rows, llm, rec)
     rec = e2e_drivers.naming_every_breach(rec, objective_rows)
     rec = e2e_drivers.naming_goodput(rec, goodput, failed_rows)
@@ -220,19 +218,6 @@ def _recommend(
     measured = any(o.gated and o.verdict == "breach" for o in objective_rows)
     thin_miss = thin and rec.choice != "none" and not measured
     return culprits.name_in(rec, found, no_hypothesis=not hyps, too_few=thin, thin_miss=thin_miss)
-
-
-def _over_targets(by_target: dict[str, float], timed: int, failed: int) -> dict[str, float]:
-    """The share of *timed* requests over each percentile's target.
-
-    Goodput's per-target shares count requests that failed without a latency as not
-    within target; a percentile is taken over timed requests only, so those failures must
-    not be read as requests over its target.
-    """
-    if timed <= 0:
-        return dict.fromkeys(by_target, 0.0)
-    scale = (timed + failed) / timed
-    return {p: min(1.0, max(0.0, 1.0 - share * scale)) for p, share in by_target.items()}
 
 
 def _llm_budgets(config: AuditConfig, names: list[str]) -> tuple[dict[str, float], float | None]:
