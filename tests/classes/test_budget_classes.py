@@ -87,3 +87,14 @@ def test_class_slo_needs_a_column_and_a_service_objective() -> None:
     with pytest.raises(TailbudgetError) as exc:
         tb.audit(df, "p99=10", class_by="nope")
     assert exc.value.param == "class_by" and "'nope'" in str(exc.value)
+
+
+def test_split_class_slo_reads_a_mapping_as_its_string() -> None:
+    text = "p99=1500,premium:p95=800,premium:ttft.p95=300,batch:p99=6000"
+    service, per = split_class_slo(
+        {"p99": 1500, "premium:p95": 800, "premium:ttft.p95": "300", "batch:p99": 6000}
+    )
+    assert service == {"p99": 1500}
+    assert per == split_class_slo(text)[1]
+    with pytest.raises(TailbudgetError, match="class premium"):
+        split_class_slo({"p99": 1, "premium:p95": "abc"})

@@ -51,3 +51,11 @@ def test_a_stated_class_breach_is_said_and_does_not_fit(log) -> None:
 def test_class_flags_need_a_log() -> None:
     result = CliRunner().invoke(app, ["init", "--class-by", "tier"])
     assert result.exit_code == 2 and "--class-by goes with --from" in result.output
+
+
+def test_class_parts_as_a_mapping_measure_the_same_budget(log) -> None:
+    """`measure_budget` takes class parts as a mapping, as audit and simulate do: each
+    part read once by `Objectives.coerce`, never joined into a string and read again."""
+    text = tb.measure_budget(log, "p99=1500,premium:p95=800", class_by="tier")
+    mapping = tb.measure_budget(log, {"p99": 1500, "premium:p95": 800}, class_by="tier")
+    assert mapping.text == text.text and mapping.fits == text.fits

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -190,10 +190,11 @@ def measure_budget(
 
 
 def _class_parts(slo: Slo, class_by: str | None) -> tuple[Slo, dict[str, Objectives]]:
-    """The service-wide `slo` and the objectives stated per class (`premium:p95=800`)."""
-    from tailbudget.budget.classes import split_class_slo
+    """The service-wide `slo` and the objectives stated per class (`premium:p95=800`, in
+    a string or a mapping, as audit and simulate take them)."""
+    from tailbudget.budget.classes import has_class_parts, split_class_slo
 
-    if not (isinstance(slo, str) and ":" in slo):
+    if not (isinstance(slo, str | Mapping) and has_class_parts(slo)):
         return slo, {}
     service, stated = split_class_slo(slo)
     if class_by is None:

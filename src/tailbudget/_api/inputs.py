@@ -134,15 +134,15 @@ def classes_of(
     """The service-wide `slo` (class parts taken out) and the classes to measure.
 
     Classes come from the budget's `classes:` block; `class_by` names (or renames) the
-    column, and `CLASS:OBJECTIVE` parts of an `slo` string (`premium:p95=800`) replace
-    or add a class's objectives. Without either, no classes (None)."""
-    from tailbudget.budget.classes import ClassSet, split_class_slo
+    column, and `CLASS:OBJECTIVE` parts of an `slo` string or mapping (`premium:p95=800`,
+    `{"premium:p95": 800}`) replace or add a class's objectives. Without either, no
+    classes (None)."""
+    from tailbudget.budget.classes import ClassSet, has_class_parts, split_class_slo
 
     environment = budget.environment if budget is not None else None
     given: dict[str, Objectives] = {}
-    if isinstance(slo, Mapping) and any(":" in str(k) for k in slo):
-        slo = ",".join(f"{key}={value}" for key, value in slo.items())
-    if isinstance(slo, str) and ":" in slo:
+    if isinstance(slo, str | Mapping) and has_class_parts(slo):
+        # Each part, the service's and each class's, read once by `Objectives.coerce`.
         service, given = split_class_slo(slo, environment=environment)
         slo = service or None
         if slo is None and budget is None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tailbudget._units import Percentile
 from tailbudget.budget.measured import MeasuredRequests
-from tailbudget.budget.objectives import Objectives, parse_objectives
+from tailbudget.budget.objectives import Objectives
 from tailbudget.budget.slo import SLO
 from tailbudget.errors import TailbudgetError
 
@@ -37,6 +37,7 @@ __all__ = [
     "ClassesSpec",
     "ServiceClass",
     "class_set",
+    "has_class_parts",
     "split_class_slo",
 ]
 
@@ -197,34 +198,65 @@ def class_set(spec: ClassesSpec, environment: str | None) -> ClassSet:
     return ClassSet(spec.by, classes)
 
 
+def has_class_parts(slo: object) -> bool:
+    """True when `slo` (a string or a {key: value} mapping) holds `CLASS:OBJECTIVE` parts."""
+    if isinstance(slo, str):
+        return ":" in slo
+    return isinstance(slo, Mapping) and any(":" in str(k) for k in slo)
+
+
 def split_class_slo(
-    text: str, *, environment: str | None = None
-) -> tuple[str, dict[str, Objectives]]:
+    slo: str | Mapping[str, object], *, environment: str | None = None
+) -> tuple[str | dict[str, object], dict[str, Objectives]]:
     """`p99=1500,premium:p95=800,premium:ttft.p95=300` -> ("p99=1500", {premium: ...}).
 
-    The service-wide part stays text (the SLO grammar's own reader takes it); each class's
-    part is read into Objectives here. A one-line error (param `slo`) on a bad class name."""
-    plain: list[str] = []
-    per: dict[str, list[str]] = {}
-    for raw in text.split(","):
-        part = raw.strip()
-        key = part.partition("=")[0]
-        if ":" not in key:
-            plain.append(part)
+    The service-wide part keeps the shape it came in (the string's parts, or a mapping's
+    keys) for `Objectives.coerce`; each class's part is read by `Objectives.coerce` too,
+    as its own parts of the string or its own {key: value} mapping (a mapping is never
+    joined into a string). A one-line error (param `slo`) on a bad class name."""
+    if isinstance(slo, str):
+        plain: list[str] = []
+        per: dict[str, list[str]] = {}
+        for raw in slo.split(","):
+            part = raw.strip()
+            if ":" not in part.partition("=")[0]:
+                plain.append(part)
+                continue
+            name, _, rest = part.partition(":")
+            per.setdefault(_class_name(name, part), []).append(rest)
+        # Each class's own parts of the string, read once by the one reader.
+        own = {name: ",".join(parts) for name, parts in per.items()}
+        return ",".join(p for p in plain if p), _coerced(own, environment)
+    service: dict[str, object] = {}
+    by_class: dict[str, dict[str, object]] = {}
+    for key, value in slo.items():
+        if ":" not in str(key):
+            service[key] = value
             continue
-        name, _, rest = part.partition(":")
-        name = name.strip()
-        if not CLASS_NAME.match(name) or name == OTHER:
-            raise TailbudgetError(
-                f"slo {part!r}: {name!r} is not a class name; write CLASS:OBJECTIVE, e.g. "
-                "premium:p95=800 (letters, digits, _ . -; 'other' is reserved)",
-                param="slo",
-            )
-        per.setdefault(name, []).append(rest)
+        name, _, rest = str(key).partition(":")
+        part = f"{key}={value}".strip()
+        by_class.setdefault(_class_name(name, part), {})[rest] = value
+    return service, _coerced(by_class, environment)
+
+
+def _class_name(name: str, part: str) -> str:
+    name = name.strip()
+    if not CLASS_NAME.match(name) or name == OTHER:
+        raise TailbudgetError(
+            f"slo {part!r}: {name!r} is not a class name; write CLASS:OBJECTIVE, e.g. "
+            "premium:p95=800 (letters, digits, _ . -; 'other' is reserved)",
+            param="slo",
+        )
+    return name
+
+
+def _coerced(
+    per: Mapping[str, str | Mapping[str, object]], environment: str | None
+) -> dict[str, Objectives]:
     out: dict[str, Objectives] = {}
-    for name, parts in per.items():
+    for name, own in per.items():
         try:
-            out[name] = parse_objectives(",".join(parts), environment=environment)
+            out[name] = Objectives.coerce(own, environment=environment)
         except TailbudgetError as exc:
             raise TailbudgetError(f"class {name}: {exc}", param="slo") from None
-    return ",".join(p for p in plain if p), out
+    return out
