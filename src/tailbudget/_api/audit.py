@@ -70,6 +70,9 @@ def _unit_hint(report: AuditReport) -> AuditReport:
 
 
 def _timeout_s(query_timeout: str | float) -> float:
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget._units import parse_duration_s
 
     limit = parse_duration_s(query_timeout, field="query_timeout", param="query_timeout")

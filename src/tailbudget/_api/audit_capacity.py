@@ -19,6 +19,9 @@ def with_capacity(
 ) -> AuditReport:
     """add_capacity carries the replica count `tailbudget capacity` finds at the log's load;
     the audit stands without it when the model cannot be fitted (`capacity` says why)."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.audit.fixes import with_replicas
     from tailbudget.logs import ReadOptions
     from tailbudget.sim.arrivals import ArrivalSpec

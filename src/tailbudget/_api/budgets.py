@@ -38,6 +38,9 @@ def _budget(budget: BudgetLike) -> Budget:
 
 def plan(budget: BudgetLike, *, samples: int | None = None, seed: int | None = None) -> Plan:
     """Check that a budget's slices fit its SLO with headroom (`tailbudget plan`)."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.budget.plan import make_plan
 
     if samples is not None and not 1000 <= samples <= 50_000_000:

@@ -32,6 +32,9 @@ BudgetLike: TypeAlias = (
 
 def objectives_of(slo: Slo, *, environment: str | None = None) -> Objectives | None:
     """`slo` as Objectives (`Objectives.coerce`, the one conversion), None when not given."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.budget.objectives import Objectives
 
     return None if slo is None else Objectives.coerce(slo, environment=environment)

@@ -41,6 +41,9 @@ def replay(
     (`baseline_window="10m"`), a p99 in ms, or a baseline log. A budget with `classes:`
     also replays each class's own rules on its requests (column `class_by`, else the
     budget's `classes.by`) and says which class each shed_load sheds."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.budget.policy import resolve_policy
     from tailbudget.control.logsource import load_replay_log
     from tailbudget.control.replay import replay as run

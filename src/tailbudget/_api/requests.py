@@ -29,6 +29,9 @@ def read(
     """Read a log (a path, DataFrame, Arrow or Ibis table, DuckDB relation) into its
     per-request table. Keyword arguments are the CLI's options (`--total`, `--stages`,
     ...); `stages` is a glob string (as `--stages`) or a list of columns (as `--stage`)."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.logs import read_log
 
     columns = Columns(

@@ -82,6 +82,9 @@ def _policy(budget: Budget | None, objectives: Objectives) -> tuple[Policy, str]
     budget's, else the default for the objectives given (the LLM default with a ttft
     objective). Its rules read their own series (ttft.p95 from each request's TTFT), so
     the Controller's main window holds end-to-end times."""
+    # Deferred (start-up): `import tailbudget` and a first `tb.<name>` load only what
+    # that name needs (bench/startup.py); every import inside a function in this
+    # module is deferred for the same reason.
     from tailbudget.budget.policy import policy_for, resolve_policy
 
     if budget is not None:

@@ -21,6 +21,8 @@ __all__ = ["unit_for_gate"]
 def _stated_in(budget: str | Path | None) -> bool:
     if budget is None:
         return False
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget.budget.load import load_budget
 
     return "unit" in load_budget(budget).log.model_fields_set

@@ -43,6 +43,8 @@ class Unit(StrEnum):
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None] | None]:
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from rich.console import Console
 
     console = Console(stderr=True)

@@ -40,6 +40,8 @@ def capacity_command(
     class_mix: str | None = _sim.CLASS_MIX,
 ) -> None:
     """Fewest replicas meeting every gated objective, per load multiple, with a chart."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.sim import capacity
     from tailbudget.cli._unit_gate import unit_for_gate
 

@@ -22,6 +22,8 @@ def demo_command(
     if not 0 <= seed < 2**63:
         raise TailbudgetError(f"--seed must be an integer from 0 to 2**63 - 1, got {seed}")
     writable_folder(out, "--out")
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from rich.console import Console
 
     from tailbudget.demo import run_demo

@@ -45,6 +45,8 @@ def export_command(
     ),
 ) -> None:
     """Generate configuration for the tools that enforce the budget at fleet scale."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.budgets import export
 
     text = export(

@@ -25,6 +25,8 @@ def import_command(
         raise BudgetError(f"{file}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BudgetError(f"{file}: cannot read ({exc.__class__.__name__})") from None
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget.export.openslo import import_openslo
 
     emit(import_openslo(text, source=str(file)), output)

@@ -65,6 +65,8 @@ def init_command(
             raise TailbudgetError(f"{flag} goes with --from LOG; a template has its own blocks")
         emit(template_text(template.value), output, next_step=f"tailbudget plan {output}")
         return
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.budgets import measure_budget
 
     measured = measure_budget(

@@ -20,6 +20,8 @@ def plan_command(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here, not stdout."),
 ) -> None:
     """Check that the stage slices fit the SLO with headroom; exit 1 when they do not."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.budgets import plan
 
     result = plan(budget, samples=samples, seed=seed)

@@ -24,6 +24,8 @@ def rebudget_command(
     unit: str | None = UNIT,
 ) -> None:
     """Compare each slice with the log; propose slices that fit, and price the speed-ups."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.budgets import rebudget
     from tailbudget.cli._unit_gate import unit_for_gate
 

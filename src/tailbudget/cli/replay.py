@@ -58,6 +58,8 @@ def replay_command(
     ),
 ) -> None:
     """Replay the policy over LOG in time order and emit every decision it would take."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.replay import replay
 
     rep = replay(

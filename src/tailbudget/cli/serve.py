@@ -71,6 +71,8 @@ def serve_command(
     ),
 ) -> None:
     """Run the policy live: POST observations, scrape /metrics, ask /v1/verdict."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget.serve.runner import ServeOptions, serve
 
     serve(

@@ -45,6 +45,8 @@ def simulate_command(
     class_mix: str | None = _sim.CLASS_MIX,
 ) -> None:
     """Fit a service model from LOG and run each policy on the same arrivals."""
+    # Deferred (start-up): keeps `tailbudget --help` fast (bench/startup.py); every
+    # import inside a function in this module is deferred for the same reason.
     from tailbudget._api.sim import simulate
 
     rep = simulate(
