@@ -27,7 +27,7 @@ def _notes(path: Path, baseline: Path | None = None, **read: object) -> list[str
     opts = ReadOptions(**read)  # type: ignore[arg-type]
     base = read_log(str(baseline), ReadOptions()) if baseline is not None else None
     objs = parse_objectives("ttft.p95=5000")
-    cfg = AuditConfig(slo=objs.e2e(), objectives=objs, baseline=base)
+    cfg = AuditConfig(objectives=objs, baseline=base)
     report = run_audit(read_log(str(path), opts), cfg)
     return [n for n in report.provenance.notes if "prefill" in n]
 
