@@ -94,7 +94,9 @@ def test_a_tpot_target_near_its_floor_clears_where_a_share_of_the_target_never_c
             c.evaluate(t + 1)
             t += 10
     st = c.rule_state("scale_up_tpot.p99")
-    assert st.line.floor() == pytest.approx(40.0, abs=0.5)
+    # within 1 ms: the windows after each count change still hold the one before, at the
+    # fewest replicas asked for over the window (the served count the line is told)
+    assert st.line.floor() == pytest.approx(40.0, abs=1.0)
     st.engaged = True
     downs = []
     for _ in range(120):

@@ -279,6 +279,10 @@ class Controller:
         """Breach sizing: one more window on the rule's load line (control/sizing.py)."""
         window = self._stats_of(rule, stats, series)
         span = window.window_s if window is not None and window.window_s else self.policy.window_s
+        # a window still filling (the first minute after a start) holds fewer seconds than
+        # its width: its count over the width put the first windows at a fraction of their
+        # load, a point that bent the line (a slope learned from start-up, not from load)
+        span = min(span, self.window.covered_s())
         if window is None or st.value is None or span <= 0:
             return
         served = max(1, self.replicas_behind_window(now_s))

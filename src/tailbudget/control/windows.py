@@ -185,6 +185,14 @@ class RollingWindow:
             slot = self._slots[slot_id] = _Slot(slot_id, self.accuracy)
         return slot
 
+    def covered_s(self) -> float:
+        """The span the ring's slots cover, from its oldest kept slot to its newest, each
+        slot whole: `window_s` once the ring has turned, less while it fills (after a start),
+        where a count over the whole window would understate the rate."""
+        if not self._slots or self.newest_id is None:
+            return self.window_s
+        return min(self.window_s, (self.newest_id - min(self._slots) + 1) * self.width_s)
+
     def observe(self, ts_s: float, total_ms: float, error: bool = False) -> bool:
         """Add one request; False when it was rejected or too old (and counted as such)."""
         try:
