@@ -105,6 +105,12 @@ def test_a_tpot_target_near_its_floor_clears_where_a_share_of_the_target_never_c
         downs += [d for d in c.evaluate(t + 1) if d.action == "scale_down"]
         t += 10
     assert downs, "a tpot near its floor never cleared"
+    # each step down states the learned clear line it compared with, which its value meets
+    # and which sits above the floor (the stated 85% of 90% of 46 = 35.2 ms would not)
+    for d in downs:
+        assert d.value is not None and d.threshold is not None
+        assert d.value <= d.threshold + 1e-9 and d.threshold > 40.0
+        assert "35.2" not in d.reason and f"clear {d.threshold:.1f}" in d.reason
     # it stops where one fewer would not hold: 12 / (n - 1) within 85% of 0.9 x 6 = 4.59 ms
     # once squared, (n / (n - 1))^2 x 12 / n <= 4.59 first fails at n = 4 (4 -> 3)
     assert c.desired_replicas == 4

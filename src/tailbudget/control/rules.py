@@ -143,11 +143,13 @@ def trigger_reason(rule: Rule, m: Measure, stats: WindowStats, window_s: float |
     return text
 
 
-def clear_reason(rule: Rule, m: Measure, stats: WindowStats) -> str:
-    """Why a recovery happened."""
+def clear_reason(rule: Rule, m: Measure, stats: WindowStats, clear: float | None = None) -> str:
+    """Why a recovery happened; `clear` is the threshold the decision used when it is not
+    the stated one (breach sizing's learned clear line)."""
     side = "<=" if rule.rising else ">="
+    line = rule.clear_threshold if clear is None else clear
     return (
         f"{_name(rule)} {fmt(rule.metric, m.value)} {side} clear "
-        f"{fmt(rule.metric, rule.clear_threshold)} "
+        f"{fmt(rule.metric, line)} "
         f"held at every evaluation for {rule.clear_for_s:g}s (rule {rule.name}), n={stats.count}"
     )

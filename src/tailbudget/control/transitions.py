@@ -260,10 +260,23 @@ def _scale_down(
         st.clear_since = now_s
         return None
     before = c.desired_replicas
+    clear = clear_of(c, rule)  # at the count it steps down from, as _clears judged it
     c.desired_replicas = max(r.min, before - r.step)
     st.engaged = c.desired_replicas > r.min
     st.clear_since = now_s  # the next step needs a whole stabilization window again
-    reason = clear_reason(rule, m, stats) + f"; desired replicas {before} -> {c.desired_replicas}"
-    return _decision(
-        c, rule, "scale_down", m, rule.clear_threshold, reason, stats, now_s, c.desired_replicas
-    )
+    reason = clear_reason(rule, m, stats, clear)
+    reason += f"; desired replicas {before} -> {c.desired_replicas}"
+    return _decision(c, rule, "scale_down", m, clear, reason, stats, now_s, c.desired_replicas)
+
+
+def clear_of(c: Controller, rule: Rule) -> float:
+    """The value `_clears` lets through at the current count: the stated clear threshold,
+    or under breach sizing the learned line (floor + share of the room, scaled to n - 1 of
+    n). A decision's threshold and reason give this one, not the stated figure it no
+    longer compares with."""
+    n = c.desired_replicas
+    if not sized(c, rule) or n <= 1:
+        return rule.clear_threshold
+    floor = c.rule_state(rule.name).line.floor()
+    share = rule.clear_threshold / rule.threshold
+    return floor + share * (trigger_of(c, rule) - floor) * ((n - 1) / n) ** 2
