@@ -29,7 +29,13 @@ from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
 from tailbudget.export import histograms
-from tailbudget.export.classes import class_objectives, fleet_class_checks, quantile_query
+from tailbudget.export.classes import (
+    ClassObjective,
+    FleetClassCheck,
+    class_objectives,
+    fleet_class_checks,
+    quantile_query,
+)
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
@@ -219,21 +225,26 @@ def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     hash_sel = f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
     w = promql_duration(policy.window_s)
     return [
-        {
-            "name": k8s_name(f"class-{c.name}-{c.slug}"),
-            "interval": promql_duration(policy.evaluate_every_s),
-            "failureLimit": 0,
-            "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
-            f"{num(seconds(c.objective.target_ms))}",
-            "provider": {
-                "prometheus": {
-                    "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
-                    "query": quantile_query(budget, c.name, c.objective.percentile, w, hash_sel, c),
-                }
-            },
-        }
+        _class_metric(
+            c, policy, quantile_query(budget, c.name, c.objective.percentile, w, hash_sel, c)
+        )
         for c in class_objectives(budget)
     ]
+
+
+def _class_metric(
+    c: ClassObjective | FleetClassCheck, policy: Policy, query: str
+) -> dict[str, Any]:
+    """A class objective's metric: its percentile (the query, in seconds) within target;
+    no data passes. One shape for tailbudget's series and a serving stack's."""
+    return {
+        "name": k8s_name(f"class-{c.name}-{c.slug}"),
+        "interval": promql_duration(policy.evaluate_every_s),
+        "failureLimit": 0,
+        "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
+        f"{num(seconds(c.objective.target_ms))}",
+        "provider": {"prometheus": {"address": f"{{{{args.{PROMETHEUS_ARG}}}}}", "query": query}},
+    }
 
 
 def render(budget: Budget, options: ExportOptions | None = None) -> str:
@@ -280,21 +291,7 @@ def build_fleet(
         query = held_for(guarded, rule, policy, on="")
         metrics.append(prometheus_metric(rule.name, rule, policy, query, check.threshold))
     for c in fleet_class_checks(budget, fleet, pods[0], rng, policy.min_samples, notes):
-        metrics.append(
-            {
-                "name": k8s_name(f"class-{c.name}-{c.slug}"),
-                "interval": promql_duration(policy.evaluate_every_s),
-                "failureLimit": 0,
-                "successCondition": "len(result) == 0 || isNaN(result[0]) || result[0] <= "
-                f"{num(seconds(c.objective.target_ms))}",
-                "provider": {
-                    "prometheus": {
-                        "address": f"{{{{args.{PROMETHEUS_ARG}}}}}",
-                        "query": f"({c.value})\nand on ()\n{c.guard}",
-                    }
-                },
-            }
-        )
+        metrics.append(_class_metric(c, policy, f"({c.value})\nand on ()\n{c.guard}"))
     stable = {"name": STABLE_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Stable"}}
     doc = template(budget, options, metrics, notes, (stable,))
     return doc, notes
