@@ -121,12 +121,14 @@ def _action(fix: RankedFix, hyps: list[Hypothesis]) -> str:
     return action(entry, h.covariate, h.figures) if h is not None and entry is not None else ""
 
 
-def none_from_objectives(rec: Recommendation, rows: list[ObjectiveRow]) -> Recommendation:
+def none_from_objectives(
+    rec: Recommendation, rows: list[ObjectiveRow], e2e_cited: bool
+) -> Recommendation:
     """A "none" that says what the gated objectives say, not only the e2e percentiles.
 
     The e2e rule sees only the p50/p95/p99 targets: with TTFT or TPOT objectives alone it
     had no figure to cite ("Every SLO target is met ()") and called met an objective the
-    data leave inconclusive.
+    data leave inconclusive. `e2e_cited`: the SLO had e2e targets for its text to cite.
     """
     gated = [o for o in rows if o.gated]
     if rec.choice != "none" or not gated or any(o.verdict == "breach" for o in gated):
@@ -141,7 +143,7 @@ def none_from_objectives(rec: Recommendation, rows: list[ObjectiveRow]) -> Recom
                 "Collect more requests before acting on it."
             ),
         )
-    if "()" not in rec.text:
+    if e2e_cited:
         return rec
     figs = ", ".join(
         f"{o.metric}.{o.percentile} {fmt.ms(o.measured_ms or 0.0)} ms <= {fmt.ms(o.target_ms)} ms"

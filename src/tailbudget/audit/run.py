@@ -212,7 +212,7 @@ def _recommend(
     rec = llm_causes.recommend(objective_rows, llm, rec)
     rec = e2e_drivers.naming_every_breach(rec, objective_rows)
     rec = e2e_drivers.naming_goodput(rec, goodput, failed_rows)
-    rec = recommendation.none_from_objectives(rec, objective_rows)
+    rec = recommendation.none_from_objectives(rec, objective_rows, bool(config.slo))
     thin = bool(recommendation.too_few(snap))
     # Too few requests to measure, yet surely missed: no measured breach to name a fix for.
     measured = any(o.gated and o.verdict == "breach" for o in objective_rows)
