@@ -98,6 +98,12 @@ class LoadLine:
             return served + 1
         return max(served + 1, math.ceil(served * (value - floor) / room - 1e-9))
 
+    def clear_line(self, n: int, threshold: float, share: float) -> float:
+        """The value `one_fewer_holds` lets through at n replicas (n > 1) when it is above
+        the floor: floor + share of the room, scaled to n - 1 of n."""
+        floor = self.floor()
+        return floor + share * (threshold - floor) * ((n - 1) / n) ** 2
+
     def one_fewer_holds(self, n: int, value: float, threshold: float, share: float) -> bool:
         """At n - 1 replicas the shared part stays within `share` of the room."""
         floor = min(self.floor(), value)

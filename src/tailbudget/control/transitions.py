@@ -277,6 +277,5 @@ def clear_of(c: Controller, rule: Rule) -> float:
     n = c.desired_replicas
     if not sized(c, rule) or n <= 1:
         return rule.clear_threshold
-    floor = c.rule_state(rule.name).line.floor()
     share = rule.clear_threshold / rule.threshold
-    return floor + share * (trigger_of(c, rule) - floor) * ((n - 1) / n) ** 2
+    return c.rule_state(rule.name).line.clear_line(n, trigger_of(c, rule), share)
