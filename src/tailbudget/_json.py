@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+JsonScalar: TypeAlias = str | int | float | bool | None
+JsonValue: TypeAlias = "JsonScalar | Sequence[JsonValue] | Mapping[str, JsonValue]"
+"""A JSON (or YAML) value as a payload builder writes it: read-only containers, so a
+list of objects is a JSON value without a cast."""
+JsonObject: TypeAlias = "Mapping[str, JsonValue]"
+"""A JSON object whose shape is a payload contract (an export document, a report's JSON)."""
+JsonDict: TypeAlias = "dict[str, JsonValue]"
+"""A JSON object still being built (its builder adds keys)."""
 
 
 def finite_or_none(value: Any, nulled: list[str] | None = None, at: str = "") -> Any:

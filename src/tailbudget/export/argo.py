@@ -22,9 +22,9 @@ which passes: unknown never triggers a rollback.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tailbudget import _metric_names as names
+from tailbudget._json import JsonDict
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
@@ -53,7 +53,7 @@ from tailbudget.export.common import (
     service_selector,
     wilson_lower_expr,
 )
-from tailbudget.export.prometheus_rules import error_ratio_expr
+from tailbudget.export.prometheus_records import error_ratio_expr
 
 PROMETHEUS_ARG = "prometheus-address"
 VERDICT_ARG = "verdict-url"
@@ -97,7 +97,7 @@ def success_condition(rule: Rule, threshold: float | None = None) -> str:
 
 def rollback_metric(
     budget: Budget, policy: Policy, rule: Rule, notes: list[str]
-) -> dict[str, Any] | None:
+) -> JsonDict | None:
     """One rollback rule as a Prometheus-provider metric (None when it cannot apply)."""
     sel = canary_selector(budget)
     w = promql_duration(policy.window_s)
@@ -137,7 +137,7 @@ def rollback_metric(
     return prometheus_metric(rule.name, rule, policy, held_for(series, rule, policy))
 
 
-def verdict_metric(policy: Policy) -> dict[str, Any]:
+def verdict_metric(policy: Policy) -> JsonDict:
     """The web metric reading `tailbudget serve`'s verdict (the in-process controller)."""
     return {
         "name": "tailbudget-verdict",
@@ -156,7 +156,7 @@ def verdict_metric(policy: Policy) -> dict[str, Any]:
 
 def prometheus_metric(
     name: str, rule: Rule, policy: Policy, query: str, threshold: float | None = None
-) -> dict[str, Any]:
+) -> JsonDict:
     """An Argo metric failing the analysis at the first measurement that triggers `rule`."""
     return {
         "name": k8s_name(name),
@@ -170,15 +170,15 @@ def prometheus_metric(
 def template(
     budget: Budget,
     options: ExportOptions,
-    metrics: list[dict[str, Any]],
+    metrics: list[JsonDict],
     notes: list[str],
-    args: tuple[dict[str, Any], ...] = (),
-) -> dict[str, Any]:
+    args: tuple[JsonDict, ...] = (),
+) -> JsonDict:
     """The AnalysisTemplate around `metrics` (the verdict metric appended); adds the notes."""
     policy = policy_of(budget)
     if not any(r.action == "rollback" for r in policy.rules):
         notes.append("the policy has no rollback rule: only the verdict metric is generated.")
-    doc = {
+    doc: JsonDict = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "AnalysisTemplate",
         "metadata": k8s_metadata(budget, options, "tailbudget"),
@@ -207,7 +207,7 @@ def template(
     return doc
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[JsonDict, list[str]]:
     """The AnalysisTemplate as a mapping, and notes."""
     options = options or ExportOptions()
     policy = policy_of(budget)
@@ -220,7 +220,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     return template(budget, options, metrics + class_metrics(budget, policy), notes), notes
 
 
-def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
+def class_metrics(budget: Budget, policy: Policy) -> list[JsonDict]:
     """One metric per gated class objective: the canary's class percentile within target."""
     hash_sel = f'{HASH_LABEL}="{{{{args.{CANARY_HASH_ARG}}}}}"'
     w = promql_duration(policy.window_s)
@@ -232,9 +232,7 @@ def class_metrics(budget: Budget, policy: Policy) -> list[dict[str, Any]]:
     ]
 
 
-def _class_metric(
-    c: ClassObjective | FleetClassCheck, policy: Policy, query: str
-) -> dict[str, Any]:
+def _class_metric(c: ClassObjective | FleetClassCheck, policy: Policy, query: str) -> JsonDict:
     """A class objective's metric: its percentile (the query, in seconds) within target;
     no data passes. One shape for tailbudget's series and a serving stack's."""
     return {
@@ -269,9 +267,7 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
 STABLE_HASH_ARG = "stable-hash"
 
 
-def build_fleet(
-    budget: Budget, options: ExportOptions | None = None
-) -> tuple[dict[str, Any], list[str]]:
+def build_fleet(budget: Budget, options: ExportOptions | None = None) -> tuple[JsonDict, list[str]]:
     """The AnalysisTemplate on the preset's series, and notes."""
     options, fleet, policy = histograms.fleet_parts(budget, options)
     pods = (
@@ -280,7 +276,7 @@ def build_fleet(
     )
     rng, z = promql_duration(policy.window_s), z_of(policy.confidence)
     notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
-    metrics: list[dict[str, Any]] = []
+    metrics: list[JsonDict] = []
     for rule in (r for r in policy.rules if r.action == "rollback"):
         check = histograms.canary_check(fleet, budget, rule, pods, rng, policy.min_samples, z)
         if isinstance(check, str):
@@ -292,6 +288,6 @@ def build_fleet(
         metrics.append(prometheus_metric(rule.name, rule, policy, query, check.threshold))
     for c in fleet_class_checks(budget, fleet, pods[0], rng, policy.min_samples, notes):
         metrics.append(_class_metric(c, policy, f"({c.value})\nand on ()\n{c.guard}"))
-    stable = {"name": STABLE_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Stable"}}
+    stable: JsonDict = {"name": STABLE_HASH_ARG, "valueFrom": {"podTemplateHashValue": "Stable"}}
     doc = template(budget, options, metrics, notes, (stable,))
     return doc, notes

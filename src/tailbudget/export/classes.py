@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from tailbudget import _metric_names as names
 from tailbudget._fleet import FleetPreset
+from tailbudget._json import JsonDict
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
 from tailbudget.export import histograms
@@ -57,6 +57,12 @@ __all__ = [
 CLASS_LABEL = "class"
 
 
+def objective_slug(o: Objective) -> str:
+    """A class objective's part of check and trigger names: `p95` end to end, `ttft-p95`
+    otherwise (one spelling for tailbudget's series and a serving stack's)."""
+    return o.percentile if o.metric == "e2e" else f"{o.metric}-{o.percentile}"
+
+
 @dataclass(frozen=True)
 class ClassObjective:
     """A listed class's gated objective: end to end, TTFT or a stage's."""
@@ -77,8 +83,7 @@ class ClassObjective:
     @property
     def slug(self) -> str:
         """`p95` end to end, `ttft-p95` otherwise (names of checks and triggers)."""
-        o = self.objective
-        return o.percentile if self.e2e else f"{o.metric}-{o.percentile}"
+        return objective_slug(self.objective)
 
     def selector(self, budget: Budget) -> str:
         """The class's series of this objective: `service=.., class=..[, stage=..]`."""
@@ -171,9 +176,7 @@ def quantile_query(
     )
 
 
-def _records(
-    budget: Budget, window_s: float, found: list[ClassObjective]
-) -> Iterator[dict[str, Any]]:
+def _records(budget: Budget, window_s: float, found: list[ClassObjective]) -> Iterator[JsonDict]:
     sel = f'{service_selector(budget)}, {CLASS_LABEL}!=""'
     w = promql_duration(window_s)
     for histogram, by_stage in ((names.REQUEST_DURATION, ""), (names.STAGE_DURATION, "stage, ")):
@@ -196,7 +199,7 @@ def _records(
 
 def _objective_alert(
     budget: Budget, c: ClassObjective, window_s: float, min_samples: int
-) -> dict[str, Any]:
+) -> JsonDict:
     o = c.objective
     sel = c.selector(budget)
     on = f"on (service, {CLASS_LABEL})" if c.e2e else f"on (service, {CLASS_LABEL}, stage)"
@@ -228,7 +231,7 @@ def _objective_alert(
 
 def _burn(
     budget: Budget, c: ClassObjective, options: ExportOptions, notes: list[str]
-) -> list[dict[str, Any]]:
+) -> list[JsonDict]:
     """The class's latency SLI per window and its multi-window burn-rate alerts."""
     o = c.objective
     bound = bucket_at_or_below(seconds(o.target_ms), options.buckets_s or latency_buckets(budget))
@@ -240,7 +243,7 @@ def _burn(
         return []
     sel = c.selector(budget)
     allowed = round(1.0 - o.q, 9)
-    rules: list[dict[str, Any]] = []
+    rules: list[JsonDict] = []
     windows = sorted({w for b in options.burn_windows for w in (b.long_s, b.short_s)})
     by = f"sum by (service, {CLASS_LABEL})"
     for w_s in windows:
@@ -303,10 +306,10 @@ def _error_rates(budget: Budget) -> list[tuple[str, float]]:
     ]
 
 
-def _error_alerts(budget: Budget, window_s: float, min_samples: int) -> list[dict[str, Any]]:
+def _error_alerts(budget: Budget, window_s: float, min_samples: int) -> list[JsonDict]:
     """An alert per class error rate: the class's share of `outcome="error"` requests
     (tailbudget_requests_total, which PrometheusSink labels with the class) over it."""
-    out = []
+    out: list[JsonDict] = []
     w = promql_duration(window_s)
     for name, rate in _error_rates(budget):
         sel = class_selector(budget, name)
@@ -337,7 +340,7 @@ def _error_alerts(budget: Budget, window_s: float, min_samples: int) -> list[dic
 
 def classes_group(
     budget: Budget, options: ExportOptions, window_s: float, min_samples: int, notes: list[str]
-) -> dict[str, Any] | None:
+) -> JsonDict | None:
     """The `<service>-classes` rule group, or None for a budget without class objectives."""
     found = class_objectives(budget)
     if not found and not _error_rates(budget):
@@ -364,7 +367,7 @@ def classes_group(
 
 def fleet_classes_group(
     budget: Budget, fleet: FleetPreset, window_s: float, min_samples: int, notes: list[str]
-) -> dict[str, Any] | None:
+) -> JsonDict | None:
     """On a serving stack's histograms (`--metrics vllm|sglang|tgi`): an alert per gated
     class objective the preset has a histogram for, each class's series selected by the
     label named `classes.by` (which the scrape or relabel config gives the server's
@@ -372,7 +375,7 @@ def fleet_classes_group(
     cs = budget.class_set
     if cs is None:
         return None
-    rules = []
+    rules: list[JsonDict] = []
     w = promql_duration(window_s)
     for c in cs.classes:
         for o in c.objectives.gated() if c.objectives is not None else ():
@@ -432,8 +435,7 @@ class FleetClassCheck:
     @property
     def slug(self) -> str:
         """`p95` end to end, `ttft-p95` otherwise."""
-        o = self.objective
-        return o.percentile if o.metric == "e2e" else f"{o.metric}-{o.percentile}"
+        return objective_slug(self.objective)
 
 
 def fleet_class_checks(

@@ -11,12 +11,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 from prometheus_client import utils as _client_utils
 
 from tailbudget import _metric_names as names
+from tailbudget._json import JsonDict, JsonValue
 from tailbudget._names import go_template_text, promql_string
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.model import Budget
@@ -169,9 +169,9 @@ def k8s_metadata(
     options: ExportOptions,
     suffix: str,
     annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> JsonDict:
     """A manifest's metadata: name, tailbudget labels, annotations if any, namespace if set."""
-    metadata: dict[str, Any] = {
+    metadata: JsonDict = {
         "name": k8s_name(budget.service, suffix),
         "labels": {
             "app.kubernetes.io/managed-by": "tailbudget",
@@ -219,7 +219,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def dump_yaml(docs: Sequence[Any], header: Iterable[str] = ()) -> str:
+def dump_yaml(docs: Sequence[JsonValue], header: Iterable[str] = ()) -> str:
     """YAML documents (separated by ---) after a `#` comment header."""
     head = "".join(f"# {line}\n" if line else "#\n" for line in header)
     body = "---\n".join(

@@ -20,11 +20,11 @@ on a rollback verdict.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import yaml
 
 from tailbudget import _metric_names as names
+from tailbudget._json import JsonDict
 from tailbudget.budget.model import Budget
 from tailbudget.budget.policy import Policy, Rule
 from tailbudget.control.stats import z_of
@@ -95,8 +95,13 @@ def _latency_guard(budget: Budget, pods: str, min_samples: int) -> str:
     return enough(f"{names.REQUEST_DURATION}_count", budget, pods, min_samples)
 
 
-def template(budget: Budget, options: ExportOptions, suffix: str, query: str) -> dict[str, Any]:
-    """One MetricTemplate."""
+def template_name(budget: Budget, suffix: str) -> str:
+    """The name of the MetricTemplate `template(budget, options, suffix, ...)` writes."""
+    return k8s_name(budget.service, suffix)
+
+
+def template(budget: Budget, options: ExportOptions, suffix: str, query: str) -> JsonDict:
+    """One MetricTemplate (named `template_name(budget, suffix)`)."""
     metadata = k8s_metadata(budget, options, suffix)
     return {
         "apiVersion": "flagger.app/v1beta1",
@@ -115,7 +120,7 @@ def _with_query(url: str, query: str) -> str:
 
 def check(
     name: str, template_name: str, limit: float, policy: Policy, bound: str = "max"
-) -> dict[str, Any]:
+) -> JsonDict:
     """A Canary metric check: the template's value must stay within `bound` (max, min)."""
     return {
         "name": name,
@@ -126,15 +131,15 @@ def check(
 
 
 def analysis_block(
-    policy: Policy, options: ExportOptions, checks: list[dict[str, Any]], notes: list[str]
-) -> dict[str, Any]:
+    policy: Policy, options: ExportOptions, checks: list[JsonDict], notes: list[str]
+) -> JsonDict:
     """The Canary `analysis` block around `checks`, with the verdict webhooks; adds notes."""
     rollback: list[Rule] = [r for r in policy.rules if r.action == "rollback"]
     if not rollback:
         notes.append("the policy has no rollback rule: the analysis has no metric checks.")
     every = policy.evaluate_every_s
     for_s = max((r.for_s for r in rollback), default=policy.rollback_for_s)
-    analysis = {
+    analysis: JsonDict = {
         "interval": promql_duration(every),
         # Flagger rolls back after `threshold` failed checks: one per evaluation over `for`.
         "threshold": max(1, math.ceil(for_s / every)),
@@ -180,14 +185,15 @@ def analysis_block(
 
 def build(
     budget: Budget, options: ExportOptions | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+) -> tuple[list[JsonDict], JsonDict, list[str]]:
     """(MetricTemplates, the Canary `analysis` block, notes)."""
     options = options or ExportOptions()
     policy = policy_of(budget)
     notes: list[str] = []
-    templates: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
+    templates: list[JsonDict] = []
+    checks: list[JsonDict] = []
     rollback: list[Rule] = [r for r in policy.rules if r.action == "rollback"]
+    named: set[str] = set()  # one template per name, however many rules read it
     n = policy.min_samples
     canary_guard = _latency_guard(budget, CANARY_PODS, n)
     for rule in rollback:
@@ -196,25 +202,23 @@ def build(
             notes.append(not_exported(rule, "flagger"))
             continue
         if kind == "error_rate":
-            t = template(budget, options, "error-rate", error_rate_query(budget, policy))
-            limit = rule.threshold
+            suffix, query, limit = "error-rate", error_rate_query(budget, policy), rule.threshold
         elif kind == "p99_vs_baseline":
             query = (
                 f"{quantile_query(budget, 'p99', CANARY_PODS)}\n/\n"
                 f"{quantile_query(budget, 'p99', PRIMARY_PODS)}"
             )
             guards = [canary_guard, _latency_guard(budget, PRIMARY_PODS, n)]
-            t = template(budget, options, "p99-vs-primary", unknown_passes(query, guards))
-            limit = rule.threshold
+            suffix, query, limit = "p99-vs-primary", unknown_passes(query, guards), rule.threshold
         else:
             query = quantile_query(budget, rule.metric, CANARY_PODS)
-            t = template(
-                budget, options, f"{rule.metric}-latency", unknown_passes(query, [canary_guard])
-            )
+            suffix, query = f"{rule.metric}-latency", unknown_passes(query, [canary_guard])
             limit = seconds(rule.threshold)
-        if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
-            templates.append(t)
-        checks.append(check(k8s_name(rule.name), t["metadata"]["name"], limit, policy))
+        name = template_name(budget, suffix)
+        if name not in named:
+            named.add(name)
+            templates.append(template(budget, options, suffix, query))
+        checks.append(check(k8s_name(rule.name), name, limit, policy))
     class_templates, class_checks = class_parts(budget, options, policy)
     analysis = analysis_block(policy, options, checks + class_checks, notes)
     return templates + class_templates, analysis, notes
@@ -222,7 +226,7 @@ def build(
 
 def class_parts(
     budget: Budget, options: ExportOptions, policy: Policy
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[JsonDict], list[JsonDict]]:
     """A template and a check per gated class objective: the canary's class percentile
     (unknown below min_samples passes) within its target."""
     templates, checks = [], []
@@ -232,12 +236,12 @@ def class_parts(
         count = f"{c.histogram}_count"
         sel = f'namespace="{{{{ namespace }}}}", {CANARY_PODS}, {c.selector(budget)}'
         guard = f"sum(increase({count}{{{sel}}}[{{{{ interval }}}}])) >= {policy.min_samples}"
-        t = template(budget, options, f"class-{c.name}-{c.slug}", unknown_passes(query, [guard]))
-        templates.append(t)
+        suffix = f"class-{c.name}-{c.slug}"
+        templates.append(template(budget, options, suffix, unknown_passes(query, [guard])))
         checks.append(
             check(
-                k8s_name(f"class-{c.name}-{c.slug}"),
-                t["metadata"]["name"],
+                k8s_name(suffix),
+                template_name(budget, suffix),
                 seconds(c.objective.target_ms),
                 policy,
             )
@@ -255,9 +259,7 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
     return text_of(budget, *build(budget, options))
 
 
-def text_of(
-    budget: Budget, templates: list[dict[str, Any]], analysis: dict[str, Any], notes: list[str]
-) -> str:
+def text_of(budget: Budget, templates: list[JsonDict], analysis: JsonDict, notes: list[str]) -> str:
     """The MetricTemplates as YAML, then the analysis snippet as a comment to paste."""
     text = dump_yaml(templates, header(budget, "flagger", notes))
     snippet = yaml.safe_dump({"analysis": analysis}, sort_keys=False, width=100)
@@ -266,7 +268,7 @@ def text_of(
     return text
 
 
-def snippet_from(text: str) -> dict[str, Any]:
+def snippet_from(text: str) -> JsonDict:
     """Read back the commented analysis snippet of `render`'s output (for tests and tools)."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("# Canary analysis"))
@@ -292,7 +294,7 @@ NAMESPACE = 'namespace="{{ namespace }}"'
 
 def build_fleet(
     budget: Budget, options: ExportOptions | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+) -> tuple[list[JsonDict], JsonDict, list[str]]:
     """(MetricTemplates, the Canary `analysis` block, notes) on the preset's series."""
     options, fleet, policy = histograms.fleet_parts(budget, options)
     pods = (
@@ -301,8 +303,9 @@ def build_fleet(
     )
     z = z_of(policy.confidence)
     notes = [f"series of the {fleet.name} preset; {n}" for n in fleet.notes]
-    templates: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
+    templates: list[JsonDict] = []
+    checks: list[JsonDict] = []
+    named: set[str] = set()  # one template per name, however many rules read it
     for rule in (r for r in policy.rules if r.action == "rollback"):
         found = histograms.canary_check(
             fleet, budget, rule, pods, "{{ interval }}", policy.min_samples, z
@@ -313,20 +316,17 @@ def build_fleet(
         notes.extend(found.notes)
         passing = "0" if rule.rising else num(max(1.0, found.threshold))
         query = unknown_passes(found.value, list(found.guards), passing)
-        t = template(budget, options, rule.metric.replace(".", "-").replace("_", "-"), query)
-        if all(x["metadata"]["name"] != t["metadata"]["name"] for x in templates):
-            templates.append(t)
+        suffix = rule.metric.replace(".", "-").replace("_", "-")
+        name = template_name(budget, suffix)
+        if name not in named:
+            named.add(name)
+            templates.append(template(budget, options, suffix, query))
         bound = "max" if rule.rising else "min"
-        name = t["metadata"]["name"]
         checks.append(check(k8s_name(rule.name), name, found.threshold, policy, bound))
     canary = pods[0]
     for c in fleet_class_checks(budget, fleet, canary, "{{ interval }}", policy.min_samples, notes):
-        t = template(
-            budget, options, f"class-{c.name}-{c.slug}", unknown_passes(c.value, [c.guard])
-        )
-        templates.append(t)
+        suffix = f"class-{c.name}-{c.slug}"
+        templates.append(template(budget, options, suffix, unknown_passes(c.value, [c.guard])))
         target = seconds(c.objective.target_ms)
-        checks.append(
-            check(k8s_name(f"class-{c.name}-{c.slug}"), t["metadata"]["name"], target, policy)
-        )
+        checks.append(check(k8s_name(suffix), template_name(budget, suffix), target, policy))
     return templates, analysis_block(policy, options, checks, notes), notes

@@ -9,16 +9,16 @@ https://grafana.com/docs/grafana/latest/panels-visualizations/configure-threshol
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 from tailbudget import _metric_names as names
 from tailbudget._fleet import FleetPreset, FleetSeries
-from tailbudget._json import dumps
+from tailbudget._json import JsonDict, dumps
 from tailbudget._names import grafana_text
 from tailbudget._units import PERCENTILES, percentile_name
 from tailbudget.budget.model import Budget
 from tailbudget.budget.objectives import Objective
-from tailbudget.budget.policy import Policy
+from tailbudget.budget.policy import Policy, Rule
 from tailbudget.export import histograms
 from tailbudget.export.classes import ClassObjective, class_objectives, class_quantile_rule
 from tailbudget.export.common import (
@@ -44,8 +44,8 @@ _COLORS = {"p50": "green", "p95": "orange", "p99": "red"}
 _LINE_COLORS = ("yellow", "orange", "red", "purple")
 
 
-def _thresholds(lines: list[float]) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [{"color": "transparent", "value": None}]
+def _thresholds(lines: list[float]) -> JsonDict:
+    steps: list[JsonDict] = [{"color": "transparent", "value": None}]
     for i, value in enumerate(sorted(set(lines))):
         steps.append({"color": _LINE_COLORS[min(i, len(_LINE_COLORS) - 1)], "value": value})
     return {"mode": "absolute", "steps": steps}
@@ -61,7 +61,7 @@ def timeseries(
     description: str,
     width: int = 12,
     x: int = 0,
-) -> dict[str, Any]:
+) -> JsonDict:
     """One timeseries panel: (expr, legend) targets, `lines` drawn dashed as thresholds."""
     return {
         "id": panel_id,
@@ -102,9 +102,7 @@ def timeseries(
     }
 
 
-def _burn_panels(
-    budget: Budget, options: ExportOptions, y: int, first_id: int
-) -> list[dict[str, Any]]:
+def _burn_panels(budget: Budget, options: ExportOptions, y: int, first_id: int) -> list[JsonDict]:
     """Error-budget and latency-SLI burn rates over the fastest alert pair's long window.
 
     Burn rate = bad share / allowed share; the lines are the alert factors.
@@ -115,7 +113,7 @@ def _burn_panels(
     long_s = min(b.long_s for b in options.burn_windows)
     factors = sorted({b.factor for b in options.burn_windows})
     window = promql_duration(long_s)
-    panels: list[dict[str, Any]] = []
+    panels: list[JsonDict] = []
     rate = budget.objectives.error_rate
     if rate:
         panels.append(
@@ -149,12 +147,12 @@ def _burn_panels(
     return panels
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any]:
+def build(budget: Budget, options: ExportOptions | None = None) -> JsonDict:
     """The dashboard model (a dict ready for json.dumps)."""
     policy = policy_of(budget)
     sel = service_selector(budget)
     w = policy.window_s
-    panels: list[dict[str, Any]] = []
+    panels: list[JsonDict] = []
     slo_lines = [seconds(v) for v in budget.objectives.e2e().values()]
     policy_lines = [seconds(r.threshold) for r in policy.rules if r.metric in PERCENTILES]
     panels.append(
@@ -210,7 +208,7 @@ def build(budget: Budget, options: ExportOptions | None = None) -> dict[str, Any
     return dashboard(budget, policy, panels)
 
 
-def class_panels(budget: Budget, policy: Policy, y: int, first_id: int) -> list[dict[str, Any]]:
+def class_panels(budget: Budget, policy: Policy, y: int, first_id: int) -> list[JsonDict]:
     """A panel per class with gated objectives: each objective's percentile of the class's
     series (the prometheus-rules target's class records), its targets drawn as lines."""
     by_class: dict[str, list[ClassObjective]] = {}
@@ -245,7 +243,7 @@ def class_panels(budget: Budget, policy: Policy, y: int, first_id: int) -> list[
     return panels
 
 
-def actions_panel(policy: Policy, panel_id: int, y: int, x: int = 12) -> dict[str, Any]:
+def actions_panel(policy: Policy, panel_id: int, y: int, x: int = 12) -> JsonDict:
     """`tailbudget serve`'s decisions by action and its desired replicas."""
     w = promql_duration(policy.window_s)
     return timeseries(
@@ -263,15 +261,28 @@ def actions_panel(policy: Policy, panel_id: int, y: int, x: int = 12) -> dict[st
     )
 
 
-def dashboard(budget: Budget, policy: Policy, panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """The dashboard model around `panels`: datasource variable, decision annotations."""
+def dashboard(
+    budget: Budget,
+    policy: Policy,
+    panels: list[JsonDict],
+    preset: FleetPreset | None = None,
+    notes: Sequence[str] = (),
+) -> JsonDict:
+    """The dashboard model around `panels`: datasource variable, decision annotations;
+    on a serving stack's `preset`, its uid, tag and notes (`preset.notes` then `notes`)."""
+    tail = ""
+    if preset is not None:
+        tail = f" Series of the {preset.name} preset. " + " ".join(
+            f"NOTE: {n}." for n in [*preset.notes, *notes]
+        )
     return {
-        "uid": k8s_name(budget.service, "tb")[:40],
+        "uid": k8s_name(budget.service, "tb" if preset is None else f"tb-{preset.name}")[:40],
         "title": grafana_text(f"tailbudget: {budget.service}"),
         "description": f"Latency budget of {grafana_text(budget.service)} "
         f"({budget.environment or 'no environment'}, gates "
-        f"{', '.join(budget.gated)}), generated by tailbudget export.",
-        "tags": ["tailbudget", grafana_text(budget.service)],
+        f"{', '.join(budget.gated)}), generated by tailbudget export." + tail,
+        "tags": ["tailbudget", grafana_text(budget.service)]
+        + ([] if preset is None else [preset.name]),
         "schemaVersion": SCHEMA_VERSION,
         "version": 1,
         "editable": True,
@@ -351,7 +362,7 @@ def _metric_panel(
     policy: Policy,
     metric: tuple[str, FleetSeries, list[Objective]],
     place: tuple[int, int, int],
-) -> dict[str, Any]:
+) -> JsonDict:
     (name, series, objectives), (panel_id, x, y) = metric, place
     rules = [r for r in policy.rules if r.ref.kind == "quantile" and r.ref.series == name]
     qs = sorted(
@@ -374,14 +385,14 @@ def _metric_panel(
     return timeseries(panel_id, title, targets, lines, "s", y, text, x=x)
 
 
-def _targets(objectives: list[Objective], rules: list[Any]) -> list[tuple[str, float]]:
+def _targets(objectives: list[Objective], rules: list[Rule]) -> list[tuple[str, float]]:
     out = [(o.key, o.target_ms) for o in objectives]
     return out + [(f"rule {r.name}", float(r.threshold)) for r in rules]
 
 
 def _traffic_panel(
     budget: Budget, fleet: FleetPreset, policy: Policy, place: tuple[int, int]
-) -> dict[str, Any]:
+) -> JsonDict:
     sel, rng = histograms.selector(fleet, budget), promql_duration(policy.window_s)
     targets = [(histograms.requests_expr(fleet, sel, rng), "requests/s")]
     if fleet.errors is not None:
@@ -403,7 +414,7 @@ def _burn_panel(
     options: ExportOptions,
     mapped: list[tuple[Objective, FleetSeries]],
     place: tuple[int, int],
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[JsonDict | None, list[str]]:
     if not options.burn_windows or not mapped:
         return None, []
     long_s = min(b.long_s for b in options.burn_windows)
@@ -428,9 +439,7 @@ def _burn_panel(
     ), notes
 
 
-def build_fleet(
-    budget: Budget, options: ExportOptions | None = None
-) -> tuple[dict[str, Any], list[str]]:
+def build_fleet(budget: Budget, options: ExportOptions | None = None) -> tuple[JsonDict, list[str]]:
     """The dashboard model on the preset's series, and notes about what it cannot show."""
     options, fleet, policy = histograms.fleet_parts(budget, options)
     mapped, notes = histograms.objectives_of(budget, fleet)
@@ -440,7 +449,7 @@ def build_fleet(
     for r in policy.rules:
         if r.ref.kind == "quantile" and fleet.of(r.ref.series) is not None:
             by_metric.setdefault(r.ref.series, [])
-    panels: list[dict[str, Any]] = []
+    panels: list[JsonDict] = []
     for i, (name, objectives) in enumerate(by_metric.items()):
         series = fleet.of(name)
         assert series is not None
@@ -453,10 +462,4 @@ def build_fleet(
     if burn is not None:
         panels.append(burn)
     panels.append(actions_panel(policy, len(panels) + 1, y + 8, x=0))
-    doc = dashboard(budget, policy, panels)
-    doc["description"] += f" Series of the {fleet.name} preset. " + " ".join(
-        f"NOTE: {n}." for n in [*fleet.notes, *notes]
-    )
-    doc["tags"].append(fleet.name)
-    doc["uid"] = k8s_name(budget.service, f"tb-{fleet.name}")[:40]
-    return doc, notes
+    return dashboard(budget, policy, panels, fleet, notes), notes

@@ -8,9 +8,10 @@ latency by the replica count, which has no meaning for a percentile.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from tailbudget import _metric_names as names
+from tailbudget._json import JsonDict
 from tailbudget._units import PERCENTILES
 from tailbudget.budget.model import Budget
 from tailbudget.budget.plan_classes import class_budget
@@ -68,7 +69,7 @@ def _clamp(value: float, low: int, high: int) -> int:
     return max(low, min(high, round(value)))
 
 
-def behavior(policy: Policy, rule: Rule) -> dict[str, Any]:
+def behavior(policy: Policy, rule: Rule) -> JsonDict:
     """HPA behavior: scale-up after the rule's `for`, scale-down after its clear stabilization."""
     step = policy.replicas.step
     period = _clamp(rule.cooldown_s or policy.evaluate_every_s, 1, HPA_MAX_PERIOD_S)
@@ -100,8 +101,10 @@ def scaled_object(
     rule: Rule,
     query_text: str,
     annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """The ScaledObject scaling on `query_text` (seconds) above the rule's threshold.
+    more_triggers: Sequence[JsonDict] = (),
+) -> JsonDict:
+    """The ScaledObject scaling on `query_text` (seconds) above the rule's threshold, then
+    `more_triggers` (the class triggers).
 
     The one shell every `--metrics` preset shares: replicas, polling and HPA behavior
     from the policy, one Prometheus trigger with `metricType: Value`.
@@ -118,7 +121,7 @@ def scaled_object(
             **(annotations or {}),
         },
     )
-    spec: dict[str, Any] = {
+    spec: JsonDict = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": options.target_kind, "name": target},
         "pollingInterval": _clamp(policy.evaluate_every_s, 1, 3600),
         "cooldownPeriod": _clamp(rule.clear_for_s or 300, 1, 86400),
@@ -138,7 +141,8 @@ def scaled_object(
                     # replicas instead of reading as 0 and scaling down.
                     "ignoreNullValues": "false",
                 },
-            }
+            },
+            *more_triggers,
         ],
     }
     return {
@@ -160,13 +164,18 @@ def scaling_notes(policy: Policy) -> list[str]:
     return notes
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[str, Any], list[str]]:
+def build(budget: Budget, options: ExportOptions | None = None) -> tuple[JsonDict, list[str]]:
     """The ScaledObject as a mapping, and notes."""
     options = options or ExportOptions()
     policy = policy_of(budget)
     rule = scale_rule(policy)
-    doc = scaled_object(budget, options, rule, query(budget, policy, rule))
-    doc["spec"]["triggers"] += class_triggers(budget, options, policy)
+    doc = scaled_object(
+        budget,
+        options,
+        rule,
+        query(budget, policy, rule),
+        more_triggers=class_triggers(budget, options, policy),
+    )
     notes = [
         f"scales on {rule.metric} > {num(seconds(rule.threshold))} s (rule {rule.name!r}, "
         f"{rule.expr or 'threshold'}); needs the recording rules of the prometheus-rules target.",
@@ -175,10 +184,10 @@ def build(budget: Budget, options: ExportOptions | None = None) -> tuple[dict[st
     return doc, notes
 
 
-def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> list[dict[str, Any]]:
+def class_triggers(budget: Budget, options: ExportOptions, policy: Policy) -> list[JsonDict]:
     """One trigger per class with its own objectives: its percentile at its own scale-up
     threshold (its objectives' default rules); KEDA scales on the largest trigger."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonDict] = []
     for name in dict.fromkeys(c.name for c in class_objectives(budget)):
         rule = scale_rule(resolve_policy(class_budget(budget, name)))
         metric, _, p = rule.metric.rpartition(".")
@@ -217,9 +226,7 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
 # ---- on a serving stack's own histograms (`--metrics vllm|sglang|tgi`) ----------------
 
 
-def build_fleet(
-    budget: Budget, options: ExportOptions | None = None
-) -> tuple[dict[str, Any], list[str]]:
+def build_fleet(budget: Budget, options: ExportOptions | None = None) -> tuple[JsonDict, list[str]]:
     """The ScaledObject whose trigger is the scale_up rule's alert expression."""
     options, fleet, policy = histograms.fleet_parts(budget, options)
     rule = next(

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
 from tailbudget import _metric_names as names
 from tailbudget._fleet import FleetPreset, FleetSeries, preset
+from tailbudget._json import JsonDict
 from tailbudget._units import PERCENTILES
 from tailbudget.budget import parse_budget
 from tailbudget.budget.model import GATES, Budget
@@ -54,11 +55,11 @@ L_GATED = "gated"
 L_CLASS = "class"
 
 
-def _source(query: str) -> dict[str, Any]:
+def _source(query: str) -> JsonDict:
     return {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}
 
 
-def metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -> dict[str, Any]:
+def metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -> JsonDict:
     """An SLO document's metadata: name, display name, the service and environment."""
     return {
         "name": k8s_name(budget.service, suffix),
@@ -72,8 +73,8 @@ def metadata(budget: Budget, suffix: str, display: str, extra: dict[str, str]) -
 
 
 def ratio_slo(
-    meta: dict[str, Any], service: str, indicator: str, ratio: tuple[str, str], goal: dict[str, Any]
-) -> dict[str, Any]:
+    meta: JsonDict, service: str, indicator: str, ratio: tuple[str, str], goal: JsonDict
+) -> JsonDict:
     """An OpenSLO v1 SLO on the ratio good/total (`ratio`), rolling 28d, by occurrences.
 
     `goal` holds the objective's displayName and target, and the document's
@@ -100,7 +101,7 @@ def ratio_slo(
     }
 
 
-def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
+def latency_slo(budget: Budget, p: str, ms: float) -> JsonDict:
     """The SLO 'pN of end-to-end latency <= ms' as a ratio of histogram buckets."""
     sel = service_selector(budget)
     bound = le_label(seconds(ms))
@@ -114,7 +115,7 @@ def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
         {A_KIND: p, A_THRESHOLD_MS: num(ms)},
     )
     meta["labels"] = {L_GATED: "true" if gated else "false"}
-    goal = {
+    goal: JsonDict = {
         "description": f"{quantile(p) * 100:g}% of requests complete within {num(ms)} ms "
         f"(end to end, {names.REQUEST_DURATION} bucket le={bound}).",
         "displayName": f"{p} <= {num(ms)} ms",
@@ -124,7 +125,7 @@ def latency_slo(budget: Budget, p: str, ms: float) -> dict[str, Any]:
     return ratio_slo(meta, budget.service, indicator, (good, total), goal)
 
 
-def error_slo(budget: Budget, rate: float) -> dict[str, Any]:
+def error_slo(budget: Budget, rate: float) -> JsonDict:
     """The SLO 'share of ok requests >= 1 - error_rate'."""
     sel = service_selector(budget)
     good = f'sum(rate({names.REQUESTS_TOTAL}{{{sel}, outcome="ok"}}[5m]))'
@@ -138,7 +139,7 @@ def availability_slo(
     queries: tuple[str, str],
     extra: dict[str, str] | None = None,
     counted: str = "",
-) -> dict[str, Any]:
+) -> JsonDict:
     """The ratio SLO 'ok requests over all >= 1 - rate' of the (good, total) `queries`;
     `extra` annotations and `counted` (the failed-request counter, for the description)
     name a serving stack's series."""
@@ -148,7 +149,7 @@ def availability_slo(
         f"{budget.service} error rate <= {num(rate)}",
         {A_KIND: "error_rate", A_ERROR_RATE: num(rate), **(extra or {})},
     )
-    goal = {
+    goal: JsonDict = {
         "description": f"At most {num(rate * 100)}% of requests fail"
         + (f" ({counted})." if counted else "."),
         "displayName": "ok requests",
@@ -158,7 +159,7 @@ def availability_slo(
     return ratio_slo(meta, budget.service, indicator, queries, goal)
 
 
-def class_slo(budget: Budget, c: ClassObjective) -> dict[str, Any]:
+def class_slo(budget: Budget, c: ClassObjective) -> JsonDict:
     """A class's gated objective as a ratio SLO on its class series (`class` label; the
     stage histogram's `stage="ttft"` for TTFT)."""
     o = c.objective
@@ -174,7 +175,7 @@ def class_slo(budget: Budget, c: ClassObjective) -> dict[str, Any]:
         {A_KIND: o.key, A_THRESHOLD_MS: num(o.target_ms), A_CLASS: c.name},
     )
     meta["labels"] = {L_GATED: "true", L_CLASS: k8s_name(c.name)}
-    goal = {
+    goal: JsonDict = {
         "description": f"{quantile(o.percentile) * 100:g}% of class {c.name}'s requests "
         f"within {num(o.target_ms)} ms ({what}, {c.histogram} bucket le={bound}).",
         "displayName": f"{c.name} {o.metric} {o.percentile} <= {num(o.target_ms)} ms",
@@ -184,7 +185,7 @@ def class_slo(budget: Budget, c: ClassObjective) -> dict[str, Any]:
     return ratio_slo(meta, budget.service, indicator, (good, total), goal)
 
 
-def build(budget: Budget, options: ExportOptions | None = None) -> list[dict[str, Any]]:
+def build(budget: Budget, options: ExportOptions | None = None) -> list[JsonDict]:
     """One SLO document per SLO percentile, plus the error rate when set, plus one per
     gated class objective with a class series."""
     docs = [latency_slo(budget, p, ms) for p, ms in budget.objectives.e2e().items()]
@@ -225,7 +226,7 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
 _LE = re.compile(r'\ble\s*=\s*"([^"]+)"')
 
 
-def _target_percentile(target: Any, where: str) -> str:
+def _target_percentile(target: object, where: str) -> str:
     if isinstance(target, bool) or not isinstance(target, int | float):
         raise BudgetError(f"{where}: objectives[0].target must be a number, got {target!r}")
     for p in PERCENTILES:
@@ -236,7 +237,7 @@ def _target_percentile(target: Any, where: str) -> str:
     )
 
 
-def _dig(value: Any, *keys: str) -> Any:
+def _dig(value: object, *keys: str) -> object:
     """value[k1][k2]... or None when a level is missing or not a mapping."""
     for key in keys:
         if not isinstance(value, dict):
@@ -245,15 +246,17 @@ def _dig(value: Any, *keys: str) -> Any:
     return value
 
 
-def _good_le(doc: dict[str, Any]) -> str | None:
+def _good_le(doc: JsonDict) -> str | None:
     """The `le` bound of a ratio SLI's good query, as written, if it counts a bucket."""
     query = _dig(doc, "spec", "indicator", "spec", "ratioMetric", "good", "metricSource")
     m = _LE.search(str(_dig(query, "spec", "query") or ""))
     return m.group(1) if m else None
 
 
-def _number(raw: Any, what: str) -> float:
+def _number(raw: object, what: str) -> float:
     try:
+        if not isinstance(raw, str | int | float):
+            raise TypeError(raw)  # float() refuses it too, with the same message below
         value = float(raw)
     except (TypeError, ValueError):
         raise BudgetError(f"{what} must be a number, got {raw!r}") from None
@@ -262,7 +265,7 @@ def _number(raw: Any, what: str) -> float:
     return value
 
 
-def _threshold_ms(doc: dict[str, Any], ann: dict[str, Any], where: str) -> float:
+def _threshold_ms(doc: JsonDict, ann: JsonDict, where: str) -> float:
     if A_THRESHOLD_MS in ann:
         return _number(ann[A_THRESHOLD_MS], f"{where}: annotation {A_THRESHOLD_MS}")
     bound = _good_le(doc)
@@ -274,7 +277,7 @@ def _threshold_ms(doc: dict[str, Any], ann: dict[str, Any], where: str) -> float
     return round(_number(bound, f"{where}: le bound") * 1000.0, 6)
 
 
-def _annotations(doc: dict[str, Any], where: str) -> dict[str, Any]:
+def _annotations(doc: JsonDict, where: str) -> JsonDict:
     if doc.get("apiVersion") != API_VERSION:
         raise BudgetError(
             f"{where}: apiVersion must be {API_VERSION}, got {doc.get('apiVersion')!r}"
@@ -283,7 +286,7 @@ def _annotations(doc: dict[str, Any], where: str) -> dict[str, Any]:
     return ann if isinstance(ann, dict) else {}
 
 
-def _service_name(doc: dict[str, Any], ann: dict[str, Any], where: str, seen: str | None) -> str:
+def _service_name(doc: JsonDict, ann: JsonDict, where: str, seen: str | None) -> str:
     name = ann.get(A_SERVICE) or _dig(doc, "spec", "service")
     if not isinstance(name, str) or not name:
         raise BudgetError(f"{where}: spec.service is missing")
@@ -294,7 +297,7 @@ def _service_name(doc: dict[str, Any], ann: dict[str, Any], where: str, seen: st
     return name
 
 
-def _target(doc: dict[str, Any], where: str) -> float:
+def _target(doc: JsonDict, where: str) -> float:
     objectives = _dig(doc, "spec", "objectives")
     target = _dig(objectives[0], "target") if isinstance(objectives, list) and objectives else None
     if isinstance(target, bool) or not isinstance(target, int | float):
@@ -302,7 +305,7 @@ def _target(doc: dict[str, Any], where: str) -> float:
     return target
 
 
-def _error_rate(ann: dict[str, Any], target: float, where: str) -> float:
+def _error_rate(ann: JsonDict, target: float, where: str) -> float:
     if A_ERROR_RATE in ann:
         rate = _number(ann[A_ERROR_RATE], f"{where}: annotation {A_ERROR_RATE}")
     elif 0 < target <= 1:
@@ -315,7 +318,7 @@ def _error_rate(ann: dict[str, Any], target: float, where: str) -> float:
 
 
 def _latency(
-    doc: dict[str, Any], ann: dict[str, Any], kind: Any, target: float, where: str
+    doc: JsonDict, ann: JsonDict, kind: object, target: float, where: str
 ) -> tuple[str, float]:
     if isinstance(kind, str) and ("." in kind or kind == "goodput"):
         raise BudgetError(
@@ -329,7 +332,15 @@ def _latency(
     return p, ms
 
 
-def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
+class ImportedSlo(TypedDict):
+    """What `read_slos` found: the service, its environment, the SLO {p..: ms, error_rate}."""
+
+    service: str
+    environment: str
+    slo: dict[str, float]
+
+
+def read_slos(text: str, source: str = "OpenSLO file") -> ImportedSlo:
     """OpenSLO documents -> {service, environment, slo: {p..: ms, error_rate}}.
 
     Our own documents carry their figures in annotations. A foreign ratio SLO is a
@@ -344,7 +355,7 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
     if not slos:
         raise BudgetError(f"{source}: no OpenSLO document of kind SLO found")
     service: str | None = None
-    environment: Any = None
+    environment: object = None
     slo: dict[str, float] = {}
     gated: list[str] = []
     for i, doc in enumerate(slos):
@@ -370,7 +381,8 @@ def read_slos(text: str, source: str = "OpenSLO file") -> dict[str, Any]:
             f"{source}: no latency SLO found (a ratio SLO whose good query counts a "
             'histogram bucket le="...", with target 0.5, 0.95 or 0.99)'
         )
-    if environment not in GATES:
+    assert service is not None  # a latency SLO was read, and with it its service
+    if not isinstance(environment, str) or environment not in GATES:
         environment = next(
             (env for env, g in GATES.items() if sorted(g) == sorted(gated)), None
         ) or ("prd" if "p99" in slo else "qa" if "p95" in slo else "dev")
@@ -383,7 +395,7 @@ def _one_line(text: str) -> str:
     return out.splitlines()[0]
 
 
-def budget_yaml(found: dict[str, Any]) -> str:
+def budget_yaml(found: ImportedSlo) -> str:
     """A starter budget file (YAML with comments) around the imported SLO."""
     slo: dict[str, float] = found["slo"]
     latency = {p: slo[p] for p in PERCENTILES if p in slo}
@@ -440,7 +452,7 @@ def _share_slo(
     found: tuple[str, FleetSeries, float],
     goal: tuple[str, float, bool],
     notes: list[str],
-) -> dict[str, Any]:
+) -> JsonDict:
     """Requests under the nearest bound to `ms` over all, for objective `key` at `target`."""
     (metric, series, ms), (key, target, gated) = found, goal
     where = histograms.resolve(series, ms, key)
@@ -454,7 +466,7 @@ def _share_slo(
     meta = metadata(budget, k8s_name(key), f"{budget.service} {key} <= {num(ms)} ms", extra)
     meta["labels"] = {L_GATED: "true" if gated else "false"}
     stand_in = "" if where.check.exact else f"; the nearest bound to {num(ms)} ms"
-    text = {
+    text: JsonDict = {
         "description": f"{target * 100:g}% of requests with {metric} within {num(ms)} ms "
         f"({series.histogram} bucket le={bound}{stand_in}).",
         "displayName": f"{key} <= {num(ms)} ms",
@@ -468,7 +480,7 @@ def _key(o: Objective) -> str:
     return o.percentile if o.metric == "e2e" else o.key
 
 
-def _error_slo(budget: Budget, fleet: FleetPreset, rate: float) -> dict[str, Any] | str:
+def _error_slo(budget: Budget, fleet: FleetPreset, rate: float) -> JsonDict | str:
     if fleet.errors is None:
         return f"objective error_rate: {fleet.name} counts no failed requests"
     sel = histograms.selector(fleet, budget)
@@ -481,7 +493,7 @@ def _error_slo(budget: Budget, fleet: FleetPreset, rate: float) -> dict[str, Any
 
 def build_fleet(
     budget: Budget, options: ExportOptions | None = None
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[JsonDict], list[str]]:
     """The SLO documents on the preset's series, and notes; BudgetError when none maps."""
     fleet = preset((options or ExportOptions()).metrics)
     mapped, notes = histograms.objectives_of(budget, fleet)
