@@ -18,8 +18,9 @@ from tailbudget.logs import ReadOptions
 from tailbudget.sim.arrivals import ArrivalSpec
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
+from tailbudget.sim.forecast import Holt
 from tailbudget.sim.model import ServiceModel
-from tailbudget.sim.model_policy import Holt, ModelPolicy
+from tailbudget.sim.model_policy import ModelPolicy
 from tailbudget.sim.objectives import measure
 from tailbudget.sim.policies import BudgetPolicy, parse_policy_spec
 from tailbudget.sim.run import RunResult, run_once, simulate

@@ -15,9 +15,10 @@ from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
 from tailbudget.sim.fleet import Knobs, TickView
 from tailbudget.sim.floor import hindsight_floor
+from tailbudget.sim.forecast import KnownMinutes
 from tailbudget.sim.judge import Judge
 from tailbudget.sim.model import ServiceModel
-from tailbudget.sim.model_policy import KnownMinutes, ModelPolicy
+from tailbudget.sim.model_policy import ModelPolicy
 from tailbudget.sim.patterns import pattern_arrivals
 from tailbudget.sim.run import run_once
 from tests.conftest import SHARED_DATA
