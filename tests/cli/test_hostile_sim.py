@@ -4,6 +4,7 @@ option, the estimate and the bound), arrival files are checked, spans are bounde
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -242,3 +243,18 @@ def test_issue_35_the_event_bound_counts_decode_steps(tmp_path):
     log.write_text(json.dumps(run))
     result = runner.invoke(app, ["simulate", str(log), "--slo", "ttft.p95=2000"])
     one_line_error(result, "decode steps", "above the bound of", "--max-events")
+
+
+@pytest.mark.parametrize("command", ["simulate", "capacity"])
+def test_an_llm_log_without_times_or_rate_says_what_to_give(tmp_path, command):
+    # LLMPerf's individual responses have no start times and no rate: the error named no
+    # file and no way forward ("LLM logs need a duration or timestamps ...").
+    rows = [
+        {"ttft_s": 0.3, "end_to_end_latency_s": 2.0 + i / 100, "inter_token_latency_s": 0.01,
+         "number_input_tokens": 500, "number_output_tokens": 150, "error_code": None}
+        for i in range(40)
+    ]  # fmt: skip
+    path = tmp_path / "llmperf_run.json"
+    path.write_text(json.dumps(rows))
+    result = runner.invoke(app, [command, str(path), "--slo", "ttft.p95=500"])
+    one_line_error(result, "llmperf_run.json", "no start times", "timestamps", "states its rate")

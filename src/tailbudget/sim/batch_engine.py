@@ -257,7 +257,7 @@ class _BatchSim:
         self.comp[2].append(self.err[i])
         self.comp_i.append(i)
         self.comp[3].append((self.first[i] - self.arr[i]) * 1000.0)
-        # tpot as sim/objectives measures it (vLLM's): the gaps after the first token
+        # the tpot window's value, as serve takes an observation's (0 for a one-token answer)
         steps = self.tout[i] - 1
         self.comp[4].append((done - self.first[i]) * 1000.0 / steps if steps > 0 else 0.0)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -247,8 +248,11 @@ def fit_llm_model(
     """The batching model from one or more LLM logs of the same server."""
     levels = [lvl for lvl in (_level(lg) for lg in logs) if lvl is not None]
     if not levels:
+        names = ", ".join(Path(lg.source).name for lg in logs)
         raise TailbudgetError(
-            "LLM logs need a duration or timestamps to fit step times; none has either"
+            f"{names}: no start times, duration or request rate, so the load the requests "
+            "ran at is unknown and the step times cannot be fitted; fit from a log with "
+            "timestamps or a benchmark result that states its rate (vLLM bench serve, AIPerf)"
         )
     llm, quality = _initial(logs, levels, opts)
     (cold, window, delay, overhead, share), notes = common_params(logs, opts)

@@ -1,8 +1,9 @@
 """Objectives (the budget's typed model) measured on simulated requests.
 
-`e2e` (end to end), `ttft`, `tpot` ((e2e - ttft) / (output tokens - 1), 0
-for one-token answers, as vLLM counts it) come from the simulation; a stage
-objective reads the copied request's logged stage time.
+`e2e` (end to end), `ttft`, `tpot` ((e2e - ttft) / (output tokens - 1)) come from the
+simulation; a stage objective reads the copied request's logged stage time. TPOT's
+percentiles leave out one-token answers, as vLLM's `bench serve` and the audit do (the
+fit table too); goodput counts their TPOT as 0.
 """
 
 from __future__ import annotations
@@ -148,12 +149,17 @@ def _stage(
 
 
 def metric_values(
-    trace: SimTrace, metric: str, stages: Mapping[str, npt.NDArray[np.float64]] | None = None
+    trace: SimTrace,
+    metric: str,
+    stages: Mapping[str, npt.NDArray[np.float64]] | None = None,
+    *,
+    one_token_as_zero: bool = False,
 ) -> npt.NDArray[np.float64]:
     """Per-request values (ms) of `metric`, NaN where the request was not served.
 
     A stage's value is the copied request's logged stage time: queueing in the
-    simulation is not attributed to any stage.
+    simulation is not attributed to any stage. TPOT of a one-token answer is NaN (left
+    out of percentiles, as the audit does) unless `one_token_as_zero` (goodput).
     """
     e2e = trace.e2e_ms
     if metric == "e2e":
@@ -169,7 +175,8 @@ def metric_values(
         return ttft
     steps = trace.output_tokens - 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(steps > 0, (e2e - ttft) / np.maximum(steps, 1.0), 0.0)
+        one = 0.0 if one_token_as_zero else np.nan
+        return np.where(steps > 0, (e2e - ttft) / np.maximum(steps, 1.0), one)
 
 
 def order_stat(values: npt.NDArray[np.float64], q: float) -> float:

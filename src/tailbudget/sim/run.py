@@ -238,7 +238,7 @@ def _goodput(
         return None, thresholds
     good = np.isfinite(trace.done_s) & ~trace.error
     for metric, ms in thresholds.items():
-        v = metric_values(trace, metric, stages)
+        v = metric_values(trace, metric, stages, one_token_as_zero=True)
         good &= np.nan_to_num(v, nan=np.inf) <= ms
     return float(good.sum()) / n, thresholds
 
