@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tailbudget._api.inputs import (
     BudgetLike,
@@ -21,9 +21,11 @@ from tailbudget._api.inputs import (
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
+    from tailbudget._api.inputs import Source
     from tailbudget.audit import AuditReport
     from tailbudget.budget.classes import ClassSet
     from tailbudget.logs import ReadOptions
+    from tailbudget.logs.engine import Engine
     from tailbudget.logs.table import LogTable
 
 __all__ = ["SECONDS_HINT", "audit"]
@@ -85,7 +87,7 @@ def _timeout_s(query_timeout: str | float) -> float:
 
 
 def _read(
-    source: Any, options: ReadOptions, engine: Any, classes: ClassSet | None
+    source: Source, options: ReadOptions, engine: Engine, classes: ClassSet | None
 ) -> tuple[LogTable, ClassSet | None]:
     """The log, and the classes with the reader's name of their column; a missing class
     column is named as `class_by` (not as a cohort)."""
@@ -112,7 +114,7 @@ def _with_class_column(options: ReadOptions, classes: ClassSet | None) -> ReadOp
 
 
 def _baseline(
-    baseline: Data, options: ReadOptions, table: LogTable, classes: ClassSet | None, engine: Any
+    baseline: Data, options: ReadOptions, table: LogTable, classes: ClassSet | None, engine: Engine
 ) -> LogTable | None:
     """The baseline log, read as the log was: it keeps every stage of the log, so each has
     a before to compare with, and not the class column, which a baseline need not hold."""
@@ -145,9 +147,9 @@ def audit(
     cohorts: Sequence[str] = (),
     events: str | Path | None = None,
     cold_window_min: float = 5.0,
-    baseline: Data = None,
+    baseline: Data | None = None,
     slow: str | float = "p95",
-    engine: Any = None,
+    engine: Engine = None,
     query: str | None = None,
     workload: str = "online",
     progress: Callable[[str], None] | None = None,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tailbudget.errors import TailbudgetError
 
 if TYPE_CHECKING:
+    from tailbudget._api.inputs import Source
     from tailbudget.audit import AuditReport
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
@@ -15,7 +16,7 @@ __all__ = ["with_capacity"]
 
 
 def with_capacity(
-    report: AuditReport, source: Any, budget: Budget | None, objectives: Objectives | None
+    report: AuditReport, source: Source, budget: Budget | None, objectives: Objectives | None
 ) -> AuditReport:
     """add_capacity carries the replica count `tailbudget capacity` finds at the log's load;
     the audit stands without it when the model cannot be fitted (`capacity` says why)."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.plan import Plan
     from tailbudget.budgeting.proposal import Rebudget
+    from tailbudget.logs.engine import Engine
     from tailbudget.logs.table import LogTable
 
 __all__ = ["MeasuredBudget", "export", "measure_budget", "plan", "rebudget"]
@@ -109,7 +110,7 @@ def measure_budget(
     stage: Sequence[str] = (),
     stages: str | Sequence[str] | None = None,
     parallel: Sequence[str] = (),
-    engine: Any = None,
+    engine: Engine = None,
     unit: str | None = None,
     class_by: str | None = None,
 ) -> MeasuredBudget:
@@ -224,7 +225,7 @@ def _log_block(
 
 
 def rebudget(
-    budget: BudgetLike, data: Data, *, engine: Any = None, unit: str | None = None
+    budget: BudgetLike, data: Data, *, engine: Engine = None, unit: str | None = None
 ) -> Rebudget:
     """Compare each slice with what the log measures; propose slices that fit, and price
     the speed-ups (`tailbudget rebudget`). `unit` (ms, s, us) overrides the budget's

@@ -17,10 +17,13 @@ if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives, SloLike
     from tailbudget.logs import ReadOptions
+    from tailbudget.logs.frames import Frame, Spooled
+    from tailbudget.logs.table import LogTable
 
-Data: TypeAlias = Any
+Data: TypeAlias = "str | os.PathLike[str] | Frame | Requests | LogTable"
 """A path (str or PathLike), a pandas or polars DataFrame, a pyarrow Table or
-RecordBatchReader, an Ibis table, a DuckDB relation, or what `tailbudget.read` returned."""
+RecordBatchReader, an Ibis table, a DuckDB relation (`logs.frames.Frame`), or what
+`tailbudget.read` returned."""
 Slo: TypeAlias = "SloLike | None"
 """An SLO as the API takes it: the string grammar (`p99=900,ttft.p95=500`), a {key: value}
 mapping of it, a budget file's `slo:` block, Objectives, or None (the budget's)."""
@@ -28,6 +31,9 @@ BudgetLike: TypeAlias = (
     "str | os.PathLike[str] | Mapping[str, object] | Budget | MeasuredBudget | None"
 )
 """A path, YAML text, a mapping, a `Budget`, a `MeasuredBudget`, or None (no budget)."""
+Source: TypeAlias = "str | Frame | Spooled | LogTable"
+"""A log as `read_log` takes it from the API: a path, data in memory made re-readable, or
+a table `tailbudget.read` already read."""
 
 
 def objectives_of(slo: Slo, *, environment: str | None = None) -> Objectives | None:
@@ -108,7 +114,7 @@ def _names(value: str | Sequence[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def source_of(data: Data) -> Any:
+def source_of(data: Data) -> Source:
     """What `read_log` takes: a path as a string, data in memory made re-readable (a
     RecordBatchReader is read once, in memory)."""
     from tailbudget.logs.frames import is_in_memory, materialize
@@ -122,7 +128,7 @@ def source_of(data: Data) -> Any:
     return data
 
 
-def sources_of(data: Data | Sequence[Data]) -> list[Any]:
+def sources_of(data: Data | Sequence[Data]) -> list[Source]:
     """One or several logs (the CLI's LOG given more than once) as `read_log` sources."""
     if isinstance(data, list | tuple):
         if not data:

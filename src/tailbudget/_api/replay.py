@@ -26,7 +26,7 @@ def replay(
     *,
     baseline_window: str | None = None,
     baseline_p99: float | None = None,
-    baseline: Data = None,
+    baseline: Data | None = None,
     total: str | None = None,
     timestamp: str | None = None,
     error: str | None = None,

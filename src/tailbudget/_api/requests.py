@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tailbudget._api.inputs import BudgetLike, Columns, Data, budget_of, source_of
 from tailbudget._api.request_table import Requests
+
+if TYPE_CHECKING:
+    from tailbudget.logs.engine import Engine
 
 __all__ = ["Requests", "read"]
 
@@ -23,7 +26,7 @@ def read(
     span_stage: str | None = None,
     shape: Sequence[str] = (),
     cohorts: Sequence[str] = (),
-    engine: Any = None,
+    engine: Engine = None,
     query: str | None = None,
 ) -> Requests:
     """Read a log (a path, DataFrame, Arrow or Ibis table, DuckDB relation) into its

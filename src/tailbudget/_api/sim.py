@@ -23,6 +23,7 @@ from tailbudget.errors import TailbudgetError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from tailbudget._api.inputs import Source
     from tailbudget.budget.classes import ClassSet
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
@@ -176,7 +177,7 @@ def _mix(
 
 
 def _class_share(
-    sources: list[Any], read: Any, cs: ClassSet | None, *, explicit: bool
+    sources: list[Source], read: Any, cs: ClassSet | None, *, explicit: bool
 ) -> tuple[float | None, str] | None:
     """With classes: the share of the logs' requests in the class shed_load sheds first
     (the highest priority number; None without listed classes), the share the simulated
@@ -514,7 +515,7 @@ def _ranged(report: _R, rates: list[tuple[float, str]]) -> _R:
 
 
 def _beside_log(
-    report: SimReport, source: Any, inputs: _Inputs, unit: str | None, *, own: bool
+    report: SimReport, source: Source, inputs: _Inputs, unit: str | None, *, own: bool
 ) -> SimReport:
     """The report with each objective as the audit measures it on the one LOG, and, at
     the log's own arrivals, how far the prediction is from it (same objective, two

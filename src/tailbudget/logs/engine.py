@@ -12,15 +12,23 @@ import uuid
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import ibis
 from ibis.formats.pyarrow import PyArrowData
 
 from tailbudget.errors import LogError
 
+if TYPE_CHECKING:
+    import ibis.expr.datatypes as dt
+    import ibis.expr.types as ir
+    import pyarrow as pa
+    from ibis.backends import BaseBackend
+    from pyspark.sql import SparkSession
+
 __all__ = [
     "MEMORY_LIMIT_ENV",
+    "Engine",
     "arrow_result",
     "capped_memory",
     "connect",
@@ -34,11 +42,16 @@ MEMORY_LIMIT_ENV = "TAILBUDGET_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1GB"
 """Beyond it DuckDB spills tables, sorts and hash tables to disk, so a log of any size fits."""
 
+Engine: TypeAlias = "str | BaseBackend | None"
+"""Where a log is read: None (a new in-memory DuckDB), "pyspark", an Ibis URL, or a
+connected Ibis backend. (Ibis ships no type information: the checker takes a backend, a
+table or a column as any value; the names say which.)"""
+
 _SPARK_LOCK = threading.Lock()
 _SPARK: dict[str, Any] = {}
 
 
-def connect(engine: Any = None) -> Any:
+def connect(engine: Engine = None) -> BaseBackend:
     """An Ibis backend: None = new in-memory DuckDB, "pyspark" = local Spark, else a URL.
 
     An already connected Ibis backend is returned as is.
@@ -64,7 +77,7 @@ def connect(engine: Any = None) -> Any:
         raise LogError(f"cannot connect to engine {engine!r}: {_first_line(exc)}") from exc
 
 
-def _utc(backend: Any) -> Any:
+def _utc(backend: BaseBackend) -> BaseBackend:
     """Pin a DuckDB session we opened to UTC.
 
     DuckDB turns TIMESTAMPTZ into TIMESTAMP (and reads offset-less text as
@@ -78,7 +91,7 @@ def _utc(backend: Any) -> Any:
     return backend
 
 
-def _bounded(backend: Any) -> Any:
+def _bounded(backend: BaseBackend) -> BaseBackend:
     """Cap the memory of a DuckDB session we opened, with spilling to a private folder.
 
     DuckDB's default limit is 80% of the machine; the audit of a large log would take
@@ -105,7 +118,7 @@ _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
 
 @contextmanager
-def capped_memory(backend: Any, cap: str) -> Iterator[None]:
+def capped_memory(backend: BaseBackend, cap: str) -> Iterator[None]:
     """DuckDB's memory limit lowered to `cap` for a block, then restored.
 
     Left alone when the user chose a limit (TAILBUDGET_MEMORY_LIMIT), on other engines,
@@ -145,7 +158,7 @@ def _quote(text: str) -> str:
     return text.replace("'", "''")
 
 
-def arrow_table(backend: Any, table: Any) -> Any:
+def arrow_table(backend: BaseBackend, table: pa.Table) -> ir.Table:
     """An Ibis table on `backend` holding a pyarrow Table (nulls kept as nulls).
 
     Spark receives the Arrow data directly: going through pandas, as ibis'
@@ -164,7 +177,7 @@ def arrow_table(backend: Any, table: Any) -> Any:
 
 
 @contextmanager
-def one_thread(backend: Any) -> Iterator[None]:
+def one_thread(backend: BaseBackend) -> Iterator[None]:
     """Run what the block runs on one DuckDB thread (other engines: unchanged).
 
     DuckDB merges the partial states of an approximate quantile in whatever order
@@ -182,7 +195,7 @@ def one_thread(backend: Any) -> Iterator[None]:
         backend.raw_sql(f"SET threads = {before}")
 
 
-def arrow_result(expr: Any, backend: Any = None) -> Any:
+def arrow_result(expr: ir.Expr, backend: BaseBackend | None = None) -> pa.Table:
     """`expr` run on `backend` (else its own), as Ibis' `to_pyarrow` returns it.
 
     On DuckDB, without Ibis' DuckDB result converter: that module imports pandas, half a
@@ -196,13 +209,13 @@ def arrow_result(expr: Any, backend: Any = None) -> Any:
 
 
 @functools.cache
-def _arrow_mapper() -> Any:
+def _arrow_mapper() -> type[PyArrowData]:
 
     class _NullAware(PyArrowData):  # type: ignore[misc]
         """Ibis' own DuckDB mapper, where a column of type null comes back as nulls."""
 
         @classmethod
-        def convert_column(cls, column: Any, dtype: Any) -> Any:
+        def convert_column(cls, column: pa.Array, dtype: dt.DataType) -> pa.Array:
             if dtype.is_null():
                 # A start-up guard: pyarrow loads on first use, not with this module.
                 import pyarrow as pa
@@ -216,7 +229,7 @@ def _arrow_mapper() -> Any:
 _COUNT_IF = frozenset({"duckdb", "pyspark"})
 
 
-def count_true(backend: Any, pred: Any) -> Any:
+def count_true(backend: BaseBackend, pred: ir.BooleanValue) -> ir.IntegerScalar:
     """Aggregate: how many rows the boolean `pred` is true for (null counts as false).
 
     DuckDB and Spark have `count_if`; on DuckDB it takes about 60% of the time of the
@@ -228,7 +241,7 @@ def count_true(backend: Any, pred: Any) -> Any:
 
 
 @functools.cache
-def _count_if() -> Any:
+def _count_if() -> Any:  # Ibis' UDF (untyped)
 
     def count_if(arg: bool) -> int:  # type: ignore[empty-body]
         """The engine's count_if."""
@@ -236,12 +249,12 @@ def _count_if() -> Any:
     return ibis.udf.agg.builtin(count_if, name="count_if")
 
 
-def engine_name(backend: Any) -> str:
+def engine_name(backend: object) -> str:
     """The backend's short name (duckdb, pyspark, ...)."""
     return str(getattr(backend, "name", type(backend).__name__))
 
 
-def spark_session() -> Any:
+def spark_session() -> SparkSession:
     """The process-wide local[2] SparkSession (created on first use, then reused)."""
     with _SPARK_LOCK:
         if "session" not in _SPARK:
@@ -269,10 +282,11 @@ def spark_session() -> Any:
             )
             session.sparkContext.setLogLevel("ERROR")
             _SPARK["session"] = session
-        return _SPARK["session"]
+        found: SparkSession = _SPARK["session"]
+        return found
 
 
-def _pyspark_backend() -> Any:
+def _pyspark_backend() -> BaseBackend:
     session = spark_session()
     with _SPARK_LOCK:
         if "backend" not in _SPARK:

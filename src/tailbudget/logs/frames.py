@@ -12,13 +12,28 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import ibis
 
 from tailbudget.errors import LogError
 
-__all__ = ["Spooled", "in_memory", "is_in_memory", "label_of", "materialize", "spool"]
+if TYPE_CHECKING:
+    import duckdb
+    import ibis.expr.types as ir
+    import pandas as pd  # type: ignore[import-untyped]
+    import polars as pl
+    import pyarrow as pa
+    from ibis.backends import BaseBackend
+
+__all__ = ["Frame", "Spooled", "in_memory", "is_in_memory", "label_of", "materialize", "spool"]
+
+Frame: TypeAlias = (
+    "pd.DataFrame | pl.DataFrame | pa.Table | pa.RecordBatchReader | ir.Table"
+    " | duckdb.DuckDBPyRelation"
+)
+"""A log in memory: what `read_log` reads where it is. (pandas, Arrow, Ibis and DuckDB
+ship no type information: the checker takes those as any value.)"""
 
 _KINDS = {
     "pandas": "pandas DataFrame",
@@ -52,13 +67,17 @@ def _spool_dir() -> str:
     return _SPOOL_DIR[0]
 
 
-def _reader_of(source: Any, label: str) -> Any:
+def _reader_of(source: object, label: str) -> pa.RecordBatchReader:
     """A RecordBatchReader over `source` (a reader itself, or a DuckDB relation's rows)."""
     if type(source).__module__.split(".", 1)[0] == "pyarrow":
         return source
     try:
         # DuckDB 2 deprecates fetch_record_batch (an error under the suite's warnings)
-        fetch = getattr(source, "to_arrow_reader", None) or source.fetch_record_batch
+        fetch = getattr(source, "to_arrow_reader", None) or getattr(
+            source, "fetch_record_batch", None
+        )
+        if fetch is None:
+            raise TypeError(f"a {type(source).__name__} is neither a reader nor a relation")
         return fetch(SPOOL_BATCH_ROWS)
     except Exception as exc:  # duckdb.Error: a closed connection, a failing query
         raise LogError(
@@ -67,7 +86,8 @@ def _reader_of(source: Any, label: str) -> Any:
         ) from None
 
 
-def spool(source: Any) -> Spooled:
+def spool(source: object) -> Spooled:
+    # object: materialize tells a reader or relation by its module, not by its type
     """`source` streamed to a scratch Parquet file, one batch in memory at a time."""
     # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow.parquet as pq
@@ -105,7 +125,7 @@ def label_of(source: object) -> str:
     return _KINDS.get(root, type(source).__name__)
 
 
-def materialize(source: Any) -> Any:
+def materialize(source: Frame | Spooled) -> Frame | Spooled:
     """A source that can be scanned more than once (the audit makes several passes).
 
     A RecordBatchReader is read once into an Arrow table and a DuckDB relation is run
@@ -124,7 +144,7 @@ def materialize(source: Any) -> Any:
     return source
 
 
-def _check_pandas(frame: Any) -> None:
+def _check_pandas(frame: pd.DataFrame) -> None:
     """A pandas column of datetimes mixing zoned and naive values has no one type; DuckDB
     fails on it deep in the audit (ConversionException), so it is refused here."""
     for name in frame.columns:
@@ -144,7 +164,7 @@ def _check_pandas(frame: Any) -> None:
             )
 
 
-def in_memory(source: Any, backend: Any) -> tuple[Any, Any]:
+def in_memory(source: Frame | Spooled, backend: BaseBackend) -> tuple[ir.Table, BaseBackend]:
     """(Ibis table, its backend) for an in-memory source; LogError for what is not one."""
 
     if isinstance(source, ibis.Table):

@@ -12,8 +12,8 @@ from typing import Any
 from tailbudget.errors import LogError, TailbudgetError
 from tailbudget.logs.bench_sniff import refuse_aggregate, sniff_bench
 from tailbudget.logs.canonical import canonicalize
-from tailbudget.logs.engine import connect, engine_name
-from tailbudget.logs.frames import in_memory, is_in_memory, label_of
+from tailbudget.logs.engine import Engine, connect, engine_name
+from tailbudget.logs.frames import Frame, Spooled, in_memory, label_of
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable
 
@@ -33,10 +33,10 @@ _SNIFF_BYTES = 256 * 1024
 
 
 def read_log(
-    source: str | os.PathLike[str] | Any,
+    source: str | os.PathLike[str] | Frame | Spooled | LogTable | None,
     options: ReadOptions = ReadOptions(),
     *,
-    engine: Any = None,
+    engine: Engine = None,
 ) -> LogTable:
     """Read a latency log into the canonical `LogTable` on an Ibis backend.
 
@@ -52,10 +52,10 @@ def read_log(
     backend = connect(engine)
     label = "query" if source is None else label_of(source)
     try:
-        if is_in_memory(source):
-            raw, backend = in_memory(source, backend)
-            return _tabular(raw, options, backend, label, "frame", cache=False)
-        return _read(source, options, backend, on_engine=engine is not None)
+        if source is None or isinstance(source, str | os.PathLike):  # not is_in_memory
+            return _read(source, options, backend, on_engine=engine is not None)
+        raw, backend = in_memory(source, backend)
+        return _tabular(raw, options, backend, label, "frame", cache=False)
     except TailbudgetError:
         raise
     except Exception as exc:  # engine and parser errors become one-line LogErrors
