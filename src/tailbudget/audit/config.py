@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, Unpack
 
 from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.budget.classes import ClassSet
@@ -13,6 +13,29 @@ from tailbudget.budget.model import Budget, LLMSpec
 from tailbudget.budget.objectives import Objective, Objectives, parse_objectives
 from tailbudget.errors import TailbudgetError
 from tailbudget.logs.table import LogTable
+
+
+class AuditSettings(TypedDict, total=False):
+    """AuditConfig's fields besides `objectives`, as `AuditConfig.of_e2e` takes them."""
+
+    slow: str | float
+    events: tuple[tuple[datetime, str], ...]
+    cold_window_min: float
+    baseline: LogTable | None
+    stage_budgets: dict[str, dict[str, float]]
+    llm: dict[str, LLMSpec]
+    fixes: dict[str, dict[str, object]]
+    service: str | None
+    seed: int
+    in_memory_rows: int
+    progress: Callable[[str], None] | None
+    classes: ClassSet | None
+
+
+class AuditOverrides(AuditSettings, total=False):
+    """What `AuditConfig.from_budget` takes over the budget's own: any field."""
+
+    objectives: Objectives
 
 
 @dataclass(frozen=True)
@@ -32,7 +55,7 @@ class AuditConfig:
     stage_budgets: dict[str, dict[str, float]] = field(default_factory=dict)
     llm: dict[str, LLMSpec] = field(default_factory=dict)
     """LLM blocks of the budget by stage name (TTFT and tokens/s targets)."""
-    fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fixes: dict[str, dict[str, object]] = field(default_factory=dict)
     """Overrides of the fix catalog: {fix: {hours, risk, reversible}}."""
     service: str | None = None
     """The service's name (the budget's `service:`), shown in every report title."""
@@ -51,7 +74,7 @@ class AuditConfig:
         cls,
         slo: Mapping[str, float],
         gated: Iterable[str] = ("p99",),
-        **settings: Any,
+        **settings: Unpack[AuditSettings],
     ) -> AuditConfig:
         """End-to-end p50/p95/p99 targets in ms (e.g. {"p95": 2800, "p99": 5200}), those in
         `gated` failing a CI gate (`--fail-on-breach`), as the audit's objectives."""
@@ -98,8 +121,9 @@ class AuditConfig:
             )
 
     @classmethod
-    def from_budget(cls, budget: Budget, **overrides: Any) -> AuditConfig:
-        """SLO, gates, stage budgets, LLM blocks and fix overrides from a budget file."""
+    def from_budget(cls, budget: Budget, **overrides: Unpack[AuditOverrides]) -> AuditConfig:
+        """SLO, gates, stage budgets, LLM blocks and fix overrides from a budget file;
+        `overrides` (objectives among them) win."""
         stage_budgets: dict[str, dict[str, float]] = {}
         llm: dict[str, LLMSpec] = {}
         for _, stage in budget.stages():

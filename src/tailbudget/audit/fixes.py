@@ -6,8 +6,9 @@ A budget file's `fixes:` block overrides any of them by fix name, e.g.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from tailbudget import _fmt as fmt
 from tailbudget.audit.covariates import is_output_length
@@ -197,7 +198,7 @@ CATALOG: dict[str, Fix] = {
     )
 }
 
-_RISKS = ("low", "medium", "high")
+_RISKS: tuple[Risk, ...] = ("low", "medium", "high")
 
 
 def fix_name(kind: str, covariate: str | None = None) -> str | None:
@@ -220,7 +221,7 @@ def action(fix: Fix, covariate: str | None, figures: dict[str, float]) -> str:
     return fix.action.format(covariate=covariate, cap=figures["cap"])
 
 
-def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
+def catalog(overrides: Mapping[str, Mapping[str, object]]) -> dict[str, Fix]:
     """The catalog by fix name, with a budget file's overrides applied."""
     out = dict(CATALOG)
     for name, values in overrides.items():
@@ -229,29 +230,29 @@ def catalog(overrides: dict[str, dict[str, Any]]) -> dict[str, Fix]:
                 f"fixes.{name}: unknown fix; known fixes are {', '.join(sorted(CATALOG))}"
             )
         fix = CATALOG[name]
-        changes: dict[str, Any] = {}
         for key, value in values.items():
             if key == "hours":
                 if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                     raise BudgetError(
                         f"fixes.{name}.hours must be a positive number, got {value!r}"
                     )
-                changes["hours"] = float(value)
+                fix = replace(fix, hours=float(value))
             elif key == "risk":
-                if value not in _RISKS:
+                risk = next((r for r in _RISKS if r == value), None)
+                if risk is None:
                     raise BudgetError(
                         f"fixes.{name}.risk must be low, medium or high, got {value!r}"
                     )
-                changes["risk"] = value
+                fix = replace(fix, risk=risk)
             elif key == "reversible":
                 if not isinstance(value, bool):
                     raise BudgetError(
                         f"fixes.{name}.reversible must be true or false, got {value!r}"
                     )
-                changes["reversible"] = value
+                fix = replace(fix, reversible=value)
             else:
                 raise BudgetError(f"fixes.{name}: unknown key {key!r}; use hours, risk, reversible")
-        out[name] = replace(fix, **changes)
+        out[name] = fix
     return out
 
 
