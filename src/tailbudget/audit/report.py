@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from tailbudget._report_base import ReportBase
+from tailbudget.budget.blocks import PercentileBlock
 from tailbudget.logs.table import RowCounts
 
 HypothesisKind = Literal[
@@ -40,8 +41,11 @@ class Provenance(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
-class Percentiles(_Model):
-    """SLO targets in ms (null when not given)."""
+class Percentiles(PercentileBlock):
+    """SLO targets in ms (null when not given), read by `given()` as every percentile
+    block is; checked where the SLO was read, so none may be given here."""
+
+    CHECKED = False
 
     p50: float | None = None
     p95: float | None = None
