@@ -1,4 +1,4 @@
-"""The on-disk span rows: every row written comes back, however often it is read."""
+"""The on-disk span table: every chunk written comes back, however often it is read."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ SCHEMA = pa.schema([("trace", pa.string()), ("dur_ms", pa.float64())])
 
 def test_rows_come_back_on_every_read_across_chunks() -> None:
     backend = connect()
-    with SpanFile(SCHEMA, chunk_rows=2) as sink:
-        for i in range(5):
-            sink.add({"trace": f"t{i}", "dur_ms": float(i)})
+    with SpanFile(SCHEMA) as sink:
+        for i in range(0, 5, 2):
+            rows = [{"trace": f"t{k}", "dur_ms": float(k)} for k in range(i, min(i + 2, 5))]
+            sink.write(pa.Table.from_pylist(rows, schema=SCHEMA))
+        sink.write(SCHEMA.empty_table())
         first = sink.table(backend).to_pyarrow()
         again = sink.table(backend).to_pyarrow()
     assert sink.rows == 5
@@ -23,6 +25,6 @@ def test_rows_come_back_on_every_read_across_chunks() -> None:
 
 
 def test_no_rows_is_an_empty_table_of_the_schema() -> None:
-    with SpanFile(SCHEMA, chunk_rows=10) as sink:
+    with SpanFile(SCHEMA) as sink:
         table = sink.table(connect()).to_pyarrow()
     assert table.num_rows == 0 and table.schema.names == SCHEMA.names

@@ -243,7 +243,7 @@ def test_streamed_document_waits_for_a_resource_written_after_its_spans():
     for doc in (late, legacy):
         rows = _streamed_rows(json.dumps(doc, indent=1).encode())
         assert rows == _rows(doc)
-        assert rows[0]["service"] == "api"
+        assert rows[0].row.service == "api"
     # Documents one after another (a Collector file) are read in turn.
     assert len(_streamed_rows(json.dumps(late).encode() + b"\n" + json.dumps(legacy).encode())) == 2
 

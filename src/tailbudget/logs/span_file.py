@@ -1,6 +1,6 @@
-"""Span rows parsed from trace files, kept on disk (Parquet) a chunk at a time.
+"""A trace file's span table, kept on disk (Parquet) a chunk at a time.
 
-The reader then holds one chunk of rows, never every span: DuckDB scans the file
+The reader then holds one chunk of spans, never every span: DuckDB scans the file
 (and spills its joins within its memory limit); other engines get the file's
 Arrow table.
 """
@@ -24,16 +24,14 @@ __all__ = ["SpanFile"]
 
 
 class SpanFile:
-    """A temporary Parquet file of span rows, written `chunk_rows` rows at a time.
+    """A temporary Parquet file of span tables of one schema, a row group each.
 
     Use as a context manager: the file and its view on the engine go on exit, so
     whatever reads `table()` must be computed (materialised) inside the block.
     """
 
-    def __init__(self, schema: pa.Schema, chunk_rows: int) -> None:
+    def __init__(self, schema: pa.Schema) -> None:
         self._schema = schema
-        self._chunk_rows = max(1, chunk_rows)
-        self._chunk: list[dict[str, Any]] = []
         self._folder = tempfile.mkdtemp(prefix="tailbudget-spans-")
         self._path = os.path.join(self._folder, "spans.parquet")
         self._writer: pq.ParquetWriter | None = None
@@ -41,16 +39,17 @@ class SpanFile:
         self.rows = 0
         """Span rows added so far."""
 
-    def add(self, row: dict[str, Any]) -> None:
-        """One span row (keys named as the schema's fields)."""
-        self._chunk.append(row)
-        self.rows += 1
-        if len(self._chunk) >= self._chunk_rows:
-            self._flush()
+    def write(self, chunk: pa.Table) -> None:
+        """One chunk of spans (of the file's schema)."""
+        if not chunk.num_rows:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._path, self._schema)
+        self._writer.write_table(chunk)
+        self.rows += chunk.num_rows
 
     def table(self, backend: Any) -> Any:
         """The rows as an Ibis table on `backend` (a Parquet scan on DuckDB)."""
-        self._flush()
         # From the row count, not the writer: a second call finds the writer closed.
         if not self.rows:
             return arrow_table(backend, self._schema.empty_table())
@@ -64,15 +63,6 @@ class SpanFile:
         backend.raw_sql(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet('{path}')")
         self._views.append((backend, name))
         return backend.table(name)
-
-    def _flush(self) -> None:
-        if not self._chunk:
-            return
-        batch = pa.Table.from_pylist(self._chunk, schema=self._schema)
-        self._chunk = []
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._path, self._schema)
-        self._writer.write_table(batch)
 
     def __enter__(self) -> SpanFile:
         return self

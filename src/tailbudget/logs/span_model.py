@@ -1,15 +1,13 @@
 """One span model, as OpenTelemetry has one ReadableSpan: a row type, its Arrow schema and
 the normalisation the critical path reads.
 
-Every span decoder yields `SpanRow`'s fields: the OTLP protobuf and JSON bodies `serve
---traces` receives (`serve.traces.otlp_body`, `serve.traces.otlp_json`), an app's own
-spans (`BudgetSpanProcessor`) and the OTLP and Jaeger trace files `read` takes
-(`logs.traces`, whose rows are `SPAN_SCHEMA`'s columns by name, a missing field null
-where a live span is refused, with the file's `ref_type` and attribute columns beside
-them). `SPAN_SCHEMA` is the row as Arrow, for the live batches and the trace files'
-Parquet alike, and `normalise()` makes rows the span table the critical path and the
-stage choice read, as the span reader (`logs.spans`) normalises a file's spans on the
-engine.
+Every span decoder yields a `SpanRow`: the OTLP protobuf and JSON bodies `serve --traces`
+receives (`serve.traces.otlp_body`, `serve.traces.otlp_json`), an app's own spans
+(`BudgetSpanProcessor`) and the OTLP and Jaeger trace files `read` takes (`logs.traces`,
+`logs.jaeger`: a row, with what only a file holds beside it, `logs.trace_rows`). `SPAN_SCHEMA`
+is the row as Arrow, and `normalise()` makes rows the span table (`SPAN_TABLE`) that the
+critical path, the stage choice and the span reader's roll-up read: one live batch at a
+time, or a trace file a chunk at a time on one clock (`epoch_ns`).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ROOT_PARENTS", "SPAN_ROW", "SPAN_SCHEMA", "SpanRow", "normalise"]
+__all__ = ["ROOT_PARENTS", "SPAN_ROW", "SPAN_SCHEMA", "SPAN_TABLE", "SpanRow", "normalise"]
 
 ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
 """Parent ids that mark a root span (lower case), besides none at all."""
@@ -66,31 +64,72 @@ SPAN_ROW = pa.struct(SPAN_SCHEMA)
 """`SPAN_SCHEMA` as one struct type: rows convert once, not once a column."""
 
 
-def normalise(rows: Sequence[SpanRow], span_stage: Literal["operation", "service"]) -> pa.Table:
-    """The span table of `rows`: ms from the first start (integer ns relative to it, as
-    the reader does), a root's parent null (none, or a root marker), the stage label
-    (operation or service) in `stage_raw`, and each span's duration and root flag."""
-    trace, span, parent, name, service, start, end, _, kind, _ = pa.array(
+SPAN_TABLE = pa.schema(
+    [
+        ("trace", pa.string()),
+        ("span", pa.string()),
+        ("parent", pa.string()),
+        ("stage_raw", pa.string()),
+        ("service", pa.string()),
+        ("kind", pa.string()),
+        ("follows", pa.bool_()),
+        ("start_ms", pa.float64()),
+        ("end_ms", pa.float64()),
+        ("dur_ms", pa.float64()),
+        ("is_root", pa.bool_()),
+        ("err", pa.bool_()),
+        ("op_name", pa.string()),
+    ]
+)
+"""What `normalise()` returns: per span the ids (a span without an id null; a root's
+parent null when it has none, else the root marker it was given), the stage label, the
+times in ms from the clock's epoch, the root flag, the error flag and the operation name
+(the span profile's key whatever the stage label is)."""
+
+NS_MS = 1e-6
+"""Milliseconds per nanosecond: the unit of every span time the decoders give."""
+
+
+def normalise(
+    rows: Sequence[SpanRow],
+    span_stage: Literal["operation", "service"],
+    *,
+    epoch_ns: int | None = None,
+    ms_per_unit: float = NS_MS,
+) -> pa.Table:
+    """The span table (`SPAN_TABLE`) of `rows`: times in ms from `epoch_ns` (default the
+    first row's start; integer ns relative to it before going to float, so durations stay
+    exact to the ns), the stage label (operation or service) in `stage_raw`, and each
+    span's duration and root flag (no parent, or a root marker). `ms_per_unit` is a trace
+    file's own reading of its clock (`trace_rows.FileClock`); `follows` is null (OTLP has
+    no FOLLOWS_FROM: a Jaeger file sets it)."""
+    trace, span, parent, name, service, start, end, error, kind, _ = pa.array(
         rows, type=SPAN_ROW
     ).flatten()
     start_ns = start.to_numpy(zero_copy_only=False).astype(np.int64)
     end_ns = end.to_numpy(zero_copy_only=False).astype(np.int64)
-    base = int(start_ns[0]) if len(start_ns) else 0
-    start_ms = (start_ns - base).astype(np.float64) * 1e-6
-    end_ms = (end_ns - base).astype(np.float64) * 1e-6
-    is_root = pc.or_(pc.equal(parent, ""), pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
-    return pa.table(
-        {
-            "trace": trace,
-            "span": span,
-            "parent": pc.if_else(is_root, pa.scalar(None, pa.string()), parent),
-            "stage_raw": service if span_stage == "service" else name,
-            "service": service,
-            "kind": kind,
-            "follows": pa.nulls(len(rows), pa.bool_()),  # OTLP has no FOLLOWS_FROM
-            "start_ms": start_ms,
-            "end_ms": end_ms,
-            "dur_ms": np.maximum(end_ms - start_ms, 0.0),
-            "is_root": is_root,
-        }
-    )
+    if epoch_ns is None:
+        epoch_ns = int(start_ns[0]) if len(start_ns) else 0
+    start_ms = (start_ns - epoch_ns).astype(np.float64) * ms_per_unit
+    end_ms = (end_ns - epoch_ns).astype(np.float64) * ms_per_unit
+    no_parent = pc.equal(parent, "")
+    is_root = pc.or_(no_parent, pc.is_in(pc.utf8_lower(parent), pa.array(ROOT_PARENTS)))
+    # A root's marker ("root", "0000...") stays its parent text, as the span reader kept
+    # it: the root flag, not the parent, says it has none (the walks skip roots).
+    none = pa.scalar(None, pa.string())
+    columns = [
+        trace,
+        pc.if_else(pc.equal(span, ""), none, span),
+        pc.if_else(no_parent, none, parent),
+        service if span_stage == "service" else name,
+        service,
+        kind,
+        pa.nulls(len(rows), pa.bool_()),
+        start_ms,
+        end_ms,
+        np.maximum(end_ms - start_ms, 0.0),
+        is_root,
+        error,
+        name,
+    ]
+    return pa.Table.from_arrays(columns, schema=SPAN_TABLE)

@@ -37,10 +37,12 @@ from tailbudget.logs.span_model import ROOT_PARENTS
 from tailbudget.logs.span_profile import span_profile
 from tailbudget.logs.span_stages import choose_stages
 from tailbudget.logs.table import LogTable
+from tailbudget.logs.trace_rows import ATTR
 
 __all__ = [
     "ROOT_PARENTS",
     "SpanColumns",
+    "read_span_rows",
     "read_span_table",
     "span_columns",
     "strip_replica",
@@ -49,7 +51,6 @@ __all__ = [
 SPAN_MEMORY_LIMIT = "256MB"
 """DuckDB's memory while spans become requests (the joins of self time and critical path)."""
 
-_ATTR = "_tb_attr_"
 _POD_SUFFIX = r"(-[a-z0-9]{6,10}-[a-z0-9]{5}|-[a-z0-9]{5}|-[0-9]+)$"
 _ROLES: dict[str, tuple[str, ...]] = {
     "trace": ("traceid",),
@@ -125,24 +126,46 @@ def read_span_table(
     set: its joins spill past it, so the peak stays flat whatever the number of spans.
     """
     with capped_memory(backend, SPAN_MEMORY_LIMIT):
-        return _read_span_table(raw, cols, options, backend, source, fmt, notes)
+        extra_notes = list(notes)
+        spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
+        spans, rejected = _split_untimed(spans, backend, extra_notes)
+        spans = spans.mutate(
+            is_root=spans.parent.isnull() | spans.parent.lower().isin(ROOT_PARENTS),
+        )
+        read = _Read(options, backend, source, fmt, timed, offset_ms)
+        return _requests(spans, rejected, read, extra_notes)
 
 
-def _read_span_table(
-    raw: Any,
-    cols: SpanColumns,
-    options: ReadOptions,
-    backend: Any,
-    source: str,
-    fmt: str,
-    notes: tuple[str, ...],
+def read_span_rows(
+    spans: Any, offset_ms: float, options: ReadOptions, backend: Any, source: str, *, fmt: str
 ) -> LogTable:
-    extra_notes = list(notes)
-    spans, timed, offset_ms = _normalise(raw, cols, options, source, extra_notes)
-    spans, rejected = _split_untimed(spans, backend, extra_notes)
-    spans = spans.mutate(
-        is_root=spans.parent.isnull() | spans.parent.lower().isin(ROOT_PARENTS),
-    )
+    """Canonical requests from a span table the span model normalised (a trace file's,
+    `logs.trace_rows`): timed, its faults' rows marked `bad`, times in ms from `offset_ms`.
+    The roll-up is the one `read_span_table` runs, under the same memory cap."""
+    with capped_memory(backend, SPAN_MEMORY_LIMIT):
+        notes: list[str] = []
+        spans, rejected = _split_untimed(spans, backend, notes)
+        read = _Read(options, backend, source, fmt, True, offset_ms)
+        return _requests(spans, rejected, read, notes)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What a roll-up of spans into requests is told besides the spans."""
+
+    options: ReadOptions
+    backend: Any
+    source: str
+    fmt: str
+    timed: bool
+    offset_ms: float
+    """The epoch (ms) that the spans' start_ms and end_ms are relative to."""
+
+
+def _requests(spans: Any, rejected: Any, read: _Read, extra_notes: list[str]) -> LogTable:
+    """One request per trace of `spans` (normalised, `is_root` set), the traces in
+    `rejected` (None: none) as rejected rows with their reason."""
+    options, backend, source, timed = read.options, read.backend, read.source, read.timed
     selfs, what = _stage_times(spans, timed, options, backend, extra_notes)
     choice = choose_stages(selfs, backend, options)
     if not choice.keep and rejected is not None:
@@ -158,7 +181,7 @@ def _read_span_table(
     aggs = _trace_aggregates(selfs, names, keep, bool(rest), timed, options)
     per_trace = selfs.group_by(request_id=selfs.trace).aggregate(**aggs)
     if timed:
-        start = per_trace.start_ms + ibis.literal(offset_ms, dt.float64)
+        start = per_trace.start_ms + ibis.literal(read.offset_ms, dt.float64)
         per_trace = per_trace.mutate(ts=epoch_to_timestamp(start)).drop("start_ms")
     reasons: tuple[tuple[str, Any], ...] = ()
     if rejected is not None:
@@ -186,7 +209,7 @@ def _read_span_table(
         opts,
         backend=backend,
         source=source,
-        fmt=fmt,
+        fmt=read.fmt,
         notes=tuple(extra_notes),
         extras=("n_spans", "n_roots"),
         cache=True,
@@ -207,7 +230,7 @@ def _stage_times(
 ) -> tuple[Any, str]:
     """Each span's time that counts for its stage (critical path, else self time), stored on
     the engine, and what that time is, in words."""
-    attrs = tuple(c for c in spans.columns if c.startswith(_ATTR))
+    attrs = tuple(c for c in spans.columns if c.startswith(ATTR))
     if timed and options.span_attribution == "critical_path":
         # Stored on the engine by critical_times: the stage ranking and the pivot read it.
         selfs, cp_notes = critical_times(spans, backend, attrs)
@@ -248,7 +271,7 @@ def _trace_aggregates(
         aggs["start_ms"] = ibis.ifelse(selfs.is_root, selfs.start_ms, ibis.null(dt.float64)).min()
     for i, name in enumerate((*options.shape, *options.cohorts)):
         # A request's attribute: the root span's value, else any span's.
-        value = selfs[f"{_ATTR}{i}"]
+        value = selfs[f"{ATTR}{i}"]
         aggs[_column_name(name)] = ibis.coalesce(
             ibis.ifelse(selfs.is_root, value, ibis.null(value.type())).max(), value.max()
         )
@@ -381,15 +404,15 @@ def _attributes(raw: Any, options: ReadOptions, source: str) -> dict[str, Any]:
             param = "shape" if i < len(options.shape) else "cohorts"
             raise LogError(
                 f"{param}: span attribute or column {name!r} not found in {source}; "
-                f"columns are: {', '.join(c for c in raw.columns if not c.startswith(_ATTR))}",
+                f"columns are: {', '.join(c for c in raw.columns if not c.startswith(ATTR))}",
                 param=param,
             )
         column = raw[name]
         if i < len(options.shape):
             typ = column.type()
-            out[f"{_ATTR}{i}"] = column if typ.is_numeric() else column.try_cast(dt.float64)
+            out[f"{ATTR}{i}"] = column if typ.is_numeric() else column.try_cast(dt.float64)
         else:
-            out[f"{_ATTR}{i}"] = column.cast(dt.string)
+            out[f"{ATTR}{i}"] = column.cast(dt.string)
     return out
 
 
@@ -447,7 +470,7 @@ def _self_times(spans: Any, timed: bool) -> Any:
         "dur_ms",
         "err",
         "is_root",
-        *(c for c in spans.columns if c.startswith(_ATTR)),
+        *(c for c in spans.columns if c.startswith(ATTR)),
         self_ms=self_ms,
     )
 

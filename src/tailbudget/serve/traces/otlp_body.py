@@ -1,9 +1,9 @@
 """OTLP/HTTP trace bodies -> span rows, as the Collector's `otlphttp` exporter and the SDKs
 send them: `application/x-protobuf` or `application/json`, gzip or not.
 
-JSON goes through the file reader's own span parser (`logs.traces.otlp_spans`), protobuf
-through opentelemetry-proto's generated classes; both give the span model's `SpanRow`
-(`logs.span_model`). A span
+JSON goes through `otlp_json.json_spans` (the file reader's fields, each type checked),
+protobuf through opentelemetry-proto's generated classes; both give the span model's
+`SpanRow` (`logs.span_model`), as the trace-file readers do. A span
 without a trace id, a span id or a start time, or (unless it is a root) an end, is
 rejected and counted: the response says so as OTLP's partial success. So is a span whose
 times do not fit int64 (protobuf's fixed64 allows them; attribution could not take
