@@ -58,6 +58,14 @@ def test_replay_and_simulate_shed_the_same_class_first_and_next(tmp_path) -> Non
     want = [(s.action, s.trigger, s.sheds, s.rule) for s in tb.replay(path, BUDGET).shedding or []]
     assert steps[:2] == want[:2]
     assert doc["runs"][0]["requests"]["shed"] > 0
+    # Markdown and HTML list the same steps (they were in the JSON only).
+    md, html = sim.to_markdown(), sim.to_html()
+    assert "Shedding by budget, the highest priority number first:" in md
+    assert "Shedding by budget, the highest priority number first</h3>" in html
+    for s in doc["runs"][0]["shedding"]:
+        rule = s["rule"] or "-"
+        row = f"| {s['t_offset_s']:,.0f} | {s['action']} | {s['sheds'] or 'nothing left to shed'}"
+        assert f"{row} | {s['trigger']} | {rule} |" in md, s
 
 
 def test_a_class_rule_fires_on_its_own_requests(tmp_path) -> None:
@@ -78,6 +86,8 @@ def test_a_class_rule_fires_on_its_own_requests(tmp_path) -> None:
     assert fired.value is not None and fired.value > 900 > service_p95
     assert fired.count == 29  # premium's requests in its window, not the service's
     assert sim.runs[0].shed > 0
+    # The decisions table says whose p95 fired: premium's own, not the service's.
+    assert "| shed_load | premium p95 | 983 ms | 857 ms |" in sim.to_markdown()
 
 
 def test_without_classes_the_budget_policy_is_unchanged(tmp_path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tailbudget import _fmt as fmt
 from tailbudget._names import safe_markdown_renderer
+from tailbudget.control.class_shedding import SERVICE, ClassDecision
+from tailbudget.control.decision import Decision
 from tailbudget.report import sim_verdict
 from tailbudget.sim.capacity import CapacityReport
 from tailbudget.sim.fit_table import bound_of
@@ -148,7 +150,7 @@ def simulate_markdown(rep: SimReport) -> str:
             lines += _table(
                 ["t (s)", "action", "metric", "value", "threshold", "replicas"],
                 [
-                    [fmt.count(d.t_s), d.action, d.metric, fmt.threshold(d.metric, d.value),
+                    [fmt.count(d.t_s), d.action, _whose(d), fmt.threshold(d.metric, d.value),
                      fmt.threshold(d.metric, d.threshold), fmt.count(d.replicas)]
                     for d in r.decisions[:200]
                 ],
@@ -157,6 +159,13 @@ def simulate_markdown(rep: SimReport) -> str:
     lines += ["", *model_markdown(rep.model), ""]
     lines += [f"- {n}" for n in rep.notes]
     return "\n".join(lines) + "\n"
+
+
+def _whose(d: Decision) -> str:
+    """The decision's metric, with the class whose own rule read it ('premium p95')."""
+    if isinstance(d, ClassDecision) and d.trigger != SERVICE:
+        return f"{d.trigger} {d.metric}"
+    return d.metric
 
 
 def _classes(rep: SimReport) -> list[str]:
@@ -177,7 +186,23 @@ def _classes(rep: SimReport) -> list[str]:
     lines += _table(["class", "policy", "requests", "objectives", "minutes in breach"], rows)
     skipped = {f"class {c.name}: {c.record().note}" for r in rep.runs for c in r.classes or []
                if c.skipped}  # fmt: skip
-    return lines + [f"- {n}" for n in sorted(skipped)]
+    return lines + [f"- {n}" for n in sorted(skipped)] + _shedding(rep)
+
+
+def _shedding(rep: SimReport) -> list[str]:
+    """Per policy, which class each shed_load sheds and each stop_shedding restores."""
+    out = []
+    for r in rep.runs:
+        steps = r.shedding or []
+        if not steps:
+            continue
+        out += ["", f"Shedding by {r.policy}, the highest priority number first:", ""]
+        out += _table(
+            ["t (s)", "action", "class shed or restored", "trigger", "rule"],
+            [[fmt.count(s.t_offset_s), s.action, s.sheds or "nothing left to shed", s.trigger,
+              s.rule or "-"] for s in steps],
+        )  # fmt: skip
+    return out
 
 
 def _set_by(rep: CapacityReport) -> list[str]:

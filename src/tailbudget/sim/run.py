@@ -103,6 +103,12 @@ class RunResult:
     classes: list[ClassResult] | None = None
     """Each listed class on its own simulated requests (None: no classes simulated)."""
 
+    @property
+    def shedding(self) -> list[ShedStep] | None:
+        """With classes: each shed_load and stop_shedding with the class it sheds or
+        restores (replay's `shedding[]`); None without classes."""
+        return None if self.classes is None else _shedding(self.decisions)
+
     def record(self) -> RunRecord:
         """The JSON contract's per-run block."""
         return RunRecord(
@@ -140,7 +146,7 @@ class RunResult:
                 points=[TimelinePointRecord(**vars(p)) for p in self.timeline],
             ),
             classes=None if self.classes is None else [c.record() for c in self.classes],
-            shedding=None if self.classes is None else _shedding(self.decisions),
+            shedding=self.shedding,
         )
 
     def to_dict(self) -> dict[str, Any]:

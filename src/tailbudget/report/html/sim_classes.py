@@ -64,7 +64,22 @@ def simulate_classes_html(rep: SimReport) -> str | None:
     notes = sorted({f"class {c.name}: {c.record().note}" for r in rep.runs
                     for c in r.classes or [] if c.skipped})  # fmt: skip
     items = "".join(f"<li>{esc(s)}</li>" for s in [*said, *notes])
-    return body + (f"<ul>{items}</ul>" if items else "")
+    return body + (f"<ul>{items}</ul>" if items else "") + _shedding(rep)
+
+
+def _shedding(rep: SimReport) -> str:
+    """Per policy, which class each shed_load sheds and each stop_shedding restores."""
+    out = ""
+    for r in rep.runs:
+        steps = [
+            [cell(f"+{fmt.count(s.t_offset_s)}s"), cell(s.action),
+             cell(s.sheds or "nothing left to shed"), cell(s.trigger), cell(s.rule or "-")]
+            for s in r.shedding or []
+        ]  # fmt: skip
+        if steps:
+            out += f"<h3>Shedding by {esc(r.policy)}, the highest priority number first</h3>"
+            out += table(["t", "action", "class shed or restored", "trigger", "rule"], steps)
+    return out
 
 
 def capacity_classes_html(rep: CapacityReport) -> str | None:
