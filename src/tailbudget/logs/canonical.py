@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -22,6 +22,10 @@ from tailbudget.logs.engine import arrow_result, count_true
 from tailbudget.logs.options import ReadOptions
 from tailbudget.logs.table import LogTable, RowCounts
 from tailbudget.logs.units import OWN_UNITS, unit_stated
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    from ibis.backends import BaseBackend
 
 __all__ = ["REASONS", "SPAN_REASONS", "canonicalize", "epoch_to_timestamp"]
 
@@ -46,17 +50,17 @@ _MAX_FLOAT = 1.7976931348623157e308
 
 
 def canonicalize(
-    raw: Any,
+    raw: ir.Table,
     options: ReadOptions,
     *,
-    backend: Any,
+    backend: BaseBackend,
     source: str,
     fmt: str,
     notes: tuple[str, ...] = (),
     extras: tuple[str, ...] = (),
     shape: tuple[str, ...] = (),
     cache: bool = False,
-    reasons: tuple[tuple[str, Any], ...] = (),
+    reasons: tuple[tuple[str, ir.Value], ...] = (),
 ) -> LogTable:
     """Resolve the mapping, build the canonical columns, count rejects, keep the rest.
 
@@ -133,11 +137,11 @@ def canonicalize(
 
 
 def _latency_columns(
-    raw: Any, mapping: ColumnMap, source: str
-) -> tuple[dict[str, Any], list[tuple[str, Any]], Any, Any]:
+    raw: ir.Table, mapping: ColumnMap, source: str
+) -> tuple[dict[str, ir.Value], list[tuple[str, ir.Value]], ir.Value, ir.Value]:
     """Each stage's number, the non-numeric checks, the total and where it is missing."""
-    checks: list[tuple[str, Any]] = []
-    stage_cols: dict[str, Any] = {}
+    checks: list[tuple[str, ir.Value]] = []
+    stage_cols: dict[str, ir.Value] = {}
     for stage, column in mapping.stages.items():
         value, non_numeric = _number(raw[column], column, source)
         stage_cols[stage] = value
@@ -154,8 +158,8 @@ def _latency_columns(
 
 
 def own_times(
-    stage_cols: dict[str, Any], calls: Mapping[str, tuple[tuple[str, ...], ...]] | None
-) -> dict[str, Any]:
+    stage_cols: dict[str, ir.Value], calls: Mapping[str, tuple[tuple[str, ...], ...]] | None
+) -> dict[str, ir.Value]:
     """Each caller's column less the calls made inside it (a budget's `calls:`): its own
     time, never below 0. A call is its column (a nested caller's holds its own calls), a
     parallel group the slowest of its branches."""
@@ -177,10 +181,15 @@ def own_times(
 
 
 def _output_columns(
-    raw: Any, mapping: ColumnMap, ts: Any, total: Any, stage_cols: dict[str, Any], factor: float
-) -> tuple[dict[str, Any], dict[str, str]]:
+    raw: ir.Table,
+    mapping: ColumnMap,
+    ts: ir.Value,
+    total: ir.Value,
+    stage_cols: dict[str, ir.Value],
+    factor: float,
+) -> tuple[dict[str, ir.Value], dict[str, str]]:
     """The canonical columns (in ms) and each stage's engine identifier."""
-    columns: dict[str, Any] = {
+    columns: dict[str, ir.Value] = {
         "request_id": (
             raw[mapping.request_id].cast(dt.string)
             if mapping.request_id
@@ -204,7 +213,7 @@ def _output_columns(
     return columns, idents
 
 
-def materialize(backend: Any, expr: Any) -> Any:
+def materialize(backend: BaseBackend, expr: ir.Table) -> ir.Table:
     """The expression computed once into a temporary table on the engine.
 
     Text formats and span roll-ups are costly to recompute and the audit runs
@@ -220,7 +229,7 @@ def materialize(backend: Any, expr: Any) -> Any:
         return expr
 
 
-def _spark_persist(backend: Any, expr: Any, name: str) -> Any:
+def _spark_persist(backend: BaseBackend, expr: ir.Table, name: str) -> ir.Table:
     # ibis' PySpark backend has no temporary tables; a persisted temp view is one.
     try:
         backend._run_pre_execute_hooks(expr)
@@ -231,7 +240,7 @@ def _spark_persist(backend: Any, expr: Any, name: str) -> Any:
         return expr
 
 
-def epoch_to_timestamp(value: Any) -> Any:
+def epoch_to_timestamp(value: ir.NumericValue) -> ir.TimestampValue:
     """A numeric epoch (s, ms, us or ns, told apart by magnitude) as a timestamp."""
     ms = ibis.cases(
         (value.abs() > 1e17, value / 1e6),
@@ -248,24 +257,24 @@ def _duckdb_isfinite(x: float) -> bool:  # type: ignore[empty-body]
     """DuckDB's isfinite()."""
 
 
-def is_missing(value: Any) -> Any:
+def is_missing(value: ir.Value) -> ir.BooleanValue:
     """Null and not NaN, on every engine (ibis' PySpark isnull() is also true for NaN)."""
     return value.isnull() & ~value.isnan().fill_null(False)
 
 
-def is_inf(value: Any) -> Any:
+def is_inf(value: ir.NumericValue) -> ir.BooleanValue:
     """+-infinity (ibis 12 compiles isinf() to a constant FALSE on PySpark)."""
     return (value > _MAX_FLOAT) | (value < -_MAX_FLOAT)
 
 
-def _finite(value: Any, backend: Any) -> Any:
+def _finite(value: ir.Value, backend: BaseBackend) -> ir.Value:
     """Neither NaN nor infinite (see _is_nan for why DuckDB gets isfinite())."""
     if getattr(backend, "name", "") == "duckdb":
         return _duckdb_isfinite(value)
     return ~value.isnan() & ~is_inf(value)
 
 
-def _is_nan(value: Any, backend: Any) -> Any:
+def _is_nan(value: ir.Value, backend: BaseBackend | None) -> ir.Value:
     """NaN test that survives DuckDB's Parquet statistics.
 
     DuckDB 2 folds isnan() to false when a Parquet column's min/max (which
@@ -277,7 +286,7 @@ def _is_nan(value: Any, backend: Any) -> Any:
     return value.isnan()
 
 
-def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
+def _number(column: ir.Value, name: str, source: str) -> tuple[ir.Value, ir.Value]:
     """(float64 value or null, flag set when the cell holds text that is no number)."""
     typ = column.type()
     if typ.is_numeric():
@@ -302,7 +311,7 @@ def _number(column: Any, name: str, source: str) -> tuple[Any, Any]:
     )
 
 
-def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
+def _timestamp(raw: ir.Table, column: str | None, source: str) -> tuple[ir.Value, ir.Value]:
     if column is None:
         return ibis.null(dt.timestamp), ibis.literal(False)
     value = raw[column]
@@ -341,7 +350,7 @@ def _timestamp(raw: Any, column: str | None, source: str) -> tuple[Any, Any]:
     )
 
 
-def _error(raw: Any, column: str | None) -> Any:
+def _error(raw: ir.Table, column: str | None) -> ir.Value:
     if column is None:
         return ibis.literal(False)
     value = raw[column]
@@ -354,7 +363,7 @@ def _error(raw: Any, column: str | None) -> Any:
     return (text.notnull() & ~text.isin(_FALSE_WORDS)).fill_null(False)
 
 
-def _covariate(column: Any) -> Any:
+def _covariate(column: ir.Value) -> ir.Value:
     typ = column.type()
     if typ.is_numeric():
         return column
@@ -364,7 +373,11 @@ def _covariate(column: Any) -> Any:
 
 
 def _clean_counts(
-    raw: Any, latencies: list[Any], static: list[Any], missing: Any, mapping: ColumnMap
+    raw: ir.Table,
+    latencies: list[ir.Value],
+    static: list[ir.Value],
+    missing: ir.Value,
+    mapping: ColumnMap,
 ) -> RowCounts | None:
     """The counts of a log with no bad row, proved by sums and minima (one cheap scan;
     Parquet answers counts and minima from its statistics); None when not proved.
@@ -375,7 +388,7 @@ def _clean_counts(
     """
     if not all(_is_false(c) for c in static):
         return None
-    aggs: dict[str, Any] = {"n": raw.count()}
+    aggs: dict[str, ir.Value] = {"n": raw.count()}
     if mapping.total is not None:  # a null total is missing: counted from the statistics
         aggs["n_missing"] = raw.count() - raw[mapping.total].count()
     else:  # a derived total is missing when every stage is
@@ -393,17 +406,17 @@ def _clean_counts(
     return RowCounts(n, n, 0)
 
 
-def _is_false(expr: Any) -> bool:
+def _is_false(expr: ir.Value) -> bool:
     """Whether `expr` is the literal FALSE (a check that cannot fire on this column type)."""
     op = expr.op()
     return isinstance(op, ops.Literal) and op.value is False
 
 
 def _count_sums(
-    raw: Any, conditions: list[tuple[str, Any]], backend: Any, source: str
+    raw: ir.Table, conditions: list[tuple[str, ir.Value]], backend: BaseBackend, source: str
 ) -> RowCounts:
     """Rows by rejection reason as sums of first-match flags: one scan, no grouping."""
-    aggs: dict[str, Any] = {"n": raw.count()}
+    aggs: dict[str, ir.Value] = {"n": raw.count()}
     earlier = ibis.literal(False)
     for i, (_, cond) in enumerate(conditions):
         flag = cond.fill_null(False)
@@ -416,7 +429,7 @@ def _count_sums(
     return _row_counts(int(row["n"]), {k: v for k, v in by_reason.items() if v}, source)
 
 
-def _count(grouped: Any, backend: Any, source: str) -> RowCounts:
+def _count(grouped: ir.GroupedTable, backend: BaseBackend, source: str) -> RowCounts:
     """Rows by rejection reason, in one aggregate query (`grouped` is by reason)."""
     result = backend.execute(grouped.aggregate(n=ibis._.count()))
     by_reason: dict[str, int] = {}
