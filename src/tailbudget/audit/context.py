@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 
@@ -15,6 +15,10 @@ from tailbudget.audit.config import AuditConfig
 from tailbudget.logs.columns import UNATTRIBUTED as UNATTRIBUTED
 from tailbudget.logs.engine import arrow_result, count_true, one_thread
 from tailbudget.logs.table import LogTable
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    import pyarrow as pa
 
 TOTAL = "total_ms"
 
@@ -42,18 +46,18 @@ class Ctx:
     """The full-log context of a sample context; passes are counted on the root."""
     notes: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
-    sampler: Callable[[float, int], Any] | None = None
+    sampler: Callable[[float, int], ir.Table] | None = None
     """Draws a row sample kept for many passes (the scratch copy's), if any."""
     labelled: frozenset[str] = frozenset()
     """Cohort columns the table already holds as labels (`cohort_label`)."""
     _sample: Ctx | None = field(default=None, repr=False)
 
     @property
-    def t(self) -> Any:
+    def t(self) -> ir.Table:
         """The Ibis table."""
         return self.log.table
 
-    def col(self, stage: str) -> Any:
+    def col(self, stage: str) -> ir.NumericColumn:
         """Latency expression of a stage (nulls as 0), `unattributed`, or the total."""
         if stage == UNATTRIBUTED:
             return self.t[TOTAL] - self.stage_sum()
@@ -77,20 +81,20 @@ class Ctx:
             )
         return self._sample
 
-    def cohort(self, dim: str) -> Any:
+    def cohort(self, dim: str) -> ir.StringColumn:
         """A cohort dimension's label per request (see `cohort_label`)."""
         column = self.t[dim]
         return column if dim in self.labelled else cohort_label(column)
 
-    def count(self, pred: Any) -> Any:
+    def count(self, pred: ir.BooleanValue) -> ir.IntegerScalar:
         """Aggregate: how many rows `pred` is true for (see `count_true`)."""
         return count_true(self.log.backend, pred)
 
-    def instant(self, epoch_s: float) -> Any:
+    def instant(self, epoch_s: float) -> ir.TimestampScalar:
         """An epoch second as a literal of the log's `ts` (see `instant`)."""
         return instant(self.t["ts"], epoch_s)
 
-    def stage_sum(self) -> Any:
+    def stage_sum(self) -> ir.NumericColumn:
         """Sum of every stage column (a missing stage counts as 0)."""
         cols = [
             self.t[self.log.stage_column(s)].cast("float64").fill_null(0.0) for s in self.log.stages
@@ -100,18 +104,18 @@ class Ctx:
             out = out + c
         return out
 
-    def run_row(self, label: str, exprs: dict[str, Any]) -> dict[str, Any]:
+    def run_row(self, label: str, exprs: dict[str, ir.Scalar]) -> dict[str, Any]:
         """Run one aggregate pass over the log and return its single row as Python values."""
         self._progress(label)
         expr = self.t.aggregate(**exprs)
         return py_row(self._execute(expr)[0])
 
-    def run_frame(self, label: str, expr: Any) -> list[dict[str, Any]]:
+    def run_frame(self, label: str, expr: ir.Table) -> list[dict[str, Any]]:
         """Run a grouped pass and return its rows as dicts of Python values."""
         self._progress(label)
         return [{k: _py(v) for k, v in row.items()} for row in self._execute(expr)]
 
-    def run_arrow(self, label: str, expr: Any) -> Any:
+    def run_arrow(self, label: str, expr: ir.Table) -> pa.Table:
         """Run a pass returning many rows, as a pyarrow Table."""
         self._progress(label)
         return to_arrow(self.log, expr)
@@ -124,7 +128,7 @@ class Ctx:
         if self.config.progress is not None:
             self.config.progress(label)
 
-    def _execute(self, expr: Any) -> list[dict[str, Any]]:
+    def _execute(self, expr: ir.Table) -> list[dict[str, Any]]:
         # Arrow, not pandas: results are small, and this skips a pandas round trip.
         # An approximate quantile (a small log's CDF, bins and grids; the sample's
         # input-shape profiles) is the same every run only when computed on one thread;
@@ -137,7 +141,7 @@ class Ctx:
         return self.parent is not None or self.log.rows.used <= 2 * SAMPLE_ROWS
 
 
-def instant(ts: Any, epoch_s: float) -> Any:
+def instant(ts: ir.TimestampValue, epoch_s: float) -> ir.TimestampScalar:
     """An epoch second as a literal of the type of `ts` (a UTC wall-clock timestamp).
 
     Comparing `ts` with it costs a row far less than turning each `ts` into seconds.
@@ -147,12 +151,12 @@ def instant(ts: Any, epoch_s: float) -> Any:
     return ibis.literal(wall, type=ts.type())
 
 
-def cohort_label(column: Any) -> Any:
+def cohort_label(column: ir.Column) -> ir.StringColumn:
     """A cohort dimension's value as text, NULL_LABEL for null."""
     return column.cast("string").fill_null(NULL_LABEL)
 
 
-def to_arrow(log: LogTable, expr: Any) -> Any:
+def to_arrow(log: LogTable, expr: ir.Expr) -> pa.Table:
     """Run an expression on the log's backend and return a pyarrow Table."""
     return arrow_result(expr, log.backend)
 

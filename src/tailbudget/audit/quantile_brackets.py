@@ -18,9 +18,9 @@ to the histogram.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -31,6 +31,12 @@ import pyarrow.compute as pc
 from tailbudget._arrow_numpy import floats, ints, valid_mask
 from tailbudget.audit import context
 from tailbudget.audit.context import Ctx
+
+if TYPE_CHECKING:
+    import ibis.expr.operations as ops
+    import ibis.expr.types as ir
+
+    from tailbudget.audit.quantiles import Ask
 
 __all__ = ["Bracket", "settle", "sorted_runs"]
 
@@ -50,6 +56,9 @@ more are read back by a select, which costs one more scan but little per value."
 Key = tuple[int, str]
 """(ask index, group value; "" for an ungrouped ask)."""
 Ranges = list[tuple[float, float]]
+Bound: TypeAlias = "float | ir.NumericValue"
+"""A bracket's bound: a number, or an expression giving each row's group its own."""
+Bounds: TypeAlias = "list[tuple[Bound, Bound | None, Bound | None]]"
 
 
 @dataclass(frozen=True)
@@ -89,10 +98,10 @@ class Settled:
 def settle(
     ctx: Ctx,
     label: str,
-    asks: Sequence[Any],
-    ranks_of: Any,
+    asks: Sequence[Ask],
+    ranks_of: Callable[[int, Ask], list[int]],
     most: int,
-    also: dict[str, Any] | None = None,
+    also: dict[str, ir.Scalar] | None = None,
 ) -> tuple[dict[Key, Settled], dict[str, Any] | None]:
     """Per (ask, group) settled by sample brackets; an ask with any group left out is
     left out whole. Also the values of `also`, aggregates over the log computed in the
@@ -150,7 +159,7 @@ def _place(
 
 
 def _guesses(
-    ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any], fraction: float, most: int
+    ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Ask], fraction: float, most: int
 ) -> tuple[dict[Key, Ranges], float]:
     """Per (ask, group) in the sample, a [lo, hi] per quantile, merged where they
     overlap; a group with too few sampled values is read back whole. Asks whose brackets
@@ -206,7 +215,7 @@ def _merged(ranges: Ranges) -> Ranges:
     return out
 
 
-def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Any]) -> dict[Key, np.ndarray]:
+def _sampled_values(ctx: Ctx, sub: Ctx, label: str, asks: Sequence[Ask]) -> dict[Key, np.ndarray]:
     """Each ask's values in the sample per group, sorted (one select for all asks)."""
     old, new = ctx.t.op(), sub.t.op()
     parts = []
@@ -229,7 +238,7 @@ MASKED_RUNS = 64
 """Up to this many runs are cut out by a mask each (no permutation of the whole table)."""
 
 
-def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
+def sorted_runs(table: pa.Table) -> dict[Key, np.ndarray]:
     """The `_v` values of a table per (`_a`, `_g`), each run sorted (`_g` absent or null:
     group ""). Groups are read as a dictionary's codes, so no Python string is made per
     value; sorted here, not by the engine, whose sort would need memory under a tight
@@ -257,7 +266,7 @@ def sorted_runs(table: Any) -> dict[Key, np.ndarray]:
     }
 
 
-def _group_codes(table: Any) -> tuple[list[str], Any]:
+def _group_codes(table: pa.Table) -> tuple[list[str], np.ndarray | int]:
     """The group names of a table's `_g` and each row's index among them. A null group is
     the ungrouped ask's "" (a column of nulls only, or none, needs no encoding)."""
     if "_g" not in table.column_names or table.column("_g").null_count == table.num_rows:
@@ -269,7 +278,7 @@ def _group_codes(table: Any) -> tuple[list[str], Any]:
     return names, ints(groups.indices)
 
 
-def _rebind(expr: Any, old: Any, new: Any) -> Any:
+def _rebind(expr: ir.Value, old: ops.Node, new: ops.Node) -> ir.Value:
     """`expr` over the sample table instead of the log (the two share their columns)."""
     return expr.op().replace({old: new}).to_expr()
 
@@ -277,10 +286,10 @@ def _rebind(expr: Any, old: Any, new: Any) -> Any:
 def _counts(
     ctx: Ctx,
     label: str,
-    asks: Sequence[Any],
+    asks: Sequence[Ask],
     guesses: dict[Key, Ranges],
     collect: bool,
-    also: dict[str, Any],
+    also: dict[str, ir.Scalar],
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, Any] | None]:
     """Per (ask, group) of the whole log: `n` values, `b<k>` under bracket k's lo and,
     for a bracket of one value, `h<k>` at most its hi. Ungrouped asks share one
@@ -311,25 +320,31 @@ def _counts(
 
 
 def _grouped_counts(
-    ctx: Ctx, label: str, i: int, ask: Any, ranges: dict[str, Ranges]
+    ctx: Ctx, label: str, i: int, ask: Ask, ranges: dict[str, Ranges]
 ) -> dict[Key, dict[str, Any]]:
     """The counts of a grouped ask; its values are read back by a select (a list
     aggregate with per-group bounds costs more per row than the scan it saves)."""
-    rows = ctx.t.select(_v=_value(ask), _g=ask.by.cast(dt.string))
+    rows = ctx.t.select(_v=_value(ask), _g=_by(ask))
     exprs = _flags(ctx, rows["_v"], _group_bounds(rows["_g"], ranges))
     expr = rows.filter(rows["_v"].notnull()).group_by("_g").aggregate(**exprs)
     frame = ctx.run_frame(f"{label}: bracket counts {ask.key}", expr)
     return {(i, str(r.pop("_g"))): r for r in frame}
 
 
+def _by(ask: Ask) -> ir.StringValue:
+    """A grouped ask's group, as text."""
+    assert ask.by is not None  # only grouped asks are counted by group
+    return ask.by.cast(dt.string)
+
+
 def _combined_counts(
-    ctx: Ctx, label: str, asks: Sequence[Any], ranges: dict[int, dict[str, Ranges]]
+    ctx: Ctx, label: str, asks: Sequence[Ask], ranges: dict[int, dict[str, Ranges]]
 ) -> dict[Key, dict[str, Any]]:
     """The counts of several grouped asks in one pass, grouped by every combination of
     their groups (few, by the sample), then summed per ask and group: counts add up."""
     rows = ctx.t.select(
         **{f"_v{i}": _value(asks[i]) for i in ranges},
-        **{f"_g{i}": asks[i].by.cast(dt.string) for i in ranges},
+        **{f"_g{i}": _by(asks[i]) for i in ranges},
     )
     exprs = {
         f"{i}_{k}": e
@@ -350,10 +365,10 @@ def _combined_counts(
     return {key: row for key, row in out.items() if row["n"]}
 
 
-def _group_bounds(g: Any, ranges: dict[str, Ranges]) -> list[tuple[Any, Any | None, Any | None]]:
+def _group_bounds(g: ir.StringColumn, ranges: dict[str, Ranges]) -> Bounds:
     """Per bracket k, its lo in the row's group `g` (null where the group has fewer),
     and its hi where the group's bracket k is of one value."""
-    bounds: list[tuple[Any, Any | None, Any | None]] = []
+    bounds: Bounds = []
     for k in range(max(len(r) for r in ranges.values())):
         lo = g.cases(
             *((name, r[k][0]) for name, r in ranges.items() if k < len(r)),
@@ -367,7 +382,7 @@ def _group_bounds(g: Any, ranges: dict[str, Ranges]) -> list[tuple[Any, Any | No
     return bounds
 
 
-def _rows(table: Any) -> list[dict[str, Any]]:
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
     """A result's rows as dicts, its list columns as NumPy arrays (no Python float per
     value)."""
     lists = [f.name for f in table.schema if _is_list(f.type)]
@@ -383,35 +398,35 @@ def _rows(table: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _array(values: Any) -> np.ndarray:
+def _array(values: Sequence[float] | np.ndarray | None) -> np.ndarray:
     """A collected list as a float array (an empty one for null)."""
     return np.empty(0) if values is None else np.asarray(values, dtype=np.float64)
 
 
-def _is_list(typ: Any) -> bool:
+def _is_list(typ: pa.DataType) -> bool:
 
     return bool(pa.types.is_list(typ) or pa.types.is_large_list(typ))
 
 
-def _value(ask: Any) -> Any:
+def _value(ask: Ask) -> ir.NumericValue:
     """The ask's value, null on rows its filter leaves out (counts and sums skip nulls)."""
     v = ask.expr.cast(dt.float64)
     return v if ask.where is None else ibis.ifelse(ask.where, v, ibis.null(dt.float64))
 
 
-def _bounds(ranges: Ranges, collect: bool) -> list[tuple[Any, Any | None, Any | None]]:
+def _bounds(ranges: Ranges, collect: bool) -> Bounds:
     """Per bracket (lo, hi when its values are collected, hi when it is of one value)."""
     return [
         (lo, hi if collect and lo < hi else None, hi if lo == hi else None) for lo, hi in ranges
     ]
 
 
-def _flags(ctx: Ctx, v: Any, bounds: list[tuple[Any, Any | None, Any | None]]) -> dict[str, Any]:
+def _flags(ctx: Ctx, v: ir.NumericColumn, bounds: Bounds) -> dict[str, ir.Scalar]:
     """`n`, and per bracket k: `b<k>` values under its lo, `l<k>` the values within
     [lo, hi] when they are collected and `h<k>` those at most hi for a bracket of one
     value (counted, not read). Bounds are numbers, or expressions giving each row's group its
     own (null where the group's bracket is of the other kind)."""
-    exprs: dict[str, Any] = {"n": v.count()}
+    exprs: dict[str, ir.Scalar] = {"n": v.count()}
     for k, (lo, read_hi, single_hi) in enumerate(bounds):
         exprs[f"b{k}"] = ctx.count(v < lo)
         if read_hi is not None:

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -36,6 +36,9 @@ import numpy as np
 
 from tailbudget.audit import quantile_brackets
 from tailbudget.audit.context import Ctx
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
 __all__ = ["Ask", "exact", "exact_grouped", "method_note"]
 
@@ -62,10 +65,10 @@ class Ask:
     value of the string expression `by` when given."""
 
     key: str
-    expr: Any
+    expr: ir.NumericValue
     qs: tuple[float, ...]
-    where: Any | None = None
-    by: Any | None = None
+    where: ir.BooleanValue | None = None
+    by: ir.StringValue | None = None
 
 
 def method_note(ctx: Ctx) -> str:
@@ -87,7 +90,7 @@ def method_note(ctx: Ctx) -> str:
 
 
 def exact(
-    ctx: Ctx, label: str, asks: Sequence[Ask], also: dict[str, Any] | None = None
+    ctx: Ctx, label: str, asks: Sequence[Ask], also: dict[str, ir.Scalar] | None = None
 ) -> dict[str, Any]:
     """Per ask, its quantiles in the order of `qs` (None when it selects no value).
 
@@ -159,7 +162,7 @@ class _Search:
     ctx: Ctx
     label: str
     asks: list[Ask]
-    also: dict[str, Any] = field(default_factory=dict)
+    also: dict[str, ir.Scalar] = field(default_factory=dict)
     also_row: dict[str, Any] = field(default_factory=dict)
     order: dict[tuple[int, str], dict[int, float]] = field(default_factory=dict)
     counts: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -211,7 +214,7 @@ class _Search:
             self.order.pop(key, None)
         return _Region(ask, _ALL, None, None, 0, [])
 
-    def _values(self, region: _Region) -> tuple[Any, Any]:
+    def _values(self, region: _Region) -> tuple[ir.FloatingColumn, ir.BooleanColumn]:
         """(value expression, row filter) of a region."""
         ask = self.asks[region.ask]
         v = ask.expr.cast(dt.float64)
@@ -224,7 +227,7 @@ class _Search:
             cond = cond & v.between(region.lo, region.hi)
         return v, cond
 
-    def _group(self, region: _Region) -> Any:
+    def _group(self, region: _Region) -> ir.StringValue:
         by = self.asks[region.ask].by
         if by is not None and region.lo is None:
             return by.cast(dt.string)
@@ -316,7 +319,7 @@ class _Search:
                 stats[rank] = float(mine[rank - region.below])
         return missed
 
-    def _pull_expr(self, regions: list[_Region]) -> tuple[Any, list[tuple[int, str]]]:
+    def _pull_expr(self, regions: list[_Region]) -> tuple[ir.Table, list[tuple[int, str]]]:
         """One select per ask and group of the values inside any of its regions: a scan
         each, not one per bucket (a group stays its own select, which the engine can
         filter on first). Each select's rows carry its index in the (ask, group) list
@@ -354,7 +357,7 @@ def _interpolate(stats: dict[int, float], n: int, q: float) -> float | None:
     return lo + (hi - lo) * (h - r0)
 
 
-def _bucket(v: Any, region: _Region) -> Any:
+def _bucket(v: ir.FloatingColumn, region: _Region) -> ir.NumericColumn:
     """Bucket key, increasing with the value: log-spaced over the whole range, linear
     within a region being split."""
     if region.lo is None:
