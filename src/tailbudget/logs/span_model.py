@@ -19,7 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ROOT_PARENTS", "SPAN_ROW", "SPAN_SCHEMA", "SPAN_TABLE", "SpanRow", "normalise"]
+__all__ = [
+    "ROOT_PARENTS",
+    "SPAN_ROW",
+    "SPAN_SCHEMA",
+    "SPAN_TABLE",
+    "SpanRow",
+    "epoch_ms_per_unit",
+    "normalise",
+]
 
 ROOT_PARENTS = ("", "root", "0", "00000000", "0000000000000000", "null", "none")
 """Parent ids that mark a root span (lower case), besides none at all."""
@@ -57,8 +65,7 @@ SPAN_SCHEMA = pa.schema(
     ]
 )
 """`SpanRow` as Arrow: its fields, in order, the ids named `trace_id`, `span_id` and
-`parent_id` (a trace file's table holds its spans' attributes beside them, and an
-attribute called `trace` or `span` is an attribute, not the id)."""
+`parent_id`."""
 
 SPAN_ROW = pa.struct(SPAN_SCHEMA)
 """`SPAN_SCHEMA` as one struct type: rows convert once, not once a column."""
@@ -88,6 +95,21 @@ times in ms from the clock's epoch, the root flag, the error flag and the operat
 
 NS_MS = 1e-6
 """Milliseconds per nanosecond: the unit of every span time the decoders give."""
+
+
+def epoch_ms_per_unit(epoch: float) -> float:
+    """ms per unit of an epoch time of this size: ns past 1e17 (1973 in ns), us past 1e14,
+    ms past 1e11, else s. How a span table's integer epoch columns are read, and a trace
+    file's clock: its times are ns, but a first start too small for ns is read by this
+    rule too (as the span table reader read the files before they had their own path)."""
+    magnitude = abs(epoch)
+    if magnitude > 1e17:
+        return NS_MS
+    if magnitude > 1e14:
+        return 1e-3
+    if magnitude > 1e11:
+        return 1.0
+    return 1e3
 
 
 def normalise(

@@ -17,7 +17,7 @@ from typing import Literal, NamedTuple
 
 import pyarrow as pa
 
-from tailbudget.logs.span_model import SPAN_TABLE, SpanRow, normalise
+from tailbudget.logs.span_model import SPAN_TABLE, SpanRow, epoch_ms_per_unit, normalise
 
 __all__ = [
     "ATTR",
@@ -139,14 +139,7 @@ class FileClock:
 
     @property
     def ms_per_unit(self) -> float:
-        magnitude = abs(self.epoch_ns or 0)
-        if magnitude > 1e17:
-            return 1e-6
-        if magnitude > 1e14:
-            return 1e-3
-        if magnitude > 1e11:
-            return 1.0
-        return 1e3
+        return epoch_ms_per_unit(self.epoch_ns or 0)
 
     @property
     def offset_ms(self) -> float:
