@@ -209,3 +209,23 @@ def test_bad_columns_name_the_column_or_the_item(body: dict[str, Any], message: 
 def test_a_one_line_ndjson_body_is_still_rows() -> None:
     batch = parse_observations(b'{"total_ms": 5, "ttft_ms": 2}', now_s=T0)
     assert len(batch) == 1 and batch.series["ttft"].ms.tolist() == [2.0]
+
+
+def test_the_hold_on_a_count_that_breached_survives_kill_9(tmp_path: Any) -> None:
+    # breach sizing does not step back, within 5 minutes, to a count that breached; a
+    # restart (kill -9 after the scale-up's snapshot) must not forget which one and when
+    rt = llm_runtime(tmp_path)
+    ups = [d for d in run(rt, T0, 5, 900.0) if d.action == "scale_up"]
+    assert [d.replicas for d in ups] == [2]  # 900 ms over 450: two replicas, one decision
+    fired = ups[0].t_s
+    assert rt.controller.breached_at == {1: fired}
+    # quiet from here: one fewer would hold after clear_for (120 s), but not within the hold
+    assert not [d for d in run(rt, T0 + 5, 150, 60.0) if d.action == "scale_down"]
+    crash(rt)
+    again = llm_runtime(tmp_path)
+    assert again.controller.breached_at == {1: fired}
+    assert again.controller.desired_replicas == 2
+    downs = [d for d in run(again, T0 + 155, 250, 60.0) if d.action == "scale_down"]
+    assert [d.replicas for d in downs] == [1]
+    assert downs[0].t_s >= fired + 300.0  # the HPA's 5-minute stabilization, restart or not
+    again.close()

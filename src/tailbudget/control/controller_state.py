@@ -37,6 +37,11 @@ def controller_state(c: Controller) -> dict[str, Any]:
         "window": c.window.to_state(),
         "baselines": dict(c.baselines),
         "series": c.series.to_state(),
+        # breach sizing's memory: which counts breached when (a scale-down does not return
+        # to one within SCALE_DOWN_HOLD_S, restart or not) and the counts asked for over
+        # the last window (what served the windows a restarted controller judges)
+        "breached_at": {str(n): t for n, t in sorted(c.breached_at.items())},
+        "asked": [[t, n] for t, n in c.asked],
     }
 
 
@@ -58,6 +63,13 @@ def _restore_rules(c: Controller, rules: dict[str, Any]) -> None:
             st.status = "engaged" if st.engaged else "idle"
 
 
+def _restore_sizing(c: Controller, state: dict[str, Any]) -> None:
+    """Breach sizing's hold and served counts (absent in state written before they were kept)."""
+    for n, t in dict(state.get("breached_at", {})).items():
+        c.breached_at[int(n)] = float(t)
+    c.asked.extend((float(t), int(n)) for t, n in state.get("asked", []))
+
+
 def restore_controller(c: Controller, state: dict[str, Any]) -> None:
     """Load `controller_state()` output into a fresh controller; PolicyError when malformed."""
     try:
@@ -76,6 +88,7 @@ def restore_controller(c: Controller, state: dict[str, Any]) -> None:
             c.set_baseline(float(value), str(name))
         if "series" in state:  # absent in state written before LLM series
             c.series.load_state(state["series"])
+        _restore_sizing(c, state)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise PolicyError(
             f"controller state is not valid ({type(exc).__name__}: {exc}); "

@@ -79,7 +79,7 @@ class Controller:
         """True when the last evaluation judged stats handed in (e.g. from Prometheus)."""
         self._z = z_of(policy.confidence)
         self._rules: dict[str, RuleState] = {r.name: RuleState() for r in policy.rules}
-        self._asked: deque[tuple[float, int]] = deque()
+        self.asked: deque[tuple[float, int]] = deque()
         """(evaluation time, desired replicas) over the last window (breach sizing)."""
         self.breached_at: dict[int, float] = {}
         """Replica count -> when a sized scale-up last fired while it served the window
@@ -88,7 +88,7 @@ class Controller:
     def replicas_behind_window(self, now_s: float) -> int:
         """The fewest replicas asked for over the last window: what served the requests
         the window holds (a replica asked for serves only once it is ready)."""
-        asked = [n for t, n in self._asked if t >= now_s - self.policy.window_s - EPS]
+        asked = [n for t, n in self.asked if t >= now_s - self.policy.window_s - EPS]
         return min([self.desired_replicas, *asked])
 
     def rule_state(self, name: str) -> RuleState:
@@ -251,9 +251,9 @@ class Controller:
         """
         judged, by_name = self._inputs(now_s, stats, series)
         measures, holds = self._measure(judged, by_name)
-        self._asked.append((now_s, self.desired_replicas))
-        while self._asked and self._asked[0][0] < now_s - self.policy.window_s - EPS:
-            self._asked.popleft()
+        self.asked.append((now_s, self.desired_replicas))
+        while self.asked and self.asked[0][0] < now_s - self.policy.window_s - EPS:
+            self.asked.popleft()
         for rule in self.policy.rules:  # every rule's value of this evaluation, before any
             st = self._rules[rule.name]  # steps (a scale-down reads the others')
             st.value = measures[rule.name].value
