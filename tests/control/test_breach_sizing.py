@@ -126,3 +126,49 @@ def test_the_line_survives_a_restart() -> None:
     again = Controller.from_state(c.policy, c.to_state())
     name = "scale_up_tpot.p99"
     assert again.rule_state(name).line == c.rule_state(name).line
+
+
+def test_a_count_that_served_whole_windows_is_predicted_by_what_it_measured() -> None:
+    line = LoadLine()
+    for k in range(20):  # counts 1..4 on a line v = 30 + 10 x, then 3 measured at 45 ms
+        n = 1 + k % 4
+        line.add(T0 + 10 * k, 4.0 / n, 30.0 + 40.0 / n, n)
+    assert line.measured(3, 4.0 / 3, 12) is None  # no whole windows at 3 yet
+    for k in range(13):  # 12 windows' weight once forgetting has had its share
+        line.add(T0 + 200 + 10 * k, 4.0 / 3, 45.0, 3, whole=True)
+    # what 3 measured, moved along the learned slope to the load it would carry now
+    assert line.measured(3, 4.0 / 3, 12) == pytest.approx(45.0, abs=0.2)
+    slope = line.slope()
+    assert line.measured(3, 2.0, 12) == pytest.approx(45.0 + slope * (2.0 - 4.0 / 3), abs=0.2)
+    again = LoadLine.from_state(line.to_state())
+    assert again == line
+
+
+def test_a_noise_step_up_comes_back_down_where_the_count_below_measured_its_windows() -> None:
+    # tpot 30 + 54 / n ms at 4 requests/s: 48 ms at 3 replicas, under the 53 ms trigger
+    # (90% of the room above the 30 ms floor, target 55.6) and the 49.6 ms clear line. A
+    # window's noise stepped 3 -> 4. The line scaled by (4/3)^2 predicts (43.5 - 30) x 16/9
+    # = 24 ms above the floor at 3 (over 85% of the room, 19.6): that rule never stepped
+    # back. What 3 measured over whole windows says it holds.
+    c = _controller("ttft.p95=1000,tpot.p99=55.6")
+    t = T0
+    for n, evaluations in ((1, 7), (2, 7), (3, 30)):
+        for _ in range(evaluations):
+            c.desired_replicas = n
+            _feed(c, t, 40, ttft=150.0, tpot=30.0 + 54.0 / n)
+            c.evaluate(t + 1)
+            t += 10
+    name = "scale_up_tpot.p99"
+    st = c.rule_state(name)
+    assert st.line.measured(3, 4.0 / 3, 12) == pytest.approx(48.0, abs=0.5)
+    assert not st.line.one_fewer_holds(4, 43.5, st.line.trigger(50.04, 0.9), 0.85)
+    c.desired_replicas, st.engaged = 4, True
+    downs = []
+    for _ in range(60):
+        _feed(c, t, 40, ttft=150.0, tpot=30.0 + 54.0 / c.desired_replicas)
+        downs += [d for d in c.evaluate(t + 1) if d.action == "scale_down"]
+        t += 10
+    assert [d.replicas for d in downs] == [3]  # and no further: 2 measured 57 ms
+    d = downs[0]
+    assert d.value is not None and d.threshold is not None and d.value <= d.threshold
+    assert "3 replicas measured 48" in d.reason

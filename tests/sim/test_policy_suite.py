@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import pytest
 
+from tailbudget.budget.objectives import parse_objectives
+from tailbudget.budget.policy import policy_for
 from tailbudget.logs import ReadOptions
+from tailbudget.sim.engines import run_once
 from tailbudget.sim.fit import ModelOptions
 from tailbudget.sim.fitting import fit_logs
 from tailbudget.sim.model import ServiceModel
+from tailbudget.sim.objectives import measure
 from tailbudget.sim.patterns import pattern_arrivals
-from tailbudget.sim.suite import Row, objective_sets, run_row
+from tailbudget.sim.policies import BudgetPolicy
+from tailbudget.sim.suite import MAX_REPLICAS, Row, objective_sets, run_row
 from tests.conftest import SHARED_DATA
 
 GRID = SHARED_DATA / "vllm_grid" / "vllm_llama33-70b_04_tp4_pp2_IB_qps_{}.json"
@@ -60,3 +65,30 @@ def test_the_defaults_breach_minutes_are_pinned(model: ServiceModel, name: str) 
     # the floor is met every minute here, and every policy is priced against it
     assert row.floor.unmet_minutes == 0
     assert all(o.vs_floor is not None and o.vs_floor > 0 for o in row.outcomes)
+
+
+STEADY_3_8 = "ttft.p95=488,tpot.p99=55.6"
+"""The loose objectives bench/policies.py derives for its steady@3.8 row on this model (the
+row run on 64 replicas: TTFT p95 x3, TPOT p99 x1.5), stated here: deriving them takes
+longer than the run itself."""
+STEADY_3_8_FLOOR_RH = 2.42
+"""The hindsight floor of that row, as bench/policies.py measured it (docs/act.md)."""
+
+
+def test_the_reactive_default_meets_the_unseen_traces_bound_on_a_row_like_them(
+    model: ServiceModel,
+) -> None:
+    # issue 34's acceptance on the unseen traces (about 3.8 requests/s for an hour, one
+    # replica at the start): at most 2 breach minutes at no more than 1.5x the floor. The
+    # start-up minutes breach at every version; the square scale-down rule then kept a
+    # noise step 3 -> 4 for the rest of the hour (2 minutes, 1.57x).
+    arr = pattern_arrivals("steady", 3.8, 3600.0, model.samples.size, seed=1)
+    objectives = parse_objectives(STEADY_3_8)
+    policy = policy_for("default", objectives)
+    bounds = policy.replicas.model_copy(update={"min": 1, "max": MAX_REPLICAS})
+    budget = BudgetPolicy(policy.model_copy(update={"replicas": bounds}))
+    trace = run_once(model, arr, budget, replicas=1, end_s=3600.0)
+    results = measure(trace, objectives, model.samples.stages)
+    breach = max(r.minutes_in_breach for r in results if r.objective.gated)
+    assert breach <= 2
+    assert trace.replica_s / 3600.0 <= 1.5 * STEADY_3_8_FLOOR_RH

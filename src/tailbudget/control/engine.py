@@ -286,7 +286,11 @@ class Controller:
         if window is None or st.value is None or span <= 0:
             return
         served = max(1, self.replicas_behind_window(now_s))
-        st.line.add(now_s, window.count / span / served, st.value, served)
+        # a whole window: the ring full and one count asked for throughout (what that count
+        # measured, for predicting it again rather than the line scaled to it)
+        whole = span >= self.policy.window_s - EPS and served == max(n for _, n in self.asked)
+        st.load = window.count / span / served
+        st.line.add(now_s, st.load, st.value, served, whole)
 
     def _record(self, d: Decision) -> None:
         self.recent.append(d)

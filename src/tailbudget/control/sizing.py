@@ -14,15 +14,22 @@ sizes low and never scales down early).
 - Scale-up asks for `served x (v - floor) / (threshold - floor)` replicas: the
   count whose shared part fits under the threshold, at least one more than served
   the window.
-- Scale-down steps to n - 1 only while the shared part, scaled by (n / (n - 1))^2,
-  stays within the rule's hysteresis share (clear / trigger threshold) of what
-  the threshold leaves above the floor. The square: queueing and batch
+- Scale-down steps to n - 1 only while the value predicted there stays within
+  the rule's hysteresis share (clear / trigger threshold) of what the threshold
+  leaves above the floor. Where n - 1 served whole windows after start-up (one
+  count asked for over the window, the ring full), the prediction is what it
+  measured there (`measured`: their mean, moved along the line's slope to the
+  load it would carry now), never better than the value at n. Elsewhere it is
+  the shared part scaled by (n / (n - 1))^2. The square: queueing and batch
   interference grow faster than the load per replica (M/M/1's wait grows as
   rho / (1 - rho)), so the line, fitted where the service ran, flatters a count
-  it has not run at; a linear guess stepped down into breaches on the suite. A
-  clear threshold as a plain share of the target sits below the floor when the
-  target is near it (a TPOT objective near the decode step floor) and never
-  clears; this one cannot.
+  it has not run at; a linear guess stepped down into breaches on the suite.
+  Where the count ran, the square is the wrong way round: a percentile whose
+  window noise outweighs its load (TPOT p99 at a few requests per second) was
+  predicted 55-65 ms at a count that measured 46-52, and a noise step up never
+  came back. A clear threshold as a plain share of the target sits below the
+  floor when the target is near it (a TPOT objective near the decode step
+  floor) and never clears; this one cannot.
 - The trigger of a tpot, itl or e2e scale-up rule (the LLM default states them
   at 90% of the target) is 90% of the room above the floor
   (`LoadLine.trigger`): 90% of a target near the floor sits on the floor, where
@@ -32,7 +39,7 @@ sizes low and never scales down early).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["HALF_LIFE_S", "LoadLine"]
 
@@ -53,16 +60,27 @@ class LoadLine:
     counts: frozenset[int] = frozenset()
     last_s: float | None = None
     lowest: float | None = None
+    at: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    """Count -> (weight, weighted load per replica, weighted value) of the windows that
+    count served whole (one count asked for over the window, the ring full): what the
+    service measured there, forgotten as the line is."""
 
-    def add(self, now_s: float, per_replica: float, value: float, served: int) -> None:
-        """One window: its observations per second per serving replica and its value."""
+    def add(
+        self, now_s: float, per_replica: float, value: float, served: int, whole: bool = False
+    ) -> None:
+        """One window: its observations per second per serving replica and its value;
+        `whole` when `served` replicas served all of it after start-up."""
         if not (math.isfinite(per_replica) and math.isfinite(value)):
             return
         if self.last_s is not None and now_s > self.last_s:
             keep = 0.5 ** ((now_s - self.last_s) / HALF_LIFE_S)
             self.w, self.sx, self.sy = self.w * keep, self.sx * keep, self.sy * keep
             self.sxx, self.sxy = self.sxx * keep, self.sxy * keep
+            self.at = {n: (w * keep, x * keep, y * keep) for n, (w, x, y) in self.at.items()}
         self.last_s = now_s
+        if whole:
+            w, x, y = self.at.get(served, (0.0, 0.0, 0.0))
+            self.at[served] = (w + 1.0, x + per_replica, y + value)
         self.w += 1.0
         self.sx += per_replica
         self.sy += value
@@ -71,18 +89,31 @@ class LoadLine:
         self.counts = self.counts | {served}
         self.lowest = value if self.lowest is None else min(self.lowest, value)
 
-    def floor(self) -> float:
-        """The part no replica count lowers (0 until the windows span two counts)."""
+    def slope(self) -> float:
+        """The value's rise per unit of load per replica (0 until the windows span two
+        counts, or when more load per replica did not raise it: nothing learned)."""
         if len(self.counts) < 2 or self.w <= 0 or self.lowest is None:
             return 0.0
         var = self.sxx / self.w - (self.sx / self.w) ** 2
         if var <= 1e-12 * max(1.0, (self.sx / self.w) ** 2):
             return 0.0
-        slope = (self.sxy / self.w - (self.sx / self.w) * (self.sy / self.w)) / var
-        if slope <= 0:
-            return 0.0  # more load per replica did not raise it: nothing learned
+        return max(0.0, (self.sxy / self.w - (self.sx / self.w) * (self.sy / self.w)) / var)
+
+    def floor(self) -> float:
+        """The part no replica count lowers (0 until the windows span two counts)."""
+        slope = self.slope()
+        if slope <= 0 or self.lowest is None:
+            return 0.0
         intercept = self.sy / self.w - slope * self.sx / self.w
         return min(max(0.0, intercept), self.lowest)
+
+    def measured(self, n: int, per_replica: float, min_weight: float) -> float | None:
+        """The value at n replicas as the windows n served whole measured it, moved along
+        the line's slope to `per_replica` (None: fewer than `min_weight` such windows)."""
+        w, x, y = self.at.get(n, (0.0, 0.0, 0.0))
+        if w < min_weight or w <= 0:
+            return None
+        return y / w + self.slope() * (per_replica - x / w)
 
     def trigger(self, threshold: float, share: float) -> float:
         """The trigger threshold on the room above the floor: a rule stated at `share` of
@@ -98,15 +129,23 @@ class LoadLine:
             return served + 1
         return max(served + 1, math.ceil(served * (value - floor) / room - 1e-9))
 
-    def clear_line(self, n: int, threshold: float, share: float) -> float:
+    def clear_line(self, n: int, threshold: float, share: float, measured: bool = False) -> float:
         """The value `one_fewer_holds` lets through at n replicas (n > 1) when it is above
-        the floor: floor + share of the room, scaled to n - 1 of n."""
+        the floor: floor + share of the room, scaled to n - 1 of n (the value at n - 1 when
+        that count was `measured`)."""
         floor = self.floor()
-        return floor + share * (threshold - floor) * ((n - 1) / n) ** 2
+        scale = 1.0 if measured else ((n - 1) / n) ** 2
+        return floor + share * (threshold - floor) * scale
 
-    def one_fewer_holds(self, n: int, value: float, threshold: float, share: float) -> bool:
-        """At n - 1 replicas the shared part stays within `share` of the room."""
+    def one_fewer_holds(
+        self, n: int, value: float, threshold: float, share: float, there: float | None = None
+    ) -> bool:
+        """At n - 1 replicas the shared part stays within `share` of the room: as `there`
+        (what n - 1 measured, `measured`) says, never better than `value` at n, or else
+        the value at n scaled by (n / (n - 1))^2."""
         floor = min(self.floor(), value)
+        if there is not None:
+            return max(there, value) - floor <= share * (threshold - floor)
         return (value - floor) * (n / (n - 1)) ** 2 <= share * (threshold - floor)
 
     def to_state(self) -> dict[str, object]:
@@ -114,6 +153,7 @@ class LoadLine:
         return {
             "w": self.w, "sx": self.sx, "sy": self.sy, "sxx": self.sxx, "sxy": self.sxy,
             "counts": sorted(self.counts), "last_s": self.last_s, "lowest": self.lowest,
+            "at": {str(n): list(v) for n, v in sorted(self.at.items())},
         }  # fmt: skip
 
     @classmethod
@@ -131,8 +171,19 @@ class LoadLine:
         counts = raw.get("counts", [])
         if not isinstance(counts, list):
             raise ValueError(f"sizing state counts: not a list: {counts!r}")
+        at = raw.get("at", {})  # absent in state written before counts were measured
+        if not isinstance(at, dict):
+            raise ValueError(f"sizing state at: not an object: {at!r}")
         w, sx, sy, sxx, sxy = (num(k) or 0.0 for k in ("w", "sx", "sy", "sxx", "sxy"))
         return cls(
             w=w, sx=sx, sy=sy, sxx=sxx, sxy=sxy, counts=frozenset(int(c) for c in counts),
             last_s=num("last_s", None), lowest=num("lowest", None),
+            at={int(n): _triple(v) for n, v in at.items()},
         )  # fmt: skip
+
+
+def _triple(v: object) -> tuple[float, float, float]:
+    if not isinstance(v, list) or len(v) != 3:
+        raise ValueError(f"sizing state at: not [weight, load, value]: {v!r}")
+    w, x, y = (float(e) for e in v)
+    return w, x, y

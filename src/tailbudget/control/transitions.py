@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tailbudget.budget.default_policy import LLM_SCALE_SHARE
 from tailbudget.budget.policy import RECOVERY, Rule
 from tailbudget.control.decision import Decision
-from tailbudget.control.rules import Measure, clear_reason, trigger_reason
+from tailbudget.control.rules import Measure, clear_reason, fmt, trigger_reason
 from tailbudget.control.sizing import LoadLine
 from tailbudget.control.windows import WindowStats
 
@@ -45,6 +45,8 @@ class RuleState:
     bound: float | None = None
     line: LoadLine = field(default_factory=LoadLine)
     """Breach sizing: the rule's percentile against load per replica (control/sizing.py)."""
+    load: float | None = None
+    """Breach sizing: the last window's observations per second per serving replica."""
 
 
 SCALE_DOWN_HOLD_S = 300.0
@@ -52,6 +54,10 @@ SCALE_DOWN_HOLD_S = 300.0
 it served the window) within this span: the Kubernetes HPA's default scale-down
 stabilization window. The flap it prevents: a percentile whose window noise crosses the
 threshold at n replicas, stepped down to n, up again, down again."""
+
+MEASURED_WINDOWS = 2
+"""A count's own measurement predicts it (not the line scaled to it) once it served this many
+whole windows' worth of evaluations: one window is one draw of its noise."""
 
 _SCALE_UP_LIMIT = (2, 4)
 """Breach sizing asks at most for max(2 x current, current + 4) replicas at once: the
@@ -238,7 +244,19 @@ def _clears(c: Controller, rule: Rule, value: float) -> bool:
     if not sized(c, rule) or n <= 1:
         return rule.cleared(value)
     share = rule.clear_threshold / rule.threshold
-    return c.rule_state(rule.name).line.one_fewer_holds(n, value, trigger_of(c, rule), share)
+    there = measured_fewer(c, rule)
+    return c.rule_state(rule.name).line.one_fewer_holds(n, value, trigger_of(c, rule), share, there)
+
+
+def measured_fewer(c: Controller, rule: Rule) -> float | None:
+    """What one replica fewer measured when it served whole windows (MEASURED_WINDOWS of
+    them, after start-up), moved along the learned slope to this window's load spread
+    over it; None when it has not (control/sizing.py)."""
+    n, st = c.desired_replicas, c.rule_state(rule.name)
+    if n <= 1 or st.load is None:
+        return None
+    need = MEASURED_WINDOWS * c.policy.sub_windows
+    return st.line.measured(n - 1, st.load * n / (n - 1), need)
 
 
 def _scale_down(
@@ -261,10 +279,13 @@ def _scale_down(
         return None
     before = c.desired_replicas
     clear = clear_of(c, rule)  # at the count it steps down from, as _clears judged it
+    there = measured_fewer(c, rule) if sized(c, rule) else None
     c.desired_replicas = max(r.min, before - r.step)
     st.engaged = c.desired_replicas > r.min
     st.clear_since = now_s  # the next step needs a whole stabilization window again
     reason = clear_reason(rule, m, stats, clear)
+    if there is not None:
+        reason += f"; {before - 1} replicas measured {fmt(rule.metric, there)} at this load"
     reason += f"; desired replicas {before} -> {c.desired_replicas}"
     return _decision(c, rule, "scale_down", m, clear, reason, stats, now_s, c.desired_replicas)
 
@@ -278,4 +299,5 @@ def clear_of(c: Controller, rule: Rule) -> float:
     if not sized(c, rule) or n <= 1:
         return rule.clear_threshold
     share = rule.clear_threshold / rule.threshold
-    return c.rule_state(rule.name).line.clear_line(n, trigger_of(c, rule), share)
+    there = measured_fewer(c, rule) is not None
+    return c.rule_state(rule.name).line.clear_line(n, trigger_of(c, rule), share, there)
