@@ -540,6 +540,9 @@ def _beside_log(
     off = [
         f"{o.objective.key} {fmt.ms(o.measured_ms)} ms predicted, {fmt.ms(r.measured_ms)} ms "
         "recorded"
+        # Near a target the two verdicts can differ within the model's stated error: said,
+        # so a predicted pass never reads as the log's own.
+        + ("" if o.verdict == r.verdict else f" ({o.verdict} predicted, {r.verdict} recorded)")
         for o, r in zip(first.objectives, rows, strict=True)
         if o.measured_ms is not None and r.measured_ms is not None
     ]
