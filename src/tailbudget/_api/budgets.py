@@ -92,7 +92,7 @@ class MeasuredBudget:
         return f"{fence}yaml\n{self.text}{fence}\n"
 
 
-def _seconds_warning(log: Any, unit: str | None) -> list[str]:
+def _seconds_warning(log: LogTable, unit: str | None) -> list[str]:
     """A warning when the unit was not given and the figures look like seconds: a plan of
     the budget would gate a log in seconds as a 1 ms service."""
     from tailbudget.logs.units import seconds_hint
@@ -261,7 +261,9 @@ def rebudget(
     return replace(found, class_proposals=_class_proposals(b, table, table.cohorts[-1]))
 
 
-def _class_proposals(b: Budget, table: LogTable, column: str) -> tuple[tuple[str, int, Any], ...]:
+def _class_proposals(
+    b: Budget, table: LogTable, column: str
+) -> tuple[tuple[str, int, Rebudget], ...]:
     """Each class's own proposal: its view of the budget (its stages and objectives)
     against its own requests; a class without requests in the log is left out."""
     from dataclasses import replace
@@ -301,7 +303,7 @@ def export(
     from tailbudget.export import TARGETS, ExportOptions, parse_burn_windows
     from tailbudget.export import export as render
 
-    given: dict[str, Any] = {
+    given: dict[str, Any] = {  # ExportOptions' own defaults stand where None
         "prometheus_url": prometheus_url,
         "verdict_url": verdict_url,
         "namespace": namespace,

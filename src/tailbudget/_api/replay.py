@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tailbudget._api.inputs import BudgetLike, Data, budget_of, source_of
 from tailbudget.errors import PolicyError
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from tailbudget.control.class_shedding import ClassPolicy
     from tailbudget.control.logsource import ReplayLog
     from tailbudget.control.replay import Baseline
-    from tailbudget.control.replay_record import ReplayReport
+    from tailbudget.control.replay_record import ReplayObjective, ReplayReport
 
 __all__ = ["replay"]
 
@@ -100,7 +100,9 @@ def replay(
     return report.model_copy(update={"objectives": judged})
 
 
-def _objectives(b: Budget, data: Data, *, total: str | None, unit: str | None) -> list[Any]:
+def _objectives(
+    b: Budget, data: Data, *, total: str | None, unit: str | None
+) -> list[ReplayObjective]:
     """The budget's objectives on the whole log, as rebudget and the audit judge them
     (one reading of the log, one verdict rule): what the policy's windows add up to."""
     from tailbudget.audit.profile import profile_of

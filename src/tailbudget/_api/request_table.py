@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    import pandas as pd  # type: ignore[import-untyped]
+    import polars as pl
+    import pyarrow as pa
+
     from tailbudget.logs import LogTable, RowCounts
 
 __all__ = ["Requests"]
@@ -22,10 +27,10 @@ class Requests:
     """The canonical table the audit reads (engine-safe column names)."""
 
     @property
-    def table(self) -> Any:
+    def table(self) -> ir.Table:
         """The Ibis table (lazy: nothing runs until it is executed or converted)."""
         log = self.log
-        cols: dict[str, Any] = {"request_id": log.table["request_id"]}
+        cols: dict[str, ir.Column] = {"request_id": log.table["request_id"]}
         if log.has_timestamp:
             cols["ts"] = log.table["ts"]
         cols["total_ms"] = log.table["total_ms"]
@@ -52,17 +57,18 @@ class Requests:
         """What the reader assumed or skipped (units, spans folded into `other`...)."""
         return self.log.notes
 
-    def to_arrow(self) -> Any:
+    def to_arrow(self) -> pa.Table:
         """A pyarrow Table."""
         return self.table.to_pyarrow()
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """A pandas DataFrame."""
         return self.table.to_pandas()
 
-    def to_polars(self) -> Any:
+    def to_polars(self) -> pl.DataFrame:
         """A polars DataFrame (needs polars installed)."""
-        return self.table.to_polars()
+        frame: pl.DataFrame = self.table.to_polars()
+        return frame
 
     def __len__(self) -> int:
         return self.log.rows.used

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tailbudget import _fmt as fmt
 from tailbudget._api.inputs import (
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
     from tailbudget.budget.objectives import Objectives
     from tailbudget.budget.policy import Policy
+    from tailbudget.logs.options import ReadOptions
     from tailbudget.sim.arrivals import ArrivalSpec
     from tailbudget.sim.capacity import CapacityReport
     from tailbudget.sim.classes import SimClasses
@@ -177,7 +178,7 @@ def _mix(
 
 
 def _class_share(
-    sources: list[Source], read: Any, cs: ClassSet | None, *, explicit: bool
+    sources: list[Source], read: ReadOptions, cs: ClassSet | None, *, explicit: bool
 ) -> tuple[float | None, str] | None:
     """With classes: the share of the logs' requests in the class shed_load sheds first
     (the highest priority number; None without listed classes), the share the simulated
@@ -280,7 +281,7 @@ def _check_seed(seed: int) -> int:
     return seed
 
 
-def _check_load(value: float, given: Any) -> float:
+def _check_load(value: float, given: object) -> float:
     if isinstance(value, bool) or not (math.isfinite(value) and 0 < value <= MAX_LOAD):
         raise TailbudgetError(
             f"load takes positive multiples up to {MAX_LOAD:g} such as 1,2,4, got {given!r}",
