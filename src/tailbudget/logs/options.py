@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from tailbudget.errors import LogError
 
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
 
-__all__ = ["FORMATS", "ReadOptions", "Unit"]
+__all__ = ["FORMATS", "ReadOptions", "ReadSettings", "Unit"]
 
 Unit = Literal["ms", "s", "us"]
 FORMATS = (
@@ -29,6 +29,28 @@ FORMATS = (
     "engine",
 )
 _UNITS = ("ms", "s", "us")
+
+
+class ReadSettings(TypedDict, total=False):
+    """ReadOptions' fields, as `ReadOptions.with_` takes them."""
+
+    total: str | None
+    stages: tuple[str, ...] | Mapping[str, str] | None
+    stages_glob: str | None
+    timestamp: str | None
+    request_id: str | None
+    error: str | None
+    unit: Unit | None
+    shape: tuple[str, ...]
+    cohorts: tuple[str, ...]
+    format: str | None
+    query: str | None
+    span_stage: Literal["operation", "service"]
+    max_stages: int
+    span_attribution: Literal["critical_path", "self"]
+    span_keep: tuple[str, ...]
+    span_profile: bool
+    calls: Mapping[str, tuple[tuple[str, ...], ...]] | None
 
 
 @dataclass(frozen=True)
@@ -103,13 +125,14 @@ class ReadOptions:
             return {str(k): str(v) for k, v in self.stages.items()}
         return {_strip_ms(c): c for c in self.stages}
 
-    def with_(self, **changes: Any) -> ReadOptions:
+    def with_(self, **changes: Unpack[ReadSettings]) -> ReadOptions:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
     @classmethod
-    def from_budget(cls, budget: Budget | None, **overrides: Any) -> ReadOptions:
-        """Options from a budget file's `log:` block; non-None overrides win."""
+    def from_budget(cls, budget: Budget | None, **overrides: object) -> ReadOptions:
+        """Options from a budget file's `log:` block; non-None overrides win (each named
+        as a field, LogError otherwise; ReadOptions checks their values)."""
         values: dict[str, Any] = {}
         if budget is not None:
             log = budget.log

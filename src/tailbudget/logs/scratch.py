@@ -9,13 +9,17 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ibis
 import ibis.expr.datatypes as dt
 from ibis.backends.sql.datatypes import DuckDBType
 
 from tailbudget.logs.engine import arrow_result, engine_name
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    from ibis.backends import BaseBackend
 
 __all__ = ["ENUM_MOST", "Scratch", "scratch_copy"]
 
@@ -28,11 +32,11 @@ class Scratch:
     """A scratch copy of a log: `table`, and `sample` to keep a row sample of it in the
     same scratch space (dropped with it)."""
 
-    table: Any
-    backend: Any
+    table: ir.Table
+    backend: BaseBackend
     database: tuple[str, str] | None
 
-    def sample(self, fraction: float, seed: int) -> Any:
+    def sample(self, fraction: float, seed: int) -> ir.Table:
         """A uniform sample of about `fraction` of the rows, for many passes.
 
         On DuckDB it is kept, once, in the scratch database, and a row is drawn when a hash
@@ -55,7 +59,7 @@ class Scratch:
 
 @contextmanager
 def scratch_copy(
-    backend: Any, expr: Any, name: str, labels: Sequence[str] = ()
+    backend: BaseBackend, expr: ir.Table, name: str, labels: Sequence[str] = ()
 ) -> Iterator[Scratch]:
     """`expr` computed once, for many passes over it; dropped on exit.
 
@@ -85,8 +89,12 @@ def scratch_copy(
 
 
 def _copy(
-    backend: Any, expr: Any, name: str, database: tuple[str, str], labels: Sequence[str]
-) -> Any:
+    backend: BaseBackend,
+    expr: ir.Table,
+    name: str,
+    database: tuple[str, str],
+    labels: Sequence[str],
+) -> ir.Table:
     enums = _few_values(backend, expr, [c for c in labels if expr[c].type().is_string()])
     if not enums:
         return backend.create_table(name, expr, database=database)
@@ -103,7 +111,7 @@ def _copy(
     return backend.table(name, database=database)
 
 
-def _few_values(backend: Any, expr: Any, columns: list[str]) -> dict[str, list[str]]:
+def _few_values(backend: BaseBackend, expr: ir.Table, columns: list[str]) -> dict[str, list[str]]:
     """The distinct non-null values of each text column that has at most ENUM_MOST, from
     one query (a distinct select per column, each cut at ENUM_MOST + 1)."""
     if not columns:

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    import numpy as np
+    import numpy.typing as npt
+    from ibis.backends import BaseBackend
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +46,7 @@ class RowCounts:
 class LogTable:
     """A latency log in canonical form, on an Ibis backend (DuckDB by default)."""
 
-    table: Any
+    table: ir.Table
     """ibis.Table with the canonical columns above."""
     stages: tuple[str, ...]
     shape: tuple[str, ...] = ()
@@ -55,15 +61,15 @@ class LogTable:
     engine"""
     notes: tuple[str, ...] = ()
     """Facts about the input the report should state (units assumed, spans skipped...)."""
-    backend: Any = None
-    """The Ibis backend holding `table`."""
+    backend: BaseBackend = None
+    """The Ibis backend holding `table` (every reader sets it)."""
     attribution: str = ""
     """How stage times were derived: "critical_path" or "self" (span tables), "" as logged."""
     stage_columns: dict[str, str] = field(default_factory=dict)
     """Stage name (as the log wrote it) -> its column in `table`; `<stage>_ms` when absent."""
     unit_stated: bool = True
     """False when the latency unit was assumed (ms) from a column that does not name it."""
-    span_profile: Mapping[tuple[str, str], Any] | None = None
+    span_profile: Mapping[tuple[str, str], npt.NDArray[np.float64]] | None = None
     """Span tables read with `span_profile`: {(stage, operation key): sample of ms}."""
 
     def stage_column(self, stage: str) -> str:
