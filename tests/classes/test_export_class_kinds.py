@@ -5,7 +5,6 @@ Argo Rollouts and Flagger check them; TPOT (no class series) is named, not expor
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -13,7 +12,14 @@ import yaml
 from tailbudget.budget import parse_budget
 from tailbudget.demo.tiers import BUDGET as TIERS
 from tailbudget.export import export, prometheus_rules
-from tests.export.export_helpers import PROMTOOL, needs_promtool
+from tests.classes.export_fixtures import (
+    CLASS_GROUP,
+    checked_rules,
+    firing,
+    promtool_fires,
+    rule_group,
+)
+from tests.export.export_helpers import needs_promtool
 
 BUDGET = TIERS.replace(
     "premium:  {slo: {p95: 800}, priority: 0}",
@@ -21,12 +27,10 @@ BUDGET = TIERS.replace(
     "ttft: {p95: 300}, priority: 0}",
 )
 OBJ = parse_budget(BUDGET)
-GROUP = "tailbudget-tiered-rag-classes"
 
 
 def _rules() -> list[dict]:
-    doc = yaml.safe_load(prometheus_rules.render(OBJ))
-    return next(g for g in doc["groups"] if g["name"] == GROUP)["rules"]
+    return rule_group(OBJ)["rules"]
 
 
 def test_ttft_and_stage_class_objectives_are_alerted_on_the_stage_histogram() -> None:
@@ -76,10 +80,7 @@ def _series(h: str, cls: str, under: dict[str, float], extra: str) -> list[dict]
 
 @needs_promtool
 def test_promtool_checks_and_fires_premiums_ttft_alert(tmp_path: Path) -> None:
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(prometheus_rules.render(OBJ))
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
+    rules = checked_rules(prometheus_rules.render(OBJ), tmp_path)
     # Premium's TTFT: every first token between 0.3 s and 0.5 s (over its 300 ms p95);
     # standard's all under 0.1 s. Only premium's TTFT objective alert fires.
     stage = "tailbudget_stage_duration_seconds"
@@ -87,26 +88,9 @@ def test_promtool_checks_and_fires_premiums_ttft_alert(tmp_path: Path) -> None:
     series += _series(stage, "standard", {}, 'stage="ttft", ')
     alert = "TailbudgetClassObjectiveTtftP95"
     rule = next(r for r in _rules() if r.get("alert") == alert)
-    labels = {"alertname": alert, **rule["labels"], "stage": "ttft"}  # the series' own
-    firing = {"exp_labels": labels, "exp_annotations": rule["annotations"]}
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1s",
-        "tests": [
-            {
-                "interval": "1s",
-                "input_series": series,
-                "alert_rule_test": [
-                    {"eval_time": "30s", "alertname": alert, "exp_alerts": []},
-                    {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+    fires = firing(rule, stage="ttft")  # the series' own stage label
+    expected = [{"eval_time": "30s", "alerts": []}, {"eval_time": "4m", "alerts": [fires]}]
+    promtool_fires(rules, series, alert, expected)
 
 
 def test_keda_argo_and_flagger_check_the_class_ttft() -> None:
@@ -166,10 +150,7 @@ def test_on_vllm_series_the_class_label_is_classes_by_and_promtool_fires_tpot(
 
     text = prometheus_rules.render(OBJ, ExportOptions(metrics="vllm"))
     assert "class premium rerank.p95: vllm exports no rerank histogram" in text
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(text)
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
+    rules = checked_rules(text, tmp_path)
     group = next(g for g in yaml.safe_load(text)["groups"] if g["name"].endswith("classes-vllm"))
     alert = "TailbudgetClassObjectiveTpotP99"
     rule = next(r for r in group["rules"] if r["alert"] == alert)
@@ -184,27 +165,7 @@ def test_on_vllm_series_the_class_label_is_classes_by_and_promtool_fires_tpot(
             series.append({"series": f"{h}_bucket{{{labels}}}", "values": f"0+{10 * share}x300"})
         count = f'{h}_count{{model_name="tiered-rag", tier="{tier}"}}'
         series.append({"series": count, "values": "0+10x300"})
-    firing = {
-        "exp_labels": {"alertname": alert, **rule["labels"]},
-        "exp_annotations": rule["annotations"],
-    }
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1s",
-        "tests": [
-            {
-                "interval": "1s",
-                "input_series": series,
-                "alert_rule_test": [
-                    {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+    promtool_fires(rules, series, alert, [{"eval_time": "4m", "alerts": [firing(rule)]}])
 
 
 @needs_promtool
@@ -213,11 +174,8 @@ def test_a_class_error_rate_is_alerted_and_promtool_fires_it_alone(tmp_path: Pat
         "premium:  {slo: {p95: 800}, priority: 0}",
         "premium:  {slo: {p95: 800, error_rate: 0.01}, priority: 0}",
     )
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(prometheus_rules.render(parse_budget(text)))
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-    group = next(g for g in yaml.safe_load(rules.read_text())["groups"] if g["name"] == GROUP)
+    rules = checked_rules(prometheus_rules.render(parse_budget(text)), tmp_path)
+    group = next(g for g in yaml.safe_load(rules.read_text())["groups"] if g["name"] == CLASS_GROUP)
     rule = next(r for r in group["rules"] if r.get("alert") == "TailbudgetClassErrorRate")
     # Premium fails 1 request in 10 (over its 1%); standard never fails.
     c = "tailbudget_requests_total"
@@ -235,31 +193,8 @@ def test_a_class_error_rate_is_alerted_and_promtool_fires_it_alone(tmp_path: Pat
             "values": "0+10x300",
         },
     ]
-    firing = {
-        "exp_labels": {"alertname": "TailbudgetClassErrorRate", **rule["labels"]},
-        "exp_annotations": rule["annotations"],
-    }
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1s",
-        "tests": [
-            {
-                "interval": "1s",
-                "input_series": series,
-                "alert_rule_test": [
-                    {
-                        "eval_time": "4m",
-                        "alertname": "TailbudgetClassErrorRate",
-                        "exp_alerts": [firing],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+    expected = [{"eval_time": "4m", "alerts": [firing(rule)]}]
+    promtool_fires(rules, series, "TailbudgetClassErrorRate", expected)
 
 
 def test_argo_and_flagger_on_a_serving_stack_check_each_class_by_classes_by() -> None:

@@ -4,7 +4,6 @@ KEDA, Argo Rollouts and Flagger."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -12,18 +11,14 @@ import yaml
 from tailbudget.budget import parse_budget
 from tailbudget.demo.tiers import BUDGET
 from tailbudget.export import export, prometheus_rules
-from tests.export.export_helpers import PROMTOOL, needs_promtool
+from tests.classes.export_fixtures import checked_rules, firing, promtool_fires, rule_group
+from tests.export.export_helpers import needs_promtool
 
 BUDGET_OBJ = parse_budget(BUDGET)
 
 
-def _group(name: str) -> dict:
-    doc = yaml.safe_load(prometheus_rules.render(BUDGET_OBJ))
-    return next(g for g in doc["groups"] if g["name"] == name)
-
-
 def test_rules_carry_the_class_label() -> None:
-    group = _group("tailbudget-tiered-rag-classes")
+    group = rule_group(BUDGET_OBJ)
     alerts = [r for r in group["rules"] if "alert" in r]
     objective = [a for a in alerts if a["alert"].startswith("TailbudgetClassObjective")]
     assert {(a["labels"]["class"], a["labels"]["percentile"]) for a in objective} == {
@@ -45,10 +40,7 @@ def test_no_class_group_without_classes() -> None:
 
 @needs_promtool
 def test_promtool_checks_and_fires_the_premium_alert(tmp_path: Path) -> None:
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(prometheus_rules.render(BUDGET_OBJ))
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
+    rules = checked_rules(prometheus_rules.render(BUDGET_OBJ), tmp_path)
     # Premium: 10 requests/s, every one between 0.8 s and 1 s (over its 800 ms p95);
     # standard: 10/s all under 0.5 s. Only premium's objective alert fires.
     h = "tailbudget_request_duration_seconds"
@@ -64,32 +56,12 @@ def test_promtool_checks_and_fires_the_premium_alert(tmp_path: Path) -> None:
     alert = "TailbudgetClassObjectiveP95"
     rule = next(
         r
-        for r in _group("tailbudget-tiered-rag-classes")["rules"]
+        for r in rule_group(BUDGET_OBJ)["rules"]
         if r.get("alert") == alert and r["labels"]["class"] == "premium"
     )
-    firing = {
-        "exp_labels": {"alertname": alert, **rule["labels"]},
-        "exp_annotations": rule["annotations"],
-    }
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1s",
-        "tests": [
-            {
-                "interval": "1s",
-                "input_series": series,
-                "alert_rule_test": [
-                    # Nothing before its first windows, then firing for premium alone (standard is fast).
-                    {"eval_time": "30s", "alertname": alert, "exp_alerts": []},
-                    {"eval_time": "4m", "alertname": alert, "exp_alerts": [firing]},
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+    # Nothing before its first windows, then firing for premium alone (standard is fast).
+    expected = [{"eval_time": "30s", "alerts": []}, {"eval_time": "4m", "alerts": [firing(rule)]}]
+    promtool_fires(rules, series, alert, expected)
 
 
 def test_keda_argo_and_flagger_use_the_class_objectives() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from export_helpers import PROMTOOL, budget_with_policy, needs_promtool
+from export_helpers import PROMTOOL, budget_with_policy, needs_promtool, promtool_test
 
 from tailbudget.budget import Budget
 from tailbudget.errors import BudgetError
@@ -150,16 +150,7 @@ def _promtool_test(
 ) -> subprocess.CompletedProcess[str]:
     rules = tmp_path / "rules.yaml"
     rules.write_text(prometheus_rules.render(budget))
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "10s",
-        "tests": [{"interval": "10s", "input_series": series, "alert_rule_test": alerts}],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    return subprocess.run(
-        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60
-    )
+    return promtool_test(rules, series, "10s", alert_rule_test=alerts)
 
 
 def _firing(name: str, action: str, rule: str, severity: str) -> dict[str, Any]:
@@ -289,35 +280,25 @@ def test_prometheus_wilson_bound_matches_the_controller(
     rollback["exp_annotations"] = {
         k: v.replace(prometheus_rules.VALUE, f"{lower:.4g}") for k, v in annotations.items()
     }
-    test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "10s",
-        "tests": [
+    run = promtool_test(
+        rules,
+        series,
+        "10s",
+        promql_expr_test=[
             {
-                "interval": "10s",
-                "input_series": series,
-                "promql_expr_test": [
-                    {
-                        "expr": f"abs(service:tailbudget_requests:error_ratio_wilson_lower1m"
-                        f" - {lower!r}) < bool 1e-9",
-                        "eval_time": "1m",
-                        "exp_samples": [{"labels": '{service="rag-chat"}', "value": 1}],
-                    }
-                ],
-                "alert_rule_test": [
-                    {
-                        "eval_time": "3m",
-                        "alertname": "TailbudgetRollbackErrorRate",
-                        "exp_alerts": [rollback] if fires else [],
-                    }
-                ],
+                "expr": f"abs(service:tailbudget_requests:error_ratio_wilson_lower1m"
+                f" - {lower!r}) < bool 1e-9",
+                "eval_time": "1m",
+                "exp_samples": [{"labels": '{service="rag-chat"}', "value": 1}],
             }
         ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run(
-        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60
+        alert_rule_test=[
+            {
+                "eval_time": "3m",
+                "alertname": "TailbudgetRollbackErrorRate",
+                "exp_alerts": [rollback] if fires else [],
+            }
+        ],
     )
     assert run.returncode == 0, run.stdout + run.stderr
     # 1 error in 20 is 5%, over the 1% threshold, yet too few to be sure: no rollback;
