@@ -5,7 +5,7 @@ cohort with fewer than MIN_SLOW_REQUESTS requests in the slow group is marked we
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 
@@ -15,6 +15,9 @@ from tailbudget.audit.quantiles import Ask, exact_grouped
 from tailbudget.audit.report import CohortRow
 from tailbudget.audit.weak import MIN_SLOW_REQUESTS
 
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
 SLOW_RATIO = 2.0
 MIN_SLOW_SHARE = 0.10
 MIN_ROWS = 30
@@ -22,7 +25,9 @@ TOP_VALUES = 50
 """Dimensions with many values (user ids) keep their busiest values only."""
 
 
-def build(ctx: Ctx, slow: Any, n_total: int, n_slow: int, global_p99: float) -> list[CohortRow]:
+def build(
+    ctx: Ctx, slow: ir.Value, n_total: int, n_slow: int, global_p99: float
+) -> list[CohortRow]:
     """Per cohort dimension its counts (one grouped pass for all dimensions when their
     values combine into few groups, else one each), then the exact p99 of its busiest
     values."""
@@ -81,7 +86,9 @@ def _few_combinations(ctx: Ctx) -> bool:
     return int(rows[0]["n"]) <= MOST_COMBINATIONS
 
 
-def _combined(ctx: Ctx, values: dict[str, Any], slow: Any) -> dict[str, list[dict[str, Any]]]:
+def _combined(
+    ctx: Ctx, values: dict[str, ir.Value], slow: ir.Value
+) -> dict[str, list[dict[str, Any]]]:
     """Each dimension's busiest values with their counts, from one pass grouped by every
     combination of the dimensions' values (counts add up across combinations)."""
     t = ctx.t
@@ -100,7 +107,7 @@ def _combined(ctx: Ctx, values: dict[str, Any], slow: Any) -> dict[str, list[dic
     return out
 
 
-def ibis_desc(name: str) -> Any:
+def ibis_desc(name: str) -> ir.Value:
     """Descending sort key."""
 
     return ibis.desc(name)

@@ -19,6 +19,8 @@ from tailbudget.audit.quantiles import Ask
 from tailbudget.audit.report import ColdStart, EventPoint, TimelinePoint
 
 if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
     from tailbudget.audit.sums import GroupSums
 
 MATERIAL = 0.15
@@ -34,7 +36,7 @@ COLD_COLUMN = "_tb_cold"
 """The cold-window flag, when the audit's copy of the log holds it (see `window_flags`)."""
 
 
-def cold_mask(ctx: Ctx) -> Any | None:
+def cold_mask(ctx: Ctx) -> ir.Value | None:
     """True for requests inside a cold window; None without events or timestamps."""
     if not ctx.config.events or not ctx.log.has_timestamp:
         return None
@@ -43,7 +45,7 @@ def cold_mask(ctx: Ctx) -> Any | None:
     return window_flags(ctx.t, ctx.config)
 
 
-def window_flags(table: Any, config: AuditConfig) -> Any | None:
+def window_flags(table: ir.Table, config: AuditConfig) -> ir.Value | None:
     """Per row of `table` (with a `ts`): whether it arrived in a cold window.
 
     Computed once into the audit's copy of the log: the windows are a chain of
@@ -61,12 +63,12 @@ def window_flags(table: Any, config: AuditConfig) -> Any | None:
     return mask.fill_null(False) if mask is not None else None
 
 
-def exprs(ctx: Ctx, cold: Any) -> dict[str, Any]:
+def exprs(ctx: Ctx, cold: ir.Value) -> dict[str, ir.Value]:
     """Aggregate of the distributions pass: how many requests are cold."""
     return {"cold_n": ctx.count(cold)}
 
 
-def asks(ctx: Ctx, cold: Any) -> list[Ask]:
+def asks(ctx: Ctx, cold: ir.Value) -> list[Ask]:
     """The exact p99 of the warm requests."""
     return [Ask("warm_q", ctx.t[TOTAL], (0.99,), where=~cold)]
 

@@ -4,7 +4,7 @@ requests in flight, for the LLM cause analysis (audit/llm_causes.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 import numpy as np
@@ -12,6 +12,9 @@ import numpy as np
 from tailbudget.audit import objectives as ob
 from tailbudget.audit.context import Ctx, fnum
 from tailbudget.logs.table import LogTable
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
 __all__ = [
     "MIN_ROWS",
@@ -40,9 +43,9 @@ class Fit:
     means: dict[str, float]
 
 
-def sums(y: Any, xs: dict[str, Any]) -> dict[str, Any]:
+def sums(y: ir.Value, xs: dict[str, ir.Value]) -> dict[str, ir.Value]:
     names = list(xs)
-    out: dict[str, Any] = {"n": y.count(), "sy": y.sum(), "syy": (y * y).sum()}
+    out: dict[str, ir.Value] = {"n": y.count(), "sy": y.sum(), "syy": (y * y).sum()}
     for i, a in enumerate(names):
         out[f"s_{a}"] = xs[a].sum()
         out[f"s_{a}_y"] = (xs[a] * y).sum()
@@ -83,17 +86,17 @@ def fit_sums(row: dict[str, Any], names: list[str]) -> Fit | None:
     )
 
 
-def input_tokens(ctx: Ctx) -> Any | None:
+def input_tokens(ctx: Ctx) -> ir.Value | None:
     return ctx.t["input_tokens"].cast("float64") if "input_tokens" in ctx.t.columns else None
 
 
-def start_ms(ctx: Ctx) -> Any:
+def start_ms(ctx: Ctx) -> ir.Value:
     return (
         ctx.t["ts"].delta(ibis.timestamp("1970-01-01 00:00:00"), unit="millisecond").cast("float64")
     )
 
 
-def concurrent(ctx: Ctx, begin: Any, end: Any, values: dict[str, Any]) -> Any:
+def concurrent(ctx: Ctx, begin: ir.Value, end: ir.Value, values: dict[str, ir.Value]) -> ir.Value:
     """A table of `values` per request plus `busy`: how many other requests' [begin, end)
     intervals hold the request's `begin` (an event sweep: +1 at begin, -1 at end)."""
     t = ctx.t

@@ -3,7 +3,7 @@ rewritten per request on the engine, then the end-to-end total and goodput with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ibis
 
@@ -14,10 +14,13 @@ from tailbudget.audit.llm_fits import Fit
 from tailbudget.audit.report import ObjectiveRow, RankedFix, Snapshot
 from tailbudget.budget.objectives import parse_percentile
 
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
 __all__ = ["counterfactual"]
 
 
-def _cap_model(fit: Fit, ref: Fit | None, xs: dict[str, Any], timed: bool) -> Any:
+def _cap_model(fit: Fit, ref: Fit | None, xs: dict[str, ir.Value], timed: bool) -> ir.Value:
     """What the metric would be with no queue/contention, per request, from the fits."""
     base = ref if ref is not None else fit
     pred = ibis.literal(base.intercept)
@@ -30,7 +33,7 @@ def _cap_model(fit: Fit, ref: Fit | None, xs: dict[str, Any], timed: bool) -> An
 def counterfactual(
     ctx: Ctx,
     obj: ObjectiveRow,
-    model: dict[str, Any],
+    model: dict[str, ir.Value],
     fix: Fix,
     snap: Snapshot,
     goodput_before: float,
@@ -41,7 +44,7 @@ def counterfactual(
     metric = "ttft" if obj.metric == "ttft" else "tpot"
     value = ob.metric_value(ctx, metric)
     assert value is not None
-    xs: dict[str, Any] = {}
+    xs: dict[str, ir.Value] = {}
     if "input_tokens" in ctx.t.columns:
         xs["input_tokens"] = ctx.t["input_tokens"].cast("float64")
     if "output_tokens" in ctx.t.columns:

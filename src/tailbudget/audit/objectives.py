@@ -17,7 +17,7 @@ that failed without a latency count in the denominator, never as good.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import ibis
 
@@ -30,6 +30,9 @@ from tailbudget.audit.report import CdfPoint, ObjectiveRow
 from tailbudget.audit.snapshot import CDF_QS
 from tailbudget.budget.objectives import Objective, Objectives
 from tailbudget.errors import TailbudgetError
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
 ITL = "itl_ms"
 TPOT = "tpot_ms"
@@ -79,7 +82,7 @@ def _missing(metric: str) -> str:
     )
 
 
-def _ttft(ctx: Ctx) -> Any | None:
+def _ttft(ctx: Ctx) -> ir.Value | None:
     if "ttft" in ctx.log.stages:
         return ctx.col("ttft")
     if "ttft_ms" in ctx.t.columns:
@@ -87,7 +90,7 @@ def _ttft(ctx: Ctx) -> Any | None:
     return None
 
 
-def _tpot(ctx: Ctx) -> Any | None:
+def _tpot(ctx: Ctx) -> ir.Value | None:
     """TPOT per request, null for one-token answers (vLLM leaves them out of percentiles)."""
     if TPOT in ctx.t.columns:
         return ctx.t[TPOT].cast("float64")
@@ -99,14 +102,14 @@ def _tpot(ctx: Ctx) -> Any | None:
     return ibis.ifelse(k > 1, (ctx.t[TOTAL] - ttft) / (k - 1), ibis.null("float64"))
 
 
-def _one_token(ctx: Ctx) -> Any:
+def _one_token(ctx: Ctx) -> ir.Value:
     tokens = output_tokens_column(ctx.t.columns)
     if tokens is None:
         return ibis.literal(False)
     return ctx.t[tokens].cast("float64") <= 1
 
 
-def metric_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any | None:
+def metric_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> ir.Value | None:
     """Per-request value of a metric (ms) for its percentiles; None when the log lacks it."""
     if metric == "e2e":
         if output_tokens is None:
@@ -124,7 +127,7 @@ def metric_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any
     return ctx.col(metric)
 
 
-def good_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any | None:
+def good_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> ir.Value | None:
     """Per-request value compared with a goodput threshold (TPOT 0 and ITL 0 for one token)."""
     value = metric_value(ctx, metric, output_tokens)
     if value is None:
@@ -136,7 +139,9 @@ def good_value(ctx: Ctx, metric: str, output_tokens: int | None = None) -> Any |
     return value
 
 
-def good_mask(ctx: Ctx, thresholds: dict[str, float], *, swap: dict[str, Any] | None = None) -> Any:
+def good_mask(
+    ctx: Ctx, thresholds: dict[str, float], *, swap: dict[str, ir.Value] | None = None
+) -> ir.Value:
     """Requests that are not errors and meet every threshold (`swap` replaces a metric's
     per-request value, for counterfactuals)."""
     tokens = objectives_of(ctx).e2e_output_tokens()
@@ -151,10 +156,10 @@ def good_mask(ctx: Ctx, thresholds: dict[str, float], *, swap: dict[str, Any] | 
     return ok
 
 
-def exprs(ctx: Ctx) -> dict[str, Any]:
+def exprs(ctx: Ctx) -> dict[str, ir.Scalar]:
     """Aggregates for pass A: every objective's exact percentiles, counts and goodput."""
     objs = objectives_of(ctx)
-    out: dict[str, Any] = {}
+    out: dict[str, ir.Scalar] = {}
     for j, metric in enumerate(objs.metrics()):
         value = None if metric == "itl" else metric_value(ctx, metric, _tokens(objs, metric))
         if value is None:
@@ -168,11 +173,11 @@ def exprs(ctx: Ctx) -> dict[str, Any]:
     return out
 
 
-def cdf_exprs(sub: Ctx) -> dict[str, Any]:
+def cdf_exprs(sub: Ctx) -> dict[str, ir.Scalar]:
     """Aggregates of the row sample's pass: the approximate quantile functions of ttft
     and tpot for the charts (on the sample, so the same every run)."""
     objs = objectives_of(sub)
-    out: dict[str, Any] = {}
+    out: dict[str, ir.Scalar] = {}
     for metric in ("ttft", "tpot"):
         value = metric_value(sub, metric) if metric in objs.metrics() else None
         if value is not None:
@@ -221,7 +226,7 @@ def _itl(ctx: Ctx, group: tuple[Objective, ...]) -> tuple[list[float | None], in
     return values, int(row["n"] or 0), [int(fnum(row[k])) for k in over]
 
 
-def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], dict[str, Any]]:
+def build(ctx: Ctx, row: dict[str, Any]) -> tuple[list[ObjectiveRow], GoodputUpdate]:
     """Objective rows (in the order of the objectives) and updates to the goodput section."""
     objs = objectives_of(ctx)
     rows: list[ObjectiveRow] = []
@@ -314,7 +319,18 @@ def _unmeasured(o: Objective, n: int) -> ObjectiveRow:
     )
 
 
-def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:
+class GoodputUpdate(TypedDict):
+    """What the objectives' pass sets in the report's Goodput (`model_copy(update=...)`)."""
+
+    share: float
+    min: float | None
+    thresholds: dict[str, float]
+    verdict: str
+    good: int
+    requests: int
+
+
+def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> GoodputUpdate:
     """Updates to the goodput section: the share over every threshold, minimum, verdict."""
     thresholds = objs.thresholds()
     n = fnum(row.get("n")) + float(ctx.log.rows.failed)
@@ -334,7 +350,7 @@ def _goodput(ctx: Ctx, objs: Objectives, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def goodput_of(ctx: Ctx, mask: Any) -> float:
+def goodput_of(ctx: Ctx, mask: ir.Value) -> float:
     """Share of requests (failed ones included in the denominator) where `mask` holds."""
     row = ctx.run_row("goodput", {"g": ctx.count(mask), "n": ctx.t.count()})
     n = fnum(row["n"]) + float(ctx.log.rows.failed)

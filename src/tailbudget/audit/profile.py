@@ -9,7 +9,7 @@ larger log is read as a uniform sample of that many requests, and the profile sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,10 @@ from tailbudget._units import PERCENTILES, quantile_of
 from tailbudget.audit.covariates import output_tokens_column
 from tailbudget.logs.engine import arrow_result
 from tailbudget.logs.table import LogTable
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+    from ibis.backends import BaseBackend
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -131,11 +135,11 @@ def profile_of(log: LogTable, *, seed: int = 0) -> Profile:
     )
 
 
-def _count(table: Any, backend: Any) -> int:
+def _count(table: ir.Table, backend: BaseBackend) -> int:
     return int(arrow_result(table.aggregate(n=table.count()), backend).column("n")[0].as_py())
 
 
-def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
+def _longest(column: pa.Array | pa.ChunkedArray, keep: npt.NDArray[np.bool_]) -> FloatArray:
 
     chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     lists = chunked.combine_chunks().filter(pa.array(keep))
@@ -152,7 +156,7 @@ def _longest(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
     return out
 
 
-def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
+def _gaps(column: pa.Array | pa.ChunkedArray, keep: npt.NDArray[np.bool_]) -> FloatArray:
 
     chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     lists = chunked.combine_chunks().filter(pa.array(keep))
@@ -161,7 +165,7 @@ def _gaps(column: Any, keep: npt.NDArray[np.bool_]) -> FloatArray:
     return out[np.isfinite(out)]
 
 
-def _floats(column: Any) -> FloatArray:
+def _floats(column: pa.Array | pa.ChunkedArray) -> FloatArray:
     # From the buffers (NaN where null), not to_numpy, which loads pandas for a chunked
     # column; a copy, since the profile's arrays are written to (masks, clips).
     if str(column.type) in arrow_numpy.NUMPY_TYPES or str(column.type) == "null":

@@ -15,7 +15,7 @@ the p99 on the engine, all counterfactuals in one aggregate pass:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ibis
 import pyarrow as pa
@@ -29,8 +29,11 @@ from tailbudget.audit.quantiles import Ask, exact
 from tailbudget.audit.report import Hypothesis, RankedFix
 from tailbudget.audit.shape import x as covariate
 
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
-def _contention_table(ctx: Ctx, ev: Evidence, hyps: list[Hypothesis]) -> Any:
+
+def _contention_table(ctx: Ctx, ev: Evidence, hyps: list[Hypothesis]) -> ir.Table:
     """The log joined with each minute's fitted load excess (ms) per contention stage."""
     t = ctx.t
     minute = (t["ts"].epoch_seconds().cast("float64") / 60).floor().cast("int64")
@@ -104,11 +107,11 @@ def _counterfactual(
     ctx: Ctx,
     ev: Evidence,
     h: Hypothesis,
-    slow: Any,
+    slow: ir.Value,
     fast_mean: dict[str, float],
     warm: tuple[float, float] | None,
     cont: list[Hypothesis],
-) -> Any | None:
+) -> ir.Value | None:
     total = ctx.t[TOTAL]
     if h.kind == "cold_start":
         cold = cold_start.cold_mask(ctx)

@@ -44,7 +44,7 @@ def on_sample(sub: Ctx, label: str, exprs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _figure(values: np.ndarray, qs: list[float] | None, whole: bool) -> Any:
+def _figure(values: np.ndarray, qs: list[float] | None, whole: bool) -> float | list[float] | None:
     if not len(values):
         return None
     if qs is None:

@@ -12,6 +12,8 @@ from tailbudget.audit.context import Ctx, fnum
 from tailbudget.audit.report import ProfilePoint, ShapeRow
 
 if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
     from tailbudget.audit.sums import GroupSums
 
 R2_FLAG = 0.5
@@ -32,22 +34,22 @@ class Covariate:
     """True when every request has a value: its fits need no sums of its own over y."""
 
 
-def x(ctx: Ctx, name: str) -> Any:
+def x(ctx: Ctx, name: str) -> ir.Value:
     """A covariate as float64."""
     return ctx.t[name].cast("float64")
 
 
-def covariate_exprs(ctx: Ctx) -> dict[str, Any]:
+def covariate_exprs(ctx: Ctx) -> dict[str, ir.Value]:
     """Aggregates of the distributions pass: each covariate's mean and approximate
     quantiles (bins and caps)."""
-    out: dict[str, Any] = {}
+    out: dict[str, ir.Value] = {}
     for i, name in enumerate(ctx.log.shape):
         out[f"x{i}_mean"] = x(ctx, name).mean()
         out[f"x{i}_q"] = x(ctx, name).approx_quantile(BIN_QS)
     return out
 
 
-def count_exprs(ctx: Ctx) -> dict[str, Any]:
+def count_exprs(ctx: Ctx) -> dict[str, ir.Value]:
     """Aggregates of the full-log figures pass: each covariate's count of values."""
     return {f"x{i}_n": x(ctx, name).count() for i, name in enumerate(ctx.log.shape)}
 
@@ -131,7 +133,7 @@ def profiles(
         for e in cov.edges:
             idx = idx + (xv >= e).cast("int64")
         y = ctx.col(best.stage)
-        aggs: dict[str, Any] = {
+        aggs: dict[str, ir.Value] = {
             "n": t.count(),
             "mx": xv.mean(),
             "m": y.mean(),

@@ -11,13 +11,16 @@ a null covariate drops the row from that covariate's fits (`y + x*0` is null the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ibis
 
 from tailbudget.audit.context import TOTAL, Ctx, fnum
 from tailbudget.audit.shape import Covariate
 from tailbudget.audit.shape import x as covariate
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
 OTHER, SLOW, FAST = 0, 1, 2
 
@@ -64,17 +67,17 @@ def group_sums(
     ctx: Ctx,
     names: list[str],
     covs: list[Covariate],
-    slow: Any,
-    fast: Any,
-    cold: Any | None,
-    after: Any | None = None,
+    slow: ir.Value,
+    fast: ir.Value,
+    cold: ir.Value | None,
+    after: ir.Value | None = None,
 ) -> GroupSums:
     """Run the pass: sums per (slow/fast/other, cold/warm) group, and per side of an
     event cut when `after` (true after it, null without a timestamp) is given."""
     t = ctx.t
     group = ibis.cases((slow, SLOW), (fast, FAST), else_=OTHER)
     is_cold = cold if cold is not None else ibis.literal(False)
-    aggs: dict[str, Any] = {"n": t.count(), "s_total": t[TOTAL].sum()}
+    aggs: dict[str, ir.Value] = {"n": t.count(), "s_total": t[TOTAL].sum()}
     for j, name in enumerate(names):
         aggs[f"sy{j}"] = ctx.col(name).sum()
         if after is not None or any(c.complete for c in covs):

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tailbudget.audit import sums
 from tailbudget.audit.context import TOTAL, Ctx
 from tailbudget.audit.report import Delta, Tail
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
 
 
 def ranges(ctx: Ctx, q: dict[float, float], total_max: float) -> tuple[list[float], list[float]]:
@@ -22,7 +25,7 @@ def ranges(ctx: Ctx, q: dict[float, float], total_max: float) -> tuple[list[floa
     return slow_r, [q[0.4], q[0.5]]
 
 
-def masks(ctx: Ctx, slow_r: list[float], fast_r: list[float]) -> tuple[Any, Any]:
+def masks(ctx: Ctx, slow_r: list[float], fast_r: list[float]) -> tuple[ir.Value, ir.Value]:
     """Boolean expressions for the slow and the fast group."""
     total = ctx.t[TOTAL]
     return total.between(slow_r[0], slow_r[1]), total.between(fast_r[0], fast_r[1])
