@@ -15,12 +15,15 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailbudget.measure.deadline import DEADLINE_HEADER, REQUEST_ID_HEADER, parse_deadline
 from tailbudget.measure.gate import ADMIT, Admission, Gate
 from tailbudget.measure.prometheus import request_metrics
 from tailbudget.measure.recorder import Recorder
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
 
 log = logging.getLogger("tailbudget.measure")
 
@@ -63,7 +66,7 @@ class TailbudgetMiddleware:
         self.gate = gate
         self.priority = priority
         self.refused = 0
-        self._shed: Any = None
+        self._shed: Counter | None = None
 
     # One frame per request on purpose: the middleware is on every request's path.
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: PLR0915
@@ -137,7 +140,7 @@ class TailbudgetMiddleware:
                 reason = "rate_limited" if status == 429 else "shed"
         try:
             if self._shed is None:
-                self._shed = request_metrics(self.recorder.registry)["shed"]
+                self._shed = request_metrics(self.recorder.registry).shed
             self._shed.labels(reason=reason).inc()
         except Exception:
             log.exception("tailbudget: could not count a refused request")

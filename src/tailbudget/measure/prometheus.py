@@ -10,8 +10,9 @@ duplicates); the first sink to create them fixes the buckets.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tailbudget import _metric_names as names
 from tailbudget.budget.classes import OTHER
@@ -19,6 +20,8 @@ from tailbudget.measure.record import valid_stages
 from tailbudget.measure.sinks.base import Batch, Sink
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
     from tailbudget.budget import Budget
 
 DEFAULT_BUCKETS_S: tuple[float, ...] = (
@@ -27,7 +30,29 @@ DEFAULT_BUCKETS_S: tuple[float, ...] = (
 )  # fmt: skip
 
 _lock = threading.Lock()
-_metrics: dict[int, dict[str, Any]] = {}
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    """The stage and request histograms and the request and shed counters of a registry."""
+
+    stage: Histogram
+    request: Histogram
+    requests: Counter
+    shed: Counter
+
+
+@dataclass
+class _Slot:
+    """What a registry holds of ours (the registry kept, so its id is not reused)."""
+
+    registry: CollectorRegistry
+    dropped: Counter | None = None
+    requests: RequestMetrics | None = None
+
+
+_metrics: dict[int, _Slot] = {}
 
 
 def budget_buckets(
@@ -46,7 +71,7 @@ def budget_buckets(
     return sorted(round(b, 9) for b in bounds)
 
 
-def _registry(registry: Any) -> Any:
+def _registry(registry: CollectorRegistry | None) -> CollectorRegistry:
     if registry is None:
         # A start-up guard: prometheus_client loads on first use, not with this module.
         from prometheus_client import REGISTRY
@@ -55,7 +80,13 @@ def _registry(registry: Any) -> Any:
     return registry
 
 
-def _create(factory: Any, name: str, *args: Any, registry: Any, **kwargs: Any) -> Any:
+def _create(
+    factory: Callable[..., M],
+    name: str,
+    *args: object,
+    registry: CollectorRegistry,
+    **kwargs: object,
+) -> M:
     """A new collector, or the one already registered under `name` (made elsewhere)."""
     try:
         return factory(name, *args, registry=registry, **kwargs)
@@ -63,32 +94,36 @@ def _create(factory: Any, name: str, *args: Any, registry: Any, **kwargs: Any) -
         for key in (name, f"{name}_total"):
             existing = getattr(registry, "_names_to_collectors", {}).get(key)
             if existing is not None:
-                return existing
+                found: M = existing
+                return found
         raise
 
 
-def dropped_counter(registry: Any = None) -> Any:
+def dropped_counter(registry: CollectorRegistry | None = None) -> Counter:
     """The `tailbudget_dropped_records_total{sink}` counter of a registry (created once)."""
     # A start-up guard: prometheus_client loads on first use, not with this module.
     from prometheus_client import Counter
 
     reg = _registry(registry)
     with _lock:
-        slot = _metrics.setdefault(id(reg), {"_registry": reg})
-        if "dropped" not in slot:
-            slot["dropped"] = _create(
+        slot = _metrics.setdefault(id(reg), _Slot(reg))
+        if slot.dropped is None:
+            slot.dropped = _create(
                 Counter,
                 names.DROPPED_RECORDS.removesuffix("_total"),
                 "Records a full sink queue (or a failing sink) could not take.",
                 ["sink"],
                 registry=reg,
             )
-        return slot["dropped"]
+        return slot.dropped
 
 
 def request_metrics(
-    registry: Any = None, buckets: list[float] | None = None, *, by_class: bool = False
-) -> dict[str, Any]:
+    registry: CollectorRegistry | None = None,
+    buckets: list[float] | None = None,
+    *,
+    by_class: bool = False,
+) -> RequestMetrics:
     """Stage/request histograms and the request counter of a registry (created once);
     `by_class`: the request and stage histograms and the request counter are labelled
     with each request's class too (a class's TTFT, the stage `ttft`, its stage objectives
@@ -98,10 +133,10 @@ def request_metrics(
 
     reg = _registry(registry)
     with _lock:
-        slot = _metrics.setdefault(id(reg), {"_registry": reg})
-        if "stage" not in slot:
+        slot = _metrics.setdefault(id(reg), _Slot(reg))
+        if slot.requests is None:
             b = buckets or list(DEFAULT_BUCKETS_S)
-            slot["stage"] = _create(
+            stage = _create(
                 Histogram,
                 names.STAGE_DURATION,
                 "Time per stage per request.",
@@ -109,7 +144,7 @@ def request_metrics(
                 buckets=b,
                 registry=reg,
             )
-            slot["request"] = _create(
+            request = _create(
                 Histogram,
                 names.REQUEST_DURATION,
                 "End-to-end time of each request.",
@@ -117,7 +152,7 @@ def request_metrics(
                 buckets=b,
                 registry=reg,
             )
-            slot["requests"] = _create(
+            requests = _create(
                 Counter,
                 names.REQUESTS_TOTAL.removesuffix("_total"),
                 "Requests recorded, by outcome.",
@@ -126,14 +161,15 @@ def request_metrics(
                 else ["service", "route", "outcome"],
                 registry=reg,
             )
-            slot["shed"] = _create(
+            shed = _create(
                 Counter,
                 names.SHED_TOTAL.removesuffix("_total"),
                 "Requests refused by backpressure.",
                 ["reason"],
                 registry=reg,
             )
-        return slot
+            slot.requests = RequestMetrics(stage, request, requests, shed)
+        return slot.requests
 
 
 class PrometheusSink(Sink):
@@ -144,12 +180,15 @@ class PrometheusSink(Sink):
 
     name = "prometheus"
 
-    def __init__(self, registry: Any = None, *, buckets: list[float] | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, buckets: list[float] | None = None
+    ) -> None:
         self.registry = _registry(registry)
         self._buckets = buckets
         self._service = "service"
-        self._m: dict[str, Any] | None = None
-        self._children: dict[tuple[str, ...], Any] = {}
+        self._m: RequestMetrics | None = None
+        self._children: dict[tuple[str, ...], Histogram] = {}
+        self._counted: dict[tuple[str, ...], Counter] = {}
         self._class_by: str | None = None
         self._classes: frozenset[str] = frozenset()
 
@@ -162,7 +201,7 @@ class PrometheusSink(Sink):
             # The budget's classes bound the label: any other value is `other`.
             self._class_by, self._classes = cs.by, frozenset(cs.names())
 
-    def _metrics(self) -> dict[str, Any]:
+    def _metrics(self) -> RequestMetrics:
         if self._m is None:
             self._m = request_metrics(
                 self.registry,
@@ -180,11 +219,21 @@ class PrometheusSink(Sink):
             return ("",)
         return (str(value) if str(value) in self._classes else OTHER,)
 
-    def _child(self, kind: str, *labels: str) -> Any:
+    def _child(self, kind: Literal["stage", "request"], *labels: str) -> Histogram:
         key = (kind, *labels)
         child = self._children.get(key)
         if child is None:
-            child = self._children[key] = self._metrics()[kind].labels(*labels)
+            m = self._metrics()
+            child = self._children[key] = (m.stage if kind == "stage" else m.request).labels(
+                *labels
+            )
+        return child
+
+    def _count(self, *labels: str) -> Counter:
+        """The request counter's child of `labels` (service, route, outcome[, class])."""
+        child = self._counted.get(labels)
+        if child is None:
+            child = self._counted[labels] = self._metrics().requests.labels(*labels)
         return child
 
     def write(self, batch: Batch) -> None:
@@ -195,7 +244,7 @@ class PrometheusSink(Sink):
             label = self._class_of(r.fields)
             self._child("request", svc, route, *label).observe(row["total_ms"] / 1000.0)
             outcome = "error" if row["error"] else "ok"
-            self._child("requests", svc, route, outcome, *label).inc()
+            self._count(svc, route, outcome, *label).inc()
             sums: dict[str, float] = {}
             for name, t0, t1 in valid_stages(r) if r.stages else ():
                 d = t1 - t0

@@ -20,9 +20,11 @@ from tailbudget.measure.request import Request
 from tailbudget.measure.sinks.base import Pump, Sink
 from tailbudget.measure.sinks.jsonl import JsonlSink
 from tailbudget.measure.sinks.parquet import ParquetSink
-from tailbudget.measure.sinks.sketch import SketchSink
+from tailbudget.measure.sinks.sketch import SketchSink, WindowSnapshot
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from tailbudget.budget import Budget
 
 log = logging.getLogger("tailbudget.measure")
@@ -93,7 +95,7 @@ class Recorder:
         batch_size: int = 256,
         flush_interval_s: float = 0.25,
         window_s: float = 60.0,
-        registry: Any = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         if isinstance(budget, str | Path):
             budget = load_budget(budget)
@@ -107,7 +109,7 @@ class Recorder:
         )
         self._need = _stage_need(budget) if budget is not None else {}
         sinks = _make_sinks(sink)
-        self.sketches: Any = None
+        self.sketches: SketchSink | None = None
         if not sinks:  # no sink given: rolling sketches, readable in-process
             self.sketches = SketchSink(window_s=window_s)
             sinks = [self.sketches]
@@ -219,13 +221,12 @@ class Recorder:
         with self._drop_lock:
             return dict(self._dropped)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> WindowSnapshot:
         """Rolling-window count, errors, p50/p95/p99 (ms) when recording without a sink."""
         if self.sketches is None:
             raise TailbudgetError("snapshot() needs Recorder() with no sink (rolling sketches)")
         self.flush()
-        result: dict[str, Any] = self.sketches.snapshot()
-        return result
+        return self.sketches.snapshot()
 
     @property
     def written(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from tailbudget.errors import TailbudgetError
 from tailbudget.measure.sinks.base import Batch, Sink
@@ -28,6 +28,17 @@ class _Slot:
         self.count = 0
         self.errors = 0
         self.sketches: dict[str, LatencySketch] = {}
+
+
+class WindowSnapshot(TypedDict):
+    """The rolling window's figures: requests, errors, and p50/p95/p99 in ms (None while
+    the window is empty)."""
+
+    count: int
+    errors: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
 
 
 class SketchSink(Sink):
@@ -102,7 +113,7 @@ class SketchSink(Sink):
                     out.merge(sk)
         return out
 
-    def snapshot(self, *, now: float | None = None) -> dict[str, Any]:
+    def snapshot(self, *, now: float | None = None) -> WindowSnapshot:
         """count, errors, p50, p95, p99 (ms or None) of the window's requests."""
         with self._lock:
             live = self._live(now)
