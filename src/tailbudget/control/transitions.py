@@ -236,10 +236,11 @@ def trigger_of(c: Controller, rule: Rule) -> float:
 
 def _clears(c: Controller, rule: Rule, value: float) -> bool:
     """The rule's clear condition. Under breach sizing: one replica fewer is predicted to
-    hold, the part of the percentile above the learned floor scaled to n - 1 of n, within
-    the rule's hysteresis share (clear / trigger threshold) of what the threshold leaves
-    above the floor (control/sizing.py). So the clear threshold cannot sit below the
-    floor, as a share of the target can when the target is near it."""
+    hold, within the rule's hysteresis share (clear / trigger threshold) of what the
+    threshold leaves above the learned floor: by what n - 1 measured over whole windows
+    where it served them (`measured_fewer`), else the part above the floor scaled to
+    n - 1 of n (control/sizing.py). So the clear threshold cannot sit below the floor, as
+    a share of the target can when the target is near it."""
     n = c.desired_replicas
     if not sized(c, rule) or n <= 1:
         return rule.cleared(value)
