@@ -48,16 +48,15 @@ def slo_group(
                     "expr": error_ratio_expr(sel, promql_duration(w_s)),
                 }
             )
-        for b in options.burn_windows:
-            limit = b.factor * err
-            if limit >= 1.0:
-                notes.append(
-                    f"error budget burn {num(b.factor)}x over "
-                    f"{promql_duration(b.long_s)}/{promql_duration(b.short_s)} would need an "
-                    f"error ratio of {num(limit)} (>= 1): skipped."
-                )
-                continue
-            alerts.append(_burn_alert(budget, "ErrorBudgetBurn", error_ratio_rule, b, limit, {}))
+        alerts += _burn_alerts(
+            budget,
+            options,
+            ("ErrorBudgetBurn", error_ratio_rule, {}),
+            err,
+            "error budget burn {factor}x over {long}/{short} would need an error ratio of "
+            "{limit} (>= 1): skipped.",
+            notes,
+        )
     buckets = options.buckets_s or latency_buckets(budget)
     for p in budget.gated:
         target_ms = budget.objectives.e2e().get(p)
@@ -85,24 +84,15 @@ def slo_group(
             )
             total = f"sum by (service) (rate({names.REQUEST_DURATION}_count{{{sel}}}[{w}]))"
             records.append({"record": slow_ratio_rule(p, w_s), "expr": f"1 - {good} / {total}"})
-        for b in options.burn_windows:
-            limit = b.factor * allowed
-            if limit >= 1.0:
-                notes.append(
-                    f"latency burn {num(b.factor)}x for {p} needs a slow share of "
-                    f"{num(limit)} (>= 1): skipped."
-                )
-                continue
-            alerts.append(
-                _burn_alert(
-                    budget,
-                    f"LatencyBudgetBurn{p.upper()}",
-                    partial(slow_ratio_rule, p),
-                    b,
-                    limit,
-                    {"percentile": p, "slo_seconds": num(seconds(target_ms))},
-                )
-            )
+        extra = {"percentile": p, "slo_seconds": num(seconds(target_ms))}
+        alerts += _burn_alerts(
+            budget,
+            options,
+            (f"LatencyBudgetBurn{p.upper()}", partial(slow_ratio_rule, p), extra),
+            allowed,
+            f"latency burn {{factor}}x for {p} needs a slow share of {{limit}} (>= 1): skipped.",
+            notes,
+        )
     if not records:
         return None
     return {
@@ -110,6 +100,31 @@ def slo_group(
         "interval": promql_duration(interval_s),
         "rules": records + alerts,
     }
+
+
+def _burn_alerts(
+    budget: Budget,
+    options: ExportOptions,
+    alert: tuple[str, Callable[[float], str], dict[str, str]],
+    allowed: float,
+    too_high: str,
+    notes: list[str],
+) -> list[JsonDict]:
+    """An alert (kind, series by window, extra labels) per burn window whose bad share,
+    `factor` x the `allowed` share, is under 1; for each other a note, `too_high` filled
+    in with the window's factor, long and short spans and the share it would need."""
+    out: list[JsonDict] = []
+    kind, series, extra = alert
+    for b in options.burn_windows:
+        limit = b.factor * allowed
+        if limit >= 1.0:
+            long, short = promql_duration(b.long_s), promql_duration(b.short_s)
+            notes.append(
+                too_high.format(factor=num(b.factor), long=long, short=short, limit=num(limit))
+            )
+            continue
+        out.append(_burn_alert(budget, kind, series, b, limit, extra))
+    return out
 
 
 def _burn_alert(
