@@ -20,7 +20,7 @@ import itertools
 import math
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +71,8 @@ def values_of(items: list[dict[str, Any]], key: str) -> list[Any]:
 
 
 _ALL = None
+Present: TypeAlias = "npt.NDArray[np.bool_] | None"
+"""Which observations hold a key: a mask, or `_ALL` (None) when every one does."""
 """A present mask meaning every observation has the value (the common case, no mask made)."""
 
 
@@ -92,7 +94,7 @@ def _plain_numbers(raw: list[Any]) -> npt.NDArray[Any] | None:
 
 def _scalar(
     columns: Mapping[str, list[Any]], key: str, n: int
-) -> tuple[npt.NDArray[np.float64] | None, Any]:
+) -> tuple[npt.NDArray[np.float64] | None, Present]:
     """The key's values (NaN where absent; None when no observation has the key) and the
     present mask (`_ALL`: every observation has it); BadField naming an item."""
     raw = columns.get(key)
@@ -108,7 +110,7 @@ def _scalar(
         i = next(i for i, v in enumerate(raw) if v is not None and type(v) not in _NUM)
         raise BadField(f"item {i}: {key} must be a number >= 0, got {_show(raw[i])}")
     values = np.fromiter(raw, dtype=np.float64, count=n)  # None -> NaN
-    present: Any = _ALL  # every value given: NaN is a bad one
+    present: Present = _ALL  # every value given: NaN is a bad one
     if type(None) in kinds:
         nan = np.isnan(values)
         if raw.count(None) == int(nan.sum()):
@@ -120,11 +122,11 @@ def _scalar(
 
 def vouched(
     values: npt.NDArray[np.float64],
-    present: Any,
+    present: Present,
     key: str,
     whole: bool,
     show: Callable[[int], str],
-) -> tuple[npt.NDArray[np.float64], Any]:
+) -> tuple[npt.NDArray[np.float64], Present]:
     """`values` and `present` once every present value is valid for `key`, else BadField
     naming the first bad item (`show` renders its value as sent). `whole`: the values
     are known to be whole numbers (Python or Arrow integers)."""
@@ -149,14 +151,14 @@ def vouched(
     return values, present
 
 
-def _column(values: npt.NDArray[np.float64], present: Any) -> StageColumn:
+def _column(values: npt.NDArray[np.float64], present: Present) -> StageColumn:
     if present is _ALL or present.all():  # the common case: every observation has it
         return StageColumn.every_row(values)
     index = np.flatnonzero(present).astype(np.int64)
     return StageColumn(index, values[index])
 
 
-def _any(values: npt.NDArray[np.float64] | None, present: Any) -> bool:
+def _any(values: npt.NDArray[np.float64] | None, present: Present) -> bool:
     return values is not None and (present is _ALL or bool(present.any()))
 
 
@@ -291,7 +293,7 @@ def llm_columns_of(
     return llm_series(lambda key: _scalar(columns, key, n), lambda: _itl(columns), total_ms)
 
 
-Scalar = Callable[[str], tuple[npt.NDArray[np.float64] | None, Any]]
+Scalar = Callable[[str], tuple[npt.NDArray[np.float64] | None, Present]]
 """A key's values (NaN where absent, None when no observation has it) and its present
 mask (`_ALL` when every observation has it), validated; BadField naming an item."""
 
@@ -349,7 +351,7 @@ def _tpot(
     scalar: Scalar,
     total_ms: npt.NDArray[np.float64],
     ttft: npt.NDArray[np.float64] | None,
-    has_ttft: Any,
+    has_ttft: Present,
 ) -> StageColumn | None:
     """tpot as given, else derived as vLLM defines it where ttft and tokens are given."""
     n = int(total_ms.shape[0])
