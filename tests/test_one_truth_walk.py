@@ -7,6 +7,7 @@ Each test is a finding of that walk that failed on main before its fix.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,25 @@ def test_simulated_tpot_leaves_out_one_token_answers_as_the_audit_and_the_fit_ta
     assert got["ttft.p95"]["measured_ms"] == pytest.approx(fit["ttft.p95"], rel=1e-6)
     # goodput still counts a one-token answer's TPOT as 0 (a good request, as vLLM does)
     assert sim["goodput"]["share"] >= 0.9
+
+
+def test_a_log_with_one_good_row_reads_in_the_singular_and_counts_the_rest(tmp_path):
+    # Three rows, two bad: the audit counts them with reasons; every count of one reads
+    # "1 request" (it read "1 requests", "1 rows", "1 request(s)") and one request is not
+    # said to have a percentile "between the two largest".
+    log = tmp_path / "three.csv"
+    log.write_text(
+        "ts,total_ms\n2024-01-01T00:00:00Z,abc\n2024-01-01T00:00:01Z,-5\n2024-01-01T00:00:02Z,100\n"
+    )
+    rep = tb.audit(log, slo="p99=500")
+    doc = json.loads(rep.to_json())
+    assert doc["rows"]["rejected"] == 2
+    assert doc["rows"]["rejected_reasons"] == {"non_numeric": 1, "negative": 1}
+    md = rep.to_markdown()
+    # "1 of 1 requests" reads as a share of the requests and stays plural.
+    assert not re.search(r"(?<!of )\b1 (requests|rows)\b", md), md
+    for wrong in ("request(s)", "two largest", "1 more requests"):
+        assert wrong not in md, wrong
+    assert "| inconclusive | yes | 1 request |" in md
+    assert "on 1 request, about 99 more requests would settle it" in md
+

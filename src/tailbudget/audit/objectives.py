@@ -260,7 +260,9 @@ def _row(o: Objective, value: float | None, n: int, over: int) -> ObjectiveRow:
     thin = verdict.verdict == "inconclusive" or (verdict.verdict == "breach" and above < 1)
     note = verdict.reason if thin else ""
     rough = ""
-    if measured is not None and above == 0:
+    if measured is not None and n == 1:
+        rough = f"one {what}: its value is every percentile's, a rough figure"
+    elif measured is not None and above == 0:
         # "only 0 of 89 requests lie above p99" read as a count; it is an interpolation.
         rough = (
             f"with {fmt.counted(n, what)}, {o.percentile} falls between the two largest: "

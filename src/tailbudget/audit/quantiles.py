@@ -34,6 +34,7 @@ import ibis
 import ibis.expr.datatypes as dt
 import numpy as np
 
+from tailbudget import _fmt as fmt
 from tailbudget.audit import quantile_brackets
 from tailbudget.audit.context import Ctx
 
@@ -76,7 +77,7 @@ def method_note(ctx: Ctx) -> str:
     if _in_memory(ctx):
         return (
             "exact percentiles (SLO verdicts, stages, cohorts, counterfactuals): the engine's "
-            f"quantile over every value ({ctx.log.rows.used:,} rows, at most "
+            f"quantile over every value ({fmt.counted(ctx.log.rows.used, 'row')}, at most "
             f"{ctx.config.in_memory_rows:,} are read whole)"
         )
     return (

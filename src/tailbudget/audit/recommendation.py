@@ -157,8 +157,9 @@ def _unsettled(o: ObjectiveRow) -> str:
     key = f"{o.metric}.{o.percentile}"
     if o.verdict == "no_data" or o.measured_ms is None:
         return f"{key} has no data"
-    more = f", about {fmt.count(o.more)} more requests would settle it" if o.more else ""
+    what = "gap" if o.metric == "itl" else "request"
+    more = f", about {fmt.counted(o.more, 'more ' + what)} would settle it" if o.more else ""
     return (
         f"{key} inconclusive ({fmt.ms(o.measured_ms)} ms against {fmt.ms(o.target_ms)} ms "
-        f"on {fmt.count(o.n)} requests{more})"
+        f"on {fmt.counted(o.n or 0, what)}{more})"
     )

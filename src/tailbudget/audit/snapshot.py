@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import min_rows
 from tailbudget._verdict import judge
 from tailbudget.audit.context import TOTAL, Ctx, fnum
@@ -83,9 +84,9 @@ def build(ctx: Ctx, row: dict[str, Any]) -> tuple[Snapshot, list[CdfPoint], dict
     thin = [name for name, v in verdict.items() if v == "inconclusive"]
     if thin:
         ctx.notes.append(
-            f"{n} request(s): too few for a verdict on {', '.join(thin)} (a pass at a pXX "
-            f"needs at least {min_rows(thin[-1])} requests, a breach proved by the requests "
-            "over the target), so those are inconclusive and do not gate"
+            f"{fmt.counted(n, 'request')}: too few for a verdict on {', '.join(thin)} (a pass "
+            f"at a pXX needs at least {min_rows(thin[-1])} requests, a breach proved by the "
+            "requests over the target), so those are inconclusive and do not gate"
         )
     duration_min = None
     rate = None

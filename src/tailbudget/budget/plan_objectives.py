@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tailbudget import _fmt as fmt
 from tailbudget._units import min_rows, quantile_of
 from tailbudget._verdict import Verdict, judge
 from tailbudget.budget import model as m
@@ -107,8 +108,9 @@ def thin_problem(key: str, figure: str, limit_ms: float, said: str) -> Problem:
 
 
 def fmt_ms(ms: float) -> str:
-    """'45.5 ms' below 100 ms, '1,250 ms' above: enough digits to act on."""
-    return f"{ms:,.1f} ms" if abs(ms) < 100 else f"{ms:,.0f} ms"
+    """'45.5 ms', '60 ms' below 100 ms, '1,250 ms' above: the one formatter's way with a
+    target or a measured figure (it read '60.0 ms' here and '60 ms' everywhere else)."""
+    return fmt.threshold("ms", ms)
 
 
 class _Checker:

@@ -113,7 +113,7 @@ def _snapshot(r: AuditReport) -> list[str]:
     out.append("")
     if s.breach_rate_per_min is not None and s.duration_min is not None:
         out.append(
-            f"{fmt.count(s.count)} requests over {fmt.number(s.duration_min)} min; "
+            f"{fmt.counted(s.count, 'request')} over {fmt.number(s.duration_min)} min; "
             f"{fmt.number(s.breach_rate_per_min)} requests/min slower than the "
             f"{r.goodput.target} target."
         )
@@ -181,7 +181,7 @@ def _tail(r: AuditReport) -> list[str]:
     t = r.tail
     out = [
         f"Slow group: total in [{_ms(t.slow_range_ms[0])}, {_ms(t.slow_range_ms[1])}] ms "
-        f"({fmt.count(t.n_slow)} requests); fast group: [{_ms(t.fast_range_ms[0])}, "
+        f"({fmt.counted(t.n_slow, 'request')}); fast group: [{_ms(t.fast_range_ms[0])}, "
         f"{_ms(t.fast_range_ms[1])}] ms ({fmt.count(t.n_fast)}).",
         "",
     ]

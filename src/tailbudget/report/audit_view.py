@@ -165,7 +165,8 @@ def summary_lines(report: AuditReport) -> list[str]:
     causes = ", ".join(f"{h.kind} ({h.stage}){_mark(h.weak)}" for h in r.hypotheses)
     lines.append(f"causes: {causes or 'none found'}")
     if r.cold_start is not None:
-        lines.append(f"cold start: {r.cold_start.verdict}")
+        # The verdict in words with its figures (it read "cold start: cold_start").
+        lines.append(cold_verdict(r.cold_start).removesuffix("."))
     if r.ranking:
         f = r.ranking[0]
         lines.append(

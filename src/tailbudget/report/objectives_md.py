@@ -44,10 +44,10 @@ def objectives_section(r: AuditReport) -> list[str]:
         "|---|---:|---:|---|---|---:|",
     ]
     for o in r.objectives:
-        unit = "gaps" if o.metric == "itl" else "requests"
+        unit = "gap" if o.metric == "itl" else "request"
         out.append(
             f"| {_name(o)} | {_ms(o.target_ms)} | {_ms(o.measured_ms)} | {o.verdict} | "
-            f"{'yes' if o.gated else 'no'} | {fmt.count(o.n)} {unit} |"
+            f"{'yes' if o.gated else 'no'} | {fmt.counted(o.n or 0, unit)} |"
         )
     out += ["", f"Measured as: {definitions(r.objectives)}.", ""]
     g = r.goodput
