@@ -11,8 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import tailbudget as tb
+from tailbudget.cli import app
+from tests.cli._expect import one_line_error
 from tests.conftest import SHARED_DATA
 
 TP8 = SHARED_DATA / "vllm_llama33-70b_tp8_sharegpt_qps_inf.json"
@@ -66,3 +69,18 @@ def test_a_log_with_one_good_row_reads_in_the_singular_and_counts_the_rest(tmp_p
     assert "| inconclusive | yes | 1 request |" in md
     assert "on 1 request, about 99 more requests would settle it" in md
 
+
+def test_a_baseline_without_the_objectives_metric_is_refused(tmp_path):
+    # A microservice CSV as the baseline of a vLLM run: it has no TTFT, yet the canary
+    # reported its goodput as 100% (every request "met" the ttft threshold it lacks).
+    delag = SHARED_DATA / "delag_eshopper_000.csv"
+    _need(TP8)
+    _need(delag)
+    with pytest.raises(tb.TailbudgetError) as err:
+        tb.audit(TP8, slo="ttft.p95=500", baseline=delag)
+    assert err.value.param == "baseline"
+    assert "the baseline has no ttft values" in str(err.value)
+    result = CliRunner().invoke(
+        app, ["audit", str(TP8), "--slo", "ttft.p95=500", "--baseline", str(delag)]
+    )
+    one_line_error(result, "--baseline:", "delag_eshopper_000.csv", "no ttft values")

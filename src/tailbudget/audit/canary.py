@@ -38,6 +38,7 @@ from tailbudget.audit.report import (
     ObjectiveRow,
 )
 from tailbudget.budget.objectives import parse_percentile
+from tailbudget.errors import TailbudgetError
 from tailbudget.logs.table import LogTable
 
 __all__ = ["ALPHA", "MIN_REQUESTS", "goodput_change", "judge", "proves_regression"]
@@ -207,6 +208,8 @@ def judge(ctx: Ctx, rows: list[ObjectiveRow], good: int, baseline: LogTable) -> 
             t_ = tokens if obj.metric == "e2e" else None
             samples[obj.metric] = (*_values(ctx, obj.metric, t_), *_values(base, obj.metric, t_))
         a, n_a, b, n_b = samples[obj.metric]
+        if n_a and not n_b:
+            _not_comparable(baseline, obj)
         prior = before.get((obj.metric, obj.percentile))
         change, lo, hi = _change(obj, prior, a, b, ctx.config.seed)
         p = _p_value(a, b)
@@ -232,6 +235,18 @@ def judge(ctx: Ctx, rows: list[ObjectiveRow], good: int, baseline: LogTable) -> 
     n_before = int(fnum(brow["n"])) + baseline.rows.failed
     gp = goodput_change((good, n_after), (int(fnum(brow.get("o_good"))), n_before))
     return _summary(changes, gp if objs.thresholds() else None)
+
+
+def _not_comparable(baseline: LogTable, obj: ObjectiveRow) -> None:
+    """A baseline without the metric an objective reads is another kind of log (a
+    microservice CSV beside a vLLM run): its goodput would count every request good on
+    the missing metric, and no change could be measured. Refused, not compared."""
+    raise TailbudgetError(
+        f"{baseline.source}: the baseline has no {obj.metric} values, which the log's "
+        f"{obj.metric}.{obj.percentile} objective compares; give a log of the same service "
+        "with the same metrics (read with the same options) as the baseline",
+        param="baseline",
+    )
 
 
 def _summary(changes: list[ObjectiveChange], gp: GoodputChange | None) -> Canary:
