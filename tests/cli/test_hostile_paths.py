@@ -122,3 +122,24 @@ def test_a_recursive_query_stops_at_its_time_limit():
     )
     fine = ["audit", "--query", "SELECT 100.0 + range AS total_ms FROM range(500)", "--slo"]
     assert runner.invoke(app, [*fine, "p99=900", "--format", "json"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda p: p.mkdir(), "a folder, not a budget file"),
+        (lambda p: p.write_bytes(bytes(range(256)) * 4), "not a text file"),
+    ],
+)
+@pytest.mark.parametrize("command", ["plan", "export", "audit"])
+def test_a_budget_that_is_a_folder_or_binary_says_so(files, tmp_path, make, needle, command):
+    # It read "cannot read budget file (IsADirectoryError: [Errno 21] Is a directory: ...)".
+    budget = tmp_path / "budget.yaml"
+    make(budget)
+    args = {
+        "plan": ["plan", str(budget)],
+        "export": ["export", str(budget), "--to", "keda"],
+        "audit": ["audit", str(files["log"]), "--budget", str(budget)],
+    }[command]
+    line = one_line_error(runner.invoke(app, args), "budget.yaml", needle, "tailbudget init")
+    assert "Errno" not in line and "Error:" not in line

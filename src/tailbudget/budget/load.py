@@ -23,7 +23,17 @@ def load_budget(path: str | Path) -> Budget:
         raise BudgetError(
             f"{p}: budget file not found (create one with `tailbudget init`)"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise BudgetError(
+            f"{p}: a folder, not a budget file; give the budget's YAML file "
+            "(create one with `tailbudget init`)"
+        ) from None
+    except UnicodeDecodeError:
+        raise BudgetError(
+            f"{p}: not a text file (a budget file is YAML in UTF-8; "
+            "create one with `tailbudget init`)"
+        ) from None
+    except OSError as exc:
         raise BudgetError(
             f"{p}: cannot read budget file ({exc.__class__.__name__}: {exc})"
         ) from None
