@@ -175,3 +175,19 @@ def test_import_never_fails_with_anything_but_a_budget_error(spec: Any, metadata
         assert "\n" not in str(exc)
     else:
         parse_budget(text)
+
+
+def test_objectives_tailbudgets_metrics_cannot_carry_are_named_not_dropped() -> None:
+    # A budget with ttft, tpot and goodput objectives exported one e2e SLO and said
+    # nothing of the rest (prometheus-rules names each rule it leaves out).
+    budget = parse_budget(
+        "service: chat\nslo:\n  e2e: {p99: 20000}\n  ttft: {p95: 500}\n  tpot: {p99: 60}\n"
+        "  goodput: {min: 0.9}\npipeline:\n  - stage: llm\n    budget: {p99: 20000}\n"
+    )
+    text = openslo.render(budget)
+    assert len(openslo.build(budget)) == 1
+    (note,) = [line for line in text.splitlines() if "not exported" in line]
+    assert "ttft.p95, tpot.p99, goodput: not exported" in note
+    assert "vllm and sglang carry ttft, tpot and itl" in note
+    # The round trip still reads the exported SLO back.
+    assert _round_trip(budget).objectives.e2e() == {"p99": 20000.0}

@@ -218,6 +218,15 @@ def render(budget: Budget, options: ExportOptions | None = None) -> str:
     missing = unexported(budget)
     if missing:
         notes.append(f"no class series for {', '.join(missing)}: not exported.")
+    left = [o.key for o in budget.objectives if o.metric != "e2e"]
+    if budget.objectives.goodput is not None and budget.objectives.goodput.min is not None:
+        left.append("goodput")
+    if left:
+        notes.append(
+            f"{', '.join(left)}: not exported: tailbudget's own metrics carry the end-to-end "
+            "duration and the error count only; `tailbudget serve` still judges them (the "
+            "metrics presets vllm and sglang carry ttft, tpot and itl)."
+        )
     return dump_yaml(build(budget, options), header(budget, "openslo", notes))
 
 
