@@ -9,7 +9,8 @@ stream timings; a first-token event marks TTFT on the span.
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from tailbudget._version import __version__
 from tailbudget.errors import TailbudgetError
@@ -24,10 +25,17 @@ from tailbudget.measure.record import (
 )
 from tailbudget.measure.sinks.base import Batch, Sink
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+
+    from tailbudget.budget import Budget
+
 _PRIMITIVE = (str, bool, int, float)
 
 
-def _otel() -> Any:
+def _otel() -> ModuleType:
     try:
         # A start-up guard: opentelemetry loads on first use, not with this module.
         from opentelemetry import trace
@@ -38,9 +46,9 @@ def _otel() -> Any:
     return trace
 
 
-def genai_attributes(stream: StreamStats, a: dict[str, Any]) -> dict[str, Any]:
+def genai_attributes(stream: StreamStats, a: dict[str, Any]) -> dict[str, AttributeValue]:
     """GenAI semantic-convention attributes (and tailbudget timings) of one stream."""
-    out: dict[str, Any] = {"gen_ai.operation.name": str(a.get("operation", "chat"))}
+    out: dict[str, AttributeValue] = {"gen_ai.operation.name": str(a.get("operation", "chat"))}
     if "model" in a:
         out["gen_ai.request.model"] = str(a["model"])
     if "response_model" in a:
@@ -64,7 +72,9 @@ class OTelSink(Sink):
 
     name = "otel"
 
-    def __init__(self, tracer_provider: Any = None, *, root_name: str | None = None) -> None:
+    def __init__(
+        self, tracer_provider: TracerProvider | None = None, *, root_name: str | None = None
+    ) -> None:
         trace = _otel()
         self._trace = trace
         provider = tracer_provider or trace.get_tracer_provider()
@@ -73,18 +83,18 @@ class OTelSink(Sink):
         self._root_name = root_name
         self._service = "service"
 
-    def bind(self, service: str, budget: Any) -> None:
+    def bind(self, service: str, budget: Budget | None) -> None:
         self._service = service
 
     def write(self, batch: Batch) -> None:
         for r in batch.records:
             self._request(r, batch.clock, batch.prefix)
 
-    def _root_of(self, r: Record, prefix: str) -> tuple[str, dict[str, Any]]:
+    def _root_of(self, r: Record, prefix: str) -> tuple[str, dict[str, AttributeValue]]:
         """The root span's name and attributes: the request id, fields, route, degradations."""
         fields = dict(r.fields)
         route = fields.get("route")
-        attrs: dict[str, Any] = {"tailbudget.request_id": request_id_of(r, prefix)}
+        attrs: dict[str, AttributeValue] = {"tailbudget.request_id": request_id_of(r, prefix)}
         for key, value in fields.items():
             if isinstance(value, _PRIMITIVE):
                 attrs[f"tailbudget.{key}"] = value
@@ -96,8 +106,8 @@ class OTelSink(Sink):
         return name, attrs
 
     def _llm_spans(
-        self, r: Record, clock: Clock, root_ctx: Any, spans: list[Any], index: dict[int, int]
-    ) -> list[tuple[Any, int]]:
+        self, r: Record, clock: Clock, root_ctx: Context, spans: list[Span], index: dict[int, int]
+    ) -> list[tuple[Span, int]]:
         """Each LLM stream's GenAI attributes on its stage's span, or on a client span of its
         own (returned with its end time, to end after the stages' spans are complete)."""
         # A start-up guard: opentelemetry loads on first use, not with this module.
@@ -112,11 +122,11 @@ class OTelSink(Sink):
                 target = spans[at]
                 target.set_attributes(attrs_llm)
             else:
-                model = attrs_llm.get("gen_ai.request.model")
-                op = attrs_llm["gen_ai.operation.name"]
+                model = attrs_llm.get("gen_ai.request.model")  # both str, as written above
+                op = str(attrs_llm["gen_ai.operation.name"])
                 last = stream.token_ns[-1] if stream.token_ns else stream.start_ns
                 target = self._tracer.start_span(
-                    f"{op} {model}" if model else op,
+                    op + " " + str(model) if model else op,
                     kind=SpanKind.CLIENT,
                     context=root_ctx,
                     start_time=clock.epoch_ns(stream.start_ns),
@@ -138,7 +148,7 @@ class OTelSink(Sink):
         )
         root_ctx = trace.set_span_in_context(root)
         stamps, index = spans_of(r, clock)
-        spans: list[Any] = []
+        spans: list[Span] = []
         for sp in stamps:
             parent_ctx = (
                 root_ctx if sp.parent is None else trace.set_span_in_context(spans[sp.parent])

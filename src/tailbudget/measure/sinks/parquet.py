@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,10 +19,14 @@ from tailbudget.errors import TailbudgetError
 from tailbudget.measure.columns import arrow_array
 from tailbudget.measure.sinks.base import Batch, Sink
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
 log = logging.getLogger("tailbudget.measure")
 
 
-def _table(rows: list[dict[str, Any]]) -> Any:
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
     # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
@@ -30,7 +34,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
     for row in rows:
         if len(row) != len(keys) or row.keys() - keys.keys():
             keys.update(dict.fromkeys(row))
-    arrays: dict[str, Any] = {}
+    arrays: dict[str, pa.Array] = {}
     for key in keys:
         values = [row.get(key) for row in rows]
         if key == "ts":  # ISO-8601 text from the writer; Arrow parses it in C++
@@ -65,10 +69,10 @@ class ParquetSink(Sink):
         self.row_group_rows = row_group_rows
         self.compression = compression
         # Each batch becomes an Arrow table at once: columnar memory the GC never scans.
-        self._pending: list[Any] = []
+        self._pending: list[pa.Table] = []
         self._pending_rows = 0
-        self._writer: Any = None
-        self._schema: Any = None
+        self._writer: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
         self.rows_written = 0
         # Import everything pyarrow pulls in lazily now: the first write may be the
         # atexit flush, when Python refuses new atexit registrations (pandas' pools).
@@ -86,7 +90,7 @@ class ParquetSink(Sink):
         if self._pending_rows >= self.row_group_rows:
             self._write_pending()
 
-    def _open(self, schema: Any) -> None:
+    def _open(self, schema: pa.Schema) -> None:
         # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow.parquet as pq
 
@@ -107,12 +111,12 @@ class ParquetSink(Sink):
         for table in merged:
             self._write_table(table)
 
-    def _write_table(self, table: Any) -> None:
+    def _write_table(self, table: pa.Table) -> None:
         # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if self._writer is None:
+        if self._writer is None or self._schema is None:
             self._open(table.schema)
         elif not table.schema.equals(self._schema):
             try:
@@ -129,7 +133,9 @@ class ParquetSink(Sink):
                 old = pq.read_table(self.partial)
                 self._open(unified)
                 self._writer.write_table(_conform(old, unified))
-        self._writer.write_table(_conform(table, self._schema))
+        writer, schema = self._writer, self._schema
+        assert writer is not None and schema is not None  # opened above
+        writer.write_table(_conform(table, schema))
         self.rows_written += table.num_rows
 
     def flush(self) -> None:
@@ -142,11 +148,12 @@ class ParquetSink(Sink):
         self._write_pending()
         if self._writer is None:  # no records: still leave a valid (empty) file
             self._open(pa.schema([("request_id", pa.string()), ("total_ms", pa.float64())]))
+        assert self._writer is not None  # opened above
         self._writer.close()
         os.replace(self.partial, self.path)
 
 
-def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
+def _in_order(parts: list[pa.Table], positions: list[list[int]]) -> list[pa.Table]:
     """One table in batch order from per-shape parts (as given if their types clash)."""
     if len(parts) < 2:
         return parts
@@ -160,7 +167,7 @@ def _in_order(parts: list[Any], positions: list[list[int]]) -> list[Any]:
     return [table.take(np.argsort(np.concatenate(positions), kind="stable"))]
 
 
-def _conform(table: Any, schema: Any) -> Any:
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
 
