@@ -16,12 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 
 from tailbudget.measure.record import RESERVED, STAGE_WIDTH, column_of, utc_second
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _names = itemgetter(slice(0, None, STAGE_WIDTH))
 
@@ -37,20 +41,20 @@ class Block:
 
     positions: list[int]
     """Where the block's records sit in the batch."""
-    ids: Sequence[Any]
+    ids: Sequence[int | str]
     """Request ids: sequence numbers (written as prefix + number) or given strings."""
     prefix: str
-    start_ns: Any
+    start_ns: npt.NDArray[np.int64]
     """Epoch ns of each request's start (int64 array)."""
-    total_ms: Any
+    total_ms: npt.NDArray[np.float64]
     """float64 array."""
     stage_cols: tuple[str, ...]
-    durations: Any
+    durations: npt.NDArray[np.float64]
     """float64 array, one row per stage column."""
     counted: tuple[str, ...]
     """`<stage>_count` columns (always 1 here: a repeated stage takes the row path)."""
     field_keys: tuple[str, ...]
-    fields: list[list[Any]]
+    fields: list[list[object]]
     """One list per covariate."""
 
     @property
@@ -121,7 +125,7 @@ class Block:
         rows = zip(*self._json_pieces(dumps, b"}\n"), strict=False)
         return b"".join(chain.from_iterable(rows))
 
-    def arrow(self) -> Any:
+    def arrow(self) -> pa.Table:
         """The block as a `pyarrow.Table` (ts as timestamp[us, UTC])."""
         # A start-up guard: pyarrow loads on first use, not with this module.
         import pyarrow as pa
@@ -148,7 +152,7 @@ class Block:
         return pa.table(cols)
 
 
-def arrow_array(values: Sequence[Any]) -> Any:
+def arrow_array(values: Sequence[object]) -> pa.Array:
     """An Arrow array of a covariate column; mixed types are kept as text."""
     # A start-up guard: pyarrow loads on first use, not with this module.
     import pyarrow as pa
@@ -174,7 +178,9 @@ def _json_values(col: Any, dumps: Dumps) -> list[bytes]:
     return list(map(dumps, col))
 
 
-def _iso_parts(epoch_ns: Any, dumps: Dumps) -> tuple[Any, list[bytes]]:
+def _iso_parts(
+    epoch_ns: npt.NDArray[np.int64], dumps: Dumps
+) -> tuple[bytes | list[bytes], list[bytes]]:
     """ISO-8601 UTC as (date-time prefix up to the seconds' dot, 6-digit microseconds).
 
     The prefix is formatted once per distinct second (one `bytes` when the
@@ -197,11 +203,10 @@ def _second(sec: int) -> bytes:
     return utc_second(sec).encode() + b"."
 
 
-def iso_utc(epoch_ns: Any) -> list[str]:
+def iso_utc(epoch_ns: npt.NDArray[np.int64]) -> list[str]:
     """Epoch ns (int64 array) -> ISO-8601 UTC text with microseconds and a `Z`."""
-    heads, fraction = _iso_parts(epoch_ns, orjson.dumps)
-    if isinstance(heads, bytes):
-        heads = repeat(heads)
+    found, fraction = _iso_parts(epoch_ns, orjson.dumps)
+    heads = repeat(found) if isinstance(found, bytes) else found
     return [(h + f).decode() + "Z" for h, f in zip(heads, fraction, strict=False)]
 
 
