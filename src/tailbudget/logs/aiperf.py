@@ -82,7 +82,7 @@ def _record(rec: dict[str, Any], line_no: int, found: BenchRows) -> None:
     found.rows.append(with_itls(row, _gaps_ms(metrics.get("inter_chunk_latency"))))
 
 
-def _reason(err: Any) -> str:
+def _reason(err: object) -> str:
     if isinstance(err, dict):
         code, kind = err.get("code"), err.get("type")
         text = " ".join(str(p) for p in (code, kind) if p not in (None, ""))
@@ -90,11 +90,11 @@ def _reason(err: Any) -> str:
     return failure_reason(err)
 
 
-def _value(metric: Any) -> Any:
+def _value(metric: object) -> object:
     return metric.get("value") if isinstance(metric, dict) else metric
 
 
-def _seconds(metric: Any) -> Any:
+def _seconds(metric: object) -> float | str | None:
     """A metric in seconds (its own unit; ms when it has none), text when not a number."""
     value = _value(metric)
     if value is None:
@@ -108,7 +108,7 @@ def _seconds(metric: Any) -> Any:
     return float(value) * factor
 
 
-def _gaps_ms(metric: Any) -> list[float] | None:
+def _gaps_ms(metric: object) -> list[float] | None:
     values = _value(metric)
     if not isinstance(values, list):
         return None

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +98,7 @@ def with_itls(row: dict[str, Any], gaps_ms: list[float] | None) -> dict[str, Any
     return row
 
 
-def failure_reason(text: Any, default: str = "error", *, last_line: bool = True) -> str:
+def failure_reason(text: object, default: str = "error", *, last_line: bool = True) -> str:
     """A short reason for a failed request: the last line of a traceback (or the first
     line of a message), URLs left out so one failure is one reason, trimmed."""
     # repr()-ed exceptions carry their newlines escaped
@@ -108,17 +108,17 @@ def failure_reason(text: Any, default: str = "error", *, last_line: bool = True)
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: object) -> dict[str, Any]:
     """The value when it is a JSON object, else an empty one (a malformed field)."""
     return value if isinstance(value, dict) else {}
 
 
-def number(value: Any) -> float | None:
+def number(value: object) -> float | None:
     """The value as a float when it is a JSON number, else None."""
     return float(value) if is_number(value) else None
 
 
-def seconds(value: Any) -> Any:
+def seconds(value: object) -> float | str | None:
     """A float for numbers, None for null, the text itself otherwise (to be rejected)."""
     if value is None:
         return None
@@ -127,7 +127,7 @@ def seconds(value: Any) -> Any:
     return str(value)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """A JSON number that fits a float (NaN and inf included: they are rejected later)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False

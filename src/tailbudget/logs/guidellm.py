@@ -94,7 +94,7 @@ def _request(rec: Any, group: str, fallback_id: str, found: BenchRows) -> None:
     found.rows.append(row)
 
 
-def _ttft(rec: dict[str, Any], timings: dict[str, Any], start: float | None) -> Any:
+def _ttft(rec: dict[str, Any], timings: dict[str, Any], start: float | None) -> float | str | None:
     ms = rec.get("time_to_first_token_ms")
     ms_value = number(ms)
     if ms_value is not None:
@@ -105,7 +105,7 @@ def _ttft(rec: dict[str, Any], timings: dict[str, Any], start: float | None) -> 
     return seconds(ms)
 
 
-def _tokens(rec: dict[str, Any], key: str) -> Any:
+def _tokens(rec: dict[str, Any], key: str) -> object:
     value = rec.get(key)
     if value is None:
         usage = rec.get("input_metrics" if key == "prompt_tokens" else "output_metrics")
