@@ -262,11 +262,21 @@ class ModelPolicy:
         if self.met:
             return head + (
                 f"{need} replicas meet every objective in {p:.0%} of the forecast minutes "
-                f"({self.draws} judged as the floor judges a minute)"
+                f"({self.draws} judged as the floor judges a minute{self._spread()})"
             )
         return head + (
             f"no count up to {hi} meets every objective in {p:.0%} of the forecast minutes; "
             f"{need} wins 90% of what {hi} would: the rest of the tail is not load"
+        )
+
+    def _spread(self) -> str:
+        """'; their counts vary ...' when the recent minutes proved more spread than Poisson."""
+        f = self.forecast
+        if not isinstance(f, RecentMinutes) or f.spread <= 1.0:
+            return ""
+        return (
+            f"; their counts vary {f.spread:.3g}x a Poisson count's variance, as the last "
+            f"{f.history} minutes' did"
         )
 
     def _surged(self) -> str:
@@ -351,6 +361,7 @@ class ModelPolicy:
             why = f"{new} replicas meet every objective in {p:.0%} of the forecast minutes" + (
                 f" for {self.opts.cooldown_s:g} s" if action == "scale_down" else ""
             )
+            why += self._spread()
             why += self._binding(new)
         fitted = self.model.fit is not None and bool(self.model.fit.rows)  # an LLM fit's runs
         why += outside_words(self.model.load_levels, ahead / max(new, 1)) if fitted else ""
