@@ -84,3 +84,33 @@ def test_a_baseline_without_the_objectives_metric_is_refused(tmp_path):
         app, ["audit", str(TP8), "--slo", "ttft.p95=500", "--baseline", str(delag)]
     )
     one_line_error(result, "--baseline:", "delag_eshopper_000.csv", "no ttft values")
+
+
+REPLAYABLE = [
+    "vllm_llama33-70b_tp8_sharegpt_qps_inf.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_01.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_04.json",
+    "vllm_grid/vllm_llama33-70b_04_tp4_pp2_IB_qps_inf.json",
+    "aiperf_profile_export.jsonl",
+]
+FIGURES = "ttft.p50,ttft.p95,ttft.p99,tpot.p50,tpot.p99,e2e.p99,itl.p99"
+
+
+@pytest.mark.parametrize("name", REPLAYABLE)
+def test_the_fit_tables_measured_figures_are_the_audits(name):
+    # simulate and capacity print each run's measured figures beside the prediction; they
+    # are the audit's figures of that log. AIPerf's read 27.5 / 34.9 ms for tpot.p50 / p99
+    # where the audit measures 27.6 / 33.7 (each TTFT was paired with another request's
+    # end: the file is not in time order); itl.p99 was an order statistic (89.52 vs 89.50).
+    from tailbudget.logs import ReadOptions
+    from tailbudget.sim.fit import ModelOptions
+    from tailbudget.sim.fitting import fit_logs
+
+    log = SHARED_DATA / name
+    _need(log)
+    slo = ",".join(f"{f}=1e9" for f in FIGURES.split(","))
+    audit = {_key(o): o["measured_ms"] for o in json.loads(tb.audit(log, slo=slo).to_json())["objectives"]}  # fmt: skip
+    model = fit_logs([str(log)], ReadOptions(), ModelOptions()).model
+    assert model.fit is not None and model.fit.rows
+    for row in model.fit.rows:
+        assert row.measured_ms == pytest.approx(audit[row.figure], rel=1e-9), row.figure

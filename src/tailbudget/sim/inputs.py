@@ -92,15 +92,18 @@ def read_logged(
         check_span(
             table.source, float(ts[order[0]]), float(ts[order[-1]]), parse_max_events(max_events)
         )
+    in_order = {k: v[order] for k, v in stages.items()}
     logged = LoggedRequests(
         source=table.source,
         total_ms=total[order],
         error=err[order],
         ts_s=None if ts is None else ts[order],
-        stages={k: v[order] for k, v in stages.items()},
+        stages=in_order,
         input_tokens=_pick(_col(arrow, "input_tokens"), order),
         output_tokens=_pick(_col(arrow, "output_tokens"), order),
-        ttft_ms=stages.get("ttft"),
+        # in time order with the rest (it kept the file's order: an AIPerf file, written
+        # as requests finish, paired each TTFT with another request's end and length)
+        ttft_ms=in_order.get("ttft"),
         classes=None if kcol is None else _labels(arrow, kcol)[order],
     )
     extras = _vllm_extras(str(path)) if table.format == "vllm" else None

@@ -139,7 +139,10 @@ def _measured(lg: LoggedRequests, extras: LLMExtras | None) -> dict[str, float]:
         flat = np.concatenate(extras.itls_ms)
         gaps = (flat, np.ones(flat.size))
     ok = ~lg.error
-    return figures_of(lg.ttft_ms[ok], lg.total_ms[ok], lg.output_tokens[ok], gaps)
+    out = figures_of(lg.ttft_ms[ok], lg.total_ms[ok], lg.output_tokens[ok], gaps)
+    if gaps is not None:  # every gap once: the audit's interpolated percentile, its figure
+        out["itl.p99"] = _pct(gaps[0], 99)
+    return out
 
 
 def _itls(lg: LoggedRequests, extras: LLMExtras | None) -> tuple[F64, ...]:
