@@ -23,10 +23,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _FACTORS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-def parse_duration_s(
-    value: str | float | int, *, field: str = "duration", param: str | None = None
-) -> float:
-    """Parse '2m', '30s', '1500ms', '1h' or a bare number of seconds into seconds.
+def parse_duration_s(value: object, *, field: str = "duration", param: str | None = None) -> float:
+    """Parse '2m', '30s', '1500ms', '1h' or a bare number of seconds into seconds (any
+    other value, as read from a file, is refused naming `field`).
 
     `field` names the value in the message (a budget file's path, or an argument);
     `param` is the argument's name when a caller passed it (TailbudgetError.param)."""

@@ -110,7 +110,7 @@ class Stage(_Frozen):
         return self.column or f"{self.stage}_ms"
 
 
-def _item_tag(value: Any) -> str | None:
+def _item_tag(value: object) -> str | None:
     if isinstance(value, BaseModel):
         return {Stage: "stage", Parallel: "parallel", Sequence: "sequence"}.get(type(value))
     if isinstance(value, dict):
@@ -191,14 +191,14 @@ class Composition(_Frozen):
     """The log's whole requests, end to end (optional; see MeasuredRequests)."""
 
 
-def _wrap_lists(items: Any) -> Any:
+def _wrap_lists(items: Any) -> Any:  # YAML as read: a list comes back a list
     # A bare YAML list inside a pipeline is a sequence; accept it for convenience.
     if isinstance(items, list):
         return [{"sequence": _wrap_lists(i)} if isinstance(i, list) else _nested(i) for i in items]
     return items
 
 
-def _nested(item: Any) -> Any:
+def _nested(item: object) -> object:
     if isinstance(item, dict):
         if "stage" in item and "calls" in item:
             # `calls:` under a stage: the stage (its own time) then what runs inside it.
@@ -334,7 +334,7 @@ class Budget(_Frozen):
         return found
 
 
-def _head(item: Any) -> list[str]:
+def _head(item: Stage | Parallel | Sequence) -> list[str]:
     # The stages whose time is an item's, as the log's columns hold it: a stage's own, a
     # caller's column (its calls inside), a group's branches (the slowest is the group's).
     if isinstance(item, Stage):
@@ -346,7 +346,7 @@ def _head(item: Any) -> list[str]:
     return [s for i in item.sequence for s in _head(i)]
 
 
-def _callers(items: list[Any], out: dict[str, list[list[str]]]) -> None:
+def _callers(items: list[PipelineItem], out: dict[str, list[list[str]]]) -> None:
     for item in items:
         if isinstance(item, Parallel):
             _callers(item.parallel, out)
@@ -356,7 +356,7 @@ def _callers(items: list[Any], out: dict[str, list[list[str]]]) -> None:
             _callers(item.sequence, out)
 
 
-def _walk(items: list[Any], path: str) -> Iterator[tuple[str, Stage]]:
+def _walk(items: list[PipelineItem], path: str) -> Iterator[tuple[str, Stage]]:
     for i, item in enumerate(items):
         here = f"{path}[{i}]"
         if isinstance(item, Stage):

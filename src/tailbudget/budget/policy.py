@@ -99,7 +99,7 @@ _MODEL_DURATIONS = {
 }
 
 
-def _model_mode(raw: Any) -> ModelMode:
+def _model_mode(raw: object) -> ModelMode:
     """The `model:` block of a policy (durations as 5m / 300s, the rest numbers)."""
     if raw is None:
         return ModelMode()
@@ -129,7 +129,7 @@ def _model_mode(raw: Any) -> ModelMode:
 _RULE_KEYS = {"name", "metric", "op", "threshold", "for", "action", "cooldown", "clear"}
 
 
-def _duration(raw: Any, path: str) -> float:
+def _duration(raw: object, path: str) -> float:
     try:
         return parse_duration_s(raw, field=path)
     except TailbudgetError as exc:
@@ -201,7 +201,7 @@ def _clear(
     return clear_t, clear_for
 
 
-def _rule(raw: Any, i: int, targets: TargetTable, rollback_for_s: float) -> Rule:
+def _rule(raw: object, i: int, targets: TargetTable, rollback_for_s: float) -> Rule:
     path = f"policy.rules[{i}]"
     if not isinstance(raw, dict):
         raise PolicyError(
@@ -240,7 +240,7 @@ def _defaults(
     return default_rules(slo, rollback_for_s)
 
 
-def parse_baselines(raw: Any, where: str = "policy.baselines") -> dict[str, float]:
+def parse_baselines(raw: object, where: str = "policy.baselines") -> dict[str, float]:
     """{metric: baseline} (`ttft.p99`: ms, `goodput`: a share), checked against `where`."""
     if not isinstance(raw, dict):
         raise PolicyError(
