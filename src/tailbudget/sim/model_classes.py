@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tailbudget._json import JsonDict
 from tailbudget.budget.classes import CLASS_NAME, OTHER, ClassSet, ServiceClass
 from tailbudget.budget.objectives import Goodput, Objective, Objectives
 from tailbudget.errors import TailbudgetError
@@ -34,7 +35,7 @@ CODE = "class_code"
 
 def written_classes(
     labels: npt.NDArray[np.str_] | None, classes: ClassSet | None
-) -> tuple[dict[str, Any], npt.NDArray[np.int32]] | None:
+) -> tuple[JsonDict, npt.NDArray[np.int32]] | None:
     """The metadata block and the codes array for `labels` (None: no classes)."""
     if labels is None or classes is None:
         return None
@@ -53,7 +54,7 @@ def written_classes(
         remap = np.asarray([index.get(n, index[OTHER]) for n in names], dtype=np.int32)
         codes = remap[codes]
         names = kept
-    block = {
+    block: JsonDict = {
         "by": classes.by,
         "values": names,
         "classes": [_class(c) for c in classes.classes],
@@ -61,7 +62,7 @@ def written_classes(
     return block, np.asarray(codes, dtype=np.int32)
 
 
-def _class(c: ServiceClass) -> dict[str, Any]:
+def _class(c: ServiceClass) -> JsonDict:
     o = c.objectives
     return {
         "name": c.name,
@@ -71,7 +72,7 @@ def _class(c: ServiceClass) -> dict[str, Any]:
     }
 
 
-def _objectives(o: Objectives) -> dict[str, Any]:
+def _objectives(o: Objectives) -> JsonDict:
     return {
         "items": [
             {"metric": x.metric, "percentile": x.percentile, "target_ms": x.target_ms,
@@ -161,7 +162,7 @@ def _read_objectives(o: dict[str, Any]) -> Objectives:
     return Objectives(items, goodput, rate, None if env is None else str(env))
 
 
-def _number(value: Any) -> float:
+def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise TailbudgetError(f"target {value!r} is not a finite number of ms")
     return float(value)
