@@ -114,3 +114,14 @@ def test_the_fit_tables_measured_figures_are_the_audits(name):
     assert model.fit is not None and model.fit.rows
     for row in model.fit.rows:
         assert row.measured_ms == pytest.approx(audit[row.figure], rel=1e-9), row.figure
+
+
+def test_a_tie_in_breach_minutes_names_every_tied_policy():
+    # budget and fixed:1 both breach 1 minute on the tp8 burst; the headline named fixed:1
+    # alone ("are fixed:1's") as if it did better, where it is only the cheaper of the two.
+    _need(TP8)
+    rep = tb.simulate(TP8, "ttft.p95=500,tpot.p99=60,e2e.p99=20000")
+    minutes = {r.policy: r.record().minutes_in_breach for r in rep.runs}
+    assert minutes == {"budget": 1, "fixed:1": 1}
+    headline = rep.to_markdown().splitlines()[2]
+    assert "1 minute, are fixed:1's and budget's, fixed:1 at the fewest replica-hours" in headline

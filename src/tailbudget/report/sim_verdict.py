@@ -142,6 +142,19 @@ def best_take(rep: SimReport) -> str:
     return take + ("; no policy meets every gated objective" if _breaches(best) else "")
 
 
+def _tied(rep: SimReport, best: RunResult) -> str:
+    """Who else has as few minutes in breach (the headline names the cheapest of them)."""
+    others = [
+        r.policy for r in rep.runs if r is not best and _breach_minutes(r) == _breach_minutes(best)
+    ]
+    if not others:
+        return ""
+    also = " and ".join(f"{p}'s" for p in others)
+    return (
+        f" and {also}, {best.policy} at the fewest replica-hours ({fmt.number(best.replica_hours)})"
+    )
+
+
 def _breaches(run: RunResult) -> bool:
     return any(o.verdict == "breach" and o.objective.gated for o in run.objectives)
 
@@ -157,7 +170,8 @@ def simulate_headline(rep: SimReport) -> tuple[str, bool]:
     breached = _breaches(best)
     headline = (
         f"No policy meets every gated objective; the fewest minutes in breach, "
-        f"{_minutes(_breach_minutes(best))}, are {best.policy}'s: {why_none(rep)}"
+        f"{_minutes(_breach_minutes(best))}, are {best.policy}'s{_tied(rep, best)}: "
+        f"{why_none(rep)}"
         if breached
         else f"{best.policy} meets every gated objective at "
         f"{fmt.number(best.replica_hours)} replica-hours"
