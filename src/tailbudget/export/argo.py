@@ -39,11 +39,10 @@ from tailbudget.export.classes import (
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
+    exported_kind,
     header,
     k8s_metadata,
     k8s_name,
-    native_rule,
-    not_exported,
     num,
     policy_of,
     promql_duration,
@@ -110,9 +109,8 @@ def rollback_metric(
             f"(rate({names.REQUEST_DURATION}_bucket{{{sel}}}[{w}])))"
         )
 
-    kind = native_rule(rule)
+    kind = exported_kind(rule, "argo-rollouts", notes)
     if kind is None:
-        notes.append(not_exported(rule, "argo-rollouts"))
         return None
     if kind == "error_rate":
         guard = f"{requests} >= {policy.min_samples}"

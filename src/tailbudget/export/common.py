@@ -395,6 +395,15 @@ def rule_words(rule: Rule) -> str:
     return f"{rule.metric} {rule.op} {num(rule.threshold)}"
 
 
+def exported_kind(rule: Rule, target: str, notes: list[str]) -> str | None:
+    """`native_rule`, with a note (`not_exported`) for a rule the `target` export leaves
+    out."""
+    kind = native_rule(rule)
+    if kind is None:
+        notes.append(not_exported(rule, target))
+    return kind
+
+
 def not_exported(rule: Rule, target: str) -> str:
     """The note for a rule tailbudget's own metrics cannot express."""
     ref = rule.ref

@@ -34,12 +34,11 @@ from tailbudget.export.classes import quantile_query as class_quantile
 from tailbudget.export.common import (
     ExportOptions,
     dump_yaml,
+    exported_kind,
     header,
     k8s_metadata,
     k8s_name,
     label_value,
-    native_rule,
-    not_exported,
     num,
     policy_of,
     promql_duration,
@@ -197,9 +196,8 @@ def build(
     n = policy.min_samples
     canary_guard = _latency_guard(budget, CANARY_PODS, n)
     for rule in rollback:
-        kind = native_rule(rule)
+        kind = exported_kind(rule, "flagger", notes)
         if kind is None:
-            notes.append(not_exported(rule, "flagger"))
             continue
         if kind == "error_rate":
             suffix, query, limit = "error-rate", error_rate_query(budget, policy), rule.threshold

@@ -16,9 +16,8 @@ from tailbudget.export.common import (
     camel,
     error_lower_rule,
     error_ratio_rule,
+    exported_kind,
     label_value,
-    native_rule,
-    not_exported,
     num,
     promql_duration,
     request_count_rule,
@@ -44,9 +43,8 @@ def _rule_series(
     sel = service_selector(budget)
     w_s = policy.window_s
     guard = f"{request_count_rule(w_s)}{{{sel}}} >= {policy.min_samples}"
-    kind = native_rule(rule)
+    kind = exported_kind(rule, "prometheus-rules", notes)
     if kind is None:
-        notes.append(not_exported(rule, "prometheus-rules"))
         return None
     if kind == "percentile":
         series = f"{request_quantile_rule(rule.metric, w_s)}{{{sel}}}"
