@@ -125,3 +125,12 @@ def test_a_tie_in_breach_minutes_names_every_tied_policy():
     assert minutes == {"budget": 1, "fixed:1": 1}
     headline = rep.to_markdown().splitlines()[2]
     assert "1 minute, are fixed:1's and budget's, fixed:1 at the fewest replica-hours" in headline
+
+
+def test_an_output_length_fit_reads_per_output_token():
+    # It read "decode rises 31.6 ms per unit of output length output_tokens (R² 0.99)".
+    _need(TP8)
+    doc = json.loads(tb.audit(TP8, slo="e2e.p99=20000").to_json())
+    (shape,) = [h for h in doc["hypotheses"] if h["kind"] == "input_shape"]
+    assert "decode rises 31.6 ms per output token (output_tokens, R² 0.99)" in shape["evidence"]
+    assert "per unit of" not in shape["evidence"]

@@ -200,7 +200,7 @@ def test_output_length_tail_caps_max_tokens(column: str) -> None:
     assert [(h.kind, h.stage, h.covariate) for h in r.hypotheses] == [
         ("input_shape", "decode", column)
     ]
-    assert "output length" in r.hypotheses[0].evidence
+    assert f"per output token ({column}, R²" in r.hypotheses[0].evidence
     top = r.ranking[0]
     assert (top.fix, top.kind, top.stage) == ("cap_output_tokens", "input_shape", "decode")
     assert (top.hours, top.risk, top.reversible) == (4, "medium", True)

@@ -100,19 +100,21 @@ def _shape(ev: Evidence, majors: list[str], explained: set[str]) -> list[Hypothe
         kind = "fanout" if fan else "input_shape"
         seen.add(row.stage)
         explained.add(row.stage)
+        # "per output token (output_tokens)", not "per unit of output length output_tokens"
         if fan:
-            what = "fan-out count"
+            what = f"fan-out call ({row.covariate}"
         elif is_output_length(row.covariate):
-            what = "output length"
+            what = f"output token ({row.covariate}"
         else:
-            what = "covariate"
+            what = f"unit of {row.covariate} ("
         out.append(
             Hypothesis(
                 kind=kind,
                 stage=row.stage,
                 evidence=(
-                    f"{row.stage} rises {row.slope:,.3g} ms per unit of {what} {row.covariate} "
-                    f"(R² {row.r2:.2f}); {row.covariate} median {cov.p50:,.4g}, p95 {cov.p95:,.4g}"
+                    f"{row.stage} rises {row.slope:,.3g} ms per {what}"
+                    f"{'' if what.endswith('(') else ', '}R² {row.r2:.2f}); {row.covariate} "
+                    f"median {cov.p50:,.4g}, p95 {cov.p95:,.4g}"
                 ),
                 covariate=row.covariate,
                 figures={
