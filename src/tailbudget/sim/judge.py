@@ -27,6 +27,7 @@ import numpy as np
 from tailbudget.budget.objectives import Objectives
 from tailbudget.sim.capacity import fewest_replicas
 from tailbudget.sim.engines import run_once
+from tailbudget.sim.minute_verdict import QueueMinute, gated, met, minute_met
 from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.objectives import ObjectiveResult, measure
 from tailbudget.sim.policies import FixedPolicy
@@ -39,6 +40,8 @@ SEARCH_MAX = 512
 """The most replicas the floor's search tries (the model policy stops at its bounds)."""
 _KEEP = 200_000
 """Judgements remembered (by draw key and count) before the memory starts afresh."""
+_KEEP_BOUNDS = 64
+"""Draws whose bound arrays are kept (a forecast reuses its window's: a few dozen)."""
 
 
 @dataclass(frozen=True)
@@ -68,23 +71,12 @@ def minute_of(arr: Arrivals, lo: int, hi: int, t0: float) -> Arrivals:
     )
 
 
-def _gated(results: list[ObjectiveResult]) -> list[ObjectiveResult]:
-    return [r for r in results if r.objective.gated] or results
-
-
-def met(results: list[ObjectiveResult]) -> bool:
-    """No gated objective is in breach in the minute, as a run's minute is judged (the one
-    verdict rule on its own requests, `minutes_in_breach`), so the floor and the runs
-    agree; a minute with no served request is not met."""
-    return all(r.measured_ms is not None and r.minutes_in_breach == 0 for r in _gated(results))
-
-
 def worst(results: list[ObjectiveResult]) -> float:
     """The largest measured / target over the gated objectives (inf when one has none)."""
     return max(
         (
             math.inf if r.measured_ms is None else r.measured_ms / r.objective.target_ms
-            for r in _gated(results)
+            for r in gated(results)
         ),
         default=math.inf,
     )
@@ -96,7 +88,15 @@ class Judge:
     def __init__(self, model: ServiceModel, objectives: Objectives) -> None:
         self.model, self.objectives = model, objectives
         self.simulations = 0
+        """Minutes simulated (run on the engine)."""
+        self.bounded = 0
+        """Minutes whose verdict the queue bounds settled without simulating."""
         self._runs: dict[tuple[Hashable, int], list[ObjectiveResult]] = {}
+        self._met: dict[tuple[Hashable, int], bool] = {}
+        self._bounds: dict[Hashable, QueueMinute] = {}
+        """Each draw's count-free part of the queue bounds (by its key)."""
+        self._last: tuple[Arrivals, QueueMinute] | None = None
+        """The same for the last minute asked about without a key (the floor's search)."""
 
     def run(self, minute: Arrivals | Draw, n: int) -> list[ObjectiveResult]:
         """The objectives of `minute` on `n` replicas held fixed, warm and empty (a draw's
@@ -113,8 +113,45 @@ class Judge:
         return measure(trace, self.objectives, self.model.samples.stages)
 
     def meets(self, minute: Arrivals | Draw, n: int) -> bool:
-        """Do `n` replicas meet every gated objective in `minute`?"""
-        return met(self.run(minute, n))
+        """Do `n` replicas meet every gated objective in `minute`? (`met(self.run(...))`,
+        without the figures only the verdict needs: remembered by a draw's key.)"""
+        if not isinstance(minute, Draw):
+            return self._meets(minute, n)
+        key = (minute.key, n)
+        got = self._met.get(key)
+        if got is None:
+            full = self._runs.get(key)
+            got = met(full) if full is not None else self._meets(minute.arrivals, n, minute.key)
+            if len(self._met) >= _KEEP:
+                self._met.clear()
+            self._met[key] = got
+        return got
+
+    def _meets(self, minute: Arrivals, n: int, key: Hashable | None = None) -> bool:
+        queue = self._bounded(minute, key)
+        if queue.covered and n >= 1:
+            quick = queue.settle(n)
+            if quick is not None:
+                self.bounded += 1
+                return quick
+            self.simulations += 1
+            return queue.simulate(n)
+        self.simulations += 1
+        trace = run_once(self.model, minute, FixedPolicy(n), replicas=n, end_s=MINUTE_S)
+        return minute_met(trace, self.objectives, self.model.samples.stages)
+
+    def _bounded(self, minute: Arrivals, key: Hashable | None) -> QueueMinute:
+        """The minute's queue bounds, made once per draw (or per minute searched)."""
+        if key is None:
+            if self._last is None or self._last[0] is not minute:
+                self._last = (minute, QueueMinute(self.model, self.objectives, minute))
+            return self._last[1]
+        got = self._bounds.get(key)
+        if got is None:
+            if len(self._bounds) >= _KEEP_BOUNDS:
+                self._bounds.clear()
+            got = self._bounds[key] = QueueMinute(self.model, self.objectives, minute)
+        return got
 
     def fewest(
         self,
@@ -133,7 +170,10 @@ class Judge:
             # only when they leave the count undecided, the newest first (a forecast that
             # moves on by a minute brings new draws last and drops the oldest: what is
             # judged of the newest is what the next evaluations can still reuse).
-            seen = [isinstance(m, Draw) and (m.key, n) in self._runs for m in minutes]
+            seen = [
+                isinstance(m, Draw) and ((m.key, n) in self._met or (m.key, n) in self._runs)
+                for m in minutes
+            ]
             order = [m for m, s in zip(minutes, seen, strict=True) if s]
             order += [m for m, s in zip(minutes[::-1], seen[::-1], strict=True) if not s]
             hits, left = 0, len(minutes)

@@ -28,7 +28,22 @@ from tailbudget.sim.model import ServiceModel
 from tailbudget.sim.policies import FixedPolicy
 from tailbudget.sim.trace import Arrivals, RunPolicy, SimTrace, TickRecord
 
-__all__ = ["run_queue"]
+__all__ = ["run_queue", "work_columns"]
+
+
+def work_columns(
+    model: ServiceModel, arrivals: Arrivals
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+    """Each arrival's work (s) and, when the model's work rises with load, the part divided
+    by the ready replicas (work = base + per_ready / ready); None when it does not."""
+    work = model.samples.work_ms[arrivals.src] / 1000.0
+    slope, logged = model.load_slope, model.samples.load_rps
+    if slope is None or slope.value <= 0 or logged is None or not arrivals.size:
+        return work, None
+    b = slope.value / 1000.0
+    floor = 0.1 * model.samples.work_ms[arrivals.src] / 1000.0
+    base = model.samples.work_ms[arrivals.src] / 1000.0 - b * logged[arrivals.src]
+    return np.maximum(base, floor), b * minute_rates(arrivals.t_s)
 
 
 class _QueueSim:
@@ -36,16 +51,10 @@ class _QueueSim:
         self.k = max(1, int(model.concurrency.value))
         self.cold = float(model.cold_factor.value)
         self.overhead = float(model.logging_overhead_ms.value) / 1000.0
-        self.work = (model.samples.work_ms[arrivals.src] / 1000.0).tolist()
-        self.per_ready: list[float] | None = None
+        work, per_ready = work_columns(model, arrivals)
+        self.work = work.tolist()
+        self.per_ready: list[float] | None = None if per_ready is None else per_ready.tolist()
         """Load-dependent work: work = base + per_ready / ready replicas."""
-        slope, logged = model.load_slope, model.samples.load_rps
-        if slope is not None and slope.value > 0 and logged is not None and arrivals.size:
-            b = slope.value / 1000.0
-            floor = 0.1 * model.samples.work_ms[arrivals.src] / 1000.0
-            base = model.samples.work_ms[arrivals.src] / 1000.0 - b * logged[arrivals.src]
-            self.work = np.maximum(base, floor).tolist()
-            self.per_ready = (b * minute_rates(arrivals.t_s)).tolist()
         self.arr_np = arrivals.t_s
         self.arr = arrivals.t_s.tolist()
         self.low = arrivals.shed_codes().tolist()
