@@ -134,3 +134,12 @@ def test_an_output_length_fit_reads_per_output_token():
     (shape,) = [h for h in doc["hypotheses"] if h["kind"] == "input_shape"]
     assert "decode rises 31.6 ms per output token (output_tokens, R² 0.99)" in shape["evidence"]
     assert "per unit of" not in shape["evidence"]
+
+
+def test_a_met_slo_gives_its_target_in_ms_as_the_figure():
+    # "Every SLO target is met (p99 515 ms <= 900)": the target had no unit, where the
+    # LLM objectives' line reads "ttft.p95 201 ms <= 300 ms".
+    delag = SHARED_DATA / "delag_eshopper_000.csv"
+    _need(delag)
+    rec = tb.audit(delag, slo="p99=900", total="Latency").recommendation
+    assert rec.text == "Every SLO target is met (p99 515 ms <= 900 ms); nothing to fix."

@@ -54,7 +54,7 @@ def recommend(
             ),
         )
     if not breached:
-        figs = ", ".join(f"{p} {getattr(snap, p):,.0f} ms <= {slo[p]:,.0f}" for p in slo)
+        figs = ", ".join(f"{p} {fmt.ms(getattr(snap, p))} ms <= {fmt.ms(slo[p])} ms" for p in slo)
         return Recommendation(
             choice="none", text=f"Every SLO target is met ({figs}); nothing to fix."
         )
