@@ -143,3 +143,13 @@ def test_a_budget_that_is_a_folder_or_binary_says_so(files, tmp_path, make, need
     }[command]
     line = one_line_error(runner.invoke(app, args), "budget.yaml", needle, "tailbudget init")
     assert "Errno" not in line and "Error:" not in line
+
+
+@pytest.mark.parametrize("name", ["junk.csv", "junk.parquet", "junk.json"])
+def test_binary_junk_under_a_log_name_says_to_check_the_file(tmp_path, name):
+    # It gave the engine's words alone ("Error when sniffing file ..."), no fix.
+    path = tmp_path / name
+    path.write_bytes(bytes(range(256)) * 12)
+    result = runner.invoke(app, ["audit", str(path), "--slo", "p99=500"])
+    line = one_line_error(result, name, "check that the file is what its name says")
+    assert ".;" not in line

@@ -59,8 +59,11 @@ def read_log(
     except TailbudgetError:
         raise
     except Exception as exc:  # engine and parser errors become one-line LogErrors
+        fix = ""
+        if isinstance(source, str | os.PathLike):  # a parser's words alone name no fix
+            fix = "; check that the file is what its name says (CSV, Parquet, JSON or JSONL)"
         raise LogError(
-            f"cannot read {label} on {engine_name(backend)}: {_first_line(exc)}"
+            f"cannot read {label} on {engine_name(backend)}: {_first_line(exc).rstrip('.')}{fix}"
         ) from exc
 
 
