@@ -147,3 +147,36 @@ def test_replay_of_a_real_aiperf_export_acts_on_its_ttft() -> None:
     # a target above what the burst reached: nothing to do
     loose = replay_json(log, parse_policy("default", targets={"ttft.p95": 2 * float(ttft[-1])}))
     assert [d for d in loose["decisions"] if d["action"] == "scale_up"] == []
+
+
+def test_replay_of_aiperf_observes_each_request_at_its_completion() -> None:
+    # AIPerf's timestamp is the send time (89 requests sent within 20 ms): a live service
+    # sees a request when it completes, so no decision may cite a request not yet done.
+    if not AIPERF.exists():
+        import pytest
+
+        pytest.skip("../shared/data/aiperf_profile_export.jsonl is missing")
+    from tailbudget.logs.read import read_log
+
+    sent = read_log(str(AIPERF)).table.select("ts", "total_ms").to_pyarrow()
+    send_s = np.array([t.timestamp() for t in sent.column("ts").to_pylist()])
+    done_s = np.sort(send_s + np.asarray(sent.column("total_ms").to_numpy()) / 1000.0)
+    log = load_replay_log(AIPERF)
+    assert log.at_completion
+    np.testing.assert_allclose(log.ts_s, done_s, rtol=0, atol=1e-5)
+    # the series follow the completion order: ttft <= e2e row by row
+    ttft = log.series["ttft"]
+    assert np.all(ttft.ms <= log.total_ms[ttft.index] + 1e-6)
+    rep = replay_json(log, parse_policy("default", targets={"ttft.p95": 1200.0}))
+    assert rep["notes"][0].startswith("open loop: each request is observed at completion")
+    assert rep["decisions"]
+    for d in rep["decisions"]:
+        at = rep_t0(rep) + d["t_offset_s"]
+        assert at >= done_s[0] - 1e-3  # no decision before the first completion
+        assert d["count"] is None or d["count"] <= int(np.sum(done_s <= at + 1e-6))
+
+
+def rep_t0(rep: dict[str, object]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(rep["start"]).replace("Z", "+00:00")).timestamp()

@@ -17,7 +17,7 @@ from tailbudget.budget.metric import LLM_SERIES
 from tailbudget.control.columns import StageColumn
 from tailbudget.control.llm_log import RawSeries, order_series, read_series
 from tailbudget.errors import LogError
-from tailbudget.logs.options import ReadOptions
+from tailbudget.logs.options import SEND_TIME_FORMATS, ReadOptions
 from tailbudget.logs.units import check_log_unit
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ class ReplayLog:
     """Pipeline stage times (the LLM series aside) indexing the sorted rows."""
     labels: npt.NDArray[np.object_] | None = None
     """Each sorted row's class (the `classes.by` column as text), when asked for."""
+    at_completion: bool = False
+    """True when `ts_s` is each request's completion (the log's send time + its e2e): the
+    log's timestamp was the send time, and a live service sees a request when it ends."""
 
     def subset(self, mask: npt.NDArray[np.bool_]) -> ReplayLog:
         """The rows where `mask` holds (one class's requests), series re-indexed."""
@@ -192,6 +195,12 @@ def replay_log_of(table: LogTable, *, class_by: str | None = None) -> ReplayLog:
     err = np.asarray(
         arrow.column("error").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
     )
+    at_completion = table.format in SEND_TIME_FORMATS
+    if at_completion:
+        # A load generator's timestamp is the send time; a live service observes a request
+        # when it completes, so replay feeds (and orders) it at send time + e2e.
+        done = np.isfinite(tot) & (tot >= 0)
+        ts = np.where(done, ts + np.where(done, tot, 0.0) / 1000.0, ts)
     finite = ts[np.isfinite(ts)]
     # small numbers are seconds from the log's start, not dates in 1970
     absolute = not (finite.size and float(np.median(finite)) < 1e8)
@@ -234,6 +243,7 @@ def replay_log_of(table: LogTable, *, class_by: str | None = None) -> ReplayLog:
         series=out.series,
         stages=out.stages,
         labels=out.labels,
+        at_completion=at_completion,
     )
 
 

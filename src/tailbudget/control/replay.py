@@ -123,12 +123,16 @@ _ACTIVE = ("scale_up", "shed_load", "trim_logging", "rollback")
 """Actions that would change the latencies a live service goes on to record."""
 
 
-def open_loop_note(by_action: Mapping[str, int], active_at_end: list[str]) -> str:
-    """What an open-loop replay cannot see, for the actions it took."""
+def open_loop_note(
+    by_action: Mapping[str, int], active_at_end: list[str], *, at_completion: bool = False
+) -> str:
+    """What an open-loop replay cannot see, for the actions it took, and when it observes
+    each request (`at_completion`: the log's timestamp is the send time)."""
+    when = "at completion: send time + e2e" if at_completion else "at the log's timestamp"
     text = (
-        "open loop: the recorded latencies do not react to the decisions, so after a "
-        "scale_up, shed_load, trim_logging or rollback the replay keeps reading the latencies "
-        "as they were recorded"
+        f"open loop: each request is observed {when}; the recorded latencies do not react "
+        "to the decisions, so after a scale_up, shed_load, trim_logging or rollback the "
+        "replay keeps reading the latencies as they were recorded"
     )
     acted = [f"{a} x{by_action[a]}" for a in _ACTIVE if by_action.get(a)]
     if acted:
@@ -241,7 +245,9 @@ def _notes(
     controller: Controller, log: ReplayLog, walk: _Walk, baseline: Baseline | None
 ) -> list[str]:
     policy = controller.policy
-    notes = [open_loop_note(walk.by_action, sorted(controller.active))]
+    notes = [
+        open_loop_note(walk.by_action, sorted(controller.active), at_completion=log.at_completion)
+    ]
     notes += list(log.notes) + controller.notes()
     if sum(walk.by_action.values()) > len(walk.decisions):
         notes.append(

@@ -11,7 +11,7 @@ from tailbudget.errors import LogError
 if TYPE_CHECKING:
     from tailbudget.budget.model import Budget
 
-__all__ = ["FORMATS", "ReadOptions", "ReadSettings", "Unit"]
+__all__ = ["FORMATS", "SEND_TIME_FORMATS", "ReadOptions", "ReadSettings", "Unit"]
 
 Unit = Literal["ms", "s", "us"]
 FORMATS = (
@@ -28,6 +28,9 @@ FORMATS = (
     "sglang",
     "engine",
 )
+SEND_TIME_FORMATS = ("vllm", "llmperf", "aiperf", "guidellm", "sglang")
+"""Formats whose timestamp is each request's send (start) time: the LLM load generators.
+A live service sees such a request only when it completes (send time + e2e)."""
 _UNITS = ("ms", "s", "us")
 
 
