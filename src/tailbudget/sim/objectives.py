@@ -119,7 +119,9 @@ def objectives_for(budget: Budget | None, slo_text: str | Objectives | None) -> 
         objs = budget.objectives
     else:
         raise TailbudgetError(
-            "slo: no objectives; give a budget file or slo such as p95=MS,...", param="slo"
+            "slo: no objectives; give a budget file or slo such as p95=MS (a service) "
+            "or ttft.p95=MS,tpot.p99=MS (an LLM)",
+            param="slo",
         )
     for o in objs:
         if o.metric == "itl":
